@@ -1,0 +1,64 @@
+/* The one fixed-size event record every source produces and the engine consumes. */
+#ifndef HT_EVENT_H
+#define HT_EVENT_H
+
+#include <stdint.h>
+
+/* Kinds mirror the "ev" values of the .htev format (ARCHITECTURE.md). */
+#define HT_EVENT_KIND_MAP(X)                                                                       \
+    X(ALLOC, "alloc")                                                                              \
+    X(REALLOC, "realloc")                                                                          \
+    X(FREE, "free")                                                                                \
+    X(HEAP_DESTROY, "heap_destroy")                                                                \
+    X(COMMIT, "commit")                                                                            \
+    X(DECOMMIT, "decommit")                                                                        \
+    X(RELEASE, "release")                                                                          \
+    X(PRIVATE_BYTES, "private_bytes")                                                              \
+    X(LOST, "lost")                                                                                \
+    X(PROCESS, "process")                                                                          \
+    X(EXIT, "exit")
+
+enum ht_event_kind {
+    HT_EV_NONE = 0,
+#define X(name, str) HT_EV_##name,
+    HT_EVENT_KIND_MAP(X)
+#undef X
+        HT_EV_KIND_COUNT
+};
+
+/* Event flags. */
+#define HT_EVF_TRUNCATED 0x01 /* the source cut the stack at its depth limit */
+
+/*
+ * One event. Which fields mean something depends on kind:
+ *   alloc:         heap, addr, size, stack
+ *   realloc:       heap, addr (new), old_addr, size (new), old_size, stack
+ *   free:          heap, addr
+ *   heap_destroy:  heap
+ *   commit/decommit/release: addr, size, stack (commit only)
+ *   private_bytes: size = bytes
+ *   lost:          size = number of events lost
+ *   process:       size = pid
+ *   exit:          size = exit code
+ * t is nanoseconds since the session started. stack is an id of the
+ * session's stack interner (0 = no stack).
+ */
+struct ht_event {
+    uint64_t t;
+    uint64_t heap;
+    uint64_t addr;
+    uint64_t old_addr;
+    uint64_t size;
+    uint64_t old_size;
+    uint32_t stack;
+    uint32_t tid;
+    uint8_t kind;
+    uint8_t flags;
+};
+
+/* Name of a kind as written in .htev, or NULL. */
+const char *ht_event_kind_name(int kind);
+/* Kind for an .htev name of length len, or HT_EV_NONE. */
+int ht_event_kind_parse(const char *s, unsigned len);
+
+#endif

@@ -1,0 +1,46 @@
+/* Committed virtual-memory ranges (VirtualAlloc MEM_COMMIT / mmap) with commit time and stack. */
+#ifndef COMMIT_MAP_H
+#define COMMIT_MAP_H
+
+#include <stdint.h>
+
+/*
+ * Ranges never overlap and are kept sorted by address. Committing pages that
+ * are already committed adds nothing (they keep their first commit's time and
+ * stack). A decommit, release or munmap of part of a range splits it; every
+ * piece keeps the commit's time and stack. The piece that holds the commit's
+ * first byte carries count 1 and the others 0, so a commit is counted once
+ * however it is split.
+ */
+struct commit_range {
+    uint64_t start, end; /* [start, end) */
+    uint64_t t;
+    uint32_t stack;
+    uint32_t count;
+};
+
+struct commit_map {
+    struct commit_range *r;
+    uint32_t n, alloc;
+    uint32_t cap;   /* hard cap on ranges created by commits */
+    uint64_t bytes; /* committed bytes now */
+    uint64_t split_drops; /* pieces lost because a split went past the slack (counted) */
+};
+
+/* A piece that stopped being committed: committed at a, freed at f. */
+typedef void (*commit_done_fn)(void *arg, const struct commit_range *piece, uint64_t f);
+
+void commit_map_init(struct commit_map *cm, uint32_t cap);
+void commit_map_close(struct commit_map *cm);
+/* Commit [start, end). *new_bytes: bytes that were not committed before;
+ * *dropped: new bytes not tracked because the cap was reached. Returns 1 if a
+ * new range carries this commit's count. */
+int commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
+                      uint32_t stack, uint64_t *new_bytes, uint64_t *dropped);
+/* Decommit [start, end): fn is called for each piece removed, in address
+ * order. Returns the number of bytes in the range that were not committed. */
+uint64_t commit_map_decommit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
+                             commit_done_fn fn, void *arg);
+uint64_t commit_map_memory(const struct commit_map *cm);
+
+#endif

@@ -1,0 +1,481 @@
+/* Engine: applies events to the table, aggregates, commit map and rings. */
+#include "engine.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "ht-hash.h"
+
+#include <string.h>
+#include <uv.h>
+
+void engine_limits_default(struct engine_limits *lim)
+{
+    lim->table_cap = 8u << 20;
+    lim->commit_cap = 1u << 20;
+    lim->life_ring = 4u << 20;
+    lim->commit_ring = 1u << 20;
+    lim->timeline_ring = 86400;
+    lim->timeline_ns = 1000000000ULL;
+    lim->max_stacks = 1u << 20;
+    lim->max_strings = 1u << 20;
+    lim->max_marks = 1024;
+}
+
+int engine_init(struct engine *e, const struct engine_limits *lim)
+{
+    memset(e, 0, sizeof(*e));
+    e->lim = *lim;
+    if (e->lim.timeline_ns == 0)
+        e->lim.timeline_ns = 1000000000ULL;
+    if (stack_intern_init(&e->si, lim->max_stacks, lim->max_strings) != 0)
+        goto fail_si;
+    if (alloc_table_init(&e->table, lim->table_cap) != 0)
+        goto fail_table;
+    e->heap_mask = 63;
+    e->heap_slots = ht_calloc(e->heap_mask + 1, sizeof(uint32_t));
+    e->marks = ht_calloc(lim->max_marks ? lim->max_marks : 1, sizeof(struct mark));
+    if (!e->heap_slots || !e->marks)
+        goto fail_heaps;
+    agg_table_init(&e->heap_agg);
+    agg_table_init(&e->commit_agg);
+    commit_map_init(&e->commits, lim->commit_cap);
+    life_ring_init(&e->heap_life, lim->life_ring);
+    life_ring_init(&e->commit_life, lim->commit_ring);
+    timeline_init(&e->tl, lim->timeline_ring);
+    return 0;
+fail_heaps:
+    ht_free(e->heap_slots);
+    ht_free(e->marks);
+    alloc_table_close(&e->table);
+fail_table:
+    stack_intern_close(&e->si);
+fail_si:
+    return UV_ENOMEM;
+}
+
+void engine_close(struct engine *e)
+{
+    stack_intern_close(&e->si);
+    alloc_table_close(&e->table);
+    agg_table_close(&e->heap_agg);
+    agg_table_close(&e->commit_agg);
+    commit_map_close(&e->commits);
+    life_ring_close(&e->heap_life);
+    life_ring_close(&e->commit_life);
+    timeline_close(&e->tl);
+    ht_free(e->heaps);
+    ht_free(e->heap_slots);
+    ht_free(e->marks);
+    memset(e, 0, sizeof(*e));
+}
+
+static uint32_t heap_lookup(const struct engine *e, uint64_t handle, uint32_t *slot)
+{
+    uint32_t i = (uint32_t)ht_mix64(handle) & e->heap_mask;
+    while (e->heap_slots[i]) {
+        if (e->heaps[e->heap_slots[i] - 1].handle == handle)
+            break;
+        i = (i + 1) & e->heap_mask;
+    }
+    *slot = i;
+    return e->heap_slots[i];
+}
+
+static int heap_slots_grow(struct engine *e)
+{
+    uint32_t size = (e->heap_mask + 1) * 2;
+    uint32_t *ns = ht_calloc(size, sizeof(uint32_t));
+    if (!ns)
+        return -1;
+    for (uint32_t h = 0; h < e->nheaps; h++) {
+        uint32_t i = (uint32_t)ht_mix64(e->heaps[h].handle) & (size - 1);
+        while (ns[i])
+            i = (i + 1) & (size - 1);
+        ns[i] = h + 1;
+    }
+    ht_free(e->heap_slots);
+    e->heap_slots = ns;
+    e->heap_mask = size - 1;
+    return 0;
+}
+
+unsigned engine_heap_index(struct engine *e, uint64_t handle)
+{
+    uint32_t slot;
+    uint32_t v = heap_lookup(e, handle, &slot);
+    if (v)
+        return v - 1;
+    if (e->nheaps >= ALLOC_MAX_HEAPS || e->nheaps + 1 > e->heap_mask / 2)
+        return ALLOC_HEAP_FREE;
+    if (e->nheaps == e->heaps_alloc) {
+        uint32_t na = e->heaps_alloc ? e->heaps_alloc * 2 : 8;
+        struct heap_info *nh = ht_realloc(e->heaps, na * sizeof(*nh));
+        if (!nh)
+            return ALLOC_HEAP_FREE;
+        e->heaps = nh;
+        e->heaps_alloc = na;
+    }
+    memset(&e->heaps[e->nheaps], 0, sizeof(e->heaps[0]));
+    e->heaps[e->nheaps].handle = handle;
+    e->heap_slots[slot] = ++e->nheaps;
+    if (e->nheaps * 4 > e->heap_mask)
+        heap_slots_grow(e); /* on failure the next new heap is refused, not lost silently */
+    return e->nheaps - 1;
+}
+
+static void take_sample(struct engine *e, uint64_t t)
+{
+    struct tl_sample s;
+    memset(&s, 0, sizeof(s));
+    s.t = t;
+    s.heap_bytes = e->heap_bytes;
+    s.heap_count = e->heap_count;
+    s.commit_bytes = e->commits.bytes;
+    s.private_bytes = e->private_bytes;
+    for (uint32_t h = 0; h < e->nheaps; h++) {
+        unsigned k = h < HT_TIMELINE_HEAPS - 1 ? h : HT_TIMELINE_HEAPS - 1;
+        s.per_heap[k] += e->heaps[h].out_bytes;
+    }
+    timeline_push(&e->tl, &s);
+}
+
+void engine_advance(struct engine *e, uint64_t t)
+{
+    if (t < e->now)
+        return;
+    e->now = t;
+    if (t < e->next_sample)
+        return;
+    /* One sample per interval boundary passed; after a gap longer than the
+     * ring, only the last ring's worth matters. */
+    uint64_t iv = e->lim.timeline_ns;
+    uint64_t due = (t - e->next_sample) / iv + 1;
+    if (due > e->tl.cap)
+        e->next_sample += (due - e->tl.cap) * iv;
+    while (e->next_sample <= t) {
+        take_sample(e, e->next_sample);
+        e->next_sample += iv;
+    }
+}
+
+int engine_mark(struct engine *e, const char *name, uint64_t t)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len >= sizeof(e->marks[0].name))
+        return HT_EBADARG;
+    if (engine_mark_find(e, name))
+        return HT_EEXIST;
+    if (e->nmarks >= e->lim.max_marks)
+        return HT_EFULL;
+    memcpy(e->marks[e->nmarks].name, name, len + 1);
+    e->marks[e->nmarks].t = t;
+    e->nmarks++;
+    return 0;
+}
+
+const struct mark *engine_mark_find(const struct engine *e, const char *name)
+{
+    for (uint32_t i = 0; i < e->nmarks; i++)
+        if (strcmp(e->marks[i].name, name) == 0)
+            return &e->marks[i];
+    return NULL;
+}
+
+static void heap_out_add(struct engine *e, unsigned hi, uint64_t bytes, uint64_t count)
+{
+    e->heaps[hi].out_bytes += bytes;
+    e->heaps[hi].out_count += count;
+    e->heap_bytes += bytes;
+    e->heap_count += count;
+    if (e->heap_bytes > e->peak_heap_bytes)
+        e->peak_heap_bytes = e->heap_bytes;
+}
+
+static void heap_out_sub(struct engine *e, unsigned hi, uint64_t bytes, uint64_t count)
+{
+    e->heaps[hi].out_bytes -= bytes;
+    e->heaps[hi].out_count -= count;
+    e->heap_bytes -= bytes;
+    e->heap_count -= count;
+}
+
+struct complete_ctx {
+    struct engine *e;
+    uint64_t t;
+};
+
+/* A live block stops being live at t: into the lifetime ring and the aggregates. */
+static void complete_block(const struct alloc_entry *en, void *arg)
+{
+    struct complete_ctx *c = arg;
+    struct engine *e = c->e;
+    uint64_t size = alloc_entry_size(en);
+    unsigned hi = alloc_entry_heap(en);
+    struct life_rec r = {alloc_entry_time(en), c->t, size, en->stack, (uint16_t)hi,
+                         (uint8_t)alloc_entry_reallocs(en), 1};
+    life_ring_push(&e->heap_life, &r);
+    struct agg *g = agg_get(&e->heap_agg, en->stack);
+    if (g) {
+        g->out_count--;
+        g->out_bytes -= size;
+        g->freed_count++;
+        g->freed_bytes += size;
+    }
+    heap_out_sub(e, hi, size, 1);
+}
+
+static void peak_update(struct agg *g)
+{
+    if (g->out_bytes > g->peak_bytes)
+        g->peak_bytes = g->out_bytes;
+}
+
+static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr, uint64_t size,
+                        uint32_t stack, unsigned reallocs)
+{
+    struct agg *g = agg_get(&e->heap_agg, stack);
+    struct alloc_entry *en;
+    int rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
+    if (rc == HT_EEXIST) {
+        /* The address is live again, so its free was missed: close the old block. */
+        e->q.dup_allocs++;
+        struct alloc_entry old;
+        alloc_table_remove(&e->table, hi, addr, &old);
+        struct complete_ctx c = {e, t};
+        complete_block(&old, &c);
+        rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
+    }
+    if (rc != 0) {
+        e->q.cap_drops++;
+        if (g) {
+            g->untracked_count++;
+            g->untracked_bytes += size;
+        }
+        return;
+    }
+    en->t_re |= (uint64_t)reallocs << ALLOC_TIME_BITS;
+    if (g) {
+        g->out_count++;
+        g->out_bytes += size;
+        g->total_count++;
+        g->total_bytes += size;
+        g->reallocs += reallocs;
+        peak_update(g);
+    }
+    heap_out_add(e, hi, size, 1);
+}
+
+static void apply_free(struct engine *e, uint64_t t, unsigned hi, uint64_t addr)
+{
+    struct alloc_entry old;
+    if (alloc_table_remove(&e->table, hi, addr, &old) != 0) {
+        e->q.unknown_frees++;
+        return;
+    }
+    struct complete_ctx c = {e, t};
+    complete_block(&old, &c);
+}
+
+static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t t, unsigned hi)
+{
+    if (ev->old_addr == 0) { /* realloc(NULL, n) allocates */
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        return;
+    }
+    if (ev->addr == 0) { /* realloc(p, 0) that freed p */
+        apply_free(e, t, hi, ev->old_addr);
+        return;
+    }
+    if (ev->addr != ev->old_addr) {
+        apply_free(e, t, hi, ev->old_addr);
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        return;
+    }
+    struct alloc_entry *en = alloc_table_find(&e->table, hi, ev->addr);
+    if (!en) {
+        e->q.unknown_frees++;
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        return;
+    }
+    /* In place: the block keeps its alloc time and stack and takes the new size. */
+    uint64_t old = alloc_entry_size(en);
+    en->size_heap = (en->size_heap & ~ALLOC_SIZE_MAX) | ev->size;
+    /* A block counts its reallocs up to 255; the stack's total is the sum of
+     * its blocks' counts, so windowed and whole-session answers agree. */
+    unsigned counted = alloc_entry_reallocs(en) < 255;
+    en->t_re += (uint64_t)counted << ALLOC_TIME_BITS;
+    struct agg *g = agg_get(&e->heap_agg, en->stack);
+    if (g) {
+        g->out_bytes += ev->size - old;
+        g->total_bytes += ev->size - old;
+        g->reallocs += counted;
+        peak_update(g);
+    }
+    if (ev->size >= old)
+        heap_out_add(e, hi, ev->size - old, 0);
+    else
+        heap_out_sub(e, hi, old - ev->size, 0);
+}
+
+static void commit_done_cb(void *arg, const struct commit_range *p, uint64_t f)
+{
+    struct engine *e = arg;
+    uint64_t size = p->end - p->start;
+    struct life_rec r = {p->t, f, size, p->stack, 0, 0, (uint8_t)p->count};
+    life_ring_push(&e->commit_life, &r);
+    struct agg *g = agg_get(&e->commit_agg, p->stack);
+    if (g) {
+        g->out_count -= p->count;
+        g->out_bytes -= size;
+        g->freed_count += p->count;
+        g->freed_bytes += size;
+    }
+}
+
+static int range_ok(struct engine *e, const struct ht_event *ev)
+{
+    if (ev->size == 0 || ev->size > ALLOC_SIZE_MAX || ev->addr + ev->size < ev->addr) {
+        e->q.bad_size++;
+        return 0;
+    }
+    return 1;
+}
+
+static void apply_commit(struct engine *e, const struct ht_event *ev, uint64_t t)
+{
+    if (!range_ok(e, ev))
+        return;
+    uint64_t added, dropped;
+    int counted =
+        commit_map_commit(&e->commits, ev->addr, ev->addr + ev->size, t, ev->stack, &added, &dropped);
+    struct agg *g = agg_get(&e->commit_agg, ev->stack);
+    if (dropped)
+        e->q.commit_cap_drops++;
+    if (g) {
+        g->out_count += counted;
+        g->out_bytes += added;
+        g->total_count += counted;
+        g->total_bytes += added;
+        g->untracked_count += (dropped && !counted);
+        g->untracked_bytes += dropped;
+        peak_update(g);
+    }
+    if (e->commits.bytes > e->peak_commit_bytes)
+        e->peak_commit_bytes = e->commits.bytes;
+}
+
+static void apply_decommit(struct engine *e, const struct ht_event *ev, uint64_t t)
+{
+    if (!range_ok(e, ev))
+        return;
+    if (commit_map_decommit(&e->commits, ev->addr, ev->addr + ev->size, t, commit_done_cb, e))
+        e->q.decommit_unknown++;
+}
+
+static void apply_heap_destroy(struct engine *e, uint64_t t, uint64_t handle)
+{
+    uint32_t slot;
+    uint32_t v = heap_lookup(e, handle, &slot);
+    if (!v)
+        return;
+    unsigned hi = v - 1;
+    e->heaps[hi].destroys++;
+    if (e->heaps[hi].out_count == 0)
+        return;
+    struct complete_ctx c = {e, t};
+    alloc_table_remove_heap(&e->table, hi, complete_block, &c);
+}
+
+/* Heap index for an event, or -1 when the event is dropped. */
+static int event_heap(struct engine *e, const struct ht_event *ev)
+{
+    if (ev->size > ALLOC_SIZE_MAX) {
+        e->q.bad_size++;
+        return -1;
+    }
+    unsigned hi = engine_heap_index(e, ev->heap);
+    if (hi == ALLOC_HEAP_FREE) {
+        e->q.heap_overflow++;
+        return -1;
+    }
+    return (int)hi;
+}
+
+static void count_stack(struct engine *e, const struct ht_event *ev)
+{
+    if (ev->stack == 0)
+        e->q.no_stack++;
+    if (ev->flags & HT_EVF_TRUNCATED)
+        e->q.truncated_stacks++;
+}
+
+void engine_apply(struct engine *e, const struct ht_event *ev)
+{
+    uint64_t t = ev->t;
+    if (t > ALLOC_TIME_MAX) {
+        e->q.malformed++;
+        return;
+    }
+    if (t < e->now) {
+        e->q.time_backwards++;
+        t = e->now;
+    }
+    engine_advance(e, t);
+    e->q.events++;
+    int hi;
+    switch (ev->kind) {
+    case HT_EV_ALLOC:
+        count_stack(e, ev);
+        if ((hi = event_heap(e, ev)) >= 0)
+            apply_alloc(e, t, (unsigned)hi, ev->addr, ev->size, ev->stack, 0);
+        break;
+    case HT_EV_REALLOC:
+        count_stack(e, ev);
+        if ((hi = event_heap(e, ev)) >= 0)
+            apply_realloc(e, ev, t, (unsigned)hi);
+        break;
+    case HT_EV_FREE:
+        if ((hi = event_heap(e, ev)) >= 0)
+            apply_free(e, t, (unsigned)hi, ev->addr);
+        break;
+    case HT_EV_HEAP_DESTROY:
+        apply_heap_destroy(e, t, ev->heap);
+        break;
+    case HT_EV_COMMIT:
+        count_stack(e, ev);
+        apply_commit(e, ev, t);
+        break;
+    case HT_EV_DECOMMIT:
+    case HT_EV_RELEASE:
+        apply_decommit(e, ev, t);
+        break;
+    case HT_EV_PRIVATE_BYTES:
+        e->private_bytes = ev->size;
+        if (ev->size > e->peak_private_bytes)
+            e->peak_private_bytes = ev->size;
+        break;
+    case HT_EV_LOST:
+        e->q.lost += ev->size;
+        break;
+    case HT_EV_PROCESS:
+        e->pid = ev->size;
+        break;
+    case HT_EV_EXIT:
+        e->exited = 1;
+        e->exit_code = (int64_t)ev->size;
+        break;
+    default:
+        e->q.malformed++;
+        e->q.events--;
+        break;
+    }
+}
+
+uint64_t engine_memory(const struct engine *e)
+{
+    return alloc_table_memory(&e->table) + agg_table_memory(&e->heap_agg) +
+           agg_table_memory(&e->commit_agg) + commit_map_memory(&e->commits) +
+           e->heap_life.alloc * sizeof(struct life_rec) +
+           e->commit_life.alloc * sizeof(struct life_rec) + e->tl.alloc * sizeof(struct tl_sample) +
+           (uint64_t)e->heaps_alloc * sizeof(struct heap_info);
+}

@@ -1,0 +1,102 @@
+/* The per-session engine: applies events, answers window queries. No I/O, no platform code. */
+#ifndef ENGINE_H
+#define ENGINE_H
+
+#include "agg.h"
+#include "alloc-table.h"
+#include "commit-map.h"
+#include "ht-event.h"
+#include "rings.h"
+#include "stack-intern.h"
+
+#include <stdint.h>
+
+struct engine_limits {
+    uint32_t table_cap;       /* live heap allocations tracked */
+    uint32_t commit_cap;      /* committed ranges tracked */
+    uint64_t life_ring;       /* completed heap allocations kept */
+    uint64_t commit_ring;     /* completed commits kept */
+    uint64_t timeline_ring;   /* timeline samples kept */
+    uint64_t timeline_ns;     /* sample interval */
+    uint32_t max_stacks;
+    uint32_t max_strings;
+    uint32_t max_marks;
+};
+
+void engine_limits_default(struct engine_limits *lim);
+
+/* Data-quality counters: every figure the engine could not take at face value. */
+#define HT_QUALITY_MAP(X)                                                                          \
+    X(events, "events applied")                                                                    \
+    X(lost, "events the source lost (reported by the source)")                                     \
+    X(unknown_frees, "frees/reallocs of addresses not in the table")                               \
+    X(dup_allocs, "allocs of a live address (a free was missed)")                                  \
+    X(no_stack, "allocs and commits without a stack")                                              \
+    X(truncated_stacks, "stacks cut at the depth limit")                                           \
+    X(cap_drops, "allocations untracked at the table cap")                                         \
+    X(commit_cap_drops, "commits untracked at the commit cap")                                     \
+    X(stack_drops, "stacks not interned at the stack cap")                                         \
+    X(decommit_unknown, "decommits/releases of uncommitted ranges")                                \
+    X(bad_size, "events with an absurd size, dropped")                                             \
+    X(time_backwards, "events whose time went backwards (clamped)")                                \
+    X(malformed, "malformed input records, skipped")                                               \
+    X(heap_overflow, "events on heaps past the heap limit, dropped")
+
+struct ht_quality {
+#define X(name, doc) uint64_t name;
+    HT_QUALITY_MAP(X)
+#undef X
+};
+
+struct heap_info {
+    uint64_t handle;
+    uint64_t out_bytes, out_count;
+    uint64_t destroys;
+};
+
+struct mark {
+    char name[64];
+    uint64_t t;
+};
+
+struct engine {
+    struct engine_limits lim;
+    struct stack_intern si;
+    struct alloc_table table;
+    struct agg_table heap_agg, commit_agg;
+    struct commit_map commits;
+    struct life_ring heap_life, commit_life;
+    struct timeline tl;
+    /* Heaps by index; a small open-addressing map finds the index of a handle. */
+    struct heap_info *heaps;
+    uint32_t nheaps, heaps_alloc;
+    uint32_t *heap_slots;
+    uint32_t heap_mask;
+    struct mark *marks;
+    uint32_t nmarks;
+    uint64_t now;         /* latest time seen */
+    uint64_t next_sample; /* time of the next timeline sample */
+    uint64_t heap_bytes, heap_count;
+    uint64_t private_bytes;
+    uint64_t peak_private_bytes, peak_heap_bytes, peak_commit_bytes;
+    uint64_t pid;
+    int exited;
+    int64_t exit_code;
+    struct ht_quality q;
+};
+
+int engine_init(struct engine *e, const struct engine_limits *lim);
+void engine_close(struct engine *e);
+/* Apply one event. Never fails: what cannot be taken is counted in e->q. */
+void engine_apply(struct engine *e, const struct ht_event *ev);
+/* Move the clock to t (no event): takes timeline samples that fall due. */
+void engine_advance(struct engine *e, uint64_t t);
+/* Name a point in time. 0, HT_EEXIST, HT_EFULL or HT_EBADARG (empty/long name). */
+int engine_mark(struct engine *e, const char *name, uint64_t t);
+const struct mark *engine_mark_find(const struct engine *e, const char *name);
+/* Heap index of a handle, adding it if new; ALLOC_HEAP_FREE when the limit is reached. */
+unsigned engine_heap_index(struct engine *e, uint64_t handle);
+/* Memory held by table, aggregates, commit map and rings (not stacks). */
+uint64_t engine_memory(const struct engine *e);
+
+#endif

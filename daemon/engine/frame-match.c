@@ -1,0 +1,80 @@
+/* Frame pattern parsing and matching (semantics from xperf's -cullFrames/-requireFrames). */
+#include "frame-match.h"
+
+#include "ht-error.h"
+#include "stack-intern.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+int frame_pat_parse(const char *s, size_t len, struct frame_pat *p)
+{
+    memset(p, 0, sizeof(*p));
+    const char *bang = memchr(s, '!', len);
+    if (!bang) {
+        p->symbol = s;
+        p->slen = len;
+    } else {
+        p->module = s;
+        p->mlen = (size_t)(bang - s);
+        if (bang + 1 < s + len) {
+            p->symbol = bang + 1;
+            p->slen = len - p->mlen - 1;
+        }
+        if (p->mlen == 0)
+            p->module = NULL;
+    }
+    if (!p->module && !p->symbol)
+        return HT_EBADARG;
+    return 0;
+}
+
+size_t frame_module(const char *frame, const char **start)
+{
+    *start = frame;
+    const char *bang = strchr(frame, '!');
+    return bang ? (size_t)(bang - frame) : 0;
+}
+
+static int module_eq(const struct frame_pat *p, const char *m, size_t mlen)
+{
+    if (mlen == p->mlen && strncasecmp(m, p->module, mlen) == 0)
+        return 1;
+    /* "ntdll" matches "ntdll.dll" when the pattern names no extension. */
+    if (memchr(p->module, '.', p->mlen) == NULL && mlen > p->mlen && m[p->mlen] == '.' &&
+        strncasecmp(m, p->module, p->mlen) == 0 && memchr(m + p->mlen + 1, '.', mlen - p->mlen - 1) == NULL)
+        return 1;
+    return 0;
+}
+
+int frame_pat_match(const struct frame_pat *p, const char *frame)
+{
+    const char *m;
+    size_t mlen = frame_module(frame, &m);
+    const char *sym = mlen || frame[0] == '!' ? frame + mlen + 1 : frame;
+    if (p->module && (mlen == 0 || !module_eq(p, m, mlen)))
+        return 0;
+    if (p->symbol && (strlen(sym) != p->slen || strncasecmp(sym, p->symbol, p->slen) != 0))
+        return 0;
+    return 1;
+}
+
+int frame_pat_match_any(const struct frame_pat *ps, unsigned n, const char *frame)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (frame_pat_match(&ps[i], frame))
+            return 1;
+    return 0;
+}
+
+const char *frame_text(const struct stack_intern *si, uint64_t frame, char *buf, size_t bufsz)
+{
+    if (frame & HT_FRAME_SYM) {
+        const char *s = stack_intern_strget(si, (uint32_t)frame);
+        if (s)
+            return s;
+    }
+    snprintf(buf, bufsz, "0x%llx", (unsigned long long)(frame & ~HT_FRAME_SYM));
+    return buf;
+}

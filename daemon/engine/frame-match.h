@@ -1,0 +1,30 @@
+/* Frame patterns as in xperf's heap actions: "module!symbol", "module!", "symbol", case-insensitive. */
+#ifndef FRAME_MATCH_H
+#define FRAME_MATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct stack_intern;
+
+/* Points into the caller's string; module or symbol NULL means "any". */
+struct frame_pat {
+    const char *module;
+    size_t mlen;
+    const char *symbol;
+    size_t slen;
+};
+
+/* Parse a pattern. 0, or HT_EBADARG for an empty pattern or one that is only "!". */
+int frame_pat_parse(const char *s, size_t len, struct frame_pat *p);
+/* Does frame text "module!symbol" (or "0x..." for an unsymbolized address) match?
+ * A module given without an extension also matches the module with one
+ * ("memorytestapp!" matches "MemoryTestApp.exe!main"). */
+int frame_pat_match(const struct frame_pat *p, const char *frame);
+int frame_pat_match_any(const struct frame_pat *ps, unsigned n, const char *frame);
+/* Text of a frame into buf (for an address) or the interned string. */
+const char *frame_text(const struct stack_intern *si, uint64_t frame, char *buf, size_t bufsz);
+/* Length of the module part of a frame text ("" for addresses), and its start. */
+size_t frame_module(const char *frame, const char **start);
+
+#endif

@@ -1,0 +1,527 @@
+/* Window queries: classify each block (live, or completed in the ring) and aggregate. */
+#include "query.h"
+
+#include "engine.h"
+#include "ht-alloc.h"
+#include "ht-hash.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+const char *const ht_by_names[] = {"stack", "frame", "image", "heap", "type", NULL};
+const char *const ht_sort_names[] = {"so", "soc", "st", "stc", "src", "impact", NULL};
+const char *const ht_type_names[] = {"AIFI", "AIFO", "AOFI", "AOFO", NULL};
+
+#define MEMO_EXCLUDED UINT32_MAX
+#define LIVE UINT64_MAX
+
+void query_init(struct query *q)
+{
+    memset(q, 0, sizeof(*q));
+    q->t2 = UINT64_MAX;
+    q->types = HT_TYPES_ALL;
+    q->size_max = UINT64_MAX;
+    q->life_max = UINT64_MAX;
+}
+
+uint64_t query_row_size(const struct query_row *r)
+{
+    return r->bytes[HT_AIFI] + r->bytes[HT_AIFO];
+}
+uint64_t query_row_count(const struct query_row *r)
+{
+    return r->count[HT_AIFI] + r->count[HT_AIFO];
+}
+uint64_t query_row_outstanding(const struct query_row *r)
+{
+    return r->bytes[HT_AIFO] + r->bytes[HT_AOFO];
+}
+uint64_t query_row_outstanding_count(const struct query_row *r)
+{
+    return r->count[HT_AIFO] + r->count[HT_AOFO];
+}
+int64_t query_row_impacting(const struct query_row *r)
+{
+    return (int64_t)(r->bytes[HT_AIFO] - r->bytes[HT_AOFI]);
+}
+
+struct qctx {
+    struct engine *e;
+    const struct query *q;
+    uint32_t *memo; /* per stack id: 0 = not seen, group + 1, or MEMO_EXCLUDED */
+    uint32_t nmemo;
+    struct query_row *groups;
+    uint32_t ngroups, galloc;
+    uint32_t *gslots; /* group index + 1, keyed by ghash */
+    uint64_t *ghash;
+    uint32_t gmask;
+    struct query_row total;
+    /* List mode: a min-heap of the best q->top blocks. */
+    struct query_row *heap;
+    uint32_t hn, hcap;
+    uint64_t nblocks;
+    int oom;
+};
+
+static int64_t sort_key(int sort, const struct query_row *r)
+{
+    switch (sort) {
+    case HT_SORT_SOC:
+        return (int64_t)query_row_outstanding_count(r);
+    case HT_SORT_ST:
+        return (int64_t)query_row_size(r);
+    case HT_SORT_STC:
+        return (int64_t)query_row_count(r);
+    case HT_SORT_SRC:
+        return (int64_t)r->reallocs;
+    case HT_SORT_IMPACT:
+        return query_row_impacting(r);
+    default:
+        return (int64_t)query_row_outstanding(r);
+    }
+}
+
+static int g_sort; /* qsort has no context argument in C11 */
+
+/* 1 if a ranks before b: larger key first, then smaller group key, then earlier alloc. */
+static int row_before(int sort, const struct query_row *a, const struct query_row *b)
+{
+    int64_t ka = sort_key(sort, a), kb = sort_key(sort, b);
+    if (ka != kb)
+        return ka > kb;
+    if (a->key != b->key)
+        return a->key < b->key;
+    return a->a < b->a;
+}
+
+static int row_cmp(const void *pa, const void *pb)
+{
+    const struct query_row *a = pa, *b = pb;
+    if (row_before(g_sort, a, b))
+        return -1;
+    return row_before(g_sort, b, a) ? 1 : 0;
+}
+
+/* Min-heap (worst row at the root) of at most cap rows. */
+static void heap_sift_down(struct query_row *h, uint32_t n, uint32_t i, int sort)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && row_before(sort, &h[w], &h[l]))
+            w = l;
+        if (r < n && row_before(sort, &h[w], &h[r]))
+            w = r;
+        if (w == i)
+            return;
+        struct query_row tmp = h[i];
+        h[i] = h[w];
+        h[w] = tmp;
+        i = w;
+    }
+}
+
+static void heap_offer(struct query_row *h, uint32_t *n, uint32_t cap, const struct query_row *r,
+                       int sort)
+{
+    if (*n < cap) {
+        uint32_t i = (*n)++;
+        h[i] = *r;
+        while (i > 0) {
+            uint32_t p = (i - 1) / 2;
+            if (!row_before(sort, &h[p], &h[i]))
+                break;
+            struct query_row tmp = h[i];
+            h[i] = h[p];
+            h[p] = tmp;
+            i = p;
+        }
+        return;
+    }
+    if (!row_before(sort, r, &h[0]))
+        return;
+    h[0] = *r;
+    heap_sift_down(h, *n, 0, sort);
+}
+
+static int ctx_grow_groups(struct qctx *c)
+{
+    if (c->ngroups < c->galloc)
+        return 0;
+    uint32_t na = c->galloc ? c->galloc * 2 : 256;
+    struct query_row *ng = ht_realloc(c->groups, na * sizeof(*ng));
+    uint64_t *nh = ht_realloc(c->ghash, na * sizeof(*nh));
+    if (ng)
+        c->groups = ng;
+    if (nh)
+        c->ghash = nh;
+    if (!ng || !nh)
+        return -1;
+    c->galloc = na;
+    return 0;
+}
+
+static int gslots_grow(struct qctx *c)
+{
+    uint32_t size = (c->gmask + 1) * 2;
+    uint32_t *ns = ht_calloc(size, sizeof(uint32_t));
+    if (!ns)
+        return -1;
+    for (uint32_t g = 0; g < c->ngroups; g++) {
+        uint32_t i = (uint32_t)c->ghash[g] & (size - 1);
+        while (ns[i])
+            i = (i + 1) & (size - 1);
+        ns[i] = g + 1;
+    }
+    ht_free(c->gslots);
+    c->gslots = ns;
+    c->gmask = size - 1;
+    return 0;
+}
+
+static int same_suffix(const struct qctx *c, const struct query_row *g, const uint64_t *f,
+                       unsigned n)
+{
+    unsigned gd;
+    const uint64_t *gf = stack_intern_frames(&c->e->si, g->stack, &gd);
+    if (gd - g->skip != n)
+        return 0;
+    return n == 0 || memcmp(gf + g->skip, f, n * sizeof(uint64_t)) == 0;
+}
+
+/* Find or create the group for a key; for stack groups, equality is on the frames. */
+static uint32_t group_for(struct qctx *c, uint64_t key, uint64_t h, uint32_t stack, unsigned skip,
+                          const uint64_t *suffix, unsigned nsuffix)
+{
+    uint32_t i = (uint32_t)h & c->gmask;
+    for (uint32_t g; (g = c->gslots[i]) != 0; i = (i + 1) & c->gmask) {
+        struct query_row *r = &c->groups[g - 1];
+        if (c->ghash[g - 1] != h)
+            continue;
+        if (c->q->by == HT_BY_STACK ? same_suffix(c, r, suffix, nsuffix) : r->key == key)
+            return g - 1;
+    }
+    if (ctx_grow_groups(c)) {
+        c->oom = 1;
+        return MEMO_EXCLUDED;
+    }
+    uint32_t g = c->ngroups++;
+    memset(&c->groups[g], 0, sizeof(c->groups[g]));
+    c->groups[g].key = key;
+    c->groups[g].stack = stack;
+    c->groups[g].skip = (uint16_t)skip;
+    c->ghash[g] = h;
+    c->gslots[i] = g + 1;
+    if ((uint64_t)c->ngroups * 2 > c->gmask && gslots_grow(c))
+        c->oom = 1;
+    return g;
+}
+
+/* Frames culled from the allocation-site end: the longest prefix whose every
+ * frame matches a cull pattern; all but the bottom frame if that is everything
+ * (xperf's -cullFrames rule, seed 003). */
+static unsigned cull_skip(const struct qctx *c, const uint64_t *f, unsigned depth)
+{
+    char buf[32];
+    unsigned k = 0;
+    while (k < depth && frame_pat_match_any(c->q->cull, c->q->ncull,
+                                            frame_text(&c->e->si, f[k], buf, sizeof(buf))))
+        k++;
+    return k == depth && depth > 0 ? depth - 1 : k;
+}
+
+static int require_ok(const struct qctx *c, const uint64_t *f, unsigned depth)
+{
+    char buf[32];
+    if (c->q->nrequire == 0)
+        return 1;
+    for (unsigned k = 0; k < depth; k++)
+        if (frame_pat_match_any(c->q->require, c->q->nrequire,
+                                frame_text(&c->e->si, f[k], buf, sizeof(buf))))
+            return 1;
+    return 0;
+}
+
+static uint64_t image_key(struct qctx *c, uint64_t frame)
+{
+    char buf[32];
+    const char *text = frame_text(&c->e->si, frame, buf, sizeof(buf));
+    const char *m;
+    size_t mlen = frame_module(text, &m);
+    return mlen ? stack_intern_str(&c->e->si, m, (unsigned)mlen) : 0;
+}
+
+/* Group of a stack for stack/frame/image aggregation, or 1 (kept) for heap/type. */
+static uint32_t stack_memo(struct qctx *c, uint32_t stack)
+{
+    if (stack < c->nmemo && c->memo[stack])
+        return c->memo[stack];
+    unsigned depth;
+    const uint64_t *f = stack_intern_frames(&c->e->si, stack, &depth);
+    uint32_t v;
+    if (!require_ok(c, f, depth)) {
+        v = MEMO_EXCLUDED;
+    } else {
+        unsigned skip = c->q->ncull ? cull_skip(c, f, depth) : 0;
+        const uint64_t *sf = f ? f + skip : NULL;
+        unsigned n = depth - skip;
+        uint64_t key, h;
+        int by = c->q->list ? HT_BY_STACK : c->q->by;
+        switch (by) {
+        case HT_BY_FRAME:
+            key = n ? sf[0] : 0;
+            h = ht_mix64(key);
+            break;
+        case HT_BY_IMAGE:
+            key = n ? image_key(c, sf[0]) : 0;
+            h = ht_mix64(key);
+            break;
+        case HT_BY_HEAP:
+        case HT_BY_TYPE:
+            key = 0;
+            h = 0;
+            break;
+        default:
+            key = stack;
+            h = n ? ht_hash_bytes(sf, n * sizeof(uint64_t), 7) : 0;
+            break;
+        }
+        if (by == HT_BY_HEAP || by == HT_BY_TYPE) {
+            v = 1;
+        } else {
+            uint32_t g = group_for(c, key, h, stack, skip, sf, n);
+            v = g == MEMO_EXCLUDED ? MEMO_EXCLUDED : g + 1;
+        }
+    }
+    if (stack < c->nmemo)
+        c->memo[stack] = v;
+    return v;
+}
+
+static int classify(const struct query *q, uint64_t a, uint64_t f)
+{
+    if (a > q->t2 || f < q->t1)
+        return -1;
+    if (a >= q->t1)
+        return f <= q->t2 ? HT_AIFI : HT_AIFO;
+    return f <= q->t2 ? HT_AOFI : HT_AOFO;
+}
+
+static void row_add(struct query_row *r, int type, uint64_t count, uint64_t size, uint64_t reallocs)
+{
+    r->count[type] += count;
+    r->bytes[type] += size;
+    r->reallocs += reallocs;
+}
+
+/* One block, live (f == LIVE) or completed. */
+static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a, uint64_t f,
+                      uint64_t size, unsigned reallocs, unsigned count)
+{
+    const struct query *q = c->q;
+    if (size < q->size_min || (q->size_max != UINT64_MAX && size >= q->size_max))
+        return;
+    uint64_t life = f == LIVE ? UINT64_MAX : f - a;
+    if (life < q->life_min || (q->life_max != UINT64_MAX && life >= q->life_max))
+        return;
+    int type = classify(q, a, f);
+    if (type < 0 || !(q->types & (1u << type)))
+        return;
+    uint32_t m = stack_memo(c, stack);
+    if (m == MEMO_EXCLUDED)
+        return;
+    row_add(&c->total, type, count, size, reallocs);
+    if (q->list) {
+        struct query_row r;
+        memset(&r, 0, sizeof(r));
+        r.stack = c->groups[m - 1].stack;
+        r.skip = c->groups[m - 1].skip;
+        r.key = c->nblocks++;
+        r.a = a;
+        r.f = f;
+        row_add(&r, type, count, size, reallocs);
+        heap_offer(c->heap, &c->hn, c->hcap, &r, q->sort);
+        return;
+    }
+    uint32_t g;
+    if (q->by == HT_BY_HEAP) {
+        uint64_t handle = q->domain == HT_DOM_HEAP && heap < c->e->nheaps ? c->e->heaps[heap].handle : 0;
+        g = group_for(c, handle, ht_mix64(handle), stack, 0, NULL, 0);
+    } else if (q->by == HT_BY_TYPE) {
+        g = group_for(c, (uint64_t)type, ht_mix64((uint64_t)type), 0, 0, NULL, 0);
+    } else {
+        g = m - 1;
+    }
+    if (g != MEMO_EXCLUDED)
+        row_add(&c->groups[g], type, count, size, reallocs);
+}
+
+static void live_heap_cb(const struct alloc_entry *en, void *arg)
+{
+    add_block(arg, en->stack, alloc_entry_heap(en), alloc_entry_time(en), LIVE,
+              alloc_entry_size(en), alloc_entry_reallocs(en), 1);
+}
+
+static void scan(struct qctx *c)
+{
+    struct engine *e = c->e;
+    const struct life_ring *ring = c->q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
+    if (c->q->domain == HT_DOM_HEAP) {
+        alloc_table_foreach(&e->table, live_heap_cb, c);
+    } else {
+        for (uint32_t i = 0; i < e->commits.n; i++) {
+            const struct commit_range *r = &e->commits.r[i];
+            add_block(c, r->stack, 0, r->t, LIVE, r->end - r->start, 0, r->count);
+        }
+    }
+    uint64_t n = life_ring_len(ring);
+    for (uint64_t i = 0; i < n; i++) {
+        const struct life_rec *r = life_ring_at(ring, i);
+        add_block(c, r->stack, r->heap, r->a, r->f, r->size, r->reallocs, r->count);
+    }
+}
+
+/* Whole session with no per-block filter: the exact totals since start answer it. */
+static int whole_session(const struct engine *e, const struct query *q)
+{
+    return q->t1 == 0 && q->t2 == e->now && q->size_min == 0 && q->size_max == UINT64_MAX &&
+           q->life_min == 0 && q->life_max == UINT64_MAX;
+}
+
+static void add_totals(struct qctx *c, int use_counts)
+{
+    struct engine *e = c->e;
+    const struct agg_table *t = c->q->domain == HT_DOM_HEAP ? &e->heap_agg : &e->commit_agg;
+    for (uint32_t s = 0; s < e->si.nstacks; s++) {
+        const struct agg *a = agg_peek(t, s);
+        if (!a || (a->total_count | a->untracked_count | a->total_bytes | a->untracked_bytes) == 0)
+            continue;
+        uint32_t m = stack_memo(c, s);
+        if (m == MEMO_EXCLUDED)
+            continue;
+        struct query_row *g = c->q->by <= HT_BY_IMAGE ? &c->groups[m - 1] : NULL;
+        if (use_counts) {
+            struct query_row tmp;
+            memset(&tmp, 0, sizeof(tmp));
+            if (c->q->types & (1u << HT_AIFO))
+                row_add(&tmp, HT_AIFO, a->out_count, a->out_bytes, 0);
+            if (c->q->types & (1u << HT_AIFI))
+                row_add(&tmp, HT_AIFI, a->freed_count, a->freed_bytes, 0);
+            tmp.reallocs = a->reallocs; /* types are all kept on this path */
+            for (int k = 0; k < 4; k++) {
+                if (g)
+                    row_add(g, k, tmp.count[k], tmp.bytes[k], 0);
+                row_add(&c->total, k, tmp.count[k], tmp.bytes[k], 0);
+            }
+            if (g)
+                g->reallocs += tmp.reallocs;
+            c->total.reallocs += tmp.reallocs;
+        }
+        if (g) {
+            g->untracked_count += a->untracked_count;
+            g->untracked_bytes += a->untracked_bytes;
+        }
+        c->total.untracked_count += a->untracked_count;
+        c->total.untracked_bytes += a->untracked_bytes;
+    }
+}
+
+static int group_nonempty(const struct query_row *r)
+{
+    for (int k = 0; k < 4; k++)
+        if (r->count[k] || r->bytes[k])
+            return 1;
+    return r->untracked_count || r->untracked_bytes || r->reallocs;
+}
+
+int engine_query(struct engine *e, const struct query *qin, struct query_result *res)
+{
+    /* Nothing has happened after now: a window ends at now at the latest, so
+     * live blocks (freed at "infinity") are always outside it. */
+    struct query qc = *qin;
+    const struct query *q = &qc;
+    if (qc.t2 > e->now)
+        qc.t2 = e->now;
+    struct qctx c;
+    memset(&c, 0, sizeof(c));
+    memset(res, 0, sizeof(*res));
+    c.e = e;
+    c.q = q;
+    uint32_t top = q->top && q->top < HT_QUERY_TOP_MAX ? q->top : HT_QUERY_TOP_MAX;
+    c.nmemo = e->si.nstacks;
+    c.memo = ht_calloc(c.nmemo, sizeof(uint32_t));
+    c.gmask = 255;
+    c.gslots = ht_calloc(c.gmask + 1, sizeof(uint32_t));
+    if (q->list) {
+        c.hcap = top;
+        c.heap = ht_malloc(top * sizeof(struct query_row));
+    }
+    if (!c.memo || !c.gslots || (q->list && !c.heap))
+        goto oom;
+    int whole = whole_session(e, q);
+    const struct life_ring *ring = q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
+    if (whole && q->types == HT_TYPES_ALL && !q->list && q->by != HT_BY_HEAP &&
+        q->by != HT_BY_TYPE) {
+        /* Exact: outstanding = AIFO, freed = AIFI, nothing before start. */
+        add_totals(&c, 1);
+        res->exact_totals = 1;
+        res->complete = 1;
+    } else {
+        scan(&c);
+        if (whole && !q->list)
+            add_totals(&c, 0);
+        /* Blocks freed by now are needed only for AIFI/AOFI, or when the
+         * window ends before now; else the live blocks answer alone. */
+        int live_only = q->t2 == e->now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI)));
+        res->complete = live_only || life_ring_complete_from(ring, q->t1);
+    }
+    if (!res->complete)
+        res->horizon = ring->horizon;
+    if (c.oom)
+        goto oom;
+    g_sort = q->sort;
+    if (q->list) {
+        res->ngroups = c.nblocks;
+        res->rows = c.heap;
+        res->nrows = c.hn;
+        c.heap = NULL;
+    } else {
+        /* Select the best top groups with a bounded heap, then sort them. */
+        struct query_row *best = ht_malloc((size_t)(top < c.ngroups ? top : c.ngroups + 1) *
+                                           sizeof(struct query_row));
+        if (!best)
+            goto oom;
+        uint32_t n = 0;
+        for (uint32_t g = 0; g < c.ngroups; g++) {
+            if (!group_nonempty(&c.groups[g]))
+                continue;
+            res->ngroups++;
+            heap_offer(best, &n, top, &c.groups[g], q->sort);
+        }
+        res->rows = best;
+        res->nrows = n;
+    }
+    qsort(res->rows, res->nrows, sizeof(struct query_row), row_cmp);
+    res->total = c.total;
+    ht_free(c.memo);
+    ht_free(c.gslots);
+    ht_free(c.ghash);
+    ht_free(c.groups);
+    ht_free(c.heap);
+    return 0;
+oom:
+    ht_free(c.memo);
+    ht_free(c.gslots);
+    ht_free(c.ghash);
+    ht_free(c.groups);
+    ht_free(c.heap);
+    query_result_free(res);
+    return UV_ENOMEM;
+}
+
+void query_result_free(struct query_result *res)
+{
+    ht_free(res->rows);
+    res->rows = NULL;
+    res->nrows = 0;
+}

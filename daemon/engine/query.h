@@ -1,0 +1,69 @@
+/* Window queries over heap allocations and commits (WPA's Impacting Type semantics). */
+#ifndef QUERY_H
+#define QUERY_H
+
+#include "frame-match.h"
+
+#include <stdint.h>
+
+struct engine;
+
+enum ht_domain { HT_DOM_HEAP, HT_DOM_COMMIT };
+enum ht_by { HT_BY_STACK, HT_BY_FRAME, HT_BY_IMAGE, HT_BY_HEAP, HT_BY_TYPE };
+enum ht_sort { HT_SORT_SO, HT_SORT_SOC, HT_SORT_ST, HT_SORT_STC, HT_SORT_SRC, HT_SORT_IMPACT };
+enum ht_itype { HT_AIFI, HT_AIFO, HT_AOFI, HT_AOFO };
+#define HT_TYPES_ALL 0xfu
+#define HT_QUERY_TOP_MAX 10000 /* xperf's cap on displayed items */
+
+extern const char *const ht_by_names[];   /* "stack", "frame", ... */
+extern const char *const ht_sort_names[]; /* "so", "soc", ... */
+extern const char *const ht_type_names[]; /* "AIFI", ... */
+
+struct query {
+    int domain, by, sort;
+    int list;       /* one row per block (commits --list) instead of groups */
+    uint64_t t1, t2; /* window, ns since session start, inclusive */
+    unsigned types; /* bit (1 << ht_itype) per type kept */
+    uint32_t top;   /* 0 = HT_QUERY_TOP_MAX */
+    uint64_t size_min, size_max; /* [min, max); max UINT64_MAX = open */
+    uint64_t life_min, life_max; /* [min, max); a live block's lifetime is infinite */
+    const struct frame_pat *require;
+    unsigned nrequire;
+    const struct frame_pat *cull;
+    unsigned ncull;
+};
+
+void query_init(struct query *q);
+
+struct query_row {
+    uint64_t key;   /* stack id, frame, image string id, heap handle or type, by q->by */
+    uint32_t stack; /* a stack of the group; frames[skip..] is what the group shows */
+    uint16_t skip;  /* frames culled from the allocation site's end */
+    uint64_t count[4], bytes[4]; /* per ht_itype */
+    uint64_t reallocs;
+    uint64_t untracked_count, untracked_bytes; /* since start; only for whole-session windows */
+    uint64_t a, f; /* list mode: alloc/commit and free time (UINT64_MAX = live) */
+};
+
+/* Derived figures of a row. */
+uint64_t query_row_size(const struct query_row *r);        /* st: AIFI + AIFO */
+uint64_t query_row_count(const struct query_row *r);       /* stc */
+uint64_t query_row_outstanding(const struct query_row *r); /* so: AIFO + AOFO */
+uint64_t query_row_outstanding_count(const struct query_row *r);
+int64_t query_row_impacting(const struct query_row *r); /* AIFO - AOFI */
+
+struct query_result {
+    struct query_row *rows; /* sorted, at most top */
+    uint32_t nrows;
+    uint64_t ngroups; /* groups (or blocks) before top-N */
+    struct query_row total;
+    int complete;     /* 0 when the window reaches before the ring's horizon */
+    uint64_t horizon; /* valid when !complete */
+    int exact_totals; /* answered from the per-stack totals since start */
+};
+
+/* Run a query. 0 or UV_ENOMEM; the caller frees with query_result_free. */
+int engine_query(struct engine *e, const struct query *q, struct query_result *res);
+void query_result_free(struct query_result *res);
+
+#endif

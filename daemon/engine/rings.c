@@ -1,0 +1,112 @@
+/* Lifetime ring and timeline ring. */
+#include "rings.h"
+
+#include "ht-alloc.h"
+
+#include <string.h>
+
+/* Grow a not-yet-wrapped ring's storage geometrically toward cap. */
+static void *ring_grow(void *p, uint64_t *alloc, uint64_t cap, uint64_t need, size_t sz)
+{
+    if (need <= *alloc)
+        return p;
+    uint64_t n = *alloc ? *alloc * 2 : 1024;
+    if (n > cap)
+        n = cap;
+    void *np = ht_realloc(p, (size_t)(n * sz));
+    if (!np)
+        return NULL;
+    *alloc = n;
+    return np;
+}
+
+void life_ring_init(struct life_ring *r, uint64_t cap)
+{
+    memset(r, 0, sizeof(*r));
+    r->cap = cap ? cap : 1;
+}
+
+void life_ring_close(struct life_ring *r)
+{
+    ht_free(r->recs);
+    memset(r, 0, sizeof(*r));
+}
+
+void life_ring_push(struct life_ring *r, const struct life_rec *rec)
+{
+    if (r->pushed < r->cap) {
+        struct life_rec *n = ring_grow(r->recs, &r->alloc, r->cap, r->pushed + 1, sizeof(*n));
+        if (!n) {
+            /* Out of memory: behave as if the record was evicted at once. */
+            r->dropped++;
+            r->evicted = 1;
+            if (rec->f > r->horizon)
+                r->horizon = rec->f;
+            return;
+        }
+        r->recs = n;
+        r->recs[r->pushed++] = *rec;
+        return;
+    }
+    struct life_rec *slot = &r->recs[r->pushed % r->cap];
+    if (!r->evicted || slot->f > r->horizon)
+        r->horizon = slot->f;
+    r->evicted = 1;
+    *slot = *rec;
+    r->pushed++;
+}
+
+uint64_t life_ring_len(const struct life_ring *r)
+{
+    return r->pushed < r->cap ? r->pushed : r->cap;
+}
+
+const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i)
+{
+    if (r->pushed <= r->cap)
+        return &r->recs[i];
+    return &r->recs[(r->pushed + i) % r->cap];
+}
+
+int life_ring_complete_from(const struct life_ring *r, uint64_t t)
+{
+    return !r->evicted || r->horizon < t;
+}
+
+void timeline_init(struct timeline *tl, uint64_t cap)
+{
+    memset(tl, 0, sizeof(*tl));
+    tl->cap = cap ? cap : 1;
+}
+
+void timeline_close(struct timeline *tl)
+{
+    ht_free(tl->s);
+    memset(tl, 0, sizeof(*tl));
+}
+
+void timeline_push(struct timeline *tl, const struct tl_sample *s)
+{
+    if (tl->pushed < tl->cap) {
+        struct tl_sample *n = ring_grow(tl->s, &tl->alloc, tl->cap, tl->pushed + 1, sizeof(*n));
+        if (!n)
+            return; /* A missing sample shows as a gap in the timeline. */
+        tl->s = n;
+        tl->s[tl->pushed++] = *s;
+        return;
+    }
+    tl->s[tl->pushed % tl->cap] = *s;
+    tl->pushed++;
+}
+
+uint64_t timeline_len(const struct timeline *tl)
+{
+    return tl->pushed < tl->cap ? tl->pushed : tl->cap;
+}
+
+const struct tl_sample *timeline_at(const struct timeline *tl, uint64_t i)
+{
+    if (tl->pushed <= tl->cap)
+        return &tl->s[i];
+    return &tl->s[(tl->pushed + i) % tl->cap];
+}

@@ -1,0 +1,65 @@
+/* Bounded histories: completed allocations/commits (lifetime ring) and the timeline. */
+#ifndef RINGS_H
+#define RINGS_H
+
+#include <stdint.h>
+
+/* One completed block: allocated (or committed) at a, freed at f. */
+struct life_rec {
+    uint64_t a, f;
+    uint64_t size;
+    uint32_t stack;
+    uint16_t heap;     /* heap index (heap domain) */
+    uint8_t reallocs;  /* realloc count of the block, saturating */
+    uint8_t count;     /* 1, or 0 for a split piece of a commit (see commit-map.h) */
+};
+
+/*
+ * Ring of the last cap completed blocks in free-time order. When a record is
+ * overwritten, horizon becomes its free time: the ring then holds every
+ * completed block with f > horizon, and nothing about older ones.
+ * Storage grows geometrically up to cap, so an idle session costs little.
+ */
+struct life_ring {
+    struct life_rec *recs;
+    uint64_t alloc; /* records allocated */
+    uint64_t cap;
+    uint64_t pushed; /* total ever pushed; the ring holds min(pushed, cap) */
+    uint64_t horizon;
+    int evicted;
+    uint64_t dropped; /* records not kept for lack of memory */
+};
+
+void life_ring_init(struct life_ring *r, uint64_t cap);
+void life_ring_close(struct life_ring *r);
+void life_ring_push(struct life_ring *r, const struct life_rec *rec);
+uint64_t life_ring_len(const struct life_ring *r);
+/* i-th record, oldest first, i < life_ring_len. */
+const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i);
+/* Does the ring see every block freed at or after t? */
+int life_ring_complete_from(const struct life_ring *r, uint64_t t);
+
+#define HT_TIMELINE_HEAPS 8 /* heaps sampled one by one; the rest are summed in "other" */
+
+struct tl_sample {
+    uint64_t t;
+    uint64_t heap_bytes;  /* outstanding on all heaps */
+    uint64_t heap_count;
+    uint64_t commit_bytes;
+    uint64_t private_bytes;
+    uint64_t per_heap[HT_TIMELINE_HEAPS]; /* by heap index; the last slot sums the rest */
+};
+
+struct timeline {
+    struct tl_sample *s;
+    uint64_t cap, pushed;
+    uint64_t alloc;
+};
+
+void timeline_init(struct timeline *tl, uint64_t cap);
+void timeline_close(struct timeline *tl);
+void timeline_push(struct timeline *tl, const struct tl_sample *s);
+uint64_t timeline_len(const struct timeline *tl);
+const struct tl_sample *timeline_at(const struct timeline *tl, uint64_t i);
+
+#endif

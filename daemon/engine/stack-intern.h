@@ -1,0 +1,63 @@
+/* Stack interner: frame sequences -> u32 ids (0 = none) in append-only, chunked arenas. */
+#ifndef STACK_INTERN_H
+#define STACK_INTERN_H
+
+#include <stdint.h>
+
+/*
+ * A frame is a u64: a raw instruction address, or, with HT_FRAME_SYM set, the
+ * id of an interned "module!symbol" string in the low 32 bits (recorded
+ * streams carry names; live sources carry addresses symbolized lazily).
+ * Stacks are innermost first. Nothing is ever removed, so ids and frame
+ * pointers stay valid for the interner's life. Memory is bounded by the caps
+ * given to stack_intern_init: past them, lookups of new stacks return 0 and
+ * count a drop.
+ */
+#define HT_FRAME_SYM (1ULL << 63)
+#define HT_STACK_MAX_DEPTH 256
+#define HT_STR_MAX_LEN 4096
+
+struct si_chunks {
+    void **chunks;
+    uint32_t nchunks;
+    uint32_t used; /* items used in the last chunk */
+};
+
+struct si_table {
+    uint32_t *slots; /* id, 0 = empty */
+    uint32_t mask;
+};
+
+struct stack_intern {
+    /* Stacks: id -> (offset into frames, depth). Index 0 is reserved. */
+    struct si_chunks recs;
+    struct si_chunks frames;
+    struct si_table stack_tab;
+    uint32_t nstacks; /* including the reserved 0 */
+    uint32_t max_stacks;
+    /* Strings: id -> offset into the chars arena, NUL-terminated there. */
+    struct si_chunks str_recs;
+    struct si_chunks chars;
+    struct si_table str_tab;
+    uint32_t nstrs;
+    uint32_t max_strs;
+    uint64_t frame_bytes; /* memory held by the arenas, for status */
+    uint64_t drops;       /* stacks not interned because a cap was reached */
+};
+
+int stack_intern_init(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings);
+void stack_intern_close(struct stack_intern *si);
+
+/* Id of the stack, interning it if new; 0 for depth 0, or when full (counted). */
+uint32_t stack_intern_get(struct stack_intern *si, const uint64_t *frames, unsigned depth);
+/* Frames of a stack (innermost first) or NULL with *depth 0 for id 0 / unknown. */
+const uint64_t *stack_intern_frames(const struct stack_intern *si, uint32_t id, unsigned *depth);
+/* Id of a string (1-based), interning it if new; 0 when full. Longer than
+ * HT_STR_MAX_LEN is cut. */
+uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len);
+/* The NUL-terminated string of an id, or NULL. */
+const char *stack_intern_strget(const struct stack_intern *si, uint32_t id);
+/* Approximate bytes of memory used. */
+uint64_t stack_intern_memory(const struct stack_intern *si);
+
+#endif

@@ -1,0 +1,101 @@
+/* Replay: line splitting with a bounded carry buffer, malformed lines counted and kept. */
+#include "replay.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, void *arg)
+{
+    memset(r, 0, sizeof(*r));
+    r->on_event = fn;
+    r->arg = arg;
+    return htev_parser_init(&r->parser, si);
+}
+
+void replay_close(struct replay *r)
+{
+    htev_parser_close(&r->parser);
+    ht_free(r->line);
+    r->line = NULL;
+}
+
+static void bad_line(struct replay *r, const char *msg)
+{
+    r->malformed++;
+    if (r->nerrors < REPLAY_ERRORS_KEPT) {
+        r->errors[r->nerrors].line = r->line_no;
+        snprintf(r->errors[r->nerrors].msg, sizeof(r->errors[0].msg), "%s", msg);
+        r->nerrors++;
+    }
+}
+
+static void one_line(struct replay *r, const char *s, size_t n)
+{
+    struct ht_event ev;
+    r->line_no++;
+    int rc = htev_parse_line(&r->parser, s, n, &ev);
+    if (rc == 1) {
+        r->events++;
+        r->on_event(r->arg, &ev);
+    } else if (rc < 0) {
+        bad_line(r, r->parser.err);
+    }
+}
+
+void replay_feed(struct replay *r, const char *buf, size_t n)
+{
+    r->bytes += n;
+    while (n > 0) {
+        const char *nl = memchr(buf, '\n', n);
+        size_t take = nl ? (size_t)(nl - buf) : n;
+        if (r->skipping) {
+            if (nl)
+                r->skipping = 0;
+        } else if (r->len == 0 && nl) {
+            one_line(r, buf, take); /* the common case: no copy */
+        } else if (r->len + take > REPLAY_LINE_MAX) {
+            r->len = 0;
+            r->line_no++;
+            bad_line(r, "line longer than 1 MiB");
+            r->skipping = nl == NULL;
+        } else {
+            if (r->len + take > r->alloc) {
+                size_t na = r->alloc ? r->alloc : 4096;
+                while (na < r->len + take)
+                    na *= 2;
+                char *nb = ht_realloc(r->line, na);
+                if (!nb) {
+                    r->len = 0;
+                    r->line_no++;
+                    bad_line(r, "out of memory for a long line");
+                    r->skipping = nl == NULL;
+                    goto next;
+                }
+                r->line = nb;
+                r->alloc = na;
+            }
+            memcpy(r->line + r->len, buf, take);
+            r->len += take;
+            if (nl) {
+                one_line(r, r->line, r->len);
+                r->len = 0;
+            }
+        }
+    next:
+        if (!nl)
+            break;
+        buf = nl + 1;
+        n -= take + 1;
+    }
+}
+
+void replay_finish(struct replay *r)
+{
+    if (r->len > 0 && !r->skipping)
+        one_line(r, r->line, r->len);
+    r->len = 0;
+    r->skipping = 0;
+}

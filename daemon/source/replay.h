@@ -1,0 +1,39 @@
+/* Replay source: turns a byte stream of .htev (from a file or the control pipe) into events. */
+#ifndef REPLAY_H
+#define REPLAY_H
+
+#include "htev.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REPLAY_LINE_MAX (1u << 20) /* longer lines are malformed and skipped */
+#define REPLAY_ERRORS_KEPT 16
+
+typedef void (*replay_event_fn)(void *arg, const struct ht_event *ev);
+
+struct replay {
+    struct htev_parser parser;
+    replay_event_fn on_event;
+    void *arg;
+    char *line; /* partial line carried between feeds; capped at REPLAY_LINE_MAX */
+    size_t len, alloc;
+    int skipping; /* inside an over-long line: drop until its newline */
+    uint64_t line_no;
+    uint64_t events, malformed, bytes;
+    struct {
+        uint64_t line;
+        char msg[160];
+    } errors[REPLAY_ERRORS_KEPT]; /* the first malformed lines, for the report */
+    uint32_t nerrors;
+};
+
+int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, void *arg);
+void replay_close(struct replay *r);
+/* Feed bytes; complete lines are parsed and delivered at once. Memory stays
+ * bounded by REPLAY_LINE_MAX whatever the input. */
+void replay_feed(struct replay *r, const char *buf, size_t n);
+/* End of stream: a last line without newline is parsed. */
+void replay_finish(struct replay *r);
+
+#endif
