@@ -11,6 +11,8 @@
 int frame_pat_parse(const char *s, size_t len, struct frame_pat *p)
 {
     memset(p, 0, sizeof(*p));
+    if (len == 0)
+        return HT_EBADARG;
     const char *bang = memchr(s, '!', len);
     if (!bang) {
         p->symbol = s;

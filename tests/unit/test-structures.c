@@ -1,0 +1,306 @@
+/* Unit tests of the engine's structures: growth, wrap-around, caps and cap accounting. */
+#include "alloc-table.h"
+#include "commit-map.h"
+#include "frame-match.h"
+#include "ht-error.h"
+#include "ht-test.h"
+#include "rings.h"
+#include "stack-intern.h"
+
+static void test_alloc_table_basic(void)
+{
+    struct alloc_table t;
+    struct alloc_entry *e, out;
+    CHECK(alloc_table_init(&t, 100) == 0);
+    CHECK(alloc_table_insert(&t, 1, 0x1000, 5, 40, 7, &e) == 0);
+    CHECK_EQ(alloc_entry_size(e), 40);
+    CHECK_EQ(alloc_entry_time(e), 5);
+    CHECK_EQ(alloc_entry_heap(e), 1);
+    /* Same address on another heap is another key. */
+    CHECK(alloc_table_insert(&t, 2, 0x1000, 6, 80, 8, NULL) == 0);
+    CHECK(alloc_table_insert(&t, 1, 0x1000, 7, 1, 1, &e) == HT_EEXIST);
+    CHECK_EQ(alloc_entry_size(e), 40);
+    CHECK_EQ(t.count, 2);
+    CHECK(alloc_table_remove(&t, 1, 0x1000, &out) == 0);
+    CHECK_EQ(out.stack, 7);
+    CHECK(alloc_table_remove(&t, 1, 0x1000, &out) != 0);
+    CHECK(alloc_table_find(&t, 2, 0x1000) != NULL);
+    /* Largest size and time fit. */
+    CHECK(alloc_table_insert(&t, 3, 0x2000, ALLOC_TIME_MAX, ALLOC_SIZE_MAX, 9, &e) == 0);
+    CHECK_EQ(alloc_entry_size(e), ALLOC_SIZE_MAX);
+    CHECK_EQ(alloc_entry_time(e), ALLOC_TIME_MAX);
+    CHECK_EQ(alloc_entry_heap(e), 3);
+    alloc_table_close(&t);
+}
+
+static void count_cb(const struct alloc_entry *e, void *arg)
+{
+    (void)e;
+    (*(uint64_t *)arg)++;
+}
+
+/* Growth happens a few buckets per operation: every key must stay findable
+ * while two bucket arrays are in use, through removals and reuse. */
+static void test_alloc_table_growth(void)
+{
+    struct alloc_table t;
+    CHECK(alloc_table_init(&t, 1u << 30) == 0);
+    const uint32_t n = 300000;
+    int saw_rehash = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        CHECK(alloc_table_insert(&t, i % 3, 0x10000 + (uint64_t)i * 16, i, i % 1000, i, NULL) == 0);
+        saw_rehash |= t.rehash_idx >= 0;
+        if (i % 7 == 3) {
+            uint32_t k = i / 2;
+            if (k % 7 != 3 && k % 5 != 0) {
+                CHECK(alloc_table_find(&t, k % 3, 0x10000 + (uint64_t)k * 16) != NULL);
+            }
+        }
+        if (i % 5 == 0)
+            CHECK(alloc_table_remove(&t, i % 3, 0x10000 + (uint64_t)i * 16, NULL) == 0);
+    }
+    CHECK(saw_rehash);
+    CHECK_EQ(t.count, n - n / 5);
+    for (uint32_t i = 0; i < n; i++) {
+        struct alloc_entry *e = alloc_table_find(&t, i % 3, 0x10000 + (uint64_t)i * 16);
+        if (i % 5 == 0) {
+            CHECK(e == NULL);
+        } else {
+            CHECK(e != NULL);
+            CHECK_EQ(e->stack, i);
+        }
+    }
+    uint64_t seen = 0;
+    alloc_table_foreach(&t, count_cb, &seen);
+    CHECK_EQ(seen, t.count);
+    /* Freed entries are reused: the high-water mark does not move. */
+    for (uint32_t i = 1; i < 5000; i += 5)
+        CHECK(alloc_table_remove(&t, i % 3, 0x10000 + (uint64_t)i * 16, NULL) == 0);
+    uint32_t high = t.high;
+    for (uint32_t i = 0; i < 1000; i++)
+        CHECK(alloc_table_insert(&t, 5, (uint64_t)i, 1, 1, 1, NULL) == 0);
+    CHECK_EQ(t.high, high);
+    alloc_table_close(&t);
+}
+
+static void test_alloc_table_cap(void)
+{
+    struct alloc_table t;
+    CHECK(alloc_table_init(&t, 3) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(alloc_table_insert(&t, 0, (uint64_t)i, 0, 1, 1, NULL) == 0);
+    CHECK(alloc_table_insert(&t, 0, 99, 0, 1, 1, NULL) == HT_EFULL);
+    CHECK(alloc_table_remove(&t, 0, 1, NULL) == 0);
+    CHECK(alloc_table_insert(&t, 0, 99, 0, 1, 1, NULL) == 0);
+    alloc_table_close(&t);
+}
+
+static void test_alloc_table_remove_heap(void)
+{
+    struct alloc_table t;
+    CHECK(alloc_table_init(&t, 100000) == 0);
+    for (uint32_t i = 0; i < 5000; i++)
+        CHECK(alloc_table_insert(&t, i % 2, i, 0, 1, 1, NULL) == 0);
+    uint64_t removed = 0;
+    alloc_table_remove_heap(&t, 1, count_cb, &removed);
+    CHECK_EQ(removed, 2500);
+    CHECK_EQ(t.count, 2500);
+    CHECK(alloc_table_find(&t, 1, 1) == NULL);
+    CHECK(alloc_table_find(&t, 0, 2) != NULL);
+    alloc_table_close(&t);
+}
+
+static void test_stack_intern_basic(void)
+{
+    struct stack_intern si;
+    CHECK(stack_intern_init(&si, 100, 100) == 0);
+    uint64_t a[] = {1, 2, 3}, b[] = {1, 2, 4};
+    uint32_t ia = stack_intern_get(&si, a, 3), ib = stack_intern_get(&si, b, 3);
+    CHECK(ia != 0 && ib != 0 && ia != ib);
+    CHECK_EQ(stack_intern_get(&si, a, 3), ia);
+    CHECK_EQ(stack_intern_get(&si, a, 2), stack_intern_get(&si, b, 2));
+    CHECK_EQ(stack_intern_get(&si, a, 0), 0);
+    unsigned d;
+    const uint64_t *f = stack_intern_frames(&si, ib, &d);
+    CHECK_EQ(d, 3);
+    CHECK_EQ(f[2], 4);
+    CHECK(stack_intern_frames(&si, 999, &d) == NULL && d == 0);
+    uint32_t s1 = stack_intern_str(&si, "app.exe!main", 12);
+    CHECK(s1 != 0);
+    CHECK_EQ(stack_intern_str(&si, "app.exe!main", 12), s1);
+    CHECK_STR(stack_intern_strget(&si, s1), "app.exe!main");
+    stack_intern_close(&si);
+}
+
+static void test_stack_intern_caps(void)
+{
+    struct stack_intern si;
+    CHECK(stack_intern_init(&si, 10, 5) == 0);
+    uint32_t ids[20];
+    for (uint64_t i = 0; i < 20; i++)
+        ids[i] = stack_intern_get(&si, &i, 1);
+    CHECK(ids[8] != 0);   /* 9 stacks + reserved id 0 */
+    CHECK_EQ(ids[9], 0);  /* past the cap: no id, counted */
+    CHECK_EQ(si.drops, 11);
+    uint64_t zero = 0;
+    CHECK_EQ(stack_intern_get(&si, &zero, 1), ids[0]); /* known stacks still resolve */
+    for (int i = 0; i < 4; i++) {
+        char s[8];
+        snprintf(s, sizeof(s), "s%d", i);
+        CHECK(stack_intern_str(&si, s, 2) != 0);
+    }
+    CHECK_EQ(stack_intern_str(&si, "new", 3), 0);
+    stack_intern_close(&si);
+}
+
+static void test_stack_intern_growth(void)
+{
+    struct stack_intern si;
+    CHECK(stack_intern_init(&si, 1u << 20, 16) == 0);
+    /* Deep stacks cross frame-chunk boundaries; every stack must read back. */
+    uint64_t fr[HT_STACK_MAX_DEPTH];
+    for (uint32_t i = 0; i < 50000; i++) {
+        unsigned d = 1 + i % 200;
+        for (unsigned k = 0; k < d; k++)
+            fr[k] = (uint64_t)i * 1000 + k;
+        CHECK_EQ(stack_intern_get(&si, fr, d), i + 1);
+    }
+    for (uint32_t i = 0; i < 50000; i += 997) {
+        unsigned d;
+        const uint64_t *f = stack_intern_frames(&si, i + 1, &d);
+        CHECK_EQ(d, 1 + i % 200);
+        CHECK_EQ(f[d - 1], (uint64_t)i * 1000 + d - 1);
+    }
+    stack_intern_close(&si);
+}
+
+struct done_log {
+    uint64_t bytes, count, n;
+};
+
+static void done_cb(void *arg, const struct commit_range *p, uint64_t f)
+{
+    struct done_log *l = arg;
+    (void)f;
+    l->bytes += p->end - p->start;
+    l->count += p->count;
+    l->n++;
+}
+
+static void test_commit_map_split(void)
+{
+    struct commit_map cm;
+    commit_map_init(&cm, 100);
+    uint64_t added, dropped;
+    CHECK_EQ(commit_map_commit(&cm, 0x10000, 0x20000, 1, 5, &added, &dropped), 1);
+    CHECK_EQ(added, 0x10000);
+    /* Decommit the middle: two pieces remain, the count stays on the first. */
+    struct done_log l = {0};
+    CHECK_EQ(commit_map_decommit(&cm, 0x14000, 0x18000, 2, done_cb, &l), 0);
+    CHECK_EQ(l.bytes, 0x4000);
+    CHECK_EQ(l.count, 0);
+    CHECK_EQ(cm.n, 2);
+    CHECK_EQ(cm.bytes, 0xc000);
+    CHECK_EQ(cm.r[0].count + cm.r[1].count, 1);
+    CHECK_EQ(cm.r[1].t, 1);
+    /* Release everything and more: the uncommitted part is reported. */
+    memset(&l, 0, sizeof(l));
+    CHECK_EQ(commit_map_decommit(&cm, 0x0, 0x30000, 3, done_cb, &l), 0x30000 - 0xc000);
+    CHECK_EQ(l.n, 2);
+    CHECK_EQ(l.count, 1);
+    CHECK_EQ(cm.n, 0);
+    CHECK_EQ(cm.bytes, 0);
+    commit_map_close(&cm);
+}
+
+static void test_commit_map_recommit(void)
+{
+    struct commit_map cm;
+    commit_map_init(&cm, 100);
+    uint64_t added, dropped;
+    commit_map_commit(&cm, 0x1000, 0x3000, 1, 5, &added, &dropped);
+    commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped);
+    /* Recommit over both and the gaps: only the gaps are new. */
+    CHECK_EQ(commit_map_commit(&cm, 0x0, 0x8000, 2, 6, &added, &dropped), 1);
+    CHECK_EQ(added, 0x8000 - 0x3000);
+    CHECK_EQ(cm.bytes, 0x8000);
+    CHECK_EQ(cm.n, 5);
+    /* Fully committed already: nothing new, not counted. */
+    CHECK_EQ(commit_map_commit(&cm, 0x1000, 0x2000, 3, 7, &added, &dropped), 0);
+    CHECK_EQ(added, 0);
+    for (uint32_t i = 1; i < cm.n; i++)
+        CHECK(cm.r[i - 1].end <= cm.r[i].start);
+    commit_map_close(&cm);
+}
+
+static void test_commit_map_cap(void)
+{
+    struct commit_map cm;
+    commit_map_init(&cm, 2);
+    uint64_t added, dropped;
+    commit_map_commit(&cm, 0x1000, 0x2000, 1, 5, &added, &dropped);
+    commit_map_commit(&cm, 0x3000, 0x4000, 1, 5, &added, &dropped);
+    CHECK_EQ(commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped), 0);
+    CHECK_EQ(dropped, 0x1000);
+    CHECK_EQ(added, 0);
+    CHECK_EQ(cm.bytes, 0x2000);
+    commit_map_close(&cm);
+}
+
+static void test_life_ring_wrap(void)
+{
+    struct life_ring r;
+    life_ring_init(&r, 4);
+    CHECK(life_ring_complete_from(&r, 0));
+    for (uint64_t i = 1; i <= 10; i++) {
+        struct life_rec rec = {0, i * 10, 1, 1, 0, 0, 1};
+        life_ring_push(&r, &rec);
+    }
+    CHECK_EQ(life_ring_len(&r), 4);
+    CHECK_EQ(life_ring_at(&r, 0)->f, 70);
+    CHECK_EQ(life_ring_at(&r, 3)->f, 100);
+    CHECK_EQ(r.horizon, 60);
+    CHECK(!life_ring_complete_from(&r, 60));
+    CHECK(life_ring_complete_from(&r, 61));
+    life_ring_close(&r);
+}
+
+static void test_timeline_wrap(void)
+{
+    struct timeline tl;
+    timeline_init(&tl, 3);
+    for (uint64_t i = 0; i < 7; i++) {
+        struct tl_sample s = {.t = i};
+        timeline_push(&tl, &s);
+    }
+    CHECK_EQ(timeline_len(&tl), 3);
+    CHECK_EQ(timeline_at(&tl, 0)->t, 4);
+    CHECK_EQ(timeline_at(&tl, 2)->t, 6);
+    timeline_close(&tl);
+}
+
+static void test_frame_patterns(void)
+{
+    struct frame_pat p;
+    CHECK(frame_pat_parse("ntdll!", 6, &p) == 0);
+    CHECK(frame_pat_match(&p, "ntdll.dll!RtlAllocateHeap"));
+    CHECK(frame_pat_match(&p, "NTDLL.DLL!x"));
+    CHECK(!frame_pat_match(&p, "ntdll2.dll!x"));
+    CHECK(!frame_pat_match(&p, "RtlAllocateHeap"));
+    CHECK(frame_pat_parse("ntdll.dll!rtlallocateheap", 25, &p) == 0);
+    CHECK(frame_pat_match(&p, "ntdll.dll!RtlAllocateHeap"));
+    CHECK(!frame_pat_match(&p, "ntdll.dll!RtlFreeHeap"));
+    CHECK(frame_pat_parse("malloc", 6, &p) == 0);
+    CHECK(frame_pat_match(&p, "msvcrt.dll!malloc"));
+    CHECK(frame_pat_match(&p, "libc.so.6!MALLOC"));
+    CHECK(!frame_pat_match(&p, "msvcrt.dll!malloc_base"));
+    CHECK(frame_pat_parse("0x4010", 6, &p) == 0);
+    CHECK(frame_pat_match(&p, "0x4010"));
+    CHECK(frame_pat_parse("!", 1, &p) != 0);
+    CHECK(frame_pat_parse("", 0, &p) != 0);
+}
+
+HT_TEST_MAIN(T(alloc_table_basic), T(alloc_table_growth), T(alloc_table_cap),
+             T(alloc_table_remove_heap), T(stack_intern_basic), T(stack_intern_caps),
+             T(stack_intern_growth), T(commit_map_split), T(commit_map_recommit),
+             T(commit_map_cap), T(life_ring_wrap), T(timeline_wrap), T(frame_patterns))
