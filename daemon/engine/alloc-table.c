@@ -111,9 +111,8 @@ static uint32_t *bucket_of(struct alloc_table *t, int i, uint64_t h)
 }
 
 /* Pointer to the link that refers to the key's entry, or NULL. */
-static uint32_t *find_link(struct alloc_table *t, unsigned heap, uint64_t addr)
+static uint32_t *find_link(struct alloc_table *t, unsigned heap, uint64_t addr, uint64_t h)
 {
-    uint64_t h = key_hash(heap, addr);
     for (int i = 0; i < 2; i++) {
         uint32_t *link = bucket_of(t, i, h);
         if (!link)
@@ -130,7 +129,7 @@ static uint32_t *find_link(struct alloc_table *t, unsigned heap, uint64_t addr)
 
 struct alloc_entry *alloc_table_find(struct alloc_table *t, unsigned heap, uint64_t addr)
 {
-    uint32_t *link = find_link(t, heap, addr);
+    uint32_t *link = find_link(t, heap, addr, key_hash(heap, addr));
     return link ? entry_at(t, *link - 1) : NULL;
 }
 
@@ -158,10 +157,11 @@ static int entry_new(struct alloc_table *t, uint32_t *idx)
 int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint64_t time,
                        uint64_t size, uint32_t stack, struct alloc_entry **out)
 {
-    struct alloc_entry *old = alloc_table_find(t, heap, addr);
-    if (old) {
+    uint64_t h = key_hash(heap, addr);
+    uint32_t *link = find_link(t, heap, addr, h);
+    if (link) {
         if (out)
-            *out = old;
+            *out = entry_at(t, *link - 1);
         return HT_EEXIST;
     }
     if (t->count >= t->cap)
@@ -174,15 +174,16 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
     e->t_re = time & ALLOC_TIME_MAX;
     e->size_heap = (size & ALLOC_SIZE_MAX) | ((uint64_t)heap << ALLOC_SIZE_BITS);
     e->stack = stack;
-    uint64_t h = key_hash(heap, addr);
     uint32_t *b = t->rehash_idx >= 0 ? &t->buckets[1][h & t->mask[1]] : &t->buckets[0][h & t->mask[0]];
     e->next = *b;
     *b = idx + 1;
     t->count++;
     if (out)
         *out = e;
-    maybe_start_rehash(t);
-    rehash_step(t);
+    if (t->rehash_idx < 0 && t->count > t->mask[0])
+        maybe_start_rehash(t);
+    if (t->rehash_idx >= 0)
+        rehash_step(t);
     return 0;
 }
 
@@ -200,13 +201,14 @@ static void unlink_entry(struct alloc_table *t, uint32_t *link)
 int alloc_table_remove(struct alloc_table *t, unsigned heap, uint64_t addr,
                        struct alloc_entry *out)
 {
-    uint32_t *link = find_link(t, heap, addr);
+    uint32_t *link = find_link(t, heap, addr, key_hash(heap, addr));
     if (!link)
         return UV_ENOENT;
     if (out)
         *out = *entry_at(t, *link - 1);
     unlink_entry(t, link);
-    rehash_step(t);
+    if (t->rehash_idx >= 0)
+        rehash_step(t);
     return 0;
 }
 
@@ -247,6 +249,40 @@ void alloc_table_remove_heap(struct alloc_table *t, unsigned heap,
             }
         }
     }
+}
+
+uint64_t alloc_table_hash(unsigned heap, uint64_t addr)
+{
+    return key_hash(heap, addr);
+}
+
+static const uint32_t *hint_bucket(const struct alloc_table *t, uint64_t h)
+{
+    if (t->rehash_idx >= 0 && (int64_t)(h & t->mask[0]) < t->rehash_idx)
+        return &t->buckets[1][h & t->mask[1]];
+    return &t->buckets[0][h & t->mask[0]];
+}
+
+void alloc_table_prefetch_bucket(const struct alloc_table *t, uint64_t h)
+{
+    __builtin_prefetch(hint_bucket(t, h));
+}
+
+void alloc_table_prefetch_entry(const struct alloc_table *t, uint64_t h)
+{
+    uint32_t head = *hint_bucket(t, h);
+    if (head)
+        __builtin_prefetch(entry_at(t, head - 1));
+}
+
+const struct alloc_entry *alloc_table_peek_head(const struct alloc_table *t, unsigned heap,
+                                                uint64_t addr, uint64_t h)
+{
+    uint32_t head = *hint_bucket(t, h);
+    if (!head)
+        return NULL;
+    const struct alloc_entry *e = entry_at(t, head - 1);
+    return e->addr == addr && alloc_entry_heap(e) == heap ? e : NULL;
 }
 
 uint64_t alloc_table_memory(const struct alloc_table *t)

@@ -75,6 +75,14 @@ void alloc_table_foreach(const struct alloc_table *t,
 /* Remove every entry of a heap, calling fn for each before removal. */
 void alloc_table_remove_heap(struct alloc_table *t, unsigned heap,
                              void (*fn)(const struct alloc_entry *, void *), void *arg);
+/* Cache hints for a key about to be looked up (batched ingest): stage 1
+ * fetches its bucket, stage 2 (a few events later) the chain's first entry. */
+uint64_t alloc_table_hash(unsigned heap, uint64_t addr);
+void alloc_table_prefetch_bucket(const struct alloc_table *t, uint64_t hash);
+void alloc_table_prefetch_entry(const struct alloc_table *t, uint64_t hash);
+/* The first entry of the key's chain if it is the key's, else NULL (a hint). */
+const struct alloc_entry *alloc_table_peek_head(const struct alloc_table *t, unsigned heap,
+                                                uint64_t addr, uint64_t hash);
 /* Bytes of memory held (entry chunks and bucket arrays). */
 uint64_t alloc_table_memory(const struct alloc_table *t);
 

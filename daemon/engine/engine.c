@@ -69,7 +69,7 @@ void engine_close(struct engine *e)
     memset(e, 0, sizeof(*e));
 }
 
-static uint32_t heap_lookup(const struct engine *e, uint64_t handle, uint32_t *slot)
+static uint32_t heap_lookup_slow(const struct engine *e, uint64_t handle, uint32_t *slot)
 {
     uint32_t i = (uint32_t)ht_mix64(handle) & e->heap_mask;
     while (e->heap_slots[i]) {
@@ -79,6 +79,16 @@ static uint32_t heap_lookup(const struct engine *e, uint64_t handle, uint32_t *s
     }
     *slot = i;
     return e->heap_slots[i];
+}
+
+static inline uint32_t heap_lookup(const struct engine *e, uint64_t handle, uint32_t *slot)
+{
+    /* Most events name the same heap as the one before. */
+    if (e->nheaps && e->heaps[e->last_heap].handle == handle) {
+        *slot = e->last_heap_slot;
+        return e->last_heap + 1;
+    }
+    return heap_lookup_slow(e, handle, slot);
 }
 
 static int heap_slots_grow(struct engine *e)
@@ -96,6 +106,12 @@ static int heap_slots_grow(struct engine *e)
     ht_free(e->heap_slots);
     e->heap_slots = ns;
     e->heap_mask = size - 1;
+    /* Re-point the cache at heap 0's new slot. */
+    uint32_t i = (uint32_t)ht_mix64(e->heaps[0].handle) & e->heap_mask;
+    while (ns[i] != 1)
+        i = (i + 1) & e->heap_mask;
+    e->last_heap = 0;
+    e->last_heap_slot = i;
     return 0;
 }
 
@@ -103,8 +119,11 @@ unsigned engine_heap_index(struct engine *e, uint64_t handle)
 {
     uint32_t slot;
     uint32_t v = heap_lookup(e, handle, &slot);
-    if (v)
+    if (v) {
+        e->last_heap = v - 1;
+        e->last_heap_slot = slot;
         return v - 1;
+    }
     if (e->nheaps >= ALLOC_MAX_HEAPS || e->nheaps + 1 > e->heap_mask / 2)
         return ALLOC_HEAP_FREE;
     if (e->nheaps == e->heaps_alloc) {
@@ -139,13 +158,8 @@ static void take_sample(struct engine *e, uint64_t t)
     timeline_push(&e->tl, &s);
 }
 
-void engine_advance(struct engine *e, uint64_t t)
+static void take_due_samples(struct engine *e, uint64_t t)
 {
-    if (t < e->now)
-        return;
-    e->now = t;
-    if (t < e->next_sample)
-        return;
     /* One sample per interval boundary passed; after a gap longer than the
      * ring, only the last ring's worth matters. */
     uint64_t iv = e->lim.timeline_ns;
@@ -156,6 +170,15 @@ void engine_advance(struct engine *e, uint64_t t)
         take_sample(e, e->next_sample);
         e->next_sample += iv;
     }
+}
+
+void engine_advance(struct engine *e, uint64_t t)
+{
+    if (t < e->now)
+        return;
+    e->now = t;
+    if (t >= e->next_sample)
+        take_due_samples(e, t);
 }
 
 int engine_mark(struct engine *e, const char *name, uint64_t t)
@@ -218,8 +241,6 @@ static void complete_block(const struct alloc_entry *en, void *arg)
     if (g) {
         g->out_count--;
         g->out_bytes -= size;
-        g->freed_count++;
-        g->freed_bytes += size;
     }
     heap_out_sub(e, hi, size, 1);
 }
@@ -327,8 +348,6 @@ static void commit_done_cb(void *arg, const struct commit_range *p, uint64_t f)
     if (g) {
         g->out_count -= p->count;
         g->out_bytes -= size;
-        g->freed_count += p->count;
-        g->freed_bytes += size;
     }
 }
 
@@ -420,7 +439,9 @@ void engine_apply(struct engine *e, const struct ht_event *ev)
         e->q.time_backwards++;
         t = e->now;
     }
-    engine_advance(e, t);
+    e->now = t;
+    if (t >= e->next_sample)
+        take_due_samples(e, t);
     e->q.events++;
     int hi;
     switch (ev->kind) {
@@ -478,4 +499,67 @@ uint64_t engine_memory(const struct engine *e)
            e->heap_life.alloc * sizeof(struct life_rec) +
            e->commit_life.alloc * sizeof(struct life_rec) + e->tl.alloc * sizeof(struct tl_sample) +
            (uint64_t)e->heaps_alloc * sizeof(struct heap_info);
+}
+
+/* Table key of an event for prefetch hints; never creates a heap. */
+struct hint {
+    int hi; /* -1: nothing to prefetch */
+    uint64_t addr, hash;
+};
+
+static void hint_make(const struct engine *e, const struct ht_event *ev, struct hint *h)
+{
+    h->hi = -1;
+    if (ev->kind != HT_EV_ALLOC && ev->kind != HT_EV_FREE && ev->kind != HT_EV_REALLOC)
+        return;
+    uint32_t slot;
+    uint32_t v = heap_lookup(e, ev->heap, &slot);
+    if (!v)
+        return;
+    h->hi = (int)v - 1;
+    h->addr = ev->kind == HT_EV_REALLOC ? ev->old_addr : ev->addr;
+    h->hash = alloc_table_hash((unsigned)h->hi, h->addr);
+}
+
+/* Stages, in events ahead of the one applied: the bucket, then the chain's
+ * first entry, then (for a free) the aggregate of that entry's stack. */
+#define AHEAD_BUCKET 12
+#define AHEAD_ENTRY 6
+#define AHEAD_AGG 2
+#define HINTS 16 /* > AHEAD_BUCKET, power of two */
+
+void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
+{
+    struct hint hints[HINTS];
+    for (size_t i = 0; i < n && i < AHEAD_BUCKET; i++)
+        hint_make(e, &evs[i], &hints[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD_BUCKET < n) {
+            struct hint *h = &hints[(i + AHEAD_BUCKET) & (HINTS - 1)];
+            hint_make(e, &evs[i + AHEAD_BUCKET], h);
+            if (h->hi >= 0)
+                alloc_table_prefetch_bucket(&e->table, h->hash);
+        }
+        if (i + AHEAD_ENTRY < n) {
+            const struct hint *h = &hints[(i + AHEAD_ENTRY) & (HINTS - 1)];
+            const struct ht_event *ev = &evs[i + AHEAD_ENTRY];
+            if (h->hi >= 0)
+                alloc_table_prefetch_entry(&e->table, h->hash);
+            if (ev->kind == HT_EV_ALLOC) {
+                const struct agg *g = agg_peek(&e->heap_agg, ev->stack);
+                if (g)
+                    __builtin_prefetch(g);
+            }
+        }
+        if (i + AHEAD_AGG < n && evs[i + AHEAD_AGG].kind == HT_EV_FREE) {
+            const struct hint *h = &hints[(i + AHEAD_AGG) & (HINTS - 1)];
+            const struct alloc_entry *en =
+                h->hi >= 0 ? alloc_table_peek_head(&e->table, (unsigned)h->hi, h->addr, h->hash)
+                           : NULL;
+            const struct agg *g = en ? agg_peek(&e->heap_agg, en->stack) : NULL;
+            if (g)
+                __builtin_prefetch(g);
+        }
+        engine_apply(e, &evs[i]);
+    }
 }

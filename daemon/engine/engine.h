@@ -9,6 +9,7 @@
 #include "rings.h"
 #include "stack-intern.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct engine_limits {
@@ -72,6 +73,7 @@ struct engine {
     uint32_t nheaps, heaps_alloc;
     uint32_t *heap_slots;
     uint32_t heap_mask;
+    uint32_t last_heap, last_heap_slot; /* one-entry cache of the lookup */
     struct mark *marks;
     uint32_t nmarks;
     uint64_t now;         /* latest time seen */
@@ -89,6 +91,9 @@ int engine_init(struct engine *e, const struct engine_limits *lim);
 void engine_close(struct engine *e);
 /* Apply one event. Never fails: what cannot be taken is counted in e->q. */
 void engine_apply(struct engine *e, const struct ht_event *ev);
+/* Apply n events in order, overlapping their table look-ups with prefetches:
+ * the same result as n calls of engine_apply, faster for large tables. */
+void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n);
 /* Move the clock to t (no event): takes timeline samples that fall due. */
 void engine_advance(struct engine *e, uint64_t t);
 /* Name a point in time. 0, HT_EEXIST, HT_EFULL or HT_EBADARG (empty/long name). */

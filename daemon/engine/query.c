@@ -374,8 +374,9 @@ static void scan(struct qctx *c)
             add_block(c, r->stack, 0, r->t, LIVE, r->end - r->start, 0, r->count);
         }
     }
+    /* Blocks freed before the window cannot be in it. */
     uint64_t n = life_ring_len(ring);
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = life_ring_lower_bound(ring, c->q->t1); i < n; i++) {
         const struct life_rec *r = life_ring_at(ring, i);
         add_block(c, r->stack, r->heap, r->a, r->f, r->size, r->reallocs, r->count);
     }
@@ -406,7 +407,7 @@ static void add_totals(struct qctx *c, int use_counts)
             if (c->q->types & (1u << HT_AIFO))
                 row_add(&tmp, HT_AIFO, a->out_count, a->out_bytes, 0);
             if (c->q->types & (1u << HT_AIFI))
-                row_add(&tmp, HT_AIFI, a->freed_count, a->freed_bytes, 0);
+                row_add(&tmp, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), 0);
             tmp.reallocs = a->reallocs; /* types are all kept on this path */
             for (int k = 0; k < 4; k++) {
                 if (g)

@@ -68,6 +68,19 @@ const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i)
     return &r->recs[(r->pushed + i) % r->cap];
 }
 
+uint64_t life_ring_lower_bound(const struct life_ring *r, uint64_t t)
+{
+    uint64_t lo = 0, hi = life_ring_len(r);
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (life_ring_at(r, mid)->f < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int life_ring_complete_from(const struct life_ring *r, uint64_t t)
 {
     return !r->evicted || r->horizon < t;

@@ -36,6 +36,8 @@ void life_ring_push(struct life_ring *r, const struct life_rec *rec);
 uint64_t life_ring_len(const struct life_ring *r);
 /* i-th record, oldest first, i < life_ring_len. */
 const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i);
+/* Index of the first record freed at or after t (records are in free-time order). */
+uint64_t life_ring_lower_bound(const struct life_ring *r, uint64_t t);
 /* Does the ring see every block freed at or after t? */
 int life_ring_complete_from(const struct life_ring *r, uint64_t t);
 

@@ -68,7 +68,7 @@ static void test_realloc_moving(void)
     CHECK_EQ(alloc_entry_time(en), 20);
     CHECK_EQ(en->stack, S2);
     CHECK_EQ(agg_of(S2)->reallocs, 1);
-    CHECK_EQ(agg_of(S1)->freed_count, 1);
+    CHECK_EQ(agg_freed_count(agg_of(S1)), 1);
     CHECK_EQ(agg_of(S1)->out_count, 0);
     CHECK_EQ(E.heap_life.pushed, 1);
     CHECK_EQ(E.heap_bytes, 100);

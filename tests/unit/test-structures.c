@@ -260,6 +260,10 @@ static void test_life_ring_wrap(void)
     CHECK_EQ(life_ring_at(&r, 0)->f, 70);
     CHECK_EQ(life_ring_at(&r, 3)->f, 100);
     CHECK_EQ(r.horizon, 60);
+    CHECK_EQ(life_ring_lower_bound(&r, 0), 0);
+    CHECK_EQ(life_ring_lower_bound(&r, 80), 1);
+    CHECK_EQ(life_ring_lower_bound(&r, 81), 2);
+    CHECK_EQ(life_ring_lower_bound(&r, 101), 4);
     CHECK(!life_ring_complete_from(&r, 60));
     CHECK(life_ring_complete_from(&r, 61));
     life_ring_close(&r);
