@@ -1,6 +1,8 @@
 /* Allocation hooks (after uv_replace_allocator): one place to inject failures. */
 #include "ht-alloc.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,4 +52,11 @@ void ht_replace_allocator(ht_malloc_fn m, ht_realloc_fn r, ht_calloc_fn c, ht_fr
     hook_realloc = r;
     hook_calloc = c;
     hook_free = f;
+    ht_alloc_init();
+}
+
+void ht_alloc_init(void)
+{
+    cJSON_Hooks hooks = {ht_malloc, ht_free};
+    cJSON_InitHooks(&hooks);
 }

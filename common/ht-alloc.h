@@ -16,6 +16,8 @@ typedef void *(*ht_realloc_fn)(void *, size_t);
 typedef void *(*ht_calloc_fn)(size_t, size_t);
 typedef void (*ht_free_fn)(void *);
 
+/* Point cJSON at these hooks; call once at startup. */
+void ht_alloc_init(void);
 /* Replace the allocator (tests use this to inject failures); also points
  * cJSON and libuv at the same functions when they are linked in. */
 void ht_replace_allocator(ht_malloc_fn m, ht_realloc_fn r, ht_calloc_fn c, ht_free_fn f);

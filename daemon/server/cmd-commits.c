@@ -1,0 +1,11 @@
+/* commits: VirtualAlloc/mmap commit lifetimes over a window (WPA's Commit Lifetimes table). */
+#include "server.h"
+
+#include "query.h"
+
+int cmd_query_domain(struct cmd_ctx *ctx, int domain);
+
+int cmd_commits(struct cmd_ctx *ctx)
+{
+    return cmd_query_domain(ctx, HT_DOM_COMMIT);
+}

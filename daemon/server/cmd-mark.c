@@ -1,0 +1,24 @@
+/* mark: name the session's current time for use in --range. */
+#include "server.h"
+
+#include "ht-error.h"
+
+#include <cjson/cJSON.h>
+
+int cmd_mark(struct cmd_ctx *ctx)
+{
+    const char *name = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "mark")->valuestring;
+    session_flush(ctx->s);
+    int rc = engine_mark(&ctx->s->eng, name, ctx->s->eng.now);
+    if (rc == HT_EEXIST)
+        return cmd_error(ctx, rc, "mark \"%s\" exists already in session %u", name, ctx->s->id);
+    if (rc == HT_EFULL)
+        return cmd_error(ctx, rc, "session %u has %u marks, the limit", ctx->s->id, ctx->s->eng.nmarks);
+    if (rc != 0)
+        return cmd_error(ctx, rc, "mark names are 1 to 63 characters");
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "session", ctx->s->id);
+    cJSON_AddStringToObject(d, "mark", name);
+    cJSON_AddNumberToObject(d, "t", (double)ctx->s->eng.now);
+    return cmd_reply(ctx, d);
+}

@@ -1,0 +1,11 @@
+/* ping: the cheapest round trip. */
+#include "server.h"
+
+#include <cjson/cJSON.h>
+
+int cmd_ping(struct cmd_ctx *ctx)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "pong", "heaptraced");
+    return cmd_reply(ctx, d);
+}

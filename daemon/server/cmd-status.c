@@ -1,0 +1,124 @@
+/* status: everything about one session: state, memory, rings, data quality, triggers, snapshots. */
+#include "server.h"
+
+#include "query-args.h"
+
+#include <cjson/cJSON.h>
+
+static void ring_json(cJSON *parent, const char *key, const struct life_ring *r)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    cJSON_AddNumberToObject(o, "len", (double)life_ring_len(r));
+    cJSON_AddNumberToObject(o, "cap", (double)r->cap);
+    cJSON_AddNumberToObject(o, "pushed", (double)r->pushed);
+    cJSON_AddBoolToObject(o, "evicted", r->evicted);
+    if (r->evicted)
+        cJSON_AddNumberToObject(o, "horizon", (double)r->horizon);
+}
+
+int cmd_status(struct cmd_ctx *ctx)
+{
+    struct session *s = ctx->s;
+    struct engine *e = &s->eng;
+    session_flush(s);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "id", s->id);
+    cJSON_AddStringToObject(d, "name", s->name);
+    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    if (s->stop_reason[0])
+        cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
+    cJSON_AddStringToObject(d, "source", s->source);
+    cJSON_AddNumberToObject(d, "wall_start", (double)s->wall_start);
+    cJSON_AddNumberToObject(d, "now", (double)e->now);
+    cJSON *p = cJSON_AddObjectToObject(d, "process");
+    cJSON_AddNumberToObject(p, "pid", (double)e->pid);
+    cJSON_AddStringToObject(p, "name", s->process_name);
+    if (s->stream_wall[0])
+        cJSON_AddStringToObject(p, "recorded_at", s->stream_wall);
+    cJSON_AddBoolToObject(p, "exited", e->exited);
+    if (e->exited)
+        cJSON_AddNumberToObject(p, "exit_code", (double)e->exit_code);
+    cJSON *in = cJSON_AddObjectToObject(d, "ingest");
+    cJSON_AddNumberToObject(in, "bytes", (double)s->replay.bytes);
+    cJSON_AddNumberToObject(in, "lines", (double)s->replay.line_no);
+    cJSON_AddNumberToObject(in, "events", (double)s->replay.events);
+    cJSON_AddNumberToObject(in, "malformed", (double)s->replay.malformed);
+    cJSON *errs = cJSON_AddArrayToObject(in, "errors");
+    for (uint32_t i = 0; i < s->replay.nerrors; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "line", (double)s->replay.errors[i].line);
+        cJSON_AddStringToObject(o, "msg", s->replay.errors[i].msg);
+        cJSON_AddItemToArray(errs, o);
+    }
+    cJSON *h = cJSON_AddObjectToObject(d, "heap");
+    cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);
+    cJSON_AddNumberToObject(h, "outstanding_count", (double)e->heap_count);
+    cJSON_AddNumberToObject(h, "peak", (double)e->peak_heap_bytes);
+    cJSON_AddNumberToObject(h, "table_cap", e->table.cap);
+    cJSON *heaps = cJSON_AddArrayToObject(h, "heaps");
+    for (uint32_t i = 0; i < e->nheaps; i++) {
+        cJSON *o = cJSON_CreateObject();
+        char buf[24];
+        snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)e->heaps[i].handle);
+        cJSON_AddStringToObject(o, "handle", buf);
+        cJSON_AddNumberToObject(o, "outstanding", (double)e->heaps[i].out_bytes);
+        cJSON_AddNumberToObject(o, "outstanding_count", (double)e->heaps[i].out_count);
+        cJSON_AddNumberToObject(o, "destroys", (double)e->heaps[i].destroys);
+        cJSON_AddItemToArray(heaps, o);
+    }
+    cJSON *c = cJSON_AddObjectToObject(d, "commits");
+    cJSON_AddNumberToObject(c, "committed", (double)e->commits.bytes);
+    cJSON_AddNumberToObject(c, "ranges", e->commits.n);
+    cJSON_AddNumberToObject(c, "peak", (double)e->peak_commit_bytes);
+    cJSON *pb = cJSON_AddObjectToObject(d, "private_bytes");
+    cJSON_AddNumberToObject(pb, "now", (double)e->private_bytes);
+    cJSON_AddNumberToObject(pb, "peak", (double)e->peak_private_bytes);
+    cJSON *m = cJSON_AddObjectToObject(d, "memory");
+    cJSON_AddNumberToObject(m, "engine", (double)engine_memory(e));
+    cJSON_AddNumberToObject(m, "stacks", (double)stack_intern_memory(&e->si));
+    cJSON_AddNumberToObject(m, "distinct_stacks", e->si.nstacks - 1);
+    cJSON *rings = cJSON_AddObjectToObject(d, "rings");
+    ring_json(rings, "heap_lifetimes", &e->heap_life);
+    ring_json(rings, "commit_lifetimes", &e->commit_life);
+    cJSON *tl = cJSON_AddObjectToObject(rings, "timeline");
+    cJSON_AddNumberToObject(tl, "len", (double)timeline_len(&e->tl));
+    cJSON_AddNumberToObject(tl, "cap", (double)e->tl.cap);
+    cJSON_AddNumberToObject(tl, "interval_ns", (double)e->lim.timeline_ns);
+    cJSON_AddItemToObject(d, "quality", quality_json(s));
+    cJSON *tr = cJSON_AddArrayToObject(d, "triggers");
+    for (unsigned i = 0; i < s->ntriggers; i++) {
+        const struct trigger *t = &s->triggers[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "when", t->text);
+        cJSON_AddStringToObject(o, "action", t->snapshot ? "snapshot" : "stop");
+        if (t->every)
+            cJSON_AddNumberToObject(o, "every", (double)t->every);
+        cJSON_AddNumberToObject(o, "fired", t->fired);
+        if (t->fired) {
+            cJSON_AddNumberToObject(o, "first_fired_at", (double)t->first_t);
+            cJSON_AddNumberToObject(o, "last_fired_at", (double)t->last_t);
+        }
+        cJSON_AddItemToArray(tr, o);
+    }
+    cJSON *sn = cJSON_AddArrayToObject(d, "snapshots");
+    uint32_t cap = ctx->srv->cfg->max_snapshots;
+    for (uint32_t k = 0; k < cap; k++) {
+        const struct snapshot *x = &s->snaps[(s->snap_seq + k) % cap];
+        if (!x->data)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "seq", x->seq);
+        cJSON_AddNumberToObject(o, "t", (double)x->t);
+        cJSON_AddStringToObject(o, "reason", x->reason);
+        cJSON_AddItemToArray(sn, o);
+    }
+    cJSON_AddNumberToObject(d, "snapshots_dropped", (double)s->snaps_dropped);
+    cJSON *mk = cJSON_AddArrayToObject(d, "marks");
+    for (uint32_t i = 0; i < e->nmarks; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", e->marks[i].name);
+        cJSON_AddNumberToObject(o, "t", (double)e->marks[i].t);
+        cJSON_AddItemToArray(mk, o);
+    }
+    return cmd_reply(ctx, d);
+}

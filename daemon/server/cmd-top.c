@@ -1,0 +1,76 @@
+/* top: a subscription that pushes the top stacks and the session's figures every interval. */
+#include "server.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "ht-units.h"
+#include "query-args.h"
+
+#include <cjson/cJSON.h>
+
+static void top_tick_cb(uv_timer_t *t)
+{
+    struct client *c = t->data;
+    struct session *s = c->topping;
+    if (!s || c->closing)
+        return;
+    session_flush(s);
+    struct qargs *qa = ht_malloc(sizeof(*qa));
+    if (!qa)
+        return;
+    char err[128];
+    cJSON *args = cJSON_CreateObject();
+    cJSON_AddNumberToObject(args, "top", c->top_rows);
+    struct query_result res;
+    cJSON *d = NULL;
+    if (qargs_parse(qa, s, s->srv->cfg, args, HT_DOM_HEAP, err, sizeof(err)) == 0 &&
+        engine_query(&s->eng, &qa->q, &res) == 0) {
+        d = query_result_json(s, &qa->q, &res);
+        query_result_free(&res);
+    }
+    cJSON_Delete(args);
+    ht_free(qa);
+    if (!d)
+        return;
+    cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);
+    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    cJSON_AddNumberToObject(d, "now", (double)s->eng.now);
+    cJSON_AddNumberToObject(d, "outstanding", (double)s->eng.heap_bytes);
+    cJSON_AddNumberToObject(d, "outstanding_count", (double)s->eng.heap_count);
+    cJSON_AddNumberToObject(d, "committed", (double)s->eng.commits.bytes);
+    cJSON_AddNumberToObject(d, "private_bytes", (double)s->eng.private_bytes);
+    cJSON_AddNumberToObject(d, "events", (double)s->eng.q.events);
+    int last = c->top_left == 1;
+    if (c->top_left)
+        c->top_left--;
+    int64_t id = c->sub_req_id;
+    if (last)
+        session_unsubscribe(s, c);
+    client_send(c, ht_reply_ok(id, d, !last));
+}
+
+int cmd_top(struct cmd_ctx *ctx)
+{
+    uint64_t interval = 1000000000ULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "interval");
+    if (v && (ht_parse_duration(v->valuestring, &interval) != 0 || interval < 10000000ULL))
+        return cmd_error(ctx, HT_EBADARG, "--interval must be a duration of at least 10ms");
+    if (ctx->c->recording || ctx->c->topping)
+        return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
+    if (ctx->c == ctx->s->loader)
+        return cmd_error(ctx, HT_ESTATE, "the loading connection cannot subscribe");
+    v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "top");
+    ctx->c->top_rows = v ? (uint32_t)v->valuedouble : 20;
+    if (ctx->c->top_rows == 0 || ctx->c->top_rows > 1000)
+        return cmd_error(ctx, HT_EBADARG, "--top must be between 1 and 1000");
+    v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "count");
+    ctx->c->top_left = v ? (uint64_t)v->valuedouble : 0;
+    ctx->c->topping = ctx->s;
+    ctx->c->sub_req_id = ctx->req->id;
+    ctx->c->top_seq = 0;
+    ctx->c->sub_next = ctx->s->subs;
+    ctx->s->subs = ctx->c;
+    uint64_t ms = interval / 1000000ULL;
+    uv_timer_start(&ctx->c->timer, top_tick_cb, 0, ms);
+    return 0;
+}

@@ -1,0 +1,110 @@
+/* Request dispatch: parse, look the command up in the shared table, validate, resolve the session. */
+#include "server.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const cmd_fn handlers[HT_CMD_COUNT] = {
+    [HT_CMD_PING] = cmd_ping,         [HT_CMD_VERSION] = cmd_version,
+    [HT_CMD_START] = cmd_start,       [HT_CMD_RUN] = cmd_run,
+    [HT_CMD_LOAD] = cmd_load,         [HT_CMD_RECORD] = cmd_record,
+    [HT_CMD_LS] = cmd_ls,             [HT_CMD_STATUS] = cmd_status,
+    [HT_CMD_MARK] = cmd_mark,         [HT_CMD_STACKS] = cmd_stacks,
+    [HT_CMD_COMMITS] = cmd_commits,   [HT_CMD_TIMELINE] = cmd_timeline,
+    [HT_CMD_TOP] = cmd_top,           [HT_CMD_EXPORT] = cmd_export,
+    [HT_CMD_STOP] = cmd_stop,         [HT_CMD_DROP] = cmd_drop,
+    [HT_CMD_SHUTDOWN] = cmd_shutdown,
+};
+
+int dispatch_complete(void)
+{
+    for (int i = 0; i < HT_CMD_COUNT; i++)
+        if (!handlers[i])
+            return 0;
+    return 1;
+}
+
+static int emit_cb(void *arg, char *line)
+{
+    return client_send(arg, line);
+}
+
+int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
+{
+    if (!data)
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    ht_reply_frames(ctx->req->id, data, emit_cb, ctx->c);
+    return 0;
+}
+
+int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ctx->srv->request_errors++;
+    client_send(ctx->c, ht_reply_err(ctx->req->id, err, msg));
+    return err;
+}
+
+/* SESSION may be left out when exactly one session exists. */
+static int resolve_session(struct cmd_ctx *ctx)
+{
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session");
+    if (ref) {
+        ctx->s = session_find(ctx->srv, ref);
+        if (!ctx->s)
+            return cmd_error(ctx, HT_ENOSESSION, "no session %s%s%s",
+                             cJSON_IsString(ref) ? "\"" : "",
+                             cJSON_IsString(ref) ? ref->valuestring : "",
+                             cJSON_IsString(ref) ? "\"" : "(by that id)");
+        return 0;
+    }
+    if (ctx->srv->nsessions == 1) {
+        ctx->s = ctx->srv->sessions;
+        return 0;
+    }
+    if (ctx->srv->nsessions == 0)
+        return cmd_error(ctx, HT_ENOSESSION, "no sessions: start, run or load one first");
+    char names[256] = "";
+    size_t n = 0;
+    for (struct session *s = ctx->srv->sessions; s && n + 70 < sizeof(names); s = s->next)
+        n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id, s->name);
+    return cmd_error(ctx, HT_EAMBIGUOUS, "%u sessions exist, name one: %s", ctx->srv->nsessions, names);
+}
+
+void dispatch_request(struct client *c, const char *line, size_t len)
+{
+    struct server *srv = c->srv;
+    struct ht_request req;
+    char err[256];
+    srv->requests++;
+    while (len > 0 && line[len - 1] == '\r')
+        len--;
+    int rc = ht_request_parse(line, len, &req, err, sizeof(err));
+    if (rc != 0) {
+        srv->request_errors++;
+        client_send(c, ht_reply_err(req.id, rc, err));
+        ht_request_free(&req);
+        return;
+    }
+    struct cmd_ctx ctx = {srv, c, &req, ht_cmd_find(req.cmd), NULL};
+    if (!ctx.spec) {
+        cmd_error(&ctx, HT_EUNKNOWNCMD, "unknown command \"%.64s\"; heaptracectl help lists them",
+                  req.cmd);
+    } else if ((rc = ht_args_validate(ctx.spec, req.args, err, sizeof(err))) != 0) {
+        cmd_error(&ctx, rc, "%s", err);
+    } else if (!(ctx.spec->flags & HT_CMDF_SESSION) || resolve_session(&ctx) == 0) {
+        log_debug("client %llu: %s", (unsigned long long)c->id, req.cmd);
+        handlers[ctx.spec->id](&ctx);
+    }
+    ht_request_free(&req);
+}

@@ -1,0 +1,39 @@
+/* From request arguments to an engine query, and from its result to reply JSON. */
+#ifndef QUERY_ARGS_H
+#define QUERY_ARGS_H
+
+#include "query.h"
+
+#include <stddef.h>
+
+struct cJSON;
+struct session;
+struct ht_config;
+
+#define QARGS_MAX_PATTERNS 512
+
+/* A query with the patterns it points to (they point into args, which must
+ * outlive the query). */
+struct qargs {
+    struct query q;
+    struct frame_pat require[QARGS_MAX_PATTERNS];
+    struct frame_pat cull[QARGS_MAX_PATTERNS];
+    int has_range;
+};
+
+/* Fill qa from args for the session. 0 or HT_EBADARG/HT_ENOMARK with err. */
+int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg,
+                const struct cJSON *args, int domain, char *err, size_t errsz);
+/* "A:B" into [t1, t2]: bounds are durations from the start ("10s"), "start",
+ * "now", marks, or "-60s" from now. */
+int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2, char *err,
+                size_t errsz);
+
+/* Reply data for a query result (rows with symbolized frames, totals,
+ * completeness, data quality). */
+struct cJSON *query_result_json(struct session *s, const struct query *q,
+                                const struct query_result *res);
+/* The session's data-quality counters. */
+struct cJSON *quality_json(struct session *s);
+
+#endif

@@ -1,0 +1,194 @@
+/* heaptraced's server: the loop, clients on the control endpoint, sessions, command context. */
+#ifndef SERVER_H
+#define SERVER_H
+
+#include "config.h"
+#include "engine.h"
+#include "ht-commands.h"
+#include "ht-proto.h"
+#include "replay.h"
+
+#include <stdint.h>
+#include <uv.h>
+
+struct cJSON;
+struct session;
+struct server;
+
+/* Where a client's bytes go once a request switched it out of line mode. */
+enum client_mode {
+    CLIENT_LINES,  /* one JSON request per line */
+    CLIENT_STREAM, /* load: "<len>\n<bytes>" chunks until a 0 chunk */
+    CLIENT_SKIP,   /* dropping an over-long line until its newline */
+};
+
+struct client {
+    uv_pipe_t pipe;
+    uv_timer_t timer; /* top subscription */
+    struct server *srv;
+    struct client *next, *prev;
+    uint64_t id;
+    int closing;
+    int close_when_flushed;
+    int pending_closes;
+    enum client_mode mode;
+    char *in; /* unparsed input, at most HT_REQUEST_MAX (+ a stream chunk header) */
+    size_t in_len;
+    uint64_t out_pending; /* bytes queued to write, capped by config */
+    /* Stream (load) state. */
+    struct session *loading;
+    int64_t load_req_id;
+    uint64_t chunk_left; /* bytes left of the current chunk */
+    /* Subscriptions. */
+    struct session *recording; /* record: events go to this client */
+    int64_t sub_req_id;
+    struct session *topping; /* top: a frame per interval */
+    uint32_t top_rows;
+    uint64_t top_left; /* frames still to send, 0 = unlimited */
+    uint64_t top_seq;
+    struct client *sub_next; /* in the session's subscriber list */
+};
+
+enum session_state { SESSION_LOADING, SESSION_RUNNING, SESSION_STOPPED, SESSION_ENDED };
+
+enum trigger_metric { TRIG_PRIVATE_BYTES, TRIG_OUTSTANDING, TRIG_COMMITTED, TRIG_DURATION };
+
+struct trigger {
+    char text[64];
+    int snapshot; /* 0: stop-when, 1: snapshot-when */
+    int metric;
+    uint64_t threshold;
+    uint64_t every; /* snapshot-when: fire again each time the value grows by this */
+    uint64_t next;  /* value at which it fires next; UINT64_MAX = done */
+    uint32_t fired;
+    uint64_t first_t, last_t; /* session times of the first and last firing */
+};
+
+#define SESSION_MAX_TRIGGERS 16
+#define SESSION_BATCH 256
+
+struct snapshot {
+    uint32_t seq;
+    uint64_t t;
+    char reason[96];
+    struct cJSON *data; /* stacks + commits + counters at that time */
+};
+
+struct session {
+    struct server *srv;
+    struct session *next;
+    uint32_t id;
+    char name[64];
+    enum session_state state;
+    char stop_reason[128];
+    const char *source; /* "replay" */
+    int64_t wall_start; /* unix seconds when the session started */
+    char process_name[256];
+    char stream_wall[64];
+    struct engine eng;
+    struct replay replay;
+    struct ht_event batch[SESSION_BATCH];
+    unsigned nbatch;
+    struct trigger triggers[SESSION_MAX_TRIGGERS];
+    unsigned ntriggers;
+    struct snapshot *snaps; /* ring of cfg.max_snapshots */
+    uint32_t nsnaps, snap_seq;
+    uint64_t snaps_dropped;
+    struct client *loader;
+    struct client *subs; /* record and top clients */
+    uint64_t recorded_events, recorder_drops;
+};
+
+struct server {
+    uv_loop_t *loop;
+    struct ht_config *cfg;
+    uv_pipe_t listener;
+    uv_signal_t sigint, sigterm, sigpipe;
+    uv_timer_t tick;
+    int listening;
+    int stopping;
+    struct client *clients;
+    uint32_t nclients;
+    uint64_t next_client_id;
+    struct session *sessions;
+    uint32_t nsessions, next_session_id;
+    uint64_t clients_refused, clients_dropped_slow, requests, request_errors;
+};
+
+/* Start listening on cfg->endpoint. 0 or an error (already running, bad path). */
+int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
+/* Close every session, client and handle; the loop then ends by itself. */
+void server_stop(struct server *srv);
+
+/* Queue a line (taken over, freed when written) to a client. Closes the
+ * client instead when its queued output would pass the cap. 0 or an error. */
+int client_send(struct client *c, char *line);
+void client_close(struct client *c);
+/* Bytes read from a client: requests, or a load stream. */
+void client_feed(struct client *c, const char *buf, size_t n);
+/* Send a last line, then close once everything queued is written. */
+void client_send_then_close(struct client *c, char *line);
+
+/* Sessions (session.c). */
+struct session *session_new(struct server *srv, const char *name, const char *source,
+                            char *err, size_t errsz);
+void session_drop(struct session *s);
+void session_stop(struct session *s, const char *reason);
+struct session *session_find(struct server *srv, const struct cJSON *ref);
+void session_event(void *arg, const struct ht_event *ev); /* replay sink */
+void session_flush(struct session *s);                  /* apply batched events */
+void session_unsubscribe(struct session *s, struct client *c);
+int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
+                        char *err, size_t errsz);
+void session_check_triggers(struct session *s);
+const char *session_state_name(enum session_state st);
+
+/* The context a command handler gets. */
+struct cmd_ctx {
+    struct server *srv;
+    struct client *c;
+    struct ht_request *req;
+    const struct ht_cmd_spec *spec;
+    struct session *s; /* resolved for HT_CMDF_SESSION commands */
+};
+
+typedef int (*cmd_fn)(struct cmd_ctx *ctx);
+
+/* Reply helpers: data is taken over. Return 0 so handlers can 'return cmd_reply(...)'. */
+int cmd_reply(struct cmd_ctx *ctx, struct cJSON *data);
+int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void dispatch_request(struct client *c, const char *line, size_t len);
+/* Nonzero if every command of the table has a handler. */
+int dispatch_complete(void);
+
+/* Handlers, one file each (cmd-*.c). */
+int cmd_ping(struct cmd_ctx *ctx);
+int cmd_version(struct cmd_ctx *ctx);
+int cmd_start(struct cmd_ctx *ctx);
+int cmd_run(struct cmd_ctx *ctx);
+int cmd_load(struct cmd_ctx *ctx);
+int cmd_record(struct cmd_ctx *ctx);
+int cmd_ls(struct cmd_ctx *ctx);
+int cmd_status(struct cmd_ctx *ctx);
+int cmd_mark(struct cmd_ctx *ctx);
+int cmd_stacks(struct cmd_ctx *ctx);
+int cmd_commits(struct cmd_ctx *ctx);
+int cmd_timeline(struct cmd_ctx *ctx);
+int cmd_top(struct cmd_ctx *ctx);
+int cmd_export(struct cmd_ctx *ctx);
+int cmd_stop(struct cmd_ctx *ctx);
+int cmd_drop(struct cmd_ctx *ctx);
+int cmd_shutdown(struct cmd_ctx *ctx);
+
+/* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
+void load_stream_bytes(struct client *c, const char *buf, size_t n);
+void load_stream_end(struct client *c, const char *why);
+
+/* Platform: endpoint preparation and peer admission (endpoint-*.c). */
+int endpoint_prepare(const char *path, char *err, size_t errsz);
+void endpoint_secure(const char *path);
+void endpoint_cleanup(const char *path);
+/* 0 if the peer may talk to us; else HT_EPERM with who it was in err. */
+int endpoint_admit(uv_pipe_t *pipe, char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,353 @@
+/* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
+#include "session.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "ht-units.h"
+#include "htev-write.h"
+#include "log.h"
+#include "query-args.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+const char *session_state_name(enum session_state st)
+{
+    static const char *const names[] = {"loading", "running", "stopped", "ended"};
+    return names[st];
+}
+
+struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
+                            size_t errsz)
+{
+    if (srv->nsessions >= srv->cfg->max_sessions) {
+        snprintf(err, errsz, "the daemon holds %u sessions already (max_sessions); drop one first",
+                 srv->nsessions);
+        return NULL;
+    }
+    if (name && *name) {
+        if (strlen(name) >= sizeof(((struct session *)0)->name) || strspn(name, "0123456789") == strlen(name)) {
+            snprintf(err, errsz, "session name must be 1-63 characters and not a number");
+            return NULL;
+        }
+        for (struct session *o = srv->sessions; o; o = o->next)
+            if (strcmp(o->name, name) == 0) {
+                snprintf(err, errsz, "a session named \"%s\" exists already", name);
+                return NULL;
+            }
+    }
+    struct session *s = ht_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    s->snaps = ht_calloc(srv->cfg->max_snapshots, sizeof(struct snapshot));
+    if (!s->snaps || engine_init(&s->eng, &srv->cfg->limits) != 0) {
+        ht_free(s->snaps);
+        ht_free(s);
+        snprintf(err, errsz, "out of memory creating the session");
+        return NULL;
+    }
+    if (replay_init(&s->replay, &s->eng.si, session_event, s) != 0) {
+        engine_close(&s->eng);
+        ht_free(s->snaps);
+        ht_free(s);
+        snprintf(err, errsz, "out of memory creating the session");
+        return NULL;
+    }
+    s->srv = srv;
+    s->id = ++srv->next_session_id;
+    if (name && *name)
+        snprintf(s->name, sizeof(s->name), "%s", name);
+    else
+        snprintf(s->name, sizeof(s->name), "s%u", s->id);
+    s->source = source;
+    s->wall_start = (int64_t)time(NULL);
+    s->next = srv->sessions;
+    srv->sessions = s;
+    srv->nsessions++;
+    log_info("session %u \"%s\" created (%s)", s->id, s->name, source);
+    return s;
+}
+
+void session_unsubscribe(struct session *s, struct client *c)
+{
+    for (struct client **p = &s->subs; *p; p = &(*p)->sub_next) {
+        if (*p == c) {
+            *p = c->sub_next;
+            break;
+        }
+    }
+    if (c->recording == s)
+        c->recording = NULL;
+    if (c->topping == s) {
+        c->topping = NULL;
+        uv_timer_stop(&c->timer);
+    }
+    c->sub_next = NULL;
+}
+
+/* Subscribers learn that the session is over with a final frame. */
+static void end_subscribers(struct session *s, const char *why)
+{
+    while (s->subs) {
+        struct client *c = s->subs;
+        int64_t id = c->sub_req_id;
+        int was_recording = c->recording == s;
+        session_unsubscribe(s, c);
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "end", why);
+        cJSON_AddNumberToObject(d, "session", s->id);
+        if (was_recording)
+            cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
+        client_send(c, ht_reply_ok(id, d, 0));
+    }
+}
+
+void session_stop(struct session *s, const char *reason)
+{
+    session_flush(s);
+    if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
+        return;
+    s->state = SESSION_STOPPED;
+    snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
+    log_info("session %u stopped: %s", s->id, reason);
+    end_subscribers(s, reason);
+}
+
+void session_drop(struct session *s)
+{
+    struct server *srv = s->srv;
+    end_subscribers(s, "session dropped");
+    if (s->loader) {
+        struct client *c = s->loader;
+        c->loading = NULL;
+        s->loader = NULL;
+        client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
+        c->mode = CLIENT_LINES;
+        client_close(c); /* the rest of its stream has nowhere to go */
+    }
+    for (struct session **p = &srv->sessions; *p; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    srv->nsessions--;
+    for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
+        cJSON_Delete(s->snaps[i].data);
+    ht_free(s->snaps);
+    replay_close(&s->replay);
+    engine_close(&s->eng);
+    log_info("session %u dropped", s->id);
+    ht_free(s);
+}
+
+struct session *session_find(struct server *srv, const cJSON *ref)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        if (cJSON_IsNumber(ref) && (double)s->id == ref->valuedouble)
+            return s;
+        if (cJSON_IsString(ref)) {
+            char *end;
+            unsigned long id = strtoul(ref->valuestring, &end, 10);
+            if ((*end == '\0' && end != ref->valuestring && id == s->id) ||
+                strcmp(ref->valuestring, s->name) == 0)
+                return s;
+        }
+    }
+    return NULL;
+}
+
+/* Recording: each applied event goes to every recorder as an .htev line. */
+static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
+{
+    char line[16384];
+    for (struct client *c = s->subs, *next; c; c = next) {
+        next = c->sub_next;
+        if (c->recording != s)
+            continue;
+        for (unsigned i = 0; i < n && c->recording == s; i++) {
+            size_t len = htev_format(&evs[i], &s->eng.si, line, sizeof(line));
+            if (len == 0)
+                continue;
+            if (client_send(c, ht_strndup(line, len)) != 0) {
+                s->recorder_drops++; /* the client is gone or too slow: it was closed */
+                break;
+            }
+        }
+    }
+    s->recorded_events += n;
+}
+
+void session_flush(struct session *s)
+{
+    if (s->nbatch == 0)
+        return;
+    engine_apply_batch(&s->eng, s->batch, s->nbatch);
+    if (s->subs)
+        record_batch(s, s->batch, s->nbatch);
+    s->nbatch = 0;
+    session_check_triggers(s);
+}
+
+void session_event(void *arg, const struct ht_event *ev)
+{
+    struct session *s = arg;
+    if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
+        return;
+    if (ev->kind == HT_EV_PROCESS && s->replay.parser.name[0]) {
+        snprintf(s->process_name, sizeof(s->process_name), "%s", s->replay.parser.name);
+        snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", s->replay.parser.wall);
+    }
+    s->batch[s->nbatch++] = *ev;
+    if (s->nbatch == SESSION_BATCH)
+        session_flush(s);
+}
+
+/* Triggers. */
+
+static uint64_t metric_value(struct session *s, int metric)
+{
+    switch (metric) {
+    case TRIG_PRIVATE_BYTES:
+        return s->eng.private_bytes;
+    case TRIG_OUTSTANDING:
+        return s->eng.heap_bytes;
+    case TRIG_COMMITTED:
+        return s->eng.commits.bytes;
+    default:
+        return s->eng.now;
+    }
+}
+
+int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
+                        char *err, size_t errsz)
+{
+    static const struct {
+        const char *name;
+        int metric;
+    } metrics[] = {{"private-bytes", TRIG_PRIVATE_BYTES},
+                   {"outstanding", TRIG_OUTSTANDING},
+                   {"committed", TRIG_COMMITTED},
+                   {"duration", TRIG_DURATION}};
+    if (s->ntriggers >= SESSION_MAX_TRIGGERS) {
+        snprintf(err, errsz, "at most %d triggers per session", SESSION_MAX_TRIGGERS);
+        return HT_EFULL;
+    }
+    const char *op = strchr(cond, '>');
+    if (!op || strlen(cond) >= sizeof(s->triggers[0].text))
+        goto bad;
+    size_t nlen = (size_t)(op - cond);
+    const char *val = op[1] == '=' ? op + 2 : op + 1;
+    struct trigger *t = &s->triggers[s->ntriggers];
+    memset(t, 0, sizeof(*t));
+    t->metric = -1;
+    for (unsigned i = 0; i < 4; i++)
+        if (strlen(metrics[i].name) == nlen && strncasecmp(cond, metrics[i].name, nlen) == 0)
+            t->metric = metrics[i].metric;
+    if (t->metric < 0)
+        goto bad;
+    int rc = t->metric == TRIG_DURATION ? ht_parse_duration(val, &t->threshold)
+                                        : ht_parse_size(val, &t->threshold);
+    if (rc != 0)
+        goto bad;
+    /* "x>N" fires when the value passes N; "x>=N" when it reaches it. */
+    t->next = op[1] == '=' ? t->threshold : t->threshold + 1;
+    snprintf(t->text, sizeof(t->text), "%s", cond);
+    t->snapshot = snapshot;
+    t->every = snapshot ? every : 0;
+    s->ntriggers++;
+    return 0;
+bad:
+    snprintf(err, errsz,
+             "bad condition \"%s\": expected private-bytes>SIZE, outstanding>SIZE, committed>SIZE "
+             "or duration>TIME",
+             cond);
+    return HT_EBADARG;
+}
+
+static cJSON *snapshot_query(struct session *s, int domain)
+{
+    struct qargs *qa = ht_calloc(1, sizeof(*qa));
+    if (!qa)
+        return NULL;
+    char err[128];
+    cJSON *args = cJSON_CreateObject();
+    cJSON_AddNumberToObject(args, "top", s->srv->cfg->snapshot_top);
+    cJSON *d = NULL;
+    struct query_result res;
+    if (qargs_parse(qa, s, s->srv->cfg, args, domain, err, sizeof(err)) == 0 &&
+        engine_query(&s->eng, &qa->q, &res) == 0) {
+        d = query_result_json(s, &qa->q, &res);
+        query_result_free(&res);
+    }
+    cJSON_Delete(args);
+    ht_free(qa);
+    return d;
+}
+
+static void take_snapshot(struct session *s, const char *reason)
+{
+    uint32_t cap = s->srv->cfg->max_snapshots;
+    struct snapshot *sn = &s->snaps[s->snap_seq % cap];
+    if (sn->data) {
+        cJSON_Delete(sn->data);
+        s->snaps_dropped++;
+    } else {
+        s->nsnaps++;
+    }
+    sn->seq = ++s->snap_seq;
+    sn->t = s->eng.now;
+    snprintf(sn->reason, sizeof(sn->reason), "%s", reason);
+    sn->data = cJSON_CreateObject();
+    cJSON_AddNumberToObject(sn->data, "seq", sn->seq);
+    cJSON_AddNumberToObject(sn->data, "t", (double)sn->t);
+    cJSON_AddStringToObject(sn->data, "reason", reason);
+    cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
+    cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
+    cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
+    cJSON *st = snapshot_query(s, HT_DOM_HEAP), *cm = snapshot_query(s, HT_DOM_COMMIT);
+    if (st)
+        cJSON_AddItemToObject(sn->data, "stacks", st);
+    if (cm)
+        cJSON_AddItemToObject(sn->data, "commits", cm);
+    log_info("session %u: snapshot %u (%s)", s->id, sn->seq, reason);
+}
+
+void session_check_triggers(struct session *s)
+{
+    if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
+        return;
+    for (unsigned i = 0; i < s->ntriggers; i++) {
+        struct trigger *t = &s->triggers[i];
+        if (t->next == UINT64_MAX)
+            continue;
+        uint64_t v = metric_value(s, t->metric);
+        if (v < t->next)
+            continue;
+        t->fired++;
+        if (!t->first_t)
+            t->first_t = s->eng.now;
+        t->last_t = s->eng.now;
+        char reason[96];
+        snprintf(reason, sizeof(reason), "%s-when %s", t->snapshot ? "snapshot" : "stop", t->text);
+        if (t->snapshot) {
+            take_snapshot(s, reason);
+            if (t->every) {
+                while (t->next <= v && t->next <= UINT64_MAX - t->every)
+                    t->next += t->every;
+            } else {
+                t->next = UINT64_MAX;
+            }
+        } else {
+            t->next = UINT64_MAX;
+            session_stop(s, reason);
+            return;
+        }
+    }
+}
