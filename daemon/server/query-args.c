@@ -209,6 +209,8 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(args, "list")))
         q->list = cJSON_IsTrue(v);
+    if (q->list && !cJSON_GetObjectItemCaseSensitive(args, "sort"))
+        q->sort = HT_SORT_ST; /* one block per row: biggest first */
     unsigned nreq = 0, ncull = 0;
     if ((rc = add_patterns(qa->require, &nreq, cJSON_GetObjectItemCaseSensitive(args, "require"),
                            "--require", err, errsz)))

@@ -1,0 +1,47 @@
+/* heaptracectl internals shared by its files. */
+#ifndef CTL_H
+#define CTL_H
+
+#include "conn.h"
+#include "ht-commands.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct cJSON;
+
+/* Exit codes (ARCHITECTURE.md "Command line"). */
+enum { EXIT_OK = 0, EXIT_CMD = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+
+struct ctl {
+    const char *endpoint;
+    int json;
+    struct conn conn;
+    int64_t next_id;
+    const struct ht_cmd_spec *cmd;
+    struct cJSON *args;  /* sent to the daemon */
+    const char *file;    /* load FILE */
+    const char *output;  /* -o FILE */
+    int tree;
+};
+
+/* Send a request and read its reply, merging "more" frames. On success
+ * *data is the merged data (caller frees). Returns an exit code; errors are
+ * printed. */
+int ctl_call(struct ctl *c, const char *cmd, struct cJSON *args, struct cJSON **data);
+/* Read one reply frame for id: 0 ok (*frame = the envelope), else an exit code. */
+int ctl_read_frame(struct ctl *c, int64_t id, struct cJSON **frame);
+int ctl_print_error(const struct cJSON *envelope);
+
+/* Rendering (render.c). */
+void render_reply(struct ctl *c, const struct cJSON *data);
+void render_query(struct ctl *c, const struct cJSON *data);
+void render_top(struct ctl *c, const struct cJSON *data, int tty);
+
+/* Streams (stream.c). */
+int ctl_load(struct ctl *c);
+int ctl_record(struct ctl *c);
+int ctl_export(struct ctl *c);
+int ctl_top(struct ctl *c);
+
+#endif

@@ -1,0 +1,396 @@
+/* Human output: WPA-style tables, caller-to-callee trees, status, timeline and the live top view. */
+#include "ctl.h"
+
+#include "ht-units.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static const char *sz(double v, char *buf)
+{
+    return ht_format_ssize((int64_t)v, buf, 24);
+}
+
+static const char *tm(double v, char *buf)
+{
+    return ht_format_time((uint64_t)v, buf, 32);
+}
+
+static const char *commas(double v, char *buf)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
+    size_t n = strlen(tmp), o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static void print_json(const cJSON *d)
+{
+    char *s = cJSON_Print(d);
+    if (s) {
+        puts(s);
+        cJSON_free(s);
+    }
+}
+
+/* "leaf <- caller <- ..." cut to width. */
+static void stack_label(const cJSON *row, char *out, size_t width)
+{
+    const cJSON *frames = cJSON_GetObjectItemCaseSensitive(row, "frames");
+    out[0] = '\0';
+    if (!frames) {
+        static const char *const keys[] = {"frame", "image", "heap", "type"};
+        for (int k = 0; k < 4; k++)
+            if (cJSON_GetObjectItemCaseSensitive(row, keys[k]))
+                snprintf(out, width, "%s", str(row, keys[k]));
+        return;
+    }
+    size_t n = 0;
+    const cJSON *f;
+    int i = 0;
+    cJSON_ArrayForEach(f, frames)
+    {
+        int k = snprintf(out + n, width - n, "%s%s", i++ ? " <- " : "", f->valuestring);
+        if (k < 0 || (size_t)k >= width - n) {
+            if (width > 4)
+                strcpy(out + width - 4, "...");
+            return;
+        }
+        n += (size_t)k;
+    }
+    if (i == 0)
+        snprintf(out, width, "[no stack]");
+}
+
+static void query_header(const cJSON *d)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "process");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(d, "window");
+    char a[32], b[32];
+    printf("session %d  %s (pid %d)  %s  window %s .. %s  by %s, sorted by %s\n",
+           (int)num(d, "session"), str(p, "name")[0] ? str(p, "name") : "?", (int)num(p, "pid"),
+           !strcmp(str(d, "domain"), "heap") ? "heap allocations" : "VirtualAlloc/mmap commits",
+           tm(num(w, "t1"), a), tm(num(w, "t2"), b), str(d, "by"), str(d, "sort"));
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "complete")))
+        printf("INCOMPLETE: the window starts before the lifetime ring's horizon (%s); frees "
+               "before it are not seen\n",
+               tm(num(d, "horizon"), a));
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(d, "quality");
+    double lost = num(q, "lost"), unk = num(q, "unknown_frees"), cap = num(q, "cap_drops");
+    double mal = num(q, "malformed_lines");
+    if (lost || unk || cap || mal)
+        printf("data quality: %.0f lost events, %.0f unknown frees, %.0f untracked at the table "
+               "cap, %.0f malformed lines\n",
+               lost, unk, cap, mal);
+}
+
+static const char *const type_names[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
+static const char *const type_words[] = {"Transient (AIFI)", "Impacting (AIFO)",
+                                         "Freed (AOFI)", "Outstanding (AOFO)"};
+
+/* One group: a line per impacting type it has, WPA's expanded view. */
+static void table_row(const char *process, const cJSON *row, int list)
+{
+    char label[160], c1[32], s1[24], s2[24], s3[24];
+    stack_label(row, label, list ? 60 : 100);
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(row, "types");
+    int first = 1;
+    for (int k = 0; k < 4; k++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(types, type_names[k]);
+        if (!t)
+            continue;
+        double impacting = k == 1 ? num(t, "size") : k == 2 ? -num(t, "size") : 0;
+        printf("%-18.18s %-18s %9s %14s %12s  %s\n", first ? process : "", type_words[k], commas(num(t, "count"), c1), sz(impacting, s1), sz(num(t, "size"), s2),
+               first ? label : "");
+        first = 0;
+    }
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(row, "untracked");
+    if (u)
+        printf("%-18s %-18s %9s %14s %12s  %s\n", first ? process : "", "Untracked (cap)",
+               commas(num(u, "count"), c1), "", sz(num(u, "size"), s3), first ? label : "");
+}
+
+/* Caller-to-callee tree (outermost frame first), as WPA expands stacks. */
+struct node {
+    char *name;
+    double count, size, impacting, outstanding;
+    struct node *child, *next;
+};
+
+static struct node *child_of(struct node *n, const char *name)
+{
+    for (struct node *c = n->child; c; c = c->next)
+        if (!strcmp(c->name, name))
+            return c;
+    struct node *c = calloc(1, sizeof(*c));
+    c->name = strdup(name);
+    c->next = n->child;
+    n->child = c;
+    return c;
+}
+
+static double node_key(const struct node *n, const char *sort)
+{
+    if (!strcmp(sort, "st") || !strcmp(sort, "stc"))
+        return n->size;
+    if (!strcmp(sort, "impact"))
+        return n->impacting;
+    return n->outstanding;
+}
+
+static void print_tree(struct node *n, int depth, const char *sort)
+{
+    /* Children by the sort figure, largest first (selection over a short list). */
+    for (;;) {
+        struct node *best = NULL;
+        for (struct node *c = n->child; c; c = c->next)
+            if (c->name && (!best || node_key(c, sort) > node_key(best, sort)))
+                best = c;
+        if (!best)
+            break;
+        char c1[32], s1[24], s2[24], s3[24];
+        printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "", 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
+               70 - depth * 2 > 20 ? 70 - depth * 2 : 20, best->name, commas(best->count, c1),
+               sz(best->impacting, s1), sz(best->size, s2), sz(best->outstanding, s3));
+        print_tree(best, depth + 1, sort);
+        free(best->name);
+        best->name = NULL;
+    }
+    for (struct node *c = n->child, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+}
+
+static void render_tree(const cJSON *d)
+{
+    struct node root = {0};
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows"))
+    {
+        const cJSON *frames = cJSON_GetObjectItemCaseSensitive(row, "frames");
+        if (!frames) {
+            fprintf(stderr, "heaptracectl: --tree needs stacks (--by stack)\n");
+            return;
+        }
+        struct node *n = &root;
+        int depth = cJSON_GetArraySize(frames);
+        for (int i = depth - 1; i >= (depth ? 0 : -1); i--) {
+            n = child_of(n, i >= 0 ? cJSON_GetArrayItem(frames, i)->valuestring : "[no stack]");
+            n->count += num(row, "count");
+            n->size += num(row, "size");
+            n->impacting += num(row, "impacting");
+            n->outstanding += num(row, "outstanding");
+        }
+    }
+    printf("%-70s %9s %12s %12s %12s\n", "Stack (caller to callee)", "Count", "Impacting", "Size",
+           "Outstanding");
+    print_tree(&root, 0, str(d, "sort"));
+}
+
+/* A listed block has exactly one type: its size is that type's. */
+static double block_size(const cJSON *row)
+{
+    double total = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(row, "types"))
+        total += num(t, "size");
+    return total;
+}
+
+void render_query(struct ctl *c, const cJSON *d)
+{
+    query_header(d);
+    const char *process = str(cJSON_GetObjectItemCaseSensitive(d, "process"), "name");
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(d, "rows");
+    char c1[32], s1[24], s2[24], s3[24], a[32], b[32], label[160];
+    if (!strcmp(str(d, "by"), "block")) {
+        printf("%-12s %-12s %12s  %s\n", "Commit Time", "Decommit Time", "Size", "Commit Stack");
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows)
+        {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "free_time");
+            stack_label(row, label, 100);
+            printf("%-12s %-12s %12s  %s\n", tm(num(row, "alloc_time"), a),
+                   cJSON_IsNumber(f) ? tm(f->valuedouble, b) : "(live)",
+                   sz(block_size(row), s1),
+                   label);
+        }
+    } else if (c->tree) {
+        render_tree(d);
+    } else {
+        printf("%-18s %-18s %9s %14s %12s  %s\n", "Process", "Impacting Type", "Count",
+               "Impacting Size", "Size", "Stack (allocation site first) / Frame");
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows)
+            table_row(process, row, 0);
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "total");
+    printf("total: %s allocated in the window (%s), impacting %s, outstanding %s in %s blocks; "
+           "%d of %d groups shown\n",
+           sz(num(t, "size"), s1), commas(num(t, "count"), c1), sz(num(t, "impacting"), s2),
+           sz(num(t, "outstanding"), s3), commas(num(t, "outstanding_count"), a),
+           cJSON_GetArraySize(rows), (int)num(d, "groups"));
+}
+
+static void render_status(const cJSON *d)
+{
+    char s1[24], s2[24], a[32];
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "process");
+    printf("session %d \"%s\": %s (%s)%s%s\n", (int)num(d, "id"), str(d, "name"), str(d, "state"),
+           str(d, "source"), cJSON_GetObjectItemCaseSensitive(d, "stop_reason") ? ": " : "",
+           str(d, "stop_reason"));
+    printf("  process      %s (pid %d)%s\n", str(p, "name"), (int)num(p, "pid"),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "exited")) ? ", exited" : "");
+    printf("  time         %s\n", tm(num(d, "now"), a));
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "heap");
+    printf("  heap         %s outstanding in %.0f blocks (peak %s)\n", sz(num(h, "outstanding"), s1),
+           num(h, "outstanding_count"), sz(num(h, "peak"), s2));
+    const cJSON *cm = cJSON_GetObjectItemCaseSensitive(d, "commits");
+    printf("  committed    %s in %.0f ranges (peak %s)\n", sz(num(cm, "committed"), s1),
+           num(cm, "ranges"), sz(num(cm, "peak"), s2));
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(d, "private_bytes");
+    printf("  private      %s (peak %s)\n", sz(num(pb, "now"), s1), sz(num(pb, "peak"), s2));
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(d, "memory");
+    printf("  memory       engine %s, stacks %s (%.0f distinct)\n", sz(num(m, "engine"), s1),
+           sz(num(m, "stacks"), s2), num(m, "distinct_stacks"));
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(d, "ingest");
+    printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
+           num(in, "lines"), num(in, "malformed"));
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
+        printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
+    printf("  quality     ");
+    const cJSON *q;
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality"))
+        if (q->valuedouble != 0)
+            printf(" %s=%.0f", q->string, q->valuedouble);
+    printf("\n");
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "triggers"))
+        printf("  trigger      %s-when %s: fired %.0f times\n", str(q, "action"), str(q, "when"),
+               num(q, "fired"));
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "snapshots"))
+        printf("  snapshot %-3.0f at %s: %s\n", num(q, "seq"), tm(num(q, "t"), a), str(q, "reason"));
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "marks"))
+        printf("  mark         %s at %s\n", str(q, "name"), tm(num(q, "t"), a));
+}
+
+static void render_timeline(const cJSON *d)
+{
+    char a[32], s1[24], s2[24], s3[24];
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "complete")))
+        printf("INCOMPLETE: samples before %s were overwritten\n", tm(num(d, "horizon"), a));
+    printf("%-12s %14s %12s %14s\n", "Time", "Heap", "Committed", "Private");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d, "samples"))
+        printf("%-12s %14s %12s %14s\n", tm(num(x, "t"), a), sz(num(x, "heap"), s1),
+               sz(num(x, "committed"), s2), sz(num(x, "private_bytes"), s3));
+}
+
+static void render_ls(const cJSON *d)
+{
+    char a[32], s1[24], s2[24];
+    printf("%-4s %-16s %-8s %-8s %-22s %10s %12s %12s\n", "Id", "Name", "State", "Source",
+           "Process", "Time", "Heap", "Committed");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(d, "sessions"))
+        printf("%-4.0f %-16s %-8s %-8s %-22.22s %10s %12s %12s\n", num(s, "id"), str(s, "name"),
+               str(s, "state"), str(s, "source"), str(s, "process"), tm(num(s, "now"), a),
+               sz(num(s, "outstanding"), s1), sz(num(s, "committed"), s2));
+}
+
+void render_top(struct ctl *c, const cJSON *d, int tty)
+{
+    if (c->json) {
+        char *s = cJSON_PrintUnformatted(d);
+        if (s) {
+            puts(s);
+            cJSON_free(s);
+        }
+        return;
+    }
+    char a[32], s1[24], s2[24], s3[24];
+    if (tty)
+        printf("\033[H\033[2J"); /* refresh in place */
+    printf("heaptrace top  %s  %s  heap %s (%.0f blocks)  committed %s  private %s  %.0f events\n",
+           str(d, "state"), tm(num(d, "now"), a), sz(num(d, "outstanding"), s1),
+           num(d, "outstanding_count"), sz(num(d, "committed"), s2), sz(num(d, "private_bytes"), s3),
+           num(d, "events"));
+    const char *process = str(cJSON_GetObjectItemCaseSensitive(d, "process"), "name");
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows"))
+        table_row(process, row, 0);
+    if (!tty)
+        printf("\n");
+}
+
+void render_reply(struct ctl *c, const cJSON *d)
+{
+    if (c->json) {
+        print_json(d);
+        return;
+    }
+    char a[32];
+    switch (c->cmd->id) {
+    case HT_CMD_PING:
+        printf("heaptraced answers at %s\n", c->endpoint);
+        break;
+    case HT_CMD_STACKS:
+    case HT_CMD_COMMITS:
+        render_query(c, d);
+        break;
+    case HT_CMD_STATUS:
+        render_status(d);
+        break;
+    case HT_CMD_LS:
+        render_ls(d);
+        break;
+    case HT_CMD_TIMELINE:
+        render_timeline(d);
+        break;
+    case HT_CMD_MARK:
+        printf("mark \"%s\" at %s in session %.0f\n", str(d, "mark"), tm(num(d, "t"), a),
+               num(d, "session"));
+        break;
+    case HT_CMD_LOAD: {
+        printf("session %.0f \"%s\": %.0f events from %.0f lines (%.0f bytes), %.0f malformed; %s\n",
+               num(d, "session"), str(d, "name"), num(d, "events"), num(d, "lines"), num(d, "bytes"),
+               num(d, "malformed"), str(d, "state"));
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "errors"))
+            printf("  line %.0f: %s\n", num(e, "line"), str(e, "msg"));
+        break;
+    }
+    case HT_CMD_STOP:
+        printf("session %.0f %s\n", num(d, "session"), str(d, "state"));
+        break;
+    case HT_CMD_DROP:
+        printf("session %.0f dropped\n", num(d, "dropped"));
+        break;
+    case HT_CMD_SHUTDOWN:
+        printf("heaptraced is shutting down (%.0f sessions dropped)\n", num(d, "sessions"));
+        break;
+    default:
+        print_json(d);
+        break;
+    }
+}
