@@ -147,6 +147,15 @@ static int parse_args(struct ctl *c, int argc, char **argv)
             break;
         }
         if (a[0] == '-' && a[1] && strcmp(a, "-") != 0) {
+            /* Global options are accepted after the command too. */
+            if (!strcmp(a, "--json")) {
+                c->json = 1;
+                continue;
+            }
+            if (!strcmp(a, "--pipe") && i + 1 < argc) {
+                c->endpoint = argv[++i];
+                continue;
+            }
             if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
                 usage_cmd(stdout, c->cmd);
                 exit(EXIT_OK);
@@ -250,7 +259,7 @@ int main(int argc, char **argv)
         cJSON_Delete(c.args);
         return rc;
     }
-    c.endpoint = ht_endpoint(pipe_name);
+    c.endpoint = ht_endpoint(c.endpoint ? c.endpoint : pipe_name);
     char err[512];
     if (conn_open(&c.conn, c.endpoint, err, sizeof(err)) != 0) {
         fprintf(stderr, "heaptracectl: %s\n", err);

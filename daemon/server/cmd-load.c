@@ -97,13 +97,14 @@ void load_stream_end(struct client *c, const char *why)
     if (!s)
         return;
     s->loader = NULL;
-    replay_finish(&s->replay);
+    /* A stopped session takes no more input, not even a last partial line. */
+    if (s->state == SESSION_LOADING)
+        replay_finish(&s->replay);
     session_flush(s);
     if (s->state == SESSION_LOADING) {
-        s->state = SESSION_ENDED;
-        snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", why ? why : "end of stream");
-        /* Subscribers (record, top) learn the stream is over. */
-        session_stop(s, s->stop_reason);
+        /* Stopping tells the subscribers (record, top) the stream is over;
+         * a stream that ran out is "ended" rather than "stopped". */
+        session_stop(s, why ? why : "end of stream");
         s->state = SESSION_ENDED;
     }
     log_info("session %u: load ended (%s): %llu events, %llu malformed lines", s->id,

@@ -32,22 +32,13 @@ int cmd_record(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(d, "session", s->id);
     cJSON_AddStringToObject(d, "recording", "htev lines follow; a reply line ends them");
     client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
-    /* A recording is replayable on its own: it opens with the process line. */
-    char line[512];
-    snprintf(line, sizeof(line), "{\"t\":%llu,\"ev\":\"process\",\"pid\":%llu,\"name\":",
-             (unsigned long long)s->eng.now, (unsigned long long)s->eng.pid);
-    cJSON *nm = cJSON_CreateString(s->process_name);
-    char *q = cJSON_PrintUnformatted(nm);
-    cJSON_Delete(nm);
-    char *full = NULL;
-    if (q) {
-        size_t need = strlen(line) + strlen(q) + 4;
-        full = ht_malloc(need);
-        if (full)
-            snprintf(full, need, "%s%s}\n", line, q);
-        cJSON_free(q);
+    /* A recording is replayable on its own: it opens with the process line
+     * when the process is known already (else the stream's own line comes). */
+    if (s->eng.pid || s->process_name[0]) {
+        char line[1024];
+        size_t n = session_process_line(s, s->eng.now, line, sizeof(line));
+        if (n)
+            client_send(ctx->c, ht_strndup(line, n));
     }
-    if (full)
-        client_send(ctx->c, full);
     return 0;
 }

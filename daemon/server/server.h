@@ -137,6 +137,8 @@ void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
 void session_event(void *arg, const struct ht_event *ev); /* replay sink */
 void session_flush(struct session *s);                  /* apply batched events */
+/* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
+size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 void session_unsubscribe(struct session *s, struct client *c);
 int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
                         char *err, size_t errsz);

@@ -163,6 +163,26 @@ struct session *session_find(struct server *srv, const cJSON *ref)
     return NULL;
 }
 
+size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap)
+{
+    /* The name lives in the session, not in the fixed-size event. */
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "t", (double)t);
+    cJSON_AddStringToObject(o, "ev", "process");
+    cJSON_AddNumberToObject(o, "pid", (double)s->eng.pid);
+    cJSON_AddStringToObject(o, "name", s->process_name);
+    if (s->stream_wall[0])
+        cJSON_AddStringToObject(o, "wall", s->stream_wall);
+    int ok = cJSON_PrintPreallocated(o, buf, (int)cap - 1, 0);
+    cJSON_Delete(o);
+    if (!ok)
+        return 0;
+    size_t n = strlen(buf);
+    buf[n] = '\n';
+    buf[n + 1] = '\0';
+    return n + 1;
+}
+
 /* Recording: each applied event goes to every recorder as an .htev line. */
 static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
 {
@@ -172,7 +192,9 @@ static void record_batch(struct session *s, const struct ht_event *evs, unsigned
         if (c->recording != s)
             continue;
         for (unsigned i = 0; i < n && c->recording == s; i++) {
-            size_t len = htev_format(&evs[i], &s->eng.si, line, sizeof(line));
+            size_t len = evs[i].kind == HT_EV_PROCESS
+                             ? session_process_line(s, evs[i].t, line, sizeof(line))
+                             : htev_format(&evs[i], &s->eng.si, line, sizeof(line));
             if (len == 0)
                 continue;
             if (client_send(c, ht_strndup(line, len)) != 0) {
@@ -205,7 +227,9 @@ void session_event(void *arg, const struct ht_event *ev)
         snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", s->replay.parser.wall);
     }
     s->batch[s->nbatch++] = *ev;
-    if (s->nbatch == SESSION_BATCH)
+    /* Triggers are checked after every event when there are any: a spike
+     * that passes a threshold between two batch ends must not be missed. */
+    if (s->nbatch == SESSION_BATCH || s->ntriggers)
         session_flush(s);
 }
 

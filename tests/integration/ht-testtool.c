@@ -1,0 +1,313 @@
+/*
+ * Test helper for the integration suite:
+ *   norm                    JSON on stdin -> formatted, wall-clock fields removed
+ *   get PATH                print a value of JSON on stdin ("rows.0.frame")
+ *   raw SOCK                send stdin's bytes as they are, print every reply line (2 s idle)
+ *   bigline SOCK N          a request line of N bytes, then a ping: both must be answered
+ *   partial SOCK            half a request without newline, then disconnect
+ *   noread SOCK             pour queries without reading: the daemon must cut us off
+ *   concurrent SOCK N Q     N clients at once, Q stacks queries each; every reply ok
+ *   halfload SOCK FILE      start a load, send half of FILE, disconnect
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *read_all(FILE *f, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = malloc(cap + 1);
+    while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap)
+            buf = realloc(buf, (cap *= 2) + 1);
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int connect_to(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        perror("connect");
+        exit(1);
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Print reply lines until the peer closes or it stays quiet for idle_ms. */
+static int drain(int fd, int idle_ms, int max_lines)
+{
+    char buf[65536];
+    int lines = 0;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, idle_ms) <= 0)
+            return lines;
+        ssize_t k = recv(fd, buf, sizeof(buf), 0);
+        if (k <= 0)
+            return lines;
+        fwrite(buf, 1, (size_t)k, stdout);
+        for (ssize_t i = 0; i < k; i++)
+            lines += buf[i] == '\n';
+        if (max_lines && lines >= max_lines)
+            return lines;
+    }
+}
+
+static void strip(cJSON *o)
+{
+    static const char *const volatile_keys[] = {"wall_start", "libuv", "cjson", NULL};
+    for (int i = 0; volatile_keys[i]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, volatile_keys[i]);
+    cJSON *c;
+    cJSON_ArrayForEach(c, o)
+        if (cJSON_IsObject(c) || cJSON_IsArray(c))
+            strip(c);
+}
+
+static int cmd_norm(void)
+{
+    size_t n;
+    char *text = read_all(stdin, &n);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!o) {
+        fprintf(stderr, "norm: not JSON\n");
+        return 1;
+    }
+    strip(o);
+    char *s = cJSON_Print(o);
+    puts(s);
+    free(s);
+    cJSON_Delete(o);
+    return 0;
+}
+
+static int cmd_get(const char *path)
+{
+    size_t n;
+    char *text = read_all(stdin, &n);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *save, *tok = strtok_r(buf, ".", &save); o && tok; tok = strtok_r(NULL, ".", &save)) {
+        if (cJSON_IsArray(o))
+            o = cJSON_GetArrayItem(o, atoi(tok));
+        else
+            o = cJSON_GetObjectItemCaseSensitive(o, tok);
+    }
+    if (!o) {
+        puts("(missing)");
+        return 1;
+    }
+    if (cJSON_IsString(o))
+        puts(o->valuestring);
+    else if (cJSON_IsNumber(o))
+        printf("%.0f\n", o->valuedouble);
+    else {
+        char *s = cJSON_PrintUnformatted(o);
+        puts(s);
+        free(s);
+    }
+    return 0;
+}
+
+static int cmd_raw(const char *sock)
+{
+    size_t n;
+    char *text = read_all(stdin, &n);
+    int fd = connect_to(sock);
+    send_all(fd, text, n);
+    free(text);
+    drain(fd, 1500, 0);
+    close(fd);
+    return 0;
+}
+
+static int cmd_bigline(const char *sock, size_t n)
+{
+    int fd = connect_to(sock);
+    char *line = malloc(n + 1);
+    memset(line, 'x', n);
+    memcpy(line, "{\"v\":1,\"id\":1,\"cmd\":\"ping\",\"args\":{\"pad\":\"", 43);
+    line[n] = '\n';
+    const char *ping = "{\"v\":1,\"id\":2,\"cmd\":\"ping\"}\n";
+    if (send_all(fd, line, n + 1) || send_all(fd, ping, strlen(ping))) {
+        fprintf(stderr, "bigline: send failed\n");
+        return 1;
+    }
+    free(line);
+    drain(fd, 1500, 2);
+    close(fd);
+    return 0;
+}
+
+static int cmd_partial(const char *sock)
+{
+    int fd = connect_to(sock);
+    const char *half = "{\"v\":1,\"id\":7,\"cmd\":\"sta";
+    send_all(fd, half, strlen(half));
+    close(fd);
+    return 0;
+}
+
+static int cmd_noread(const char *sock)
+{
+    int fd = connect_to(sock);
+    const char *q = "{\"v\":1,\"id\":1,\"cmd\":\"stacks\",\"args\":{\"top\":10000,\"no_default_cull\":true}}\n";
+    time_t start = time(NULL);
+    long sent = 0;
+    /* Keep writing until the daemon drops us (EPIPE/ECONNRESET) or 60 s pass. */
+    while (time(NULL) - start < 60) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 1000) < 0)
+            break;
+        if (p.revents & (POLLERR | POLLHUP))
+            break;
+        if (!(p.revents & POLLOUT))
+            continue;
+        ssize_t k = send(fd, q, strlen(q), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (k <= 0)
+            break;
+        sent++;
+    }
+    int cut = time(NULL) - start < 60;
+    printf("noread: sent %ld requests, %s\n", sent, cut ? "disconnected by the daemon" : "never cut off");
+    close(fd);
+    return cut ? 0 : 1;
+}
+
+static int cmd_concurrent(const char *sock, int n, int q)
+{
+    struct pollfd *p = calloc((size_t)n, sizeof(*p));
+    int *left = calloc((size_t)n, sizeof(int)), *oks = calloc((size_t)n, sizeof(int));
+    char **acc = calloc((size_t)n, sizeof(char *));
+    size_t *alen = calloc((size_t)n, sizeof(size_t));
+    for (int i = 0; i < n; i++) {
+        p[i].fd = connect_to(sock);
+        p[i].events = POLLIN;
+        left[i] = q;
+        acc[i] = malloc(1 << 22);
+        char req[160];
+        int k = snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", q);
+        send_all(p[i].fd, req, (size_t)k);
+    }
+    int active = n, bad = 0;
+    time_t start = time(NULL);
+    while (active > 0 && time(NULL) - start < 120) {
+        if (poll(p, (nfds_t)n, 1000) <= 0)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            ssize_t k = recv(p[i].fd, acc[i] + alen[i], (1 << 22) - alen[i] - 1, 0);
+            if (k <= 0) {
+                bad++;
+                close(p[i].fd);
+                p[i].fd = -1;
+                active--;
+                continue;
+            }
+            alen[i] += (size_t)k;
+            char *nl;
+            while ((nl = memchr(acc[i], '\n', alen[i])) != NULL) {
+                *nl = '\0';
+                if (strstr(acc[i], "\"ok\":true"))
+                    oks[i]++;
+                else
+                    bad++;
+                size_t used = (size_t)(nl - acc[i]) + 1;
+                memmove(acc[i], nl + 1, alen[i] - used);
+                alen[i] -= used;
+                if (--left[i] == 0) {
+                    close(p[i].fd);
+                    p[i].fd = -1;
+                    active--;
+                } else {
+                    char req[160];
+                    int m = snprintf(req, sizeof(req),
+                                     "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", left[i]);
+                    send_all(p[i].fd, req, (size_t)m);
+                }
+            }
+        }
+    }
+    long total = 0;
+    for (int i = 0; i < n; i++)
+        total += oks[i];
+    printf("concurrent: %d clients, %ld ok replies, %d bad, %d unfinished\n", n, total, bad, active);
+    return bad == 0 && active == 0 && total == (long)n * q ? 0 : 1;
+}
+
+static int cmd_halfload(const char *sock, const char *file)
+{
+    FILE *f = fopen(file, "rb");
+    size_t n;
+    char *data = read_all(f, &n);
+    fclose(f);
+    int fd = connect_to(sock);
+    const char *req = "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"half\"}}\n";
+    send_all(fd, req, strlen(req));
+    drain(fd, 1000, 1); /* the acknowledgement */
+    char hdr[32];
+    int k = snprintf(hdr, sizeof(hdr), "%zu\n", n / 2);
+    send_all(fd, hdr, (size_t)k);
+    send_all(fd, data, n / 2);
+    free(data);
+    usleep(200000);
+    close(fd); /* mid-stream */
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc >= 2 && !strcmp(argv[1], "norm"))
+        return cmd_norm();
+    if (argc >= 3 && !strcmp(argv[1], "get"))
+        return cmd_get(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "raw"))
+        return cmd_raw(argv[2]);
+    if (argc >= 4 && !strcmp(argv[1], "bigline"))
+        return cmd_bigline(argv[2], (size_t)atol(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "partial"))
+        return cmd_partial(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "noread"))
+        return cmd_noread(argv[2]);
+    if (argc >= 5 && !strcmp(argv[1], "concurrent"))
+        return cmd_concurrent(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc >= 4 && !strcmp(argv[1], "halfload"))
+        return cmd_halfload(argv[2], argv[3]);
+    fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
+    return 2;
+}
