@@ -114,7 +114,7 @@ static int cmd_get(const char *path)
 {
     size_t n;
     char *text = read_all(stdin, &n);
-    cJSON *o = cJSON_Parse(text);
+    cJSON *root = cJSON_Parse(text), *o = root;
     free(text);
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", path);
@@ -124,20 +124,21 @@ static int cmd_get(const char *path)
         else
             o = cJSON_GetObjectItemCaseSensitive(o, tok);
     }
+    int rc = 0;
     if (!o) {
         puts("(missing)");
-        return 1;
-    }
-    if (cJSON_IsString(o))
+        rc = 1;
+    } else if (cJSON_IsString(o)) {
         puts(o->valuestring);
-    else if (cJSON_IsNumber(o))
+    } else if (cJSON_IsNumber(o)) {
         printf("%.0f\n", o->valuedouble);
-    else {
+    } else {
         char *s = cJSON_PrintUnformatted(o);
         puts(s);
         free(s);
     }
-    return 0;
+    cJSON_Delete(root);
+    return rc;
 }
 
 static int cmd_raw(const char *sock)
@@ -207,6 +208,8 @@ static int cmd_noread(const char *sock)
     return cut ? 0 : 1;
 }
 
+#define ACC (1 << 18) /* a 5-row stacks reply is a few KiB */
+
 static int cmd_concurrent(const char *sock, int n, int q)
 {
     struct pollfd *p = calloc((size_t)n, sizeof(*p));
@@ -217,7 +220,7 @@ static int cmd_concurrent(const char *sock, int n, int q)
         p[i].fd = connect_to(sock);
         p[i].events = POLLIN;
         left[i] = q;
-        acc[i] = malloc(1 << 22);
+        acc[i] = malloc(ACC);
         char req[160];
         int k = snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", q);
         send_all(p[i].fd, req, (size_t)k);
@@ -230,7 +233,7 @@ static int cmd_concurrent(const char *sock, int n, int q)
         for (int i = 0; i < n; i++) {
             if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP)))
                 continue;
-            ssize_t k = recv(p[i].fd, acc[i] + alen[i], (1 << 22) - alen[i] - 1, 0);
+            ssize_t k = recv(p[i].fd, acc[i] + alen[i], ACC - alen[i] - 1, 0);
             if (k <= 0) {
                 bad++;
                 close(p[i].fd);
@@ -266,6 +269,16 @@ static int cmd_concurrent(const char *sock, int n, int q)
     for (int i = 0; i < n; i++)
         total += oks[i];
     printf("concurrent: %d clients, %ld ok replies, %d bad, %d unfinished\n", n, total, bad, active);
+    for (int i = 0; i < n; i++) {
+        if (p[i].fd >= 0)
+            close(p[i].fd);
+        free(acc[i]);
+    }
+    free(p);
+    free(left);
+    free(oks);
+    free(acc);
+    free(alen);
     return bad == 0 && active == 0 && total == (long)n * q ? 0 : 1;
 }
 
