@@ -57,6 +57,16 @@ int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id)
     int rc = conn_send(&c->conn, line, strlen(line));
     ht_free(line);
     if (rc != 0) {
+        /* The daemon may have said why it closed (EPERM at accept) first. */
+        char *why = conn_read_line(&c->conn, HT_REQUEST_MAX);
+        cJSON *env = why ? cJSON_Parse(why) : NULL;
+        free(why);
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(env, "ok"))) {
+            rc = ctl_print_error(env);
+            cJSON_Delete(env);
+            return rc;
+        }
+        cJSON_Delete(env);
         fprintf(stderr, "heaptracectl: lost the connection to the daemon\n");
         return EXIT_UNREACHABLE;
     }
