@@ -3,7 +3,7 @@
 # Runs as root (or with sudo). Idempotent: only missing packages are installed.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev clang)
+pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
