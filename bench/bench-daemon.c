@@ -8,6 +8,7 @@
  * usage: ht-bench-daemon --daemon PATH [--events N] [--stacks N]
  */
 #include "engine.h"
+#include "htevb.h"
 #include "replay.h"
 
 #include <pthread.h>
@@ -94,8 +95,27 @@ static char *make_stream(uint64_t nevents, unsigned nstacks, size_t *len)
     return buf;
 }
 
+static char *bin;
+static size_t bin_len, bin_cap;
+
+static void bin_out(void *arg, const void *buf, size_t n)
+{
+    (void)arg;
+    if (bin_len + n > bin_cap) {
+        bin_cap = (bin_len + n) * 2;
+        bin = realloc(bin, bin_cap);
+    }
+    memcpy(bin + bin_len, buf, n);
+    bin_len += n;
+}
+
 static struct ht_event *parsed;
 static size_t nparsed;
+
+static void sink_apply(void *arg, const struct ht_event *ev)
+{
+    engine_apply(arg, ev);
+}
 
 static void sink(void *arg, const struct ht_event *ev)
 {
@@ -143,6 +163,7 @@ static long read_line(int fd, char *buf, size_t cap)
 }
 
 static const char *sock_path;
+static const char *query_session;
 static volatile int loading;
 static double lat[100000];
 static int nlat;
@@ -157,7 +178,7 @@ static void *query_thread(void *arg)
         double t0 = now_s();
         char req[160];
         int k = snprintf(req, sizeof(req),
-                         "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":\"bench\",\"top\":50}}\n", ++id);
+                         "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":\"%s\",\"top\":50}}\n", ++id, query_session);
         if (send_all(fd, req, (size_t)k) != 0 || read_line(fd, line, sizeof(line)) < 0)
             break;
         double ms = (now_s() - t0) * 1000;
@@ -170,6 +191,38 @@ static void *query_thread(void *arg)
     if (fd >= 0)
         close(fd);
     return NULL;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* Load a stream through the daemon while the query thread runs; returns seconds. */
+static double daemon_ingest(const char *name, const char *data, size_t len)
+{
+    static char line[1 << 16];
+    int fd = connect_to(sock_path);
+    char req[128];
+    snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n", name);
+    send_all(fd, req, strlen(req));
+    read_line(fd, line, sizeof(line));
+    query_session = name;
+    loading = 1;
+    pthread_t th;
+    pthread_create(&th, NULL, query_thread, NULL);
+    double t0 = now_s();
+    for (size_t off = 0; off < len; off += 65536) {
+        size_t n = len - off < 65536 ? len - off : 65536;
+        char hdr[32];
+        int k = snprintf(hdr, sizeof(hdr), "%zu\n", n);
+        send_all(fd, hdr, (size_t)k);
+        send_all(fd, data + off, n);
+    }
+    send_all(fd, "0\n", 2);
+    read_line(fd, line, sizeof(line)); /* the load summary: everything is applied */
+    double secs = now_s() - t0;
+    loading = 0;
+    pthread_join(th, NULL);
+    close(fd);
+    return secs;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -216,6 +269,17 @@ int main(int argc, char **argv)
     replay_finish(&r);
     double inproc = now_s() - t0;
     uint64_t events = r.events;
+    /* The binary twin of the same stream, written from the parsed events. */
+    struct htevb_writer w;
+    bin_len = 0;
+    htevb_writer_init(&w, &e.si, bin_out, NULL);
+    for (size_t i = 0; i < nparsed; i++) {
+        if (parsed[i].kind == HT_EV_PROCESS)
+            htevb_write_process(&w, parsed[i].t, parsed[i].size, "svc");
+        else
+            htevb_write_event(&w, &parsed[i]);
+    }
+    htevb_writer_close(&w);
     replay_close(&r);
     engine_close(&e);
     /* 1b. The engine alone on the same events, already parsed (stack ids are
@@ -227,6 +291,16 @@ int main(int argc, char **argv)
     double engine_only = now_s() - t0;
     engine_close(&e);
     free(parsed);
+    /* 1c. The binary twin replayed in-process. */
+    engine_init(&e, &lim);
+    replay_init(&r, &e.si, sink_apply, &e);
+    t0 = now_s();
+    for (size_t off = 0; off < bin_len; off += 65536)
+        replay_feed(&r, bin + off, bin_len - off < 65536 ? bin_len - off : 65536);
+    replay_finish(&r);
+    double inproc_bin = now_s() - t0;
+    replay_close(&r);
+    engine_close(&e);
 
     /* 2. Through the daemon, with a query every 100 ms. */
     char dir[] = "/tmp/ht-bench-XXXXXX";
@@ -247,27 +321,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "daemon did not start\n");
         return 1;
     }
-    static char line[1 << 16];
-    const char *req = "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"bench\"}}\n";
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof(line));
-    loading = 1;
-    pthread_t th;
-    pthread_create(&th, NULL, query_thread, NULL);
-    t0 = now_s();
-    for (size_t off = 0; off < len; off += 65536) {
-        size_t n = len - off < 65536 ? len - off : 65536;
-        char hdr[32];
-        int k = snprintf(hdr, sizeof(hdr), "%zu\n", n);
-        send_all(fd, hdr, (size_t)k);
-        send_all(fd, stream + off, n);
-    }
-    send_all(fd, "0\n", 2);
-    read_line(fd, line, sizeof(line)); /* the load summary: everything is applied */
-    double via = now_s() - t0;
-    loading = 0;
-    pthread_join(th, NULL);
     close(fd);
+    static char line[1 << 16];
+    double via = daemon_ingest("text", stream, len);
+    int text_queries = nlat;
+    qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
+    double text_p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
+    nlat = 0;
+    double via_bin = daemon_ingest("binary", bin, bin_len);
     int sfd = connect_to(path);
     const char *bye = "{\"v\":1,\"id\":9,\"cmd\":\"shutdown\"}\n";
     send_all(sfd, bye, strlen(bye));
@@ -279,13 +340,20 @@ int main(int argc, char **argv)
     rmdir(dir);
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
     double p50 = nlat ? lat[nlat / 2] : -1, p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
-    printf("{\"events\":%llu,\"stream_bytes\":%zu,\"stacks\":%u,\"engine_events_per_s\":%.0f,"
-           "\"daemon_vs_engine\":%.3f,\"inprocess_events_per_s\":%.0f,"
-           "\"daemon_events_per_s\":%.0f,\"daemon_vs_inprocess\":%.3f,\"queries\":%d,"
-           "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"daemon_exit\":%d}\n",
-           (unsigned long long)events, len, nstacks, events / engine_only, engine_only / via,
-           events / inproc, events / via, inproc / via, nlat,
-           p50, p99, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    printf("{\"events\":%llu,\"stream_bytes\":%zu,\"binary_bytes\":%zu,\"stacks\":%u,"
+           "\"engine_events_per_s\":%.0f,"
+           "\"binary_daemon_events_per_s\":%.0f,\"binary_daemon_vs_engine\":%.3f,"
+           "\"binary_inprocess_events_per_s\":%.0f,\"binary_query_ms_p50\":%.2f,"
+           "\"binary_query_ms_p99\":%.2f,\"binary_queries\":%d,"
+           "\"text_daemon_vs_engine\":%.3f,\"text_query_ms_p99\":%.2f,\"text_queries\":%d,"
+           "\"text_inprocess_events_per_s\":%.0f,"
+           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_inprocess\":%.3f,"
+           "\"daemon_exit\":%d}\n",
+           (unsigned long long)events, len, bin_len, nstacks, events / engine_only,
+           events / via_bin, engine_only / via_bin, events / inproc_bin, p50, p99, nlat,
+           engine_only / via, text_p99, text_queries, events / inproc, events / via, inproc / via,
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    free(bin);
     free(stream);
     return 0;
 }

@@ -287,14 +287,19 @@ static int stack_array(struct cur *c, struct ht_event *ev)
         return fail(c, "\"stack\": unterminated array");
     size_t tlen = (size_t)(q - start + 1);
     uint64_t h = ht_hash_bytes(start, tlen, 99);
-    struct htev_cache_slot *slot = &ps->cache[h & (HTEV_STACK_CACHE - 1)];
-    if (slot->text && slot->hash == h && slot->len == tlen && !memcmp(slot->text, start, tlen)) {
-        c->p = q + 1;
-        ev->stack = slot->id;
-        if (slot->truncated)
-            ev->flags |= HT_EVF_TRUNCATED;
-        return 0;
+    struct htev_cache_slot *pair = &ps->cache[h & (HTEV_STACK_CACHE - 2)];
+    for (int w = 0; w < 2; w++) {
+        struct htev_cache_slot *sl = &pair[w];
+        if (sl->text && sl->hash == h && sl->len == tlen && !memcmp(sl->text, start, tlen)) {
+            c->p = q + 1;
+            ev->stack = sl->id;
+            if (sl->truncated)
+                ev->flags |= HT_EVF_TRUNCATED;
+            return 0;
+        }
     }
+    /* Miss: fill an empty way, else replace one chosen by the hash. */
+    struct htev_cache_slot *slot = !pair[0].text ? &pair[0] : !pair[1].text ? &pair[1] : &pair[(h >> 40) & 1];
     uint64_t frames[HT_STACK_MAX_DEPTH] = {0};
     unsigned depth = 0;
     int truncated = 0;

@@ -9,7 +9,7 @@
 
 struct stack_intern;
 
-#define HTEV_STACK_CACHE 4096
+#define HTEV_STACK_CACHE 16384 /* 2-way: a stack may sit in slot h or h^1 */
 #define HTEV_STACK_CACHE_TEXT 512
 
 struct htev_cache_slot {

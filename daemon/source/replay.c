@@ -12,12 +12,14 @@ int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, v
     memset(r, 0, sizeof(*r));
     r->on_event = fn;
     r->arg = arg;
+    htevb_reader_init(&r->bin, si);
     return htev_parser_init(&r->parser, si);
 }
 
 void replay_close(struct replay *r)
 {
     htev_parser_close(&r->parser);
+    htevb_reader_close(&r->bin);
     ht_free(r->line);
     r->line = NULL;
 }
@@ -45,9 +47,38 @@ static void one_line(struct replay *r, const char *s, size_t n)
     }
 }
 
+static void bin_event(void *arg, const struct ht_event *ev)
+{
+    struct replay *r = arg;
+    r->events++;
+    r->on_event(r->arg, ev);
+}
+
+static void bin_process(void *arg, const char *name, size_t len)
+{
+    struct replay *r = arg;
+    snprintf(r->parser.name, sizeof(r->parser.name), "%.*s", (int)len, name);
+}
+
+static void feed_binary(struct replay *r, const char *buf, size_t n)
+{
+    uint64_t before = r->bin.malformed;
+    htevb_feed(&r->bin, (const unsigned char *)buf, n, bin_event, bin_process, r);
+    if (r->bin.malformed != before) {
+        r->line_no = r->bin.records;
+        bad_line(r, r->bin.err);
+    }
+}
+
 void replay_feed(struct replay *r, const char *buf, size_t n)
 {
+    if (r->bytes == 0 && n > 0 && buf[0] == HTEVB_MAGIC[0])
+        r->binary = 1;
     r->bytes += n;
+    if (r->binary) {
+        feed_binary(r, buf, n);
+        return;
+    }
     while (n > 0) {
         const char *nl = memchr(buf, '\n', n);
         size_t take = nl ? (size_t)(nl - buf) : n;
@@ -94,6 +125,14 @@ void replay_feed(struct replay *r, const char *buf, size_t n)
 
 void replay_finish(struct replay *r)
 {
+    if (r->binary) {
+        if (r->bin.carry_len > 0 && !r->bin.broken) {
+            r->line_no = r->bin.records;
+            bad_line(r, "binary stream: it ends inside a record");
+            r->bin.carry_len = 0;
+        }
+        return;
+    }
     if (r->len > 0 && !r->skipping)
         one_line(r, r->line, r->len);
     r->len = 0;

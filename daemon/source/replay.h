@@ -3,6 +3,7 @@
 #define REPLAY_H
 
 #include "htev.h"
+#include "htevb.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,8 @@ typedef void (*replay_event_fn)(void *arg, const struct ht_event *ev);
 
 struct replay {
     struct htev_parser parser;
+    struct htevb_reader bin; /* the binary twin, chosen by the stream's first byte */
+    int binary;
     replay_event_fn on_event;
     void *arg;
     char *line; /* partial line carried between feeds; capped at REPLAY_LINE_MAX */
@@ -30,7 +33,8 @@ struct replay {
 
 int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, void *arg);
 void replay_close(struct replay *r);
-/* Feed bytes; complete lines are parsed and delivered at once. Memory stays
+/* Feed bytes: .htev lines, or the binary twin when the stream starts with its
+ * magic. Complete lines/records are parsed and delivered at once. Memory stays
  * bounded by REPLAY_LINE_MAX whatever the input. */
 void replay_feed(struct replay *r, const char *buf, size_t n);
 /* End of stream: a last line without newline is parsed. */

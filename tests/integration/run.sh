@@ -2,7 +2,7 @@
 # Integration tests: the real heaptraced on a private endpoint, the real heaptracectl.
 # usage: run.sh CASE   (CTest runs one case per test; HT_UPDATE_GOLDEN=1 rewrites expected/)
 set -u
-: "${HT_DAEMON:?}" "${HT_CTL:?}" "${HT_TOOL:?}" "${HT_DATA:?}"
+: "${HT_DAEMON:?}" "${HT_CTL:?}" "${HT_TOOL:?}" "${HT_DATA:?}" "${HT_CONVERT:?}"
 HERE=$(cd "$(dirname "$0")" && pwd)
 EXPECTED=$HERE/expected
 DEMO=$HT_DATA/memorytestapp.htev
@@ -143,6 +143,26 @@ case_record_roundtrip() {
         ctl --json commits "$s" --range 14s:16s | "$HT_TOOL" norm | grep -v '"session"' >>"$T/$s.json"
     done
     diff -u "$T/live.json" "$T/replayed.json" || fail "the recording does not replay to the same answers"
+    stop_clean
+}
+
+case_binary_load() {
+    start_daemon
+    "$HT_CONVERT" "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert"
+    [ "$(head -c 6 "$T/demo.htevb")" = HTEVB1 ] || fail "not a binary stream"
+    ctl load "$DEMO" --name text >/dev/null 2>&1 || fail "load text"
+    ctl load "$T/demo.htevb" --name binary >/dev/null 2>&1 || fail "load binary"
+    for s in text binary; do
+        { ctl --json stacks "$s" --by frame; ctl --json commits "$s" --range 14s:16s;
+          ctl --json timeline "$s" --step 5s; } | grep -v '"session"' >"$T/$s.json"
+    done
+    diff -u "$T/text.json" "$T/binary.json" || fail "binary and text streams answer differently"
+    eq "$(ctl --json status binary | jget process.name)" MemoryTestApp.exe "process name"
+    # A truncated binary stream: what came is kept, the cut is reported.
+    head -c "$(( $(stat -c %s "$T/demo.htevb") / 2 ))" "$T/demo.htevb" >"$T/cut.htevb"
+    ctl --json load "$T/cut.htevb" --name cut >"$T/j" 2>/dev/null || fail "load cut"
+    eq "$(jget malformed <"$T/j")" 1 "cut stream reported"
+    [ "$(jget events <"$T/j")" -gt 100 ] || fail "events before the cut kept"
     stop_clean
 }
 

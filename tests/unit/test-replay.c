@@ -2,6 +2,8 @@
 #include "engine.h"
 #include "ht-test.h"
 #include "replay.h"
+#include "htevb.h"
+#include "query.h"
 
 static struct engine E;
 static struct replay R;
@@ -151,5 +153,149 @@ static void test_deep_stack_truncated(void)
     teardown();
 }
 
-HT_TEST_MAIN(T(parse_kinds), T(malformed_lines), T(chunked_equals_whole), T(long_line_bounded),
+/* ---- the binary twin ---- */
+
+static unsigned char *bin_buf;
+static size_t bin_len, bin_cap;
+
+static void bin_out(void *arg, const void *buf, size_t n)
+{
+    (void)arg;
+    if (bin_len + n > bin_cap) {
+        bin_cap = (bin_len + n) * 2;
+        bin_buf = realloc(bin_buf, bin_cap);
+    }
+    memcpy(bin_buf + bin_len, buf, n);
+    bin_len += n;
+}
+
+static struct htevb_writer W;
+
+static void to_binary(void *arg, const struct ht_event *ev)
+{
+    engine_apply(arg, ev);
+    if (ev->kind == HT_EV_PROCESS)
+        htevb_write_process(&W, ev->t, ev->size, R.parser.name);
+    else
+        htevb_write_event(&W, ev);
+}
+
+static void load_demo_file(void)
+{
+    FILE *f = fopen(HT_TEST_DATA "/memorytestapp.htev", "rb");
+    char buf[4096];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+        replay_feed(&R, buf, n);
+    if (f)
+        fclose(f);
+    replay_finish(&R);
+}
+
+static void summary(struct engine *e, int domain, uint64_t t1, uint64_t t2, char *out, size_t n)
+{
+    struct query q;
+    query_init(&q);
+    q.domain = domain;
+    q.t1 = t1;
+    q.t2 = t2;
+    struct query_result res;
+    engine_query(e, &q, &res);
+    size_t k = (size_t)snprintf(out, n, "%u rows;", res.nrows);
+    for (uint32_t i = 0; i < res.nrows && k + 80 < n; i++) {
+        unsigned d;
+        const uint64_t *f = stack_intern_frames(&e->si, res.rows[i].stack, &d);
+        char fb[32];
+        k += (size_t)snprintf(out + k, n - k, "%s/%llu/%llu;", d ? frame_text(&e->si, f[0], fb, sizeof(fb)) : "-",
+                              (unsigned long long)query_row_size(&res.rows[i]),
+                              (unsigned long long)query_row_outstanding(&res.rows[i]));
+    }
+    query_result_free(&res);
+}
+
+static void test_binary_roundtrip(void)
+{
+    /* Engine A from the JSON stream, writing the binary twin as it goes. */
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine a;
+    engine_init(&a, &lim);
+    bin_len = 0;
+    replay_init(&R, &a.si, to_binary, &a);
+    htevb_writer_init(&W, &a.si, bin_out, NULL);
+    load_demo_file();
+    CHECK_EQ(R.events, 1383);
+    htevb_writer_close(&W);
+    replay_close(&R);
+    CHECK(bin_len > 8 && memcmp(bin_buf, HTEVB_MAGIC, 8) == 0);
+    /* Engine B from the binary, in uneven pieces: same answers. */
+    for (size_t piece = 1; piece <= 4099; piece += 1366) {
+        setup();
+        for (size_t off = 0; off < bin_len; off += piece)
+            replay_feed(&R, (const char *)bin_buf + off, bin_len - off < piece ? bin_len - off : piece);
+        replay_finish(&R);
+        CHECK_EQ(R.malformed, 0);
+        CHECK_EQ(R.events, 1383);
+        CHECK_STR(R.parser.name, "MemoryTestApp.exe");
+        static const uint64_t windows[][2] = {{0, UINT64_MAX}, {14000000000ULL, 16000000000ULL},
+                                              {19000000000ULL, 29000000000ULL}};
+        for (int w = 0; w < 3; w++)
+            for (int dom = 0; dom < 2; dom++) {
+                char sa[4096], sb[4096];
+                summary(&a, dom, windows[w][0], windows[w][1], sa, sizeof(sa));
+                summary(&E, dom, windows[w][0], windows[w][1], sb, sizeof(sb));
+                CHECK_STR(sb, sa);
+            }
+        CHECK_EQ(E.heap_bytes, a.heap_bytes);
+        CHECK_EQ(E.commits.bytes, a.commits.bytes);
+        CHECK_EQ(E.pid, 4242);
+        teardown();
+    }
+    engine_close(&a);
+}
+
+static void test_binary_malformed(void)
+{
+    /* alloc of 8 bytes at 0x10, no stack: 'e', kind, fields=size, dt=0, addr, size. */
+    const unsigned char ev[] = {'e', HT_EV_ALLOC, 4, 0, 0x10, 8};
+    /* A bad record type stops the stream: counted, reported, the engine intact. */
+    setup();
+    replay_feed(&R, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    replay_feed(&R, (const char *)ev, sizeof(ev));
+    replay_feed(&R, "Zjunk", 5);
+    replay_feed(&R, (const char *)ev, sizeof(ev)); /* ignored: framing is lost */
+    replay_finish(&R);
+    CHECK_EQ(R.events, 1);
+    CHECK_EQ(R.malformed, 1);
+    CHECK(strstr(R.errors[0].msg, "unknown record type") != NULL);
+    CHECK_EQ(E.heap_bytes, 8);
+    teardown();
+    /* A stack id never defined. */
+    setup();
+    const unsigned char undefined_stack[] = {'e', HT_EV_ALLOC, 4 | 16, 0, 0x20, 8, 7};
+    replay_feed(&R, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    replay_feed(&R, (const char *)undefined_stack, sizeof(undefined_stack));
+    replay_finish(&R);
+    CHECK_EQ(R.events, 0);
+    CHECK_EQ(R.malformed, 1);
+    teardown();
+    /* A varint that never ends, and a stream cut inside a record. */
+    setup();
+    const unsigned char endless[] = {'e', HT_EV_ALLOC, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                     0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+    replay_feed(&R, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    replay_feed(&R, (const char *)endless, sizeof(endless));
+    replay_finish(&R);
+    CHECK_EQ(R.malformed, 1);
+    teardown();
+    setup();
+    replay_feed(&R, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    replay_feed(&R, (const char *)ev, 4);
+    replay_finish(&R);
+    CHECK_EQ(R.malformed, 1);
+    CHECK(strstr(R.errors[0].msg, "inside a record") != NULL);
+    teardown();
+}
+
+HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines), T(chunked_equals_whole), T(long_line_bounded),
              T(deep_stack_truncated))

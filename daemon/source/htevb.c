@@ -1,0 +1,456 @@
+/* Binary twin of .htev: reader (with id remapping) and writer. */
+#include "htevb.h"
+
+#include "ht-alloc.h"
+#include "stack-intern.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define EVENT_MAX 96 /* 3 + 8 varints of at most 10 bytes, rounded up */
+enum { F_HEAP = 1, F_OLD_ADDR = 2, F_SIZE = 4, F_OLD_SIZE = 8, F_STACK = 16, F_TID = 32, F_TRUNC = 64 };
+
+/* The format is little-endian: on such hosts a load is a memcpy. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline uint64_t get64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline uint32_t get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+#else
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+#endif
+static uint16_t get16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+static unsigned char *put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+static unsigned char *put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+static unsigned char *put16(unsigned char *p, uint16_t v)
+{
+    *p++ = (unsigned char)v;
+    *p++ = (unsigned char)(v >> 8);
+    return p;
+}
+
+void htevb_reader_init(struct htevb_reader *r, struct stack_intern *si)
+{
+    memset(r, 0, sizeof(*r));
+    r->si = si;
+}
+
+void htevb_reader_close(struct htevb_reader *r)
+{
+    ht_free(r->str_map);
+    ht_free(r->stack_map);
+    memset(r, 0, sizeof(*r));
+}
+
+static int map_put(uint32_t **map, uint32_t *alloc, uint32_t *n, uint32_t id, uint32_t val)
+{
+    if (id != *n + 1 || id >= HTEVB_MAX_IDS)
+        return -1; /* ids are dense and in order */
+    if (id >= *alloc) {
+        uint32_t na = *alloc ? *alloc * 2 : 1024;
+        uint32_t *nm = ht_realloc(*map, na * sizeof(uint32_t));
+        if (!nm)
+            return -1;
+        *map = nm;
+        *alloc = na;
+    }
+    (*map)[id] = val;
+    *n = id;
+    return 0;
+}
+
+/* Bytes of a record's fixed part (which holds its length), or 0 for an unknown type. */
+static size_t header_len(unsigned char type)
+{
+    switch (type) {
+    case 'S':
+    case 'K':
+        return 7;
+    case 'P':
+        return 19;
+    case 'e':
+        return 3;
+    }
+    return 0;
+}
+
+static unsigned popcount6(unsigned v)
+{
+    unsigned n = 0;
+    for (unsigned b = 0; b < 6; b++)
+        n += (v >> b) & 1;
+    return n;
+}
+
+/* Size of the record at p (n bytes available): 0 if its header is not all
+ * there yet, -1 if it is bad. */
+static long record_size(const unsigned char *p, size_t n)
+{
+    size_t h = header_len(p[0]);
+    if (h == 0)
+        return -1;
+    if (n < h)
+        return 0;
+    switch (p[0]) {
+    case 'S':
+        return 7 + (long)get16(p + 5);
+    case 'K': {
+        uint16_t d = get16(p + 5);
+        return d > HT_STACK_MAX_DEPTH ? -1 : 7 + 8L * d;
+    }
+    case 'P':
+        return 19 + (long)get16(p + 17);
+    default: {
+        /* 'e': walk the varints to find the end. */
+        unsigned nvar = 2 + popcount6(p[2]);
+        size_t off = 3;
+        for (unsigned v = 0; v < nvar; v++) {
+            size_t start = off;
+            do {
+                if (off >= n)
+                    return 0;
+                if (off - start >= 10)
+                    return -1;
+            } while (p[off++] & 0x80);
+        }
+        return (long)off;
+    }
+    }
+}
+
+static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
+{
+    uint64_t x = 0;
+    unsigned shift = 0;
+    do {
+        x |= (uint64_t)(*p & 0x7f) << shift;
+        shift += 7;
+    } while (*p++ & 0x80 && shift < 70);
+    *v = x;
+    return p;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_event_fn fn,
+                        htevb_process_fn pfn, void *arg)
+{
+    switch (p[0]) {
+    case 'S': {
+        uint16_t len = get16(p + 5);
+        if (len > HT_STR_MAX_LEN)
+            return -1;
+        uint32_t ours = stack_intern_str(r->si, (const char *)p + 7, len);
+        return map_put(&r->str_map, &r->str_alloc, &r->nstr, get32(p + 1), ours);
+    }
+    case 'K': {
+        uint16_t d = get16(p + 5);
+        uint64_t frames[HT_STACK_MAX_DEPTH];
+        for (unsigned k = 0; k < d; k++) {
+            uint64_t f = get64(p + 7 + 8 * k);
+            if (f & HT_FRAME_SYM) {
+                uint32_t id = (uint32_t)f;
+                if (id == 0 || id > r->nstr)
+                    return -1;
+                f = HT_FRAME_SYM | r->str_map[id];
+            }
+            frames[k] = f;
+        }
+        uint32_t ours = stack_intern_get(r->si, frames, d);
+        return map_put(&r->stack_map, &r->stack_alloc, &r->nstack, get32(p + 1), ours);
+    }
+    case 'P': {
+        struct ht_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.kind = HT_EV_PROCESS;
+        ev.t = get64(p + 1);
+        ev.size = get64(p + 9);
+        r->last_t = ev.t;
+        if (pfn)
+            pfn(arg, (const char *)p + 19, get16(p + 17));
+        fn(arg, &ev);
+        r->events++;
+        return 0;
+    }
+    case 'e': {
+        struct ht_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.kind = p[1];
+        unsigned f = p[2];
+        uint64_t dt, stack = 0, tid = 0;
+        const unsigned char *q = get_varint(p + 3, &dt);
+        q = get_varint(q, &ev.addr);
+        if (f & F_HEAP)
+            q = get_varint(q, &ev.heap);
+        if (f & F_OLD_ADDR)
+            q = get_varint(q, &ev.old_addr);
+        if (f & F_SIZE)
+            q = get_varint(q, &ev.size);
+        if (f & F_OLD_SIZE)
+            q = get_varint(q, &ev.old_size);
+        if (f & F_STACK)
+            q = get_varint(q, &stack);
+        if (f & F_TID)
+            get_varint(q, &tid);
+        ev.t = r->last_t += dt;
+        ev.tid = (uint32_t)tid;
+        ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
+        if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+            return -1;
+        ev.stack = stack ? r->stack_map[stack] : 0;
+        fn(arg, &ev);
+        r->events++;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static void broken(struct htevb_reader *r, const char *why)
+{
+    r->broken = 1;
+    r->malformed++;
+    snprintf(r->err, sizeof(r->err), "binary stream: %s after %llu records", why,
+             (unsigned long long)r->records);
+}
+
+void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htevb_event_fn fn,
+                htevb_process_fn pfn, void *arg)
+{
+    while (n > 0 && !r->broken) {
+        /* Gather a whole record (or the magic) in carry when it spans feeds. */
+        const unsigned char *p = buf;
+        size_t avail = n;
+        if (r->carry_len > 0 || !r->magic_seen) {
+            /* Want the magic, else the record's header, else the whole record
+             * (one more byte at a time while its varints are incomplete). */
+            size_t want = HTEVB_MAGIC_LEN;
+            if (r->magic_seen) {
+                long sz = record_size(r->carry, r->carry_len);
+                if (sz < 0) {
+                    broken(r, "bad record");
+                    return;
+                }
+                size_t h = header_len(r->carry[0]);
+                want = sz > 0 ? (size_t)sz : r->carry_len < h ? h : r->carry_len + 1;
+            }
+            if (want > sizeof(r->carry)) {
+                broken(r, "record too large");
+                return;
+            }
+            size_t take = want > r->carry_len ? want - r->carry_len : 0;
+            if (take > n)
+                take = n;
+            memcpy(r->carry + r->carry_len, buf, take);
+            r->carry_len += take;
+            buf += take;
+            n -= take;
+            if (r->carry_len < want)
+                continue;
+            if (!r->magic_seen) {
+                if (memcmp(r->carry, HTEVB_MAGIC, HTEVB_MAGIC_LEN) != 0) {
+                    broken(r, "bad magic");
+                    return;
+                }
+                r->magic_seen = 1;
+                r->carry_len = 0;
+                continue;
+            }
+            long sz = record_size(r->carry, r->carry_len);
+            if (sz == 0 || (size_t)sz > r->carry_len)
+                continue; /* header read: now the whole record */
+            if (apply_record(r, r->carry, fn, pfn, arg) != 0) {
+                broken(r, "bad record");
+                return;
+            }
+            r->records++;
+            r->carry_len = 0;
+            continue;
+        }
+        long sz = record_size(p, avail);
+        if (sz < 0) {
+            broken(r, "unknown record type");
+            return;
+        }
+        if (sz == 0 || (size_t)sz > avail) {
+            /* The rest of this feed is a partial record: keep it for the next. */
+            if (sz > (long)sizeof(r->carry)) {
+                broken(r, "record too large");
+                return;
+            }
+            memcpy(r->carry, p, avail);
+            r->carry_len = avail;
+            return;
+        }
+        if (apply_record(r, p, fn, pfn, arg) != 0) {
+            broken(r, "bad record");
+            return;
+        }
+        r->records++;
+        buf += sz;
+        n -= (size_t)sz;
+    }
+}
+
+int htevb_writer_init(struct htevb_writer *w, const struct stack_intern *si, htevb_out_fn out,
+                      void *arg)
+{
+    memset(w, 0, sizeof(*w));
+    w->si = si;
+    w->out = out;
+    w->arg = arg;
+    out(arg, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    return 0;
+}
+
+void htevb_writer_close(struct htevb_writer *w)
+{
+    ht_free(w->str_file_id);
+    ht_free(w->stack_file_id);
+    memset(w, 0, sizeof(*w));
+}
+
+/* File id of one of our ids, 0 if not defined yet. Grows the map to cover id. */
+static uint32_t *file_id_slot(uint32_t **map, uint32_t *alloc, uint32_t id)
+{
+    if (id >= *alloc) {
+        uint32_t na = *alloc ? *alloc : 1024;
+        while (na <= id)
+            na *= 2;
+        uint32_t *nm = ht_realloc(*map, na * sizeof(uint32_t));
+        if (!nm)
+            return NULL;
+        memset(nm + *alloc, 0, (na - *alloc) * sizeof(uint32_t));
+        *map = nm;
+        *alloc = na;
+    }
+    return &(*map)[id];
+}
+
+static uint32_t define_str(struct htevb_writer *w, uint32_t id)
+{
+    uint32_t *slot = file_id_slot(&w->str_file_id, &w->str_alloc, id);
+    if (!slot)
+        return 0;
+    if (*slot)
+        return *slot;
+    const char *s = stack_intern_strget(w->si, id);
+    size_t len = s ? strlen(s) : 0;
+    unsigned char hdr[7], *p = hdr;
+    *p++ = 'S';
+    p = put32(p, ++w->next_str);
+    put16(p, (uint16_t)len);
+    w->out(w->arg, hdr, sizeof(hdr));
+    w->out(w->arg, s ? s : "", len);
+    return *slot = w->next_str;
+}
+
+static uint32_t define_stack(struct htevb_writer *w, uint32_t id)
+{
+    uint32_t *slot = file_id_slot(&w->stack_file_id, &w->stack_alloc, id);
+    if (!slot)
+        return 0;
+    if (*slot)
+        return *slot;
+    unsigned d;
+    const uint64_t *f = stack_intern_frames(w->si, id, &d);
+    unsigned char rec[7 + 8 * HT_STACK_MAX_DEPTH], *p = rec;
+    uint64_t frames[HT_STACK_MAX_DEPTH];
+    for (unsigned k = 0; k < d; k++)
+        frames[k] = f[k] & HT_FRAME_SYM ? HT_FRAME_SYM | define_str(w, (uint32_t)f[k]) : f[k];
+    *p++ = 'K';
+    p = put32(p, ++w->next_stack);
+    p = put16(p, (uint16_t)d);
+    for (unsigned k = 0; k < d; k++)
+        p = put64(p, frames[k]);
+    w->out(w->arg, rec, (size_t)(p - rec));
+    /* Re-read the slot: define_str may have moved nothing, but keep it simple. */
+    slot = file_id_slot(&w->stack_file_id, &w->stack_alloc, id);
+    return *slot = w->next_stack;
+}
+
+void htevb_write_process(struct htevb_writer *w, uint64_t t, uint64_t pid, const char *name)
+{
+    size_t len = strlen(name);
+    if (len > 4096)
+        len = 4096;
+    unsigned char hdr[19], *p = hdr;
+    *p++ = 'P';
+    p = put64(p, t);
+    p = put64(p, pid);
+    put16(p, (uint16_t)len);
+    w->out(w->arg, hdr, sizeof(hdr));
+    w->out(w->arg, name, len);
+    w->last_t = t;
+}
+
+int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev)
+{
+    uint32_t stack = ev->stack ? define_stack(w, ev->stack) : 0;
+    if (ev->stack && !stack)
+        return -1;
+    unsigned f = (ev->heap ? F_HEAP : 0) | (ev->old_addr ? F_OLD_ADDR : 0) |
+                 (ev->size ? F_SIZE : 0) | (ev->old_size ? F_OLD_SIZE : 0) | (stack ? F_STACK : 0) |
+                 (ev->tid ? F_TID : 0) | (ev->flags & HT_EVF_TRUNCATED ? F_TRUNC : 0);
+    unsigned char rec[EVENT_MAX], *p = rec;
+    *p++ = 'e';
+    *p++ = ev->kind;
+    *p++ = (unsigned char)f;
+    p = put_varint(p, ev->t > w->last_t ? ev->t - w->last_t : 0);
+    if (ev->t > w->last_t)
+        w->last_t = ev->t;
+    p = put_varint(p, ev->addr);
+    if (f & F_HEAP)
+        p = put_varint(p, ev->heap);
+    if (f & F_OLD_ADDR)
+        p = put_varint(p, ev->old_addr);
+    if (f & F_SIZE)
+        p = put_varint(p, ev->size);
+    if (f & F_OLD_SIZE)
+        p = put_varint(p, ev->old_size);
+    if (f & F_STACK)
+        p = put_varint(p, stack);
+    if (f & F_TID)
+        p = put_varint(p, ev->tid);
+    w->out(w->arg, rec, (size_t)(p - rec));
+    return 0;
+}
