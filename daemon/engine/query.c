@@ -57,6 +57,11 @@ struct qctx {
     uint64_t *ghash;
     uint32_t gmask;
     struct query_row total;
+    /* Frame -> pattern results, so each distinct frame is matched once per
+     * query (stacks share most of their frames). */
+    uint64_t *fm_keys;
+    uint8_t *fm_vals; /* bit 0: known, 1: matches cull, 2: matches require */
+    uint32_t fm_mask, fm_n;
     /* List mode: a min-heap of the best q->top blocks. */
     struct query_row *heap;
     uint32_t hn, hcap;
@@ -217,27 +222,82 @@ static uint32_t group_for(struct qctx *c, uint64_t key, uint64_t h, uint32_t sta
     return g;
 }
 
+#define FM_KNOWN 1
+#define FM_CULL 2
+#define FM_REQUIRE 4
+
+static void fm_grow(struct qctx *c)
+{
+    uint32_t size = c->fm_mask ? (c->fm_mask + 1) * 2 : 1024;
+    uint64_t *keys = ht_calloc(size, sizeof(uint64_t));
+    uint8_t *vals = ht_calloc(size, 1);
+    if (!keys || !vals) {
+        ht_free(keys);
+        ht_free(vals);
+        return; /* keep the old map: lookups stay correct, just slower */
+    }
+    for (uint32_t i = 0; c->fm_vals && i <= c->fm_mask; i++) {
+        if (!c->fm_vals[i])
+            continue;
+        uint32_t j = (uint32_t)ht_mix64(c->fm_keys[i]) & (size - 1);
+        while (vals[j])
+            j = (j + 1) & (size - 1);
+        keys[j] = c->fm_keys[i];
+        vals[j] = c->fm_vals[i];
+    }
+    ht_free(c->fm_keys);
+    ht_free(c->fm_vals);
+    c->fm_keys = keys;
+    c->fm_vals = vals;
+    c->fm_mask = size - 1;
+}
+
+/* Cull/require results for a frame, matched against the patterns once. */
+static unsigned frame_flags(struct qctx *c, uint64_t frame)
+{
+    if (c->fm_n * 2 >= c->fm_mask)
+        fm_grow(c);
+    uint32_t j = 0;
+    if (c->fm_vals) {
+        j = (uint32_t)ht_mix64(frame) & c->fm_mask;
+        while (c->fm_vals[j]) {
+            if (c->fm_keys[j] == frame)
+                return c->fm_vals[j];
+            j = (j + 1) & c->fm_mask;
+        }
+    }
+    char buf[32];
+    const char *text = frame_text(&c->e->si, frame, buf, sizeof(buf));
+    unsigned v = FM_KNOWN;
+    if (frame_pat_match_any(c->q->cull, c->q->ncull, text))
+        v |= FM_CULL;
+    if (frame_pat_match_any(c->q->require, c->q->nrequire, text))
+        v |= FM_REQUIRE;
+    if (c->fm_vals && c->fm_n * 2 < c->fm_mask) {
+        c->fm_keys[j] = frame;
+        c->fm_vals[j] = (uint8_t)v;
+        c->fm_n++;
+    }
+    return v;
+}
+
 /* Frames culled from the allocation-site end: the longest prefix whose every
  * frame matches a cull pattern; all but the bottom frame if that is everything
  * (xperf's -cullFrames rule, seed 003). */
-static unsigned cull_skip(const struct qctx *c, const uint64_t *f, unsigned depth)
+static unsigned cull_skip(struct qctx *c, const uint64_t *f, unsigned depth)
 {
-    char buf[32];
     unsigned k = 0;
-    while (k < depth && frame_pat_match_any(c->q->cull, c->q->ncull,
-                                            frame_text(&c->e->si, f[k], buf, sizeof(buf))))
+    while (k < depth && (frame_flags(c, f[k]) & FM_CULL))
         k++;
     return k == depth && depth > 0 ? depth - 1 : k;
 }
 
-static int require_ok(const struct qctx *c, const uint64_t *f, unsigned depth)
+static int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
 {
-    char buf[32];
     if (c->q->nrequire == 0)
         return 1;
     for (unsigned k = 0; k < depth; k++)
-        if (frame_pat_match_any(c->q->require, c->q->nrequire,
-                                frame_text(&c->e->si, f[k], buf, sizeof(buf))))
+        if (frame_flags(c, f[k]) & FM_REQUIRE)
             return 1;
     return 0;
 }
@@ -509,6 +569,8 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     ht_free(c.ghash);
     ht_free(c.groups);
     ht_free(c.heap);
+    ht_free(c.fm_keys);
+    ht_free(c.fm_vals);
     return 0;
 oom:
     ht_free(c.memo);
@@ -516,6 +578,8 @@ oom:
     ht_free(c.ghash);
     ht_free(c.groups);
     ht_free(c.heap);
+    ht_free(c.fm_keys);
+    ht_free(c.fm_vals);
     query_result_free(res);
     return UV_ENOMEM;
 }
