@@ -7,6 +7,7 @@
  *
  * usage: ht-bench-daemon --daemon PATH [--events N] [--stacks N]
  */
+#include "bench-util.h"
 #include "engine.h"
 #include "htevb.h"
 #include "replay.h"
@@ -22,20 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t xrand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return xrand_next(&rng);
 }
 
 /* A synthetic stream with the shape of a real service: short-lived blocks
@@ -193,8 +184,6 @@ static void *query_thread(void *arg)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b);
-
 /* Load a stream through the daemon while the query thread runs; returns seconds. */
 static double daemon_ingest(const char *name, const char *data, size_t len)
 {
@@ -223,20 +212,6 @@ static double daemon_ingest(const char *name, const char *data, size_t len)
     pthread_join(th, NULL);
     close(fd);
     return secs;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t arg_u64(int argc, char **argv, const char *name, uint64_t dflt)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name))
-            return strtoull(argv[i + 1], NULL, 0);
-    return dflt;
 }
 
 int main(int argc, char **argv)

@@ -1,4 +1,5 @@
 /* ht-bench-engine: applies a synthetic stream to the engine and prints one JSON line of figures. */
+#include "bench-util.h"
 #include "engine.h"
 #include "query.h"
 
@@ -10,25 +11,7 @@
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t xrand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t arg_u64(int argc, char **argv, const char *name, uint64_t dflt)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return strtoull(argv[i + 1], NULL, 0);
-    return dflt;
+    return xrand_next(&rng);
 }
 
 #define BATCH (1u << 18)
@@ -45,12 +28,6 @@ static double apply_batch(struct engine *e, const struct ht_event *evs, size_t n
         engine_apply_batch(e, evs, n);
     }
     return now_s() - t0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static struct frame_pat cull_pats[8];

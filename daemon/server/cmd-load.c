@@ -74,17 +74,11 @@ static void load_summary(struct client *c, struct session *s)
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
     if (s->stop_reason[0])
         cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
-    cJSON_AddNumberToObject(d, "bytes", (double)s->replay.bytes);
-    cJSON_AddNumberToObject(d, "lines", (double)s->replay.line_no);
-    cJSON_AddNumberToObject(d, "events", (double)s->replay.events);
-    cJSON_AddNumberToObject(d, "malformed", (double)s->replay.malformed);
-    cJSON *errs = cJSON_AddArrayToObject(d, "errors");
-    for (uint32_t i = 0; i < s->replay.nerrors; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "line", (double)s->replay.errors[i].line);
-        cJSON_AddStringToObject(o, "msg", s->replay.errors[i].msg);
-        cJSON_AddItemToArray(errs, o);
-    }
+    /* The ingest figures sit at the top level of the summary. */
+    cJSON *in = session_ingest_json(s), *m;
+    while ((m = in->child) != NULL)
+        cJSON_AddItemToObject(d, m->string, cJSON_DetachItemViaPointer(in, m));
+    cJSON_Delete(in);
     client_send(c, ht_reply_ok(c->load_req_id, d, 0));
 }
 

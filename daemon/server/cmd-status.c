@@ -38,18 +38,7 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddBoolToObject(p, "exited", e->exited);
     if (e->exited)
         cJSON_AddNumberToObject(p, "exit_code", (double)e->exit_code);
-    cJSON *in = cJSON_AddObjectToObject(d, "ingest");
-    cJSON_AddNumberToObject(in, "bytes", (double)s->replay.bytes);
-    cJSON_AddNumberToObject(in, "lines", (double)s->replay.line_no);
-    cJSON_AddNumberToObject(in, "events", (double)s->replay.events);
-    cJSON_AddNumberToObject(in, "malformed", (double)s->replay.malformed);
-    cJSON *errs = cJSON_AddArrayToObject(in, "errors");
-    for (uint32_t i = 0; i < s->replay.nerrors; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "line", (double)s->replay.errors[i].line);
-        cJSON_AddStringToObject(o, "msg", s->replay.errors[i].msg);
-        cJSON_AddItemToArray(errs, o);
-    }
+    cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
     cJSON *h = cJSON_AddObjectToObject(d, "heap");
     cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);
     cJSON_AddNumberToObject(h, "outstanding_count", (double)e->heap_count);

@@ -15,21 +15,7 @@ static void top_tick_cb(uv_timer_t *t)
     if (!s || c->closing)
         return;
     session_flush(s);
-    struct qargs *qa = ht_malloc(sizeof(*qa));
-    if (!qa)
-        return;
-    char err[128];
-    cJSON *args = cJSON_CreateObject();
-    cJSON_AddNumberToObject(args, "top", c->top_rows);
-    struct query_result res;
-    cJSON *d = NULL;
-    if (qargs_parse(qa, s, s->srv->cfg, args, HT_DOM_HEAP, err, sizeof(err)) == 0 &&
-        engine_query(&s->eng, &qa->q, &res) == 0) {
-        d = query_result_json(s, &qa->q, &res);
-        query_result_free(&res);
-    }
-    cJSON_Delete(args);
-    ht_free(qa);
+    cJSON *d = session_top_json(s, HT_DOM_HEAP, c->top_rows);
     if (!d)
         return;
     cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);

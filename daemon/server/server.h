@@ -143,6 +143,11 @@ void session_unsubscribe(struct session *s, struct client *c);
 int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
                         char *err, size_t errsz);
 void session_check_triggers(struct session *s);
+/* The whole-session top stacks (default cull, sorted by outstanding) as reply
+ * data, or NULL when out of memory. */
+struct cJSON *session_top_json(struct session *s, int domain, uint32_t top);
+/* Bytes, lines, events and the first malformed lines of the session's input. */
+struct cJSON *session_ingest_json(struct session *s);
 const char *session_state_name(enum session_state st);
 
 /* The context a command handler gets. */

@@ -295,14 +295,31 @@ bad:
     return HT_EBADARG;
 }
 
-static cJSON *snapshot_query(struct session *s, int domain)
+cJSON *session_ingest_json(struct session *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "bytes", (double)s->replay.bytes);
+    cJSON_AddNumberToObject(o, "lines", (double)s->replay.line_no);
+    cJSON_AddNumberToObject(o, "events", (double)s->replay.events);
+    cJSON_AddNumberToObject(o, "malformed", (double)s->replay.malformed);
+    cJSON *errs = cJSON_AddArrayToObject(o, "errors");
+    for (uint32_t i = 0; i < s->replay.nerrors; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "line", (double)s->replay.errors[i].line);
+        cJSON_AddStringToObject(e, "msg", s->replay.errors[i].msg);
+        cJSON_AddItemToArray(errs, e);
+    }
+    return o;
+}
+
+cJSON *session_top_json(struct session *s, int domain, uint32_t top)
 {
     struct qargs *qa = ht_calloc(1, sizeof(*qa));
     if (!qa)
         return NULL;
     char err[128];
     cJSON *args = cJSON_CreateObject();
-    cJSON_AddNumberToObject(args, "top", s->srv->cfg->snapshot_top);
+    cJSON_AddNumberToObject(args, "top", top);
     cJSON *d = NULL;
     struct query_result res;
     if (qargs_parse(qa, s, s->srv->cfg, args, domain, err, sizeof(err)) == 0 &&
@@ -335,7 +352,8 @@ static void take_snapshot(struct session *s, const char *reason)
     cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
     cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
     cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
-    cJSON *st = snapshot_query(s, HT_DOM_HEAP), *cm = snapshot_query(s, HT_DOM_COMMIT);
+    uint32_t top = s->srv->cfg->snapshot_top;
+    cJSON *st = session_top_json(s, HT_DOM_HEAP, top), *cm = session_top_json(s, HT_DOM_COMMIT, top);
     if (st)
         cJSON_AddItemToObject(sn->data, "stacks", st);
     if (cm)
