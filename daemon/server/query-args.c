@@ -285,7 +285,6 @@ cJSON *quality_json(struct session *s)
     cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
     cJSON_AddNumberToObject(o, "stack_table_drops", (double)s->eng.si.drops);
     cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
-    cJSON_AddNumberToObject(o, "consumer_lag_events", 0);
     return o;
 }
 

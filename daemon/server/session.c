@@ -183,26 +183,38 @@ size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap
     return n + 1;
 }
 
-/* Recording: each applied event goes to every recorder as an .htev line. */
+/* Recording: a flushed batch goes to every recorder as .htev lines, one
+ * write per batch and recorder. */
 static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
 {
-    char line[16384];
+    size_t cap = (size_t)n * 512 + 4096, len = 0;
+    char *buf = ht_malloc(cap);
+    if (!buf) {
+        s->recorder_drops += n;
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (cap - len < 16384 + 1024) {
+            char *nb = ht_realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        len += evs[i].kind == HT_EV_PROCESS
+                   ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
+                   : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
+    }
+    buf[len] = '\0';
     for (struct client *c = s->subs, *next; c; c = next) {
         next = c->sub_next;
-        if (c->recording != s)
+        if (c->recording != s || len == 0)
             continue;
-        for (unsigned i = 0; i < n && c->recording == s; i++) {
-            size_t len = evs[i].kind == HT_EV_PROCESS
-                             ? session_process_line(s, evs[i].t, line, sizeof(line))
-                             : htev_format(&evs[i], &s->eng.si, line, sizeof(line));
-            if (len == 0)
-                continue;
-            if (client_send(c, ht_strndup(line, len)) != 0) {
-                s->recorder_drops++; /* the client is gone or too slow: it was closed */
-                break;
-            }
-        }
+        /* A recorder that cannot keep up is closed by client_send (output cap). */
+        if (client_send(c, ht_strndup(buf, len)) != 0)
+            s->recorder_drops += n;
     }
+    ht_free(buf);
     s->recorded_events += n;
 }
 
