@@ -53,13 +53,15 @@ static char *make_stream(uint64_t nevents, unsigned nstacks, size_t *len)
         t += 1000;
         uint64_t r = xrand();
         if (i % 1000 == 999) {
-            n += (size_t)snprintf(buf + n, cap - n, "{\"t\":%llu,\"ev\":\"private_bytes\",\"bytes\":%llu}\n",
+            n += (size_t)snprintf(buf + n, cap - n,
+                                  "{\"t\":%llu,\"ev\":\"private_bytes\",\"bytes\":%llu}\n",
                                   (unsigned long long)t, (unsigned long long)(100000000 + i * 8));
         } else if (i % 5000 == 17) {
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  "{\"t\":%llu,\"ev\":\"commit\",\"addr\":\"0x%llx\",\"size\":65536,\"stack\":%s}\n",
-                                  (unsigned long long)t, (unsigned long long)(0x7f0000000000ULL + i * 65536),
-                                  stacks[r % nstacks]);
+            n += (size_t)snprintf(
+                buf + n, cap - n,
+                "{\"t\":%llu,\"ev\":\"commit\",\"addr\":\"0x%llx\",\"size\":65536,\"stack\":%s}\n",
+                (unsigned long long)t, (unsigned long long)(0x7f0000000000ULL + i * 65536),
+                stacks[r % nstacks]);
         } else if (head - tail < 4096 && (r & 1)) {
             uint64_t a = nreuse ? reuse[--nreuse] : (next += 48);
             if ((r >> 8) % 64 == 0)
@@ -67,16 +69,19 @@ static char *make_stream(uint64_t nevents, unsigned nstacks, size_t *len)
             else
                 pending[head++ % 4096] = a;
             n += (size_t)snprintf(buf + n, cap - n,
-                                  "{\"t\":%llu,\"ev\":\"alloc\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\",\"size\":%llu,\"stack\":%s}\n",
+                                  "{\"t\":%llu,\"ev\":\"alloc\",\"tid\":1,\"heap\":\"0x0\","
+                                  "\"addr\":\"0x%llx\",\"size\":%llu,\"stack\":%s}\n",
                                   (unsigned long long)t, (unsigned long long)a,
-                                  (unsigned long long)(16 + (r >> 16) % 512), stacks[(r >> 24) % nstacks]);
+                                  (unsigned long long)(16 + (r >> 16) % 512),
+                                  stacks[(r >> 24) % nstacks]);
         } else if (head > tail) {
             uint64_t a = pending[tail++ % 4096];
             if (nreuse < 8192)
                 reuse[nreuse++] = a;
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  "{\"t\":%llu,\"ev\":\"free\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\"}\n",
-                                  (unsigned long long)t, (unsigned long long)a);
+            n += (size_t)snprintf(
+                buf + n, cap - n,
+                "{\"t\":%llu,\"ev\":\"free\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\"}\n",
+                (unsigned long long)t, (unsigned long long)a);
         }
     }
     for (unsigned s = 0; s < nstacks; s++)
@@ -168,8 +173,10 @@ static void *query_thread(void *arg)
     while (loading && fd >= 0) {
         double t0 = now_s();
         char req[160];
-        int k = snprintf(req, sizeof(req),
-                         "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":\"%s\",\"top\":50}}\n", ++id, query_session);
+        int k = snprintf(
+            req, sizeof(req),
+            "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":\"%s\",\"top\":50}}\n",
+            ++id, query_session);
         if (send_all(fd, req, (size_t)k) != 0 || read_line(fd, line, sizeof(line)) < 0)
             break;
         double ms = (now_s() - t0) * 1000;
@@ -190,7 +197,8 @@ static double daemon_ingest(const char *name, const char *data, size_t len)
     static char line[1 << 16];
     int fd = connect_to(sock_path);
     char req[128];
-    snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n", name);
+    snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n",
+             name);
     send_all(fd, req, strlen(req));
     read_line(fd, line, sizeof(line));
     query_session = name;
@@ -314,7 +322,8 @@ int main(int argc, char **argv)
     unlink(path);
     rmdir(dir);
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
-    double p50 = nlat ? lat[nlat / 2] : -1, p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
+    double p50 = nlat ? lat[nlat / 2] : -1,
+           p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
     printf("{\"events\":%llu,\"stream_bytes\":%zu,\"binary_bytes\":%zu,\"stacks\":%u,"
            "\"engine_events_per_s\":%.0f,"
            "\"binary_daemon_events_per_s\":%.0f,\"binary_daemon_vs_engine\":%.3f,"

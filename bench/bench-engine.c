@@ -172,27 +172,30 @@ int main(int argc, char **argv)
     double q_whole = query_ms(&e, HT_BY_STACK, 0, 3);
     /* With culling, as the daemon always does (its default list has ~40
      * patterns): these match nothing, so every frame is tested. */
-    static const char *const pats[] = {"ntdll.dll!RtlAllocateHeap", "ucrtbase!malloc",
-                                       "operator new", "libc.so.6!malloc", "kernelbase!",
-                                       "msvcrt.dll!", "libstdc++.so.6!", "VirtualAlloc"};
+    static const char *const pats[] = {
+        "ntdll.dll!RtlAllocateHeap", "ucrtbase!malloc", "operator new",
+        "libc.so.6!malloc",          "kernelbase!",     "msvcrt.dll!",
+        "libstdc++.so.6!",           "VirtualAlloc"};
     for (ncull_pats = 0; ncull_pats < 8; ncull_pats++)
         frame_pat_parse(pats[ncull_pats], strlen(pats[ncull_pats]), &cull_pats[ncull_pats]);
     double q_culled = query_ms(&e, HT_BY_STACK, 0, 3);
     ncull_pats = 0;
     double q_window = query_ms(&e, HT_BY_STACK, e.now / 2, 3);
     double q_frame = query_ms(&e, HT_BY_FRAME, e.now / 2, 3);
-    printf("{\"fresh_addresses\":%s,\"events\":%llu,\"events_per_s\":%.0f,\"events_per_s_median_round\":%.0f,\"events_per_s_best_round\":%.0f,\"ns_per_event\":%.1f,\"live_allocs\":%llu,"
-           "\"stacks\":%llu,\"bytes_per_live_alloc\":%.1f,\"table_bytes\":%llu,"
-           "\"aggregate_bytes\":%llu,\"engine_bytes\":%llu,\"stack_bytes\":%llu,"
-           "\"query_ms_top50\":%.2f,\"query_ms_top50_culled\":%.2f,\"query_ms_top50_window\":%.2f,"
-           "\"query_ms_top50_by_frame_window\":%.2f,\"window_complete\":%s}\n",
-           fresh ? "true" : "false", (unsigned long long)applied, applied / secs, round_rate[nround / 2], round_rate[nround - 1],
-           secs * 1e9 / applied,
-           (unsigned long long)live, (unsigned long long)(e.si.nstacks - 1), (double)mem / live,
-           (unsigned long long)alloc_table_memory(&e.table),
-           (unsigned long long)agg_table_memory(&e.heap_agg), (unsigned long long)engine_memory(&e),
-           (unsigned long long)stack_intern_memory(&e.si), q_whole, q_culled, q_window, q_frame,
-           life_ring_complete_from(&e.heap_life, e.now / 2) ? "true" : "false");
+    printf(
+        "{\"fresh_addresses\":%s,\"events\":%llu,\"events_per_s\":%.0f,\"events_per_s_median_"
+        "round\":%.0f,\"events_per_s_best_round\":%.0f,\"ns_per_event\":%.1f,\"live_allocs\":%llu,"
+        "\"stacks\":%llu,\"bytes_per_live_alloc\":%.1f,\"table_bytes\":%llu,"
+        "\"aggregate_bytes\":%llu,\"engine_bytes\":%llu,\"stack_bytes\":%llu,"
+        "\"query_ms_top50\":%.2f,\"query_ms_top50_culled\":%.2f,\"query_ms_top50_window\":%.2f,"
+        "\"query_ms_top50_by_frame_window\":%.2f,\"window_complete\":%s}\n",
+        fresh ? "true" : "false", (unsigned long long)applied, applied / secs,
+        round_rate[nround / 2], round_rate[nround - 1], secs * 1e9 / applied,
+        (unsigned long long)live, (unsigned long long)(e.si.nstacks - 1), (double)mem / live,
+        (unsigned long long)alloc_table_memory(&e.table),
+        (unsigned long long)agg_table_memory(&e.heap_agg), (unsigned long long)engine_memory(&e),
+        (unsigned long long)stack_intern_memory(&e.si), q_whole, q_culled, q_window, q_frame,
+        life_ring_complete_from(&e.heap_life, e.now / 2) ? "true" : "false");
     free(evs);
     free(stacks);
     free(reuse);

@@ -17,7 +17,7 @@
     X(VERSION, -30007, "EVERSION", "protocol version mismatch")                                    \
     X(NOTSUP, -30008, "ENOTSUP", "not supported by this build/platform yet")                       \
     X(FULL, -30009, "EFULL", "limit reached")                                                      \
-    X(EXIST, -30010, "EEXIST", "already exists")                                                  \
+    X(EXIST, -30010, "EEXIST", "already exists")                                                   \
     X(NOMARK, -30011, "ENOMARK", "no such mark")                                                   \
     X(STATE, -30012, "ESTATE", "not possible in the session's state")                              \
     X(PERM, -30013, "EPERM", "permission denied")                                                  \

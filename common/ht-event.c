@@ -3,10 +3,9 @@
 
 #include <string.h>
 
-static const char *const kind_names[HT_EV_KIND_COUNT] = {
-    [HT_EV_NONE] = NULL,
+static const char *const kind_names[HT_EV_KIND_COUNT] = {[HT_EV_NONE] = NULL,
 #define X(name, str) [HT_EV_##name] = str,
-    HT_EVENT_KIND_MAP(X)
+                                                         HT_EVENT_KIND_MAP(X)
 #undef X
 };
 

@@ -25,8 +25,7 @@ static char *print_line(cJSON *obj)
     return line;
 }
 
-int ht_request_parse(const char *line, size_t len, struct ht_request *req, char *err,
-                     size_t errsz)
+int ht_request_parse(const char *line, size_t len, struct ht_request *req, char *err, size_t errsz)
 {
     memset(req, 0, sizeof(*req));
     req->root = cJSON_ParseWithLength(line, len);
@@ -54,8 +53,8 @@ int ht_request_parse(const char *line, size_t len, struct ht_request *req, char 
     }
     req->v = v->valuedouble > 1e6 || v->valuedouble < -1e6 ? -1 : (int)v->valuedouble;
     if (req->v != HT_PROTO_VERSION) {
-        snprintf(err, errsz, "protocol version %d is not supported; this daemon speaks %d",
-                 req->v, HT_PROTO_VERSION);
+        snprintf(err, errsz, "protocol version %d is not supported; this daemon speaks %d", req->v,
+                 HT_PROTO_VERSION);
         return HT_EVERSION;
     }
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req->root, "cmd");

@@ -8,8 +8,8 @@
 struct cJSON;
 
 #define HT_PROTO_VERSION 1
-#define HT_REQUEST_MAX (64 * 1024) /* bytes per request line, newline included */
-#define HT_FRAME_TARGET (256 * 1024) /* replies bigger than this go out in several frames */
+#define HT_REQUEST_MAX (64 * 1024)      /* bytes per request line, newline included */
+#define HT_FRAME_TARGET (256 * 1024)    /* replies bigger than this go out in several frames */
 #define HT_REPLY_MAX (64 * 1024 * 1024) /* a ctl refuses a single frame beyond this */
 
 struct ht_request {
@@ -23,8 +23,7 @@ struct ht_request {
 /* Parse one request line. 0; HT_EBADJSON (not JSON, not an object, bad
  * "id"/"cmd"); HT_EVERSION (req->v is what the client sent). The id is
  * filled whenever it could be read, so errors can echo it. */
-int ht_request_parse(const char *line, size_t len, struct ht_request *req, char *err,
-                     size_t errsz);
+int ht_request_parse(const char *line, size_t len, struct ht_request *req, char *err, size_t errsz);
 void ht_request_free(struct ht_request *req);
 
 /* Build a request line (with '\n'); takes ownership of args. */

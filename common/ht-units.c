@@ -52,11 +52,19 @@ static int scaled(const char *s, const struct unit *units, double dflt, double m
 
 int ht_parse_size(const char *s, uint64_t *out)
 {
-    static const struct unit units[] = {
-        {"b", 1},           {"kib", 1024.0},        {"mib", 1048576.0},     {"gib", 1073741824.0},
-        {"tib", 1099511627776.0},                   {"k", 1024.0},          {"m", 1048576.0},
-        {"g", 1073741824.0}, {"kb", 1e3},           {"mb", 1e6},            {"gb", 1e9},
-        {"tb", 1e12},       {NULL, 0}};
+    static const struct unit units[] = {{"b", 1},
+                                        {"kib", 1024.0},
+                                        {"mib", 1048576.0},
+                                        {"gib", 1073741824.0},
+                                        {"tib", 1099511627776.0},
+                                        {"k", 1024.0},
+                                        {"m", 1048576.0},
+                                        {"g", 1073741824.0},
+                                        {"kb", 1e3},
+                                        {"mb", 1e6},
+                                        {"gb", 1e9},
+                                        {"tb", 1e12},
+                                        {NULL, 0}};
     return scaled(s, units, 1, 18446744073709551615.0, out);
 }
 

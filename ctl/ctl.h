@@ -19,9 +19,9 @@ struct ctl {
     struct conn conn;
     int64_t next_id;
     const struct ht_cmd_spec *cmd;
-    struct cJSON *args;  /* sent to the daemon */
-    const char *file;    /* load FILE */
-    const char *output;  /* -o FILE */
+    struct cJSON *args; /* sent to the daemon */
+    const char *file;   /* load FILE */
+    const char *output; /* -o FILE */
     int tree;
 };
 

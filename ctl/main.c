@@ -40,7 +40,8 @@ static void usage_cmd(FILE *f, const struct ht_cmd_spec *cmd)
                 a->type == HT_ARG_LIST && !(a->flags & HT_ARGF_POSITIONAL) ? " (repeatable)" : "");
     }
     if (cmd->flags & HT_CMDF_SESSION)
-        fprintf(f, "    %-32s %s\n", "SESSION", "session id or name; optional when only one exists");
+        fprintf(f, "    %-32s %s\n", "SESSION",
+                "session id or name; optional when only one exists");
 }
 
 static int usage_error(const struct ht_cmd_spec *cmd, const char *fmt, const char *what)
@@ -205,9 +206,10 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         const struct ht_arg_spec *a = &ht_args[i];
         if (a->cmd != c->cmd->id || !(a->flags & HT_ARGF_REQUIRED))
             continue;
-        int have = !strcmp(a->name, "o")      ? c->output != NULL
-                   : !strcmp(a->name, "file") ? c->file != NULL
-                                              : cJSON_GetObjectItemCaseSensitive(c->args, a->name) != NULL;
+        int have = !strcmp(a->name, "o") ? c->output != NULL
+                   : !strcmp(a->name, "file")
+                       ? c->file != NULL
+                       : cJSON_GetObjectItemCaseSensitive(c->args, a->name) != NULL;
         if (!have)
             return usage_error(c->cmd, "missing %s", a->metavar);
     }

@@ -1,4 +1,5 @@
-/* Human output: WPA-style tables, caller-to-callee trees, status, timeline and the live top view. */
+/* Human output: WPA-style tables, caller-to-callee trees, status, timeline and the live top view.
+ */
 #include "ctl.h"
 
 #include "ht-units.h"
@@ -104,8 +105,8 @@ static void query_header(const cJSON *d)
 }
 
 static const char *const type_names[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
-static const char *const type_words[] = {"Transient (AIFI)", "Impacting (AIFO)",
-                                         "Freed (AOFI)", "Outstanding (AOFO)"};
+static const char *const type_words[] = {"Transient (AIFI)", "Impacting (AIFO)", "Freed (AOFI)",
+                                         "Outstanding (AOFO)"};
 
 /* One group: a line per impacting type it has, WPA's expanded view. */
 static void table_row(const char *process, const cJSON *row, int list)
@@ -119,7 +120,8 @@ static void table_row(const char *process, const cJSON *row, int list)
         if (!t)
             continue;
         double impacting = k == 1 ? num(t, "size") : k == 2 ? -num(t, "size") : 0;
-        printf("%-18.18s %-18s %9s %14s %12s  %s\n", first ? process : "", type_words[k], commas(num(t, "count"), c1), sz(impacting, s1), sz(num(t, "size"), s2),
+        printf("%-18.18s %-18s %9s %14s %12s  %s\n", first ? process : "", type_words[k],
+               commas(num(t, "count"), c1), sz(impacting, s1), sz(num(t, "size"), s2),
                first ? label : "");
         first = 0;
     }
@@ -168,9 +170,10 @@ static void print_tree(struct node *n, int depth, const char *sort)
         if (!best)
             break;
         char c1[32], s1[24], s2[24], s3[24];
-        printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "", 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
-               70 - depth * 2 > 20 ? 70 - depth * 2 : 20, best->name, commas(best->count, c1),
-               sz(best->impacting, s1), sz(best->size, s2), sz(best->outstanding, s3));
+        printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "",
+               70 - depth * 2 > 20 ? 70 - depth * 2 : 20, 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
+               best->name, commas(best->count, c1), sz(best->impacting, s1), sz(best->size, s2),
+               sz(best->outstanding, s3));
         print_tree(best, depth + 1, sort);
         free(best->name);
         best->name = NULL;
@@ -212,8 +215,7 @@ static double block_size(const cJSON *row)
 {
     double total = 0;
     const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(row, "types"))
-        total += num(t, "size");
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(row, "types")) total += num(t, "size");
     return total;
 }
 
@@ -231,8 +233,7 @@ void render_query(struct ctl *c, const cJSON *d)
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "free_time");
             stack_label(row, label, 100);
             printf("%-12s %-12s %12s  %s\n", tm(num(row, "alloc_time"), a),
-                   cJSON_IsNumber(f) ? tm(f->valuedouble, b) : "(live)",
-                   sz(block_size(row), s1),
+                   cJSON_IsNumber(f) ? tm(f->valuedouble, b) : "(live)", sz(block_size(row), s1),
                    label);
         }
     } else if (c->tree) {
@@ -241,8 +242,7 @@ void render_query(struct ctl *c, const cJSON *d)
         printf("%-18s %-18s %9s %14s %12s  %s\n", "Process", "Impacting Type", "Count",
                "Impacting Size", "Size", "Stack (allocation site first) / Frame");
         const cJSON *row;
-        cJSON_ArrayForEach(row, rows)
-            table_row(process, row, 0);
+        cJSON_ArrayForEach(row, rows) table_row(process, row, 0);
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "total");
     printf("total: %s allocated in the window (%s), impacting %s, outstanding %s in %s blocks; "
@@ -263,8 +263,8 @@ static void render_status(const cJSON *d)
            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "exited")) ? ", exited" : "");
     printf("  time         %s\n", tm(num(d, "now"), a));
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "heap");
-    printf("  heap         %s outstanding in %.0f blocks (peak %s)\n", sz(num(h, "outstanding"), s1),
-           num(h, "outstanding_count"), sz(num(h, "peak"), s2));
+    printf("  heap         %s outstanding in %.0f blocks (peak %s)\n",
+           sz(num(h, "outstanding"), s1), num(h, "outstanding_count"), sz(num(h, "peak"), s2));
     const cJSON *cm = cJSON_GetObjectItemCaseSensitive(d, "commits");
     printf("  committed    %s in %.0f ranges (peak %s)\n", sz(num(cm, "committed"), s1),
            num(cm, "ranges"), sz(num(cm, "peak"), s2));
@@ -281,15 +281,14 @@ static void render_status(const cJSON *d)
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
     printf("  quality     ");
     const cJSON *q;
-    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality"))
-        if (q->valuedouble != 0)
-            printf(" %s=%.0f", q->string, q->valuedouble);
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality")) if (q->valuedouble != 0)
+        printf(" %s=%.0f", q->string, q->valuedouble);
     printf("\n");
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "triggers"))
         printf("  trigger      %s-when %s: fired %.0f times\n", str(q, "action"), str(q, "when"),
                num(q, "fired"));
-    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "snapshots"))
-        printf("  snapshot %-3.0f at %s: %s\n", num(q, "seq"), tm(num(q, "t"), a), str(q, "reason"));
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "snapshots")) printf(
+        "  snapshot %-3.0f at %s: %s\n", num(q, "seq"), tm(num(q, "t"), a), str(q, "reason"));
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "marks"))
         printf("  mark         %s at %s\n", str(q, "name"), tm(num(q, "t"), a));
 }
@@ -333,12 +332,11 @@ void render_top(struct ctl *c, const cJSON *d, int tty)
         printf("\033[H\033[2J"); /* refresh in place */
     printf("heaptrace top  %s  %s  heap %s (%.0f blocks)  committed %s  private %s  %.0f events\n",
            str(d, "state"), tm(num(d, "now"), a), sz(num(d, "outstanding"), s1),
-           num(d, "outstanding_count"), sz(num(d, "committed"), s2), sz(num(d, "private_bytes"), s3),
-           num(d, "events"));
+           num(d, "outstanding_count"), sz(num(d, "committed"), s2),
+           sz(num(d, "private_bytes"), s3), num(d, "events"));
     const char *process = str(cJSON_GetObjectItemCaseSensitive(d, "process"), "name");
     const cJSON *row;
-    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows"))
-        table_row(process, row, 0);
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows")) table_row(process, row, 0);
     if (!tty)
         printf("\n");
 }
@@ -372,9 +370,10 @@ void render_reply(struct ctl *c, const cJSON *d)
                num(d, "session"));
         break;
     case HT_CMD_LOAD: {
-        printf("session %.0f \"%s\": %.0f events from %.0f lines (%.0f bytes), %.0f malformed; %s\n",
-               num(d, "session"), str(d, "name"), num(d, "events"), num(d, "lines"), num(d, "bytes"),
-               num(d, "malformed"), str(d, "state"));
+        printf(
+            "session %.0f \"%s\": %.0f events from %.0f lines (%.0f bytes), %.0f malformed; %s\n",
+            num(d, "session"), str(d, "name"), num(d, "events"), num(d, "lines"), num(d, "bytes"),
+            num(d, "malformed"), str(d, "state"));
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "errors"))
             printf("  line %.0f: %s\n", num(e, "line"), str(e, "msg"));

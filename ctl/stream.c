@@ -80,7 +80,8 @@ int ctl_load(struct ctl *c)
     render_reply(c, sum);
     cJSON_Delete(sum);
     if (read_error) {
-        fprintf(stderr, "heaptracectl: read error on %s: the session holds what was sent\n", c->file);
+        fprintf(stderr, "heaptracectl: read error on %s: the session holds what was sent\n",
+                c->file);
         return EXIT_CMD;
     }
     return EXIT_OK;

@@ -156,7 +156,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
 {
     char *text = read_file(path, 1u << 20);
     if (!text) {
-        snprintf(err, errsz, "cannot read config file %s (missing, unreadable or over 1 MiB)", path);
+        snprintf(err, errsz, "cannot read config file %s (missing, unreadable or over 1 MiB)",
+                 path);
         return HT_EBADARG;
     }
     cJSON *o = cJSON_Parse(text);

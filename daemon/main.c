@@ -15,15 +15,16 @@ int service_install(const char *self, int install);
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: heaptraced [--config FILE] [--pipe NAME] [--foreground] [--log-level L]\n"
-               "       heaptraced install | uninstall\n"
-               "\n"
-               "  --config FILE     JSON configuration (defaults: config/heaptraced.json)\n"
-               "  --pipe NAME       control endpoint (default %s, or $%s)\n"
-               "  --foreground      stay attached to the terminal, log to stderr\n"
-               "  --log-level L     error, warn, info or debug\n"
-               "  install           install and enable the systemd unit\n"
-               "  uninstall         disable and remove it\n",
+    fprintf(f,
+            "usage: heaptraced [--config FILE] [--pipe NAME] [--foreground] [--log-level L]\n"
+            "       heaptraced install | uninstall\n"
+            "\n"
+            "  --config FILE     JSON configuration (defaults: config/heaptraced.json)\n"
+            "  --pipe NAME       control endpoint (default %s, or $%s)\n"
+            "  --foreground      stay attached to the terminal, log to stderr\n"
+            "  --log-level L     error, warn, info or debug\n"
+            "  install           install and enable the systemd unit\n"
+            "  uninstall         disable and remove it\n",
             HT_ENDPOINT_DEFAULT, HT_ENDPOINT_ENV);
 }
 

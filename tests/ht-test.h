@@ -14,7 +14,7 @@ extern int ht_test_failed;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
             ht_test_failed = 1;                                                                    \
             return;                                                                                \
         }                                                                                          \
@@ -24,7 +24,7 @@ extern int ht_test_failed;
     do {                                                                                           \
         uint64_t va_ = (uint64_t)(a), vb_ = (uint64_t)(b);                                         \
         if (va_ != vb_) {                                                                          \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%" PRIu64 " vs %" PRIu64 ")\n",    \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%" PRIu64 " vs %" PRIu64 ")\n",     \
                     __FILE__, __LINE__, #a, #b, va_, vb_);                                         \
             ht_test_failed = 1;                                                                    \
             return;                                                                                \
@@ -35,7 +35,7 @@ extern int ht_test_failed;
     do {                                                                                           \
         const char *sa_ = (a), *sb_ = (b);                                                         \
         if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0) {                                               \
-            fprintf(stderr, "%s:%d: CHECK_STR failed: \"%s\" vs \"%s\"\n", __FILE__, __LINE__,    \
+            fprintf(stderr, "%s:%d: CHECK_STR failed: \"%s\" vs \"%s\"\n", __FILE__, __LINE__,     \
                     sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                                   \
             ht_test_failed = 1;                                                                    \
             return;                                                                                \
@@ -47,7 +47,10 @@ struct ht_test_case {
     void (*fn)(void);
 };
 
-#define T(name) {#name, test_##name}
+#define T(name)                                                                                    \
+    {                                                                                              \
+#name, test_##name                                                                         \
+    }
 
 static inline int ht_test_run(const struct ht_test_case *cases, size_t n, int argc, char **argv)
 {
@@ -77,7 +80,7 @@ static inline int ht_test_run(const struct ht_test_case *cases, size_t n, int ar
     int main(int argc, char **argv)                                                                \
     {                                                                                              \
         static const struct ht_test_case cases_[] = {__VA_ARGS__};                                 \
-        return ht_test_run(cases_, sizeof(cases_) / sizeof(cases_[0]), argc, argv);              \
+        return ht_test_run(cases_, sizeof(cases_) / sizeof(cases_[0]), argc, argv);                \
     }
 
 #endif

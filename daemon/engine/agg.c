@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <string.h>
 
-
 void agg_table_init(struct agg_table *t)
 {
     memset(t, 0, sizeof(*t));

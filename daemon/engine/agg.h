@@ -10,7 +10,7 @@ struct agg {
     uint64_t out_count, out_bytes;     /* outstanding now */
     uint64_t total_count, total_bytes; /* allocated since start (final sizes) */
     uint64_t reallocs;
-    uint64_t peak_bytes; /* highest out_bytes seen */
+    uint64_t peak_bytes;                       /* highest out_bytes seen */
     uint64_t untracked_count, untracked_bytes; /* dropped at the table cap */
 };
 

@@ -11,8 +11,8 @@
 #define CHUNK_SHIFT 16
 #define CHUNK_SIZE (1u << CHUNK_SHIFT)
 #define INITIAL_BUCKETS 1024u
-#define MIGRATE_PER_OP 4   /* non-empty old buckets moved per insert/remove */
-#define MIGRATE_VISITS 64  /* empty old buckets skipped per insert/remove */
+#define MIGRATE_PER_OP 4  /* non-empty old buckets moved per insert/remove */
+#define MIGRATE_VISITS 64 /* empty old buckets skipped per insert/remove */
 
 static inline struct alloc_entry *entry_at(const struct alloc_table *t, uint32_t idx)
 {
@@ -61,8 +61,7 @@ static void rehash_step(struct alloc_table *t)
             while (n) {
                 struct alloc_entry *e = entry_at(t, n - 1);
                 uint32_t next = e->next;
-                uint32_t *nb =
-                    &t->buckets[1][key_hash(alloc_entry_heap(e), e->addr) & t->mask[1]];
+                uint32_t *nb = &t->buckets[1][key_hash(alloc_entry_heap(e), e->addr) & t->mask[1]];
                 e->next = *nb;
                 *nb = n;
                 n = next;
@@ -174,7 +173,8 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
     e->t_re = time & ALLOC_TIME_MAX;
     e->size_heap = (size & ALLOC_SIZE_MAX) | ((uint64_t)heap << ALLOC_SIZE_BITS);
     e->stack = stack;
-    uint32_t *b = t->rehash_idx >= 0 ? &t->buckets[1][h & t->mask[1]] : &t->buckets[0][h & t->mask[0]];
+    uint32_t *b =
+        t->rehash_idx >= 0 ? &t->buckets[1][h & t->mask[1]] : &t->buckets[0][h & t->mask[0]];
     e->next = *b;
     *b = idx + 1;
     t->count++;
@@ -198,8 +198,7 @@ static void unlink_entry(struct alloc_table *t, uint32_t *link)
     t->count--;
 }
 
-int alloc_table_remove(struct alloc_table *t, unsigned heap, uint64_t addr,
-                       struct alloc_entry *out)
+int alloc_table_remove(struct alloc_table *t, unsigned heap, uint64_t addr, struct alloc_entry *out)
 {
     uint32_t *link = find_link(t, heap, addr, key_hash(heap, addr));
     if (!link)

@@ -234,8 +234,13 @@ static void complete_block(const struct alloc_entry *en, void *arg)
     struct engine *e = c->e;
     uint64_t size = alloc_entry_size(en);
     unsigned hi = alloc_entry_heap(en);
-    struct life_rec r = {alloc_entry_time(en), c->t, size, en->stack, (uint16_t)hi,
-                         (uint8_t)alloc_entry_reallocs(en), 1};
+    struct life_rec r = {alloc_entry_time(en),
+                         c->t,
+                         size,
+                         en->stack,
+                         (uint16_t)hi,
+                         (uint8_t)alloc_entry_reallocs(en),
+                         1};
     life_ring_push(&e->heap_life, &r);
     struct agg *g = agg_get(&e->heap_agg, en->stack);
     if (g) {
@@ -365,8 +370,8 @@ static void apply_commit(struct engine *e, const struct ht_event *ev, uint64_t t
     if (!range_ok(e, ev))
         return;
     uint64_t added, dropped;
-    int counted =
-        commit_map_commit(&e->commits, ev->addr, ev->addr + ev->size, t, ev->stack, &added, &dropped);
+    int counted = commit_map_commit(&e->commits, ev->addr, ev->addr + ev->size, t, ev->stack,
+                                    &added, &dropped);
     struct agg *g = agg_get(&e->commit_agg, ev->stack);
     if (dropped)
         e->q.commit_cap_drops++;

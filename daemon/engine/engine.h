@@ -13,12 +13,12 @@
 #include <stdint.h>
 
 struct engine_limits {
-    uint32_t table_cap;       /* live heap allocations tracked */
-    uint32_t commit_cap;      /* committed ranges tracked */
-    uint64_t life_ring;       /* completed heap allocations kept */
-    uint64_t commit_ring;     /* completed commits kept */
-    uint64_t timeline_ring;   /* timeline samples kept */
-    uint64_t timeline_ns;     /* sample interval */
+    uint32_t table_cap;     /* live heap allocations tracked */
+    uint32_t commit_cap;    /* committed ranges tracked */
+    uint64_t life_ring;     /* completed heap allocations kept */
+    uint64_t commit_ring;   /* completed commits kept */
+    uint64_t timeline_ring; /* timeline samples kept */
+    uint64_t timeline_ns;   /* sample interval */
     uint32_t max_stacks;
     uint32_t max_strings;
     uint32_t max_marks;

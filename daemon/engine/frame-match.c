@@ -45,7 +45,8 @@ static int module_eq(const struct frame_pat *p, const char *m, size_t mlen)
         return 1;
     /* "ntdll" matches "ntdll.dll" when the pattern names no extension. */
     if (memchr(p->module, '.', p->mlen) == NULL && mlen > p->mlen && m[p->mlen] == '.' &&
-        strncasecmp(m, p->module, p->mlen) == 0 && memchr(m + p->mlen + 1, '.', mlen - p->mlen - 1) == NULL)
+        strncasecmp(m, p->module, p->mlen) == 0 &&
+        memchr(m + p->mlen + 1, '.', mlen - p->mlen - 1) == NULL)
         return 1;
     return 0;
 }

@@ -1,4 +1,5 @@
-/* Frame patterns as in xperf's heap actions: "module!symbol", "module!", "symbol", case-insensitive. */
+/* Frame patterns as in xperf's heap actions: "module!symbol", "module!", "symbol",
+ * case-insensitive. */
 #ifndef FRAME_MATCH_H
 #define FRAME_MATCH_H
 

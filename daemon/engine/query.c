@@ -405,7 +405,8 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
     }
     uint32_t g;
     if (q->by == HT_BY_HEAP) {
-        uint64_t handle = q->domain == HT_DOM_HEAP && heap < c->e->nheaps ? c->e->heaps[heap].handle : 0;
+        uint64_t handle =
+            q->domain == HT_DOM_HEAP && heap < c->e->nheaps ? c->e->heaps[heap].handle : 0;
         g = group_for(c, handle, ht_mix64(handle), stack, 0, NULL, 0);
     } else if (q->by == HT_BY_TYPE) {
         g = group_for(c, (uint64_t)type, ht_mix64((uint64_t)type), 0, 0, NULL, 0);
@@ -548,8 +549,8 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         c.heap = NULL;
     } else {
         /* Select the best top groups with a bounded heap, then sort them. */
-        struct query_row *best = ht_malloc((size_t)(top < c.ngroups ? top : c.ngroups + 1) *
-                                           sizeof(struct query_row));
+        struct query_row *best =
+            ht_malloc((size_t)(top < c.ngroups ? top : c.ngroups + 1) * sizeof(struct query_row));
         if (!best)
             goto oom;
         uint32_t n = 0;

@@ -9,9 +9,9 @@ struct life_rec {
     uint64_t a, f;
     uint64_t size;
     uint32_t stack;
-    uint16_t heap;     /* heap index (heap domain) */
-    uint8_t reallocs;  /* realloc count of the block, saturating */
-    uint8_t count;     /* 1, or 0 for a split piece of a commit (see commit-map.h) */
+    uint16_t heap;    /* heap index (heap domain) */
+    uint8_t reallocs; /* realloc count of the block, saturating */
+    uint8_t count;    /* 1, or 0 for a split piece of a commit (see commit-map.h) */
 };
 
 /*
@@ -45,7 +45,7 @@ int life_ring_complete_from(const struct life_ring *r, uint64_t t);
 
 struct tl_sample {
     uint64_t t;
-    uint64_t heap_bytes;  /* outstanding on all heaps */
+    uint64_t heap_bytes; /* outstanding on all heaps */
     uint64_t heap_count;
     uint64_t commit_bytes;
     uint64_t private_bytes;

@@ -9,7 +9,8 @@ int cmd_drop(struct cmd_ctx *ctx)
 {
     /* Dropping is never implied: the session must be named. */
     if (!cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session"))
-        return cmd_error(ctx, HT_EBADARG, "drop needs the session named: heaptracectl drop SESSION");
+        return cmd_error(ctx, HT_EBADARG,
+                         "drop needs the session named: heaptracectl drop SESSION");
     uint32_t id = ctx->s->id;
     session_drop(ctx->s);
     ctx->s = NULL;

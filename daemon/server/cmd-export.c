@@ -162,8 +162,10 @@ int cmd_export(struct cmd_ctx *ctx)
             return cmd_error(ctx, HT_EBADARG, "session %u has no snapshot %u", s->id,
                              (uint32_t)snap->valuedouble);
         if (!strcmp(what, "timeline"))
-            return cmd_error(ctx, HT_EBADARG, "snapshots hold stacks and commits, not the timeline");
-        const cJSON *part = cJSON_GetObjectItemCaseSensitive(x->data, strcmp(what, "commits") ? "stacks" : "commits");
+            return cmd_error(ctx, HT_EBADARG,
+                             "snapshots hold stacks and commits, not the timeline");
+        const cJSON *part = cJSON_GetObjectItemCaseSensitive(
+            x->data, strcmp(what, "commits") ? "stacks" : "commits");
         if (!strcmp(format, "json")) {
             cJSON *d = cJSON_CreateObject();
             cJSON_AddStringToObject(d, "format", "json");
@@ -192,8 +194,9 @@ int cmd_export(struct cmd_ctx *ctx)
         if (!cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
             cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
         char err[256];
-        int rc = qargs_parse(qa, s, ctx->srv->cfg, qargs_obj,
-                             strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err, sizeof(err));
+        int rc =
+            qargs_parse(qa, s, ctx->srv->cfg, qargs_obj,
+                        strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err, sizeof(err));
         struct query_result res;
         if (rc == 0 && engine_query(&s->eng, &qa->q, &res) == 0) {
             result = query_result_json(s, &qa->q, &res);
@@ -209,6 +212,7 @@ int cmd_export(struct cmd_ctx *ctx)
     cJSON *d = render(result, format, sort);
     cJSON_Delete(result);
     if (!d)
-        return cmd_error(ctx, HT_EBADARG, "the timeline has no collapsed-stack form: use csv or json");
+        return cmd_error(ctx, HT_EBADARG,
+                         "the timeline has no collapsed-stack form: use csv or json");
     return cmd_reply(ctx, d);
 }

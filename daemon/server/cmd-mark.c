@@ -13,7 +13,8 @@ int cmd_mark(struct cmd_ctx *ctx)
     if (rc == HT_EEXIST)
         return cmd_error(ctx, rc, "mark \"%s\" exists already in session %u", name, ctx->s->id);
     if (rc == HT_EFULL)
-        return cmd_error(ctx, rc, "session %u has %u marks, the limit", ctx->s->id, ctx->s->eng.nmarks);
+        return cmd_error(ctx, rc, "session %u has %u marks, the limit", ctx->s->id,
+                         ctx->s->eng.nmarks);
     if (rc != 0)
         return cmd_error(ctx, rc, "mark names are 1 to 63 characters");
     cJSON *d = cJSON_CreateObject();

@@ -1,4 +1,5 @@
-/* Request dispatch: parse, look the command up in the shared table, validate, resolve the session. */
+/* Request dispatch: parse, look the command up in the shared table, validate, resolve the session.
+ */
 #include "server.h"
 
 #include "ht-alloc.h"
@@ -11,14 +12,22 @@
 #include <string.h>
 
 static const cmd_fn handlers[HT_CMD_COUNT] = {
-    [HT_CMD_PING] = cmd_ping,         [HT_CMD_VERSION] = cmd_version,
-    [HT_CMD_START] = cmd_start,       [HT_CMD_RUN] = cmd_run,
-    [HT_CMD_LOAD] = cmd_load,         [HT_CMD_RECORD] = cmd_record,
-    [HT_CMD_LS] = cmd_ls,             [HT_CMD_STATUS] = cmd_status,
-    [HT_CMD_MARK] = cmd_mark,         [HT_CMD_STACKS] = cmd_stacks,
-    [HT_CMD_COMMITS] = cmd_commits,   [HT_CMD_TIMELINE] = cmd_timeline,
-    [HT_CMD_TOP] = cmd_top,           [HT_CMD_EXPORT] = cmd_export,
-    [HT_CMD_STOP] = cmd_stop,         [HT_CMD_DROP] = cmd_drop,
+    [HT_CMD_PING] = cmd_ping,
+    [HT_CMD_VERSION] = cmd_version,
+    [HT_CMD_START] = cmd_start,
+    [HT_CMD_RUN] = cmd_run,
+    [HT_CMD_LOAD] = cmd_load,
+    [HT_CMD_RECORD] = cmd_record,
+    [HT_CMD_LS] = cmd_ls,
+    [HT_CMD_STATUS] = cmd_status,
+    [HT_CMD_MARK] = cmd_mark,
+    [HT_CMD_STACKS] = cmd_stacks,
+    [HT_CMD_COMMITS] = cmd_commits,
+    [HT_CMD_TIMELINE] = cmd_timeline,
+    [HT_CMD_TOP] = cmd_top,
+    [HT_CMD_EXPORT] = cmd_export,
+    [HT_CMD_STOP] = cmd_stop,
+    [HT_CMD_DROP] = cmd_drop,
     [HT_CMD_SHUTDOWN] = cmd_shutdown,
 };
 
@@ -77,8 +86,10 @@ static int resolve_session(struct cmd_ctx *ctx)
     char names[256] = "";
     size_t n = 0;
     for (struct session *s = ctx->srv->sessions; s && n + 70 < sizeof(names); s = s->next)
-        n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id, s->name);
-    return cmd_error(ctx, HT_EAMBIGUOUS, "%u sessions exist, name one: %s", ctx->srv->nsessions, names);
+        n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id,
+                              s->name);
+    return cmd_error(ctx, HT_EAMBIGUOUS, "%u sessions exist, name one: %s", ctx->srv->nsessions,
+                     names);
 }
 
 void dispatch_request(struct client *c, const char *line, size_t len)

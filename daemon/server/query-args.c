@@ -139,8 +139,8 @@ static int add_patterns(struct frame_pat *pats, unsigned *n, const cJSON *list, 
     return 0;
 }
 
-int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg,
-                const cJSON *args, int domain, char *err, size_t errsz)
+int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg, const cJSON *args,
+                int domain, char *err, size_t errsz)
 {
     struct query *q = &qa->q;
     query_init(q);
@@ -240,7 +240,8 @@ static cJSON *frames_json(struct session *s, uint32_t stack, unsigned skip)
     const uint64_t *f = stack_intern_frames(&s->eng.si, stack, &d);
     char buf[32];
     for (unsigned k = skip; k < d; k++)
-        cJSON_AddItemToArray(arr, cJSON_CreateString(frame_text(&s->eng.si, f[k], buf, sizeof(buf))));
+        cJSON_AddItemToArray(arr,
+                             cJSON_CreateString(frame_text(&s->eng.si, f[k], buf, sizeof(buf))));
     return arr;
 }
 
@@ -281,7 +282,8 @@ cJSON *quality_json(struct session *s)
     HT_QUALITY_MAP(X)
 #undef X
     cJSON_AddNumberToObject(o, "malformed_lines", (double)s->replay.malformed);
-    cJSON_AddNumberToObject(o, "ring_drops", (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
+    cJSON_AddNumberToObject(o, "ring_drops",
+                            (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
     cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
     cJSON_AddNumberToObject(o, "stack_table_drops", (double)s->eng.si.drops);
     cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
@@ -322,7 +324,8 @@ cJSON *query_result_json(struct session *s, const struct query *q, const struct 
         } else {
             switch (q->by) {
             case HT_BY_FRAME:
-                cJSON_AddStringToObject(o, "frame", frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
+                cJSON_AddStringToObject(o, "frame",
+                                        frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
                 break;
             case HT_BY_IMAGE: {
                 const char *m = r->key ? stack_intern_strget(&s->eng.si, (uint32_t)r->key) : NULL;

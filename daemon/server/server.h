@@ -130,13 +130,13 @@ void client_feed(struct client *c, const char *buf, size_t n);
 void client_send_then_close(struct client *c, char *line);
 
 /* Sessions (session.c). */
-struct session *session_new(struct server *srv, const char *name, const char *source,
-                            char *err, size_t errsz);
+struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
+                            size_t errsz);
 void session_drop(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
 void session_event(void *arg, const struct ht_event *ev); /* replay sink */
-void session_flush(struct session *s);                  /* apply batched events */
+void session_flush(struct session *s);                    /* apply batched events */
 /* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 void session_unsubscribe(struct session *s, struct client *c);
@@ -163,7 +163,8 @@ typedef int (*cmd_fn)(struct cmd_ctx *ctx);
 
 /* Reply helpers: data is taken over. Return 0 so handlers can 'return cmd_reply(...)'. */
 int cmd_reply(struct cmd_ctx *ctx, struct cJSON *data);
-int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void dispatch_request(struct client *c, const char *line, size_t len);
 /* Nonzero if every command of the table has a handler. */
 int dispatch_complete(void);

@@ -30,7 +30,8 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         return NULL;
     }
     if (name && *name) {
-        if (strlen(name) >= sizeof(((struct session *)0)->name) || strspn(name, "0123456789") == strlen(name)) {
+        if (strlen(name) >= sizeof(((struct session *)0)->name) ||
+            strspn(name, "0123456789") == strlen(name)) {
             snprintf(err, errsz, "session name must be 1-63 characters and not a number");
             return NULL;
         }
@@ -365,7 +366,8 @@ static void take_snapshot(struct session *s, const char *reason)
     cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
     cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
     uint32_t top = s->srv->cfg->snapshot_top;
-    cJSON *st = session_top_json(s, HT_DOM_HEAP, top), *cm = session_top_json(s, HT_DOM_COMMIT, top);
+    cJSON *st = session_top_json(s, HT_DOM_HEAP, top),
+          *cm = session_top_json(s, HT_DOM_COMMIT, top);
     if (st)
         cJSON_AddItemToObject(sn->data, "stacks", st);
     if (cm)

@@ -1,4 +1,5 @@
-/* ht-convert: .htev (JSON Lines) to its binary twin, for fast replay (heaptracectl load takes both). */
+/* ht-convert: .htev (JSON Lines) to its binary twin, for fast replay (heaptracectl load takes
+ * both). */
 #include "htevb.h"
 #include "replay.h"
 #include "stack-intern.h"

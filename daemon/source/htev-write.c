@@ -90,7 +90,8 @@ size_t htev_format(const struct ht_event *ev, const struct stack_intern *si, cha
     }
     if (ev->flags & HT_EVF_TRUNCATED)
         put(&o, ",\"truncated\":true");
-    if (ev->stack && (ev->kind == HT_EV_ALLOC || ev->kind == HT_EV_REALLOC || ev->kind == HT_EV_COMMIT)) {
+    if (ev->stack &&
+        (ev->kind == HT_EV_ALLOC || ev->kind == HT_EV_REALLOC || ev->kind == HT_EV_COMMIT)) {
         unsigned d;
         const uint64_t *f = stack_intern_frames(si, ev->stack, &d);
         char fb[32];

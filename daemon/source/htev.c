@@ -107,12 +107,26 @@ static int string(struct cur *c, char *out, size_t cap, size_t *olen)
                 break;
             char e = *c->p++;
             switch (e) {
-            case '"': case '\\': case '/': tmp[0] = e; break;
-            case 'b': tmp[0] = '\b'; break;
-            case 'f': tmp[0] = '\f'; break;
-            case 'n': tmp[0] = '\n'; break;
-            case 'r': tmp[0] = '\r'; break;
-            case 't': tmp[0] = '\t'; break;
+            case '"':
+            case '\\':
+            case '/':
+                tmp[0] = e;
+                break;
+            case 'b':
+                tmp[0] = '\b';
+                break;
+            case 'f':
+                tmp[0] = '\f';
+                break;
+            case 'n':
+                tmp[0] = '\n';
+                break;
+            case 'r':
+                tmp[0] = '\r';
+                break;
+            case 't':
+                tmp[0] = '\t';
+                break;
             case 'u': {
                 unsigned cp;
                 if (hex4(c, &cp))
@@ -299,7 +313,9 @@ static int stack_array(struct cur *c, struct ht_event *ev)
         }
     }
     /* Miss: fill an empty way, else replace one chosen by the hash. */
-    struct htev_cache_slot *slot = !pair[0].text ? &pair[0] : !pair[1].text ? &pair[1] : &pair[(h >> 40) & 1];
+    struct htev_cache_slot *slot = !pair[0].text   ? &pair[0]
+                                   : !pair[1].text ? &pair[1]
+                                                   : &pair[(h >> 40) & 1];
     uint64_t frames[HT_STACK_MAX_DEPTH] = {0};
     unsigned depth = 0;
     int truncated = 0;
@@ -316,8 +332,8 @@ static int stack_array(struct cur *c, struct ht_event *ev)
             uint64_t addr;
             if (depth >= HT_STACK_MAX_DEPTH) {
                 truncated = 1;
-            } else if (n > 2 && buf[0] == '0' && buf[1] == 'x' && parse_u64_text(buf, n, &addr) == 0 &&
-                       !(addr & HT_FRAME_SYM)) {
+            } else if (n > 2 && buf[0] == '0' && buf[1] == 'x' &&
+                       parse_u64_text(buf, n, &addr) == 0 && !(addr & HT_FRAME_SYM)) {
                 frames[depth++] = addr;
             } else {
                 uint32_t id = stack_intern_str(ps->si, buf, (unsigned)n);

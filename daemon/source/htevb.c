@@ -8,7 +8,15 @@
 #include <string.h>
 
 #define EVENT_MAX 96 /* 3 + 8 varints of at most 10 bytes, rounded up */
-enum { F_HEAP = 1, F_OLD_ADDR = 2, F_SIZE = 4, F_OLD_SIZE = 8, F_STACK = 16, F_TID = 32, F_TRUNC = 64 };
+enum {
+    F_HEAP = 1,
+    F_OLD_ADDR = 2,
+    F_SIZE = 4,
+    F_OLD_SIZE = 8,
+    F_STACK = 16,
+    F_TID = 32,
+    F_TRUNC = 64
+};
 
 /* The format is little-endian: on such hosts a load is a memcpy. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

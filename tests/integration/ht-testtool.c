@@ -87,9 +87,7 @@ static void strip(cJSON *o)
     for (int i = 0; volatile_keys[i]; i++)
         cJSON_DeleteItemFromObjectCaseSensitive(o, volatile_keys[i]);
     cJSON *c;
-    cJSON_ArrayForEach(c, o)
-        if (cJSON_IsObject(c) || cJSON_IsArray(c))
-            strip(c);
+    cJSON_ArrayForEach(c, o) if (cJSON_IsObject(c) || cJSON_IsArray(c)) strip(c);
 }
 
 static int cmd_norm(void)
@@ -183,7 +181,8 @@ static int cmd_partial(const char *sock)
 static int cmd_noread(const char *sock)
 {
     int fd = connect_to(sock);
-    const char *q = "{\"v\":1,\"id\":1,\"cmd\":\"stacks\",\"args\":{\"top\":10000,\"no_default_cull\":true}}\n";
+    const char *q =
+        "{\"v\":1,\"id\":1,\"cmd\":\"stacks\",\"args\":{\"top\":10000,\"no_default_cull\":true}}\n";
     time_t start = time(NULL);
     long sent = 0;
     /* Keep writing until the daemon drops us (EPIPE/ECONNRESET) or 60 s pass. */
@@ -203,7 +202,8 @@ static int cmd_noread(const char *sock)
         sent++;
     }
     int cut = time(NULL) - start < 60;
-    printf("noread: sent %ld requests, %s\n", sent, cut ? "disconnected by the daemon" : "never cut off");
+    printf("noread: sent %ld requests, %s\n", sent,
+           cut ? "disconnected by the daemon" : "never cut off");
     close(fd);
     return cut ? 0 : 1;
 }
@@ -222,7 +222,8 @@ static int cmd_concurrent(const char *sock, int n, int q)
         left[i] = q;
         acc[i] = malloc(ACC);
         char req[160];
-        int k = snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", q);
+        int k = snprintf(req, sizeof(req),
+                         "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", q);
         send_all(p[i].fd, req, (size_t)k);
     }
     int active = n, bad = 0;
@@ -258,8 +259,9 @@ static int cmd_concurrent(const char *sock, int n, int q)
                     active--;
                 } else {
                     char req[160];
-                    int m = snprintf(req, sizeof(req),
-                                     "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", left[i]);
+                    int m = snprintf(
+                        req, sizeof(req),
+                        "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"top\":5}}\n", left[i]);
                     send_all(p[i].fd, req, (size_t)m);
                 }
             }
@@ -268,7 +270,8 @@ static int cmd_concurrent(const char *sock, int n, int q)
     long total = 0;
     for (int i = 0; i < n; i++)
         total += oks[i];
-    printf("concurrent: %d clients, %ld ok replies, %d bad, %d unfinished\n", n, total, bad, active);
+    printf("concurrent: %d clients, %ld ok replies, %d bad, %d unfinished\n", n, total, bad,
+           active);
     for (int i = 0; i < n; i++) {
         if (p[i].fd >= 0)
             close(p[i].fd);

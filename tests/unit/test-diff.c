@@ -50,9 +50,16 @@ struct model {
 };
 
 static struct model M;
-static const char *const vocab[] = {"ntdll.dll!RtlAllocateHeap", "msvcrt.dll!malloc", "app.exe!main",
-                                    "app.exe!Worker", "lib.dll!Parse", "LIB.dll!parse",
-                                    "0x4010", "app.exe!Leak", "other!Leak", "0x99"};
+static const char *const vocab[] = {"ntdll.dll!RtlAllocateHeap",
+                                    "msvcrt.dll!malloc",
+                                    "app.exe!main",
+                                    "app.exe!Worker",
+                                    "lib.dll!Parse",
+                                    "LIB.dll!parse",
+                                    "0x4010",
+                                    "app.exe!Leak",
+                                    "other!Leak",
+                                    "0x99"};
 #define NVOCAB 10
 static uint32_t stacks[24];
 static uint64_t frames_of[24][6];
@@ -61,7 +68,8 @@ static unsigned depth_of[24];
 static struct mblock *m_live(int domain, uint64_t heap, uint64_t addr)
 {
     for (unsigned i = 0; i < M.nb; i++)
-        if (M.b[i].domain == domain && M.b[i].f == LIVE && M.b[i].heap == heap && M.b[i].addr == addr)
+        if (M.b[i].domain == domain && M.b[i].f == LIVE && M.b[i].heap == heap &&
+            M.b[i].addr == addr)
             return &M.b[i];
     return NULL;
 }
@@ -501,12 +509,18 @@ static uint64_t stat_queries, stat_incomplete, stat_exact, stat_topn;
 static int64_t row_key(int sort, const struct query_row *r)
 {
     switch (sort) {
-    case HT_SORT_IMPACT: return query_row_impacting(r);
-    case HT_SORT_ST: return (int64_t)query_row_size(r);
-    case HT_SORT_STC: return (int64_t)query_row_count(r);
-    case HT_SORT_SRC: return (int64_t)r->reallocs;
-    case HT_SORT_SOC: return (int64_t)query_row_outstanding_count(r);
-    default: return (int64_t)query_row_outstanding(r);
+    case HT_SORT_IMPACT:
+        return query_row_impacting(r);
+    case HT_SORT_ST:
+        return (int64_t)query_row_size(r);
+    case HT_SORT_STC:
+        return (int64_t)query_row_count(r);
+    case HT_SORT_SRC:
+        return (int64_t)r->reallocs;
+    case HT_SORT_SOC:
+        return (int64_t)query_row_outstanding_count(r);
+    default:
+        return (int64_t)query_row_outstanding(r);
     }
 }
 
@@ -534,8 +548,8 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     int bad = 0;
     int mc = m_complete_flag(e, q);
     if (mc != res.complete) {
-        fprintf(stderr, "seed %llu: complete engine=%d model=%d\n", (unsigned long long)seed_of_case,
-                res.complete, mc);
+        fprintf(stderr, "seed %llu: complete engine=%d model=%d\n",
+                (unsigned long long)seed_of_case, res.complete, mc);
         bad = 1;
     }
     if (res.complete && !bad) {
@@ -568,14 +582,16 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
             if (mn != en)
                 bad = 1;
             for (unsigned i = 0; i < mn && i < en && !bad; i++)
-                if (strcmp(mrows[i].text, erows[i].text) != 0 || !rows_equal(&mrows[i].r, &erows[i].r))
+                if (strcmp(mrows[i].text, erows[i].text) != 0 ||
+                    !rows_equal(&mrows[i].r, &erows[i].r))
                     bad = 1;
         }
         if (!rows_equal(&mt, &res.total))
             bad = 1;
         if (bad) {
-            fprintf(stderr, "seed %llu: query by=%d t=[%llu,%llu] types=%x size=[%llu,%llu) "
-                            "life=[%llu,%llu) req=%u cull=%u top=%u: engine %u rows, model %u\n",
+            fprintf(stderr,
+                    "seed %llu: query by=%d t=[%llu,%llu] types=%x size=[%llu,%llu) "
+                    "life=[%llu,%llu) req=%u cull=%u top=%u: engine %u rows, model %u\n",
                     (unsigned long long)seed_of_case, q->by, (unsigned long long)q->t1,
                     (unsigned long long)q->t2, q->types, (unsigned long long)q->size_min,
                     (unsigned long long)q->size_max, (unsigned long long)q->life_min,
@@ -733,8 +749,9 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
                     (unsigned long long)M.r[i].t, M.r[i].stack, M.r[i].count);
         for (unsigned i = 0; i < e.commits.n; i++)
             fprintf(stderr, "er [%llx,%llx) t=%llu stack=%u count=%u\n",
-                    (unsigned long long)e.commits.r[i].start, (unsigned long long)e.commits.r[i].end,
-                    (unsigned long long)e.commits.r[i].t, e.commits.r[i].stack, e.commits.r[i].count);
+                    (unsigned long long)e.commits.r[i].start,
+                    (unsigned long long)e.commits.r[i].end, (unsigned long long)e.commits.r[i].t,
+                    e.commits.r[i].stack, e.commits.r[i].count);
     }
     /* Counters and invariants. */
     if (!bad) {
@@ -743,16 +760,17 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
               e.q.decommit_unknown != M.decommit_unknown || e.q.time_backwards != M.backwards ||
               e.table.count != M.live_count;
         if (bad)
-            fprintf(stderr,
-                    "seed %llu: counters engine/model unknown %llu/%llu dup %llu/%llu cap %llu/%llu "
-                    "bad_size %llu/%llu decommit %llu/%llu back %llu/%llu live %u/%llu\n",
-                    (unsigned long long)seed, (unsigned long long)e.q.unknown_frees,
-                    (unsigned long long)M.unknown_frees, (unsigned long long)e.q.dup_allocs,
-                    (unsigned long long)M.dup_allocs, (unsigned long long)e.q.cap_drops,
-                    (unsigned long long)M.cap_drops, (unsigned long long)e.q.bad_size,
-                    (unsigned long long)M.bad_size, (unsigned long long)e.q.decommit_unknown,
-                    (unsigned long long)M.decommit_unknown, (unsigned long long)e.q.time_backwards,
-                    (unsigned long long)M.backwards, e.table.count, (unsigned long long)M.live_count);
+            fprintf(
+                stderr,
+                "seed %llu: counters engine/model unknown %llu/%llu dup %llu/%llu cap %llu/%llu "
+                "bad_size %llu/%llu decommit %llu/%llu back %llu/%llu live %u/%llu\n",
+                (unsigned long long)seed, (unsigned long long)e.q.unknown_frees,
+                (unsigned long long)M.unknown_frees, (unsigned long long)e.q.dup_allocs,
+                (unsigned long long)M.dup_allocs, (unsigned long long)e.q.cap_drops,
+                (unsigned long long)M.cap_drops, (unsigned long long)e.q.bad_size,
+                (unsigned long long)M.bad_size, (unsigned long long)e.q.decommit_unknown,
+                (unsigned long long)M.decommit_unknown, (unsigned long long)e.q.time_backwards,
+                (unsigned long long)M.backwards, e.table.count, (unsigned long long)M.live_count);
         uint64_t committed = 0;
         for (unsigned i = 0; i < M.nr; i++)
             if (M.r[i].used)
@@ -785,9 +803,9 @@ static void run_many(unsigned cases, unsigned nevents, unsigned nqueries)
         }
     }
     printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu from exact totals, "
-           "%llu top-N\n", cases, (unsigned long long)stat_queries,
-           (unsigned long long)stat_incomplete, (unsigned long long)stat_exact,
-           (unsigned long long)stat_topn);
+           "%llu top-N\n",
+           cases, (unsigned long long)stat_queries, (unsigned long long)stat_incomplete,
+           (unsigned long long)stat_exact, (unsigned long long)stat_topn);
     if (failed)
         fprintf(stderr, "rerun one case: HT_SEED=<seed> HT_CASES=1 ./test-diff <case>\n");
     CHECK_EQ(failed, 0);

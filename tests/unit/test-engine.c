@@ -23,15 +23,20 @@ static void setup(uint32_t table_cap, uint64_t ring)
 
 static void ev(int kind, uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {.kind = (uint8_t)kind, .t = t, .heap = heap, .addr = addr, .size = size,
-                         .stack = stack};
+    struct ht_event e = {
+        .kind = (uint8_t)kind, .t = t, .heap = heap, .addr = addr, .size = size, .stack = stack};
     engine_apply(&E, &e);
 }
 
 static void realloc_ev(uint64_t t, uint64_t old, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {.kind = HT_EV_REALLOC, .t = t, .heap = 1, .addr = addr, .old_addr = old,
-                         .size = size, .stack = stack};
+    struct ht_event e = {.kind = HT_EV_REALLOC,
+                         .t = t,
+                         .heap = 1,
+                         .addr = addr,
+                         .old_addr = old,
+                         .size = size,
+                         .stack = stack};
     engine_apply(&E, &e);
 }
 
@@ -49,7 +54,7 @@ static void test_realloc_in_place(void)
     CHECK(en != NULL);
     CHECK_EQ(alloc_entry_time(en), 10); /* keeps its alloc time */
     CHECK_EQ(alloc_entry_size(en), 100);
-    CHECK_EQ(en->stack, S1);            /* and its stack */
+    CHECK_EQ(en->stack, S1); /* and its stack */
     CHECK_EQ(agg_of(S1)->reallocs, 1);
     CHECK_EQ(agg_of(S1)->out_bytes, 100);
     CHECK(agg_of(S2) == NULL || agg_of(S2)->total_count == 0);
@@ -119,16 +124,16 @@ static void test_cap_accounting(void)
 static void test_bad_input(void)
 {
     setup(100, 100);
-    ev(HT_EV_ALLOC, 10, 0, 0x1000, 1ULL << 63, S1);    /* absurd size */
-    ev(HT_EV_ALLOC, 11, 0, 0x2000, 0, S1);             /* malloc(0) is legal */
-    ev(HT_EV_FREE, 12, 0, 0xdead, 0, 0);               /* unknown */
+    ev(HT_EV_ALLOC, 10, 0, 0x1000, 1ULL << 63, S1); /* absurd size */
+    ev(HT_EV_ALLOC, 11, 0, 0x2000, 0, S1);          /* malloc(0) is legal */
+    ev(HT_EV_FREE, 12, 0, 0xdead, 0, 0);            /* unknown */
     ev(HT_EV_FREE, 13, 0, 0x2000, 0, 0);
-    ev(HT_EV_FREE, 14, 0, 0x2000, 0, 0);               /* double free */
-    ev(HT_EV_DECOMMIT, 15, 0, 0x50000, 4096, 0);       /* not committed */
+    ev(HT_EV_FREE, 14, 0, 0x2000, 0, 0);                /* double free */
+    ev(HT_EV_DECOMMIT, 15, 0, 0x50000, 4096, 0);        /* not committed */
     ev(HT_EV_COMMIT, 16, 0, UINT64_MAX - 10, 4096, S1); /* wraps around */
-    ev(HT_EV_ALLOC, 5, 0, 0x3000, 8, S1);              /* time goes backwards */
-    ev(HT_EV_ALLOC, 1ULL << 60, 0, 0x4000, 8, 0);      /* time past the limit */
-    ev(99, 20, 0, 0, 0, 0);                            /* unknown kind */
+    ev(HT_EV_ALLOC, 5, 0, 0x3000, 8, S1);               /* time goes backwards */
+    ev(HT_EV_ALLOC, 1ULL << 60, 0, 0x4000, 8, 0);       /* time past the limit */
+    ev(99, 20, 0, 0, 0, 0);                             /* unknown kind */
     CHECK_EQ(E.q.bad_size, 2);
     CHECK_EQ(E.q.unknown_frees, 2);
     CHECK_EQ(E.q.decommit_unknown, 1);
@@ -137,7 +142,7 @@ static void test_bad_input(void)
     CHECK_EQ(E.table.count, 1);
     struct alloc_entry *en = alloc_table_find(&E.table, 0, 0x3000);
     CHECK(en && alloc_entry_time(en) == 16); /* clamped to the latest time */
-    ev(HT_EV_ALLOC, 30, 0, 0x3000, 8, S1);  /* live address again: missed free */
+    ev(HT_EV_ALLOC, 30, 0, 0x3000, 8, S1);   /* live address again: missed free */
     CHECK_EQ(E.q.dup_allocs, 1);
     CHECK_EQ(E.table.count, 1);
     engine_close(&E);

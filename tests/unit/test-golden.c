@@ -41,8 +41,7 @@ static struct frame_pat cull[3];
 
 /* Commits (or heap) by frame with the allocator frames culled, as WPA's stack
  * column reads once expanded past VirtualAlloc / operator new. */
-static int run(int domain, uint64_t t1, uint64_t t2, unsigned types, int by,
-               struct query_result *r)
+static int run(int domain, uint64_t t1, uint64_t t2, unsigned types, int by, struct query_result *r)
 {
     frame_pat_parse("KernelBase.dll!VirtualAlloc", 27, &cull[0]);
     frame_pat_parse("ntdll!", 6, &cull[1]);

@@ -35,13 +35,17 @@ static void feed(const char *s)
 static void test_parse_kinds(void)
 {
     setup();
-    feed("{\"ev\":\"process\",\"pid\":4242,\"name\":\"A\\u00e9.exe\",\"wall\":\"2026-11-22T10:00:00Z\"}\n"
-         "{\"t\":1000,\"ev\":\"alloc\",\"tid\":7,\"heap\":\"0x1d0000\",\"addr\":\"0x5a10\",\"size\":40,"
+    feed("{\"ev\":\"process\",\"pid\":4242,\"name\":\"A\\u00e9.exe\",\"wall\":\"2026-11-22T10:00:"
+         "00Z\"}\n"
+         "{\"t\":1000,\"ev\":\"alloc\",\"tid\":7,\"heap\":\"0x1d0000\",\"addr\":\"0x5a10\","
+         "\"size\":40,"
          "\"stack\":[\"app.exe!f\",\"app.exe!main\"],\"future\":{\"x\":[1,2,{\"y\":null}]}}\n"
-         "{\"t\":1500,\"ev\":\"realloc\",\"heap\":\"0x1d0000\",\"addr\":\"0x5a10\",\"old_addr\":\"0x5a10\","
+         "{\"t\":1500,\"ev\":\"realloc\",\"heap\":\"0x1d0000\",\"addr\":\"0x5a10\",\"old_addr\":"
+         "\"0x5a10\","
          "\"size\":80,\"old_size\":40,\"stack\":[\"0x7ff612340000\"]}\n"
          "\r\n   \n"
-         "{\"t\":3000,\"ev\":\"commit\",\"addr\":\"0x7ff000000000\",\"size\":10485760,\"stack\":[]}\n"
+         "{\"t\":3000,\"ev\":\"commit\",\"addr\":\"0x7ff000000000\",\"size\":10485760,\"stack\":[]}"
+         "\n"
          "{\"t\":3100,\"ev\":\"decommit\",\"addr\":\"0x7ff000000000\",\"size\":4096}\n"
          "{\"t\":4000,\"ev\":\"private_bytes\",\"bytes\":21000000}\n"
          "{\"t\":4500,\"ev\":\"lost\",\"count\":12}\n"
@@ -71,9 +75,9 @@ static void test_malformed_lines(void)
     setup();
     feed("{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8}\n"
          "not json\n"
-         "{\"t\":2,\"ev\":\"alloc\",\"addr\":\"0x20\"}\n"       /* no size */
-         "{\"t\":3,\"ev\":\"explode\"}\n"                      /* unknown kind */
-         "{\"t\":-4,\"ev\":\"free\",\"addr\":\"0x10\"}\n"       /* negative time */
+         "{\"t\":2,\"ev\":\"alloc\",\"addr\":\"0x20\"}\n" /* no size */
+         "{\"t\":3,\"ev\":\"explode\"}\n"                 /* unknown kind */
+         "{\"t\":-4,\"ev\":\"free\",\"addr\":\"0x10\"}\n" /* negative time */
          "{\"t\":5,\"ev\":\"alloc\",\"addr\":\"0xZZ\",\"size\":1}\n"
          "{\"t\":6,\"ev\":\"alloc\",\"addr\":\"0x30\",\"size\":1.5}\n"
          "{\"t\":7,\"ev\":\"alloc\",\"addr\":\"0x30\",\"size\":99999999999999999999}\n"
@@ -95,10 +99,11 @@ static void test_malformed_lines(void)
 
 static void test_chunked_equals_whole(void)
 {
-    const char *text = "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8,\"stack\":[\"a!b\",\"c!d\"]}\n"
-                       "{\"t\":2,\"ev\":\"alloc\",\"addr\":\"0x20\",\"size\":9,\"stack\":[\"a!b\",\"c!d\"]}\n"
-                       "{\"t\":3,\"ev\":\"free\",\"addr\":\"0x10\"}\n"
-                       "{\"t\":4,\"ev\":\"commit\",\"addr\":\"0x1000\",\"size\":4096,\"stack\":[\"x!y\"]}\n";
+    const char *text =
+        "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8,\"stack\":[\"a!b\",\"c!d\"]}\n"
+        "{\"t\":2,\"ev\":\"alloc\",\"addr\":\"0x20\",\"size\":9,\"stack\":[\"a!b\",\"c!d\"]}\n"
+        "{\"t\":3,\"ev\":\"free\",\"addr\":\"0x10\"}\n"
+        "{\"t\":4,\"ev\":\"commit\",\"addr\":\"0x1000\",\"size\":4096,\"stack\":[\"x!y\"]}\n";
     for (size_t chunk = 1; chunk <= 7; chunk++) {
         setup();
         for (size_t i = 0; i < strlen(text); i += chunk) {
@@ -139,7 +144,8 @@ static void test_deep_stack_truncated(void)
 {
     setup();
     char line[20000];
-    size_t k = (size_t)snprintf(line, sizeof(line), "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8,\"stack\":[");
+    size_t k = (size_t)snprintf(
+        line, sizeof(line), "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8,\"stack\":[");
     for (int i = 0; i < 300; i++)
         k += (size_t)snprintf(line + k, sizeof(line) - k, "%s\"m!f%d\"", i ? "," : "", i);
     snprintf(line + k, sizeof(line) - k, "]}\n");
@@ -206,7 +212,8 @@ static void summary(struct engine *e, int domain, uint64_t t1, uint64_t t2, char
         unsigned d;
         const uint64_t *f = stack_intern_frames(&e->si, res.rows[i].stack, &d);
         char fb[32];
-        k += (size_t)snprintf(out + k, n - k, "%s/%llu/%llu;", d ? frame_text(&e->si, f[0], fb, sizeof(fb)) : "-",
+        k += (size_t)snprintf(out + k, n - k, "%s/%llu/%llu;",
+                              d ? frame_text(&e->si, f[0], fb, sizeof(fb)) : "-",
                               (unsigned long long)query_row_size(&res.rows[i]),
                               (unsigned long long)query_row_outstanding(&res.rows[i]));
     }
@@ -232,13 +239,14 @@ static void test_binary_roundtrip(void)
     for (size_t piece = 1; piece <= 4099; piece += 1366) {
         setup();
         for (size_t off = 0; off < bin_len; off += piece)
-            replay_feed(&R, (const char *)bin_buf + off, bin_len - off < piece ? bin_len - off : piece);
+            replay_feed(&R, (const char *)bin_buf + off,
+                        bin_len - off < piece ? bin_len - off : piece);
         replay_finish(&R);
         CHECK_EQ(R.malformed, 0);
         CHECK_EQ(R.events, 1383);
         CHECK_STR(R.parser.name, "MemoryTestApp.exe");
-        static const uint64_t windows[][2] = {{0, UINT64_MAX}, {14000000000ULL, 16000000000ULL},
-                                              {19000000000ULL, 29000000000ULL}};
+        static const uint64_t windows[][2] = {
+            {0, UINT64_MAX}, {14000000000ULL, 16000000000ULL}, {19000000000ULL, 29000000000ULL}};
         for (int w = 0; w < 3; w++)
             for (int dom = 0; dom < 2; dom++) {
                 char sa[4096], sb[4096];
@@ -281,8 +289,8 @@ static void test_binary_malformed(void)
     teardown();
     /* A varint that never ends, and a stream cut inside a record. */
     setup();
-    const unsigned char endless[] = {'e', HT_EV_ALLOC, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
-                                     0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+    const unsigned char endless[] = {'e',  HT_EV_ALLOC, 0,    0x80, 0x80, 0x80, 0x80, 0x80,
+                                     0x80, 0x80,        0x80, 0x80, 0x80, 0x80, 0x80};
     replay_feed(&R, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
     replay_feed(&R, (const char *)endless, sizeof(endless));
     replay_finish(&R);
@@ -297,5 +305,5 @@ static void test_binary_malformed(void)
     teardown();
 }
 
-HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines), T(chunked_equals_whole), T(long_line_bounded),
-             T(deep_stack_truncated))
+HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
+             T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated))

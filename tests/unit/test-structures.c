@@ -139,8 +139,8 @@ static void test_stack_intern_caps(void)
     uint32_t ids[20];
     for (uint64_t i = 0; i < 20; i++)
         ids[i] = stack_intern_get(&si, &i, 1);
-    CHECK(ids[8] != 0);   /* 9 stacks + reserved id 0 */
-    CHECK_EQ(ids[9], 0);  /* past the cap: no id, counted */
+    CHECK(ids[8] != 0);  /* 9 stacks + reserved id 0 */
+    CHECK_EQ(ids[9], 0); /* past the cap: no id, counted */
     CHECK_EQ(si.drops, 11);
     uint64_t zero = 0;
     CHECK_EQ(stack_intern_get(&si, &zero, 1), ids[0]); /* known stacks still resolve */
@@ -306,5 +306,5 @@ static void test_frame_patterns(void)
 
 HT_TEST_MAIN(T(alloc_table_basic), T(alloc_table_growth), T(alloc_table_cap),
              T(alloc_table_remove_heap), T(stack_intern_basic), T(stack_intern_caps),
-             T(stack_intern_growth), T(commit_map_split), T(commit_map_recommit),
-             T(commit_map_cap), T(life_ring_wrap), T(timeline_wrap), T(frame_patterns))
+             T(stack_intern_growth), T(commit_map_split), T(commit_map_recommit), T(commit_map_cap),
+             T(life_ring_wrap), T(timeline_wrap), T(frame_patterns))
