@@ -5,7 +5,7 @@
  * the same stream replayed in-process (parse + engine, no daemon, no
  * queries), measured in the same run.
  *
- * usage: ht-bench-daemon --daemon PATH [--events N] [--stacks N]
+ * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N]
  */
 #include "bench-util.h"
 #include "engine.h"
@@ -32,9 +32,9 @@ static uint64_t xrand(void)
 /* A synthetic stream with the shape of a real service: short-lived blocks
  * freed FIFO, addresses reused LIFO, a slowly growing long-lived set,
  * occasional commits, private bytes every 1000 events. */
-static char *make_stream(uint64_t nevents, unsigned nstacks, size_t *len)
+static char *make_stream(uint64_t nevents, uint64_t nlive, unsigned nstacks, size_t *len)
 {
-    size_t cap = nevents * 200 + (size_t)nstacks * 512, n = 0;
+    size_t cap = (nevents + nlive) * 200 + (size_t)nstacks * 512, n = 0;
     char *buf = malloc(cap);
     char **stacks = malloc(nstacks * sizeof(char *));
     for (unsigned s = 0; s < nstacks; s++) {
@@ -49,6 +49,15 @@ static char *make_stream(uint64_t nevents, unsigned nstacks, size_t *len)
     n += (size_t)snprintf(buf + n, cap - n, "{\"ev\":\"process\",\"pid\":1,\"name\":\"svc\"}\n");
     uint64_t pending[4096], reuse[8192], head = 0, tail = 0, nreuse = 0, next = 0x10000000;
     uint64_t t = 0;
+    /* The engine benchmark's shape: a large live set first (never freed). */
+    for (uint64_t i = 0; i < nlive; i++) {
+        t += 100;
+        uint64_t r = xrand();
+        n += (size_t)snprintf(buf + n, cap - n,
+                              "{\"t\":%llu,\"ev\":\"alloc\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\",\"size\":%llu,\"stack\":%s}\n",
+                              (unsigned long long)t, (unsigned long long)(0x200000000ULL + i * 48),
+                              (unsigned long long)(16 + r % 512), stacks[(r >> 16) % nstacks]);
+    }
     for (uint64_t i = 0; i < nevents; i++) {
         t += 1000;
         uint64_t r = xrand();
@@ -234,14 +243,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ht-bench-daemon --daemon PATH [--events N] [--stacks N]\n");
         return 2;
     }
+    /* Defaults: the engine benchmark's workload (1 M live, 100 k stacks). */
     uint64_t nevents = arg_u64(argc, argv, "--events", 3000000);
-    unsigned nstacks = (unsigned)arg_u64(argc, argv, "--stacks", 5000);
+    uint64_t nlive = arg_u64(argc, argv, "--live", 1000000);
+    unsigned nstacks = (unsigned)arg_u64(argc, argv, "--stacks", 100000);
     signal(SIGPIPE, SIG_IGN);
     size_t len;
-    char *stream = make_stream(nevents, nstacks, &len);
+    char *stream = make_stream(nevents, nlive, nstacks, &len);
 
     /* 1. The same stream replayed in-process: parse + engine, nothing else. */
-    parsed = malloc((nevents + 16) * sizeof(*parsed));
+    parsed = malloc((nevents + nlive + 16) * sizeof(*parsed));
     struct engine_limits lim;
     engine_limits_default(&lim);
     struct engine e;
@@ -293,6 +304,14 @@ int main(int argc, char **argv)
     replay_close(&r);
     engine_close(&e);
 
+    const char *save = getenv("HT_BENCH_SAVE"); /* keep the binary stream for profiling */
+    if (save) {
+        FILE *f = fopen(save, "wb");
+        if (f) {
+            fwrite(bin, 1, bin_len, f);
+            fclose(f);
+        }
+    }
     /* 2. Through the daemon, with a query every 100 ms. */
     char dir[] = "/tmp/ht-bench-XXXXXX";
     if (!mkdtemp(dir))
@@ -314,7 +333,8 @@ int main(int argc, char **argv)
     }
     close(fd);
     static char line[1 << 16];
-    double via = daemon_ingest("text", stream, len);
+    /* HT_BENCH_BINARY_ONLY=1 skips the text stream through the daemon (profiling). */
+    double via = getenv("HT_BENCH_BINARY_ONLY") ? 1e-9 : daemon_ingest("text", stream, len);
     int text_queries = nlat;
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
     double text_p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
@@ -339,7 +359,7 @@ int main(int argc, char **argv)
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
     double p50 = nlat ? lat[nlat / 2] : -1,
            p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
-    printf("{\"rounds\":%d,\"events\":%llu,\"stream_bytes\":%zu,\"binary_bytes\":%zu,\"stacks\":%u,"
+    printf("{\"rounds\":%d,\"live\":%llu,\"events\":%llu,\"stream_bytes\":%zu,\"binary_bytes\":%zu,\"stacks\":%u,"
            "\"engine_events_per_s\":%.0f,"
            "\"binary_daemon_events_per_s\":%.0f,\"binary_daemon_vs_engine\":%.3f,"
            "\"binary_inprocess_events_per_s\":%.0f,\"binary_query_ms_p50\":%.2f,"
@@ -348,7 +368,7 @@ int main(int argc, char **argv)
            "\"text_inprocess_events_per_s\":%.0f,"
            "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_inprocess\":%.3f,"
            "\"daemon_exit\":%d}\n",
-           ROUNDS, (unsigned long long)events, len, bin_len, nstacks, events / engine_only,
+           ROUNDS, (unsigned long long)nlive, (unsigned long long)events, len, bin_len, nstacks, events / engine_only,
            events / via_bin, engine_only / via_bin, events / inproc_bin, p50, p99, nlat,
            engine_only / via, text_p99, text_queries, events / inproc, events / via, inproc / via,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -51,6 +51,7 @@ struct qctx {
     const struct query *q;
     uint32_t *memo; /* per stack id: 0 = not seen, group + 1, or MEMO_EXCLUDED */
     uint32_t nmemo;
+    uint32_t *canon_groups; /* with a skip cache: canonical stack -> group + 1 */
     struct query_row *groups;
     uint32_t ngroups, galloc;
     uint32_t *gslots; /* group index + 1, keyed by ghash */
@@ -292,6 +293,112 @@ static unsigned cull_skip(struct qctx *c, const uint64_t *f, unsigned depth)
     return k == depth && depth > 0 ? depth - 1 : k;
 }
 
+void skip_cache_free(struct skip_cache *sc)
+{
+    ht_free(sc->skip);
+    ht_free(sc->canon);
+    ht_free(sc->slots);
+    memset(sc, 0, sizeof(*sc));
+}
+
+static uint64_t suffix_hash(const uint64_t *f, unsigned n)
+{
+    return n ? ht_hash_bytes(f, n * sizeof(uint64_t), 7) : 0;
+}
+
+/* Per-stack arrays long enough for id. */
+static int cache_cover(struct skip_cache *sc, uint32_t id)
+{
+    if (id < sc->alloc)
+        return 0;
+    uint32_t na = sc->alloc ? sc->alloc : 4096;
+    while (na <= id)
+        na *= 2;
+    uint16_t *ns = ht_realloc(sc->skip, (size_t)na * sizeof(uint16_t));
+    if (ns)
+        sc->skip = ns;
+    uint32_t *nc = ht_realloc(sc->canon, (size_t)na * sizeof(uint32_t));
+    if (nc)
+        sc->canon = nc;
+    if (!ns || !nc)
+        return -1;
+    memset(ns + sc->alloc, 0, (size_t)(na - sc->alloc) * sizeof(uint16_t));
+    sc->alloc = na;
+    return 0;
+}
+
+/* Culled frames of a cached stack. */
+static const uint64_t *cached_suffix(const struct qctx *c, const struct skip_cache *sc,
+                                     uint32_t stack, unsigned *n)
+{
+    unsigned d;
+    const uint64_t *f = stack_intern_frames(&c->e->si, stack, &d);
+    unsigned skip = sc->skip[stack] - 1u;
+    *n = d - skip;
+    return f ? f + skip : NULL;
+}
+
+/* Double the suffix table, rehashing each canonical stack's culled frames. */
+static int slots_grow(const struct qctx *c, struct skip_cache *sc)
+{
+    uint32_t size = sc->mask ? (sc->mask + 1) * 2 : 4096;
+    uint32_t *slots = ht_calloc(size, sizeof(uint32_t));
+    if (!slots)
+        return -1;
+    for (uint32_t i = 0; sc->slots && i <= sc->mask; i++) {
+        if (!sc->slots[i])
+            continue;
+        unsigned n;
+        const uint64_t *f = cached_suffix(c, sc, sc->slots[i] - 1, &n);
+        uint32_t j = (uint32_t)suffix_hash(f, n) & (size - 1);
+        while (slots[j])
+            j = (j + 1) & (size - 1);
+        slots[j] = sc->slots[i];
+    }
+    ht_free(sc->slots);
+    sc->slots = slots;
+    sc->mask = size - 1;
+    return 0;
+}
+
+/* Culled frames of a stack and (with a cache) the first stack that has the
+ * same culled frames, both computed once per session; *canon is UINT32_MAX
+ * without a cache. */
+static unsigned stack_skip(struct qctx *c, uint32_t stack, const uint64_t *f, unsigned depth,
+                           uint32_t *canon)
+{
+    struct skip_cache *sc = c->q->skip_cache;
+    *canon = UINT32_MAX;
+    if (!sc || cache_cover(sc, stack) != 0)
+        return cull_skip(c, f, depth);
+    if (sc->skip[stack]) {
+        *canon = sc->canon[stack];
+        return sc->skip[stack] - 1u;
+    }
+    unsigned skip = cull_skip(c, f, depth);
+    if ((uint64_t)(sc->n + 1) * 2 > sc->mask && slots_grow(c, sc) != 0)
+        return skip; /* not cached; correct all the same */
+    unsigned n = depth - skip;
+    const uint64_t *sf = f ? f + skip : NULL;
+    uint32_t i = (uint32_t)suffix_hash(sf, n) & sc->mask, rep = stack;
+    for (; sc->slots[i]; i = (i + 1) & sc->mask) {
+        unsigned rn;
+        const uint64_t *rf = cached_suffix(c, sc, sc->slots[i] - 1, &rn);
+        if (rn == n && (n == 0 || memcmp(rf, sf, n * sizeof(uint64_t)) == 0)) {
+            rep = sc->slots[i] - 1;
+            break;
+        }
+    }
+    sc->skip[stack] = (uint16_t)(skip + 1);
+    sc->canon[stack] = rep;
+    if (rep == stack) {
+        sc->slots[i] = stack + 1;
+        sc->n++;
+    }
+    *canon = rep;
+    return skip;
+}
+
 static int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
 {
     if (c->q->nrequire == 0)
@@ -311,6 +418,27 @@ static uint64_t image_key(struct qctx *c, uint64_t frame)
     return mlen ? stack_intern_str(&c->e->si, m, (unsigned)mlen) : 0;
 }
 
+/* Group (+ 1) of a canonical stack, created on first use; MEMO_EXCLUDED when out of memory. */
+static uint32_t canon_group(struct qctx *c, uint32_t canon)
+{
+    if (!c->canon_groups && !(c->canon_groups = ht_calloc(c->nmemo, sizeof(uint32_t)))) {
+        c->oom = 1;
+        return MEMO_EXCLUDED;
+    }
+    if (c->canon_groups[canon])
+        return c->canon_groups[canon];
+    if (ctx_grow_groups(c)) {
+        c->oom = 1;
+        return MEMO_EXCLUDED;
+    }
+    uint32_t g = c->ngroups++;
+    memset(&c->groups[g], 0, sizeof(c->groups[g]));
+    c->groups[g].key = canon;
+    c->groups[g].stack = canon;
+    c->groups[g].skip = (uint16_t)(c->q->skip_cache->skip[canon] - 1u);
+    return c->canon_groups[canon] = g + 1;
+}
+
 /* Group of a stack for stack/frame/image aggregation, or 1 (kept) for heap/type. */
 static uint32_t stack_memo(struct qctx *c, uint32_t stack)
 {
@@ -322,7 +450,8 @@ static uint32_t stack_memo(struct qctx *c, uint32_t stack)
     if (!require_ok(c, f, depth)) {
         v = MEMO_EXCLUDED;
     } else {
-        unsigned skip = c->q->ncull ? cull_skip(c, f, depth) : 0;
+        uint32_t canon = UINT32_MAX;
+        unsigned skip = c->q->ncull ? stack_skip(c, stack, f, depth, &canon) : 0;
         const uint64_t *sf = f ? f + skip : NULL;
         unsigned n = depth - skip;
         uint64_t key, h;
@@ -348,6 +477,9 @@ static uint32_t stack_memo(struct qctx *c, uint32_t stack)
         }
         if (by == HT_BY_HEAP || by == HT_BY_TYPE) {
             v = 1;
+        } else if (by == HT_BY_STACK && canon != UINT32_MAX && canon < c->nmemo) {
+            /* Cached: the group is found by the canonical stack, no hashing. */
+            v = canon_group(c, canon);
         } else {
             uint32_t g = group_for(c, key, h, stack, skip, sf, n);
             v = g == MEMO_EXCLUDED ? MEMO_EXCLUDED : g + 1;
@@ -572,6 +704,7 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     ht_free(c.heap);
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
+    ht_free(c.canon_groups);
     return 0;
 oom:
     ht_free(c.memo);
@@ -581,6 +714,7 @@ oom:
     ht_free(c.heap);
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
+    ht_free(c.canon_groups);
     query_result_free(res);
     return UV_ENOMEM;
 }

@@ -19,6 +19,19 @@ extern const char *const ht_by_names[];   /* "stack", "frame", ... */
 extern const char *const ht_sort_names[]; /* "so", "soc", ... */
 extern const char *const ht_type_names[]; /* "AIFI", ... */
 
+/* Frames culled per stack for one fixed cull list, kept across queries (the
+ * daemon's default list never changes within a session). Owned by the caller;
+ * valid only with the same cull patterns every time. */
+struct skip_cache {
+    uint16_t *skip;  /* per stack id: culled frames + 1, 0 = not computed */
+    uint32_t *canon; /* per stack id: the first stack with the same culled frames */
+    uint32_t alloc;
+    uint32_t *slots; /* culled-suffix hash -> canonical stack id + 1 */
+    uint32_t mask, n;
+};
+
+void skip_cache_free(struct skip_cache *sc);
+
 struct query {
     int domain, by, sort;
     int list;                    /* one row per block (commits --list) instead of groups */
@@ -31,6 +44,7 @@ struct query {
     unsigned nrequire;
     const struct frame_pat *cull;
     unsigned ncull;
+    struct skip_cache *skip_cache; /* optional: see struct skip_cache */
 };
 
 void query_init(struct query *q);

@@ -222,6 +222,10 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
                            "--cull-list", err, errsz)))
         return rc;
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_default_cull"))) {
+        /* The default list alone is the same every time: its per-stack
+         * result is kept in the session across queries. */
+        if (ncull == 0)
+            q->skip_cache = &s->default_skip;
         for (unsigned i = 0; i < cfg->ncull && ncull < QARGS_MAX_PATTERNS; i++)
             if (frame_pat_parse(cfg->cull[i], strlen(cfg->cull[i]), &qa->cull[ncull]) == 0)
                 ncull++;

@@ -161,11 +161,49 @@ void client_feed(struct client *c, const char *buf, size_t n)
     }
 }
 
+/* A load stream may take this much per loop iteration; then it pauses so
+ * that queries on other connections are answered between its reads (libuv
+ * would otherwise read up to 32 buffers in a row). */
+#define STREAM_SLICE (256 * 1024)
+
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void nowait_cb(uv_idle_t *h)
+{
+    (void)h; /* its being active is what matters: poll returns at once */
+}
+
+static void resume_cb(uv_check_t *h)
+{
+    struct server *srv = h->data;
+    for (struct client *c = srv->clients; c; c = c->next)
+        c->slice_bytes = 0;
+    if (srv->npaused == 0)
+        return;
+    for (struct client *c = srv->clients; c; c = c->next) {
+        if (c->paused) {
+            c->paused = 0;
+            if (!c->closing)
+                uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
+        }
+    }
+    srv->npaused = 0;
+    uv_idle_stop(&srv->nowait);
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = stream->data;
-    if (nread > 0)
+    if (nread > 0) {
         client_feed(c, buf->base, (size_t)nread);
+        if (c->mode == CLIENT_STREAM && !c->closing &&
+            (c->slice_bytes += (uint64_t)nread) >= STREAM_SLICE) {
+            c->paused = 1;
+            uv_read_stop(stream);
+            if (c->srv->npaused++ == 0)
+                uv_idle_start(&c->srv->nowait, nowait_cb);
+        }
+    }
     else if (nread < 0)
         client_close(c); /* EOF or error; a partial line is dropped with the client */
     (void)buf;
@@ -265,6 +303,11 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
+    uv_idle_init(loop, &srv->nowait);
+    srv->nowait.data = srv;
+    uv_check_init(loop, &srv->resume);
+    srv->resume.data = srv;
+    uv_check_start(&srv->resume, resume_cb);
     log_info("listening on %s", cfg->endpoint);
     return 0;
 }
@@ -287,4 +330,6 @@ void server_stop(struct server *srv)
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigpipe, NULL);
     uv_close((uv_handle_t *)&srv->tick, NULL);
+    uv_close((uv_handle_t *)&srv->resume, NULL);
+    uv_close((uv_handle_t *)&srv->nowait, NULL);
 }

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "engine.h"
 #include "ht-commands.h"
+#include "query.h"
 #include "ht-proto.h"
 #include "replay.h"
 
@@ -39,6 +40,8 @@ struct client {
     struct session *loading;
     int64_t load_req_id;
     uint64_t chunk_left; /* bytes left of the current chunk */
+    uint64_t slice_bytes; /* stream bytes taken in this loop iteration */
+    int paused;           /* reading stopped until the next iteration (fairness) */
     /* Subscriptions. */
     struct session *recording; /* record: events go to this client */
     int64_t sub_req_id;
@@ -86,6 +89,7 @@ struct session {
     char process_name[256];
     char stream_wall[64];
     struct engine eng;
+    struct skip_cache default_skip; /* default cull list, per stack (query.h) */
     struct replay replay;
     struct ht_event batch[SESSION_BATCH];
     unsigned nbatch;
@@ -105,6 +109,9 @@ struct server {
     uv_pipe_t listener;
     uv_signal_t sigint, sigterm, sigpipe;
     uv_timer_t tick;
+    uv_check_t resume; /* restarts paused load streams after each poll */
+    uv_idle_t nowait;  /* active while a stream is paused: poll must not block */
+    uint32_t npaused;
     int listening;
     int stopping;
     struct client *clients;

@@ -143,6 +143,7 @@ void session_drop(struct session *s)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
     replay_close(&s->replay);
+    skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
     log_info("session %u dropped", s->id);
     ht_free(s);

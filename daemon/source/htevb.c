@@ -169,6 +169,69 @@ static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
     return p;
 }
 
+/* A varint from [p, end): the byte after it, or NULL if it does not end there
+ * (incomplete) or runs over 10 bytes (*bad set). */
+static const unsigned char *get_varint_n(const unsigned char *p, const unsigned char *end,
+                                         uint64_t *v, int *bad)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; p < end; shift += 7) {
+        if (shift >= 70) {
+            *bad = 1;
+            return NULL;
+        }
+        unsigned char b = *p++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Decode and deliver an event record straight from the feed: bytes used,
+ * 0 if it is incomplete (nothing delivered), -1 if it is bad. One pass: the
+ * common path does not walk the varints twice. */
+static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t n,
+                         htevb_event_fn fn, void *arg)
+{
+    if (n < 3)
+        return 0;
+    const unsigned char *end = p + n, *q = p + 3;
+    unsigned f = p[2];
+    uint64_t vals[8] = {0};
+    unsigned nvar = 2 + popcount6(f);
+    int bad = 0;
+    for (unsigned v = 0, k = 0; v < nvar; v++) {
+        /* Slots: dt, addr, then the optional fields in bit order. */
+        while (v >= 2 && !(f & (1u << k)))
+            k++;
+        unsigned slot = v < 2 ? v : 2 + k++;
+        q = get_varint_n(q, end, &vals[slot], &bad);
+        if (!q)
+            return bad ? -1 : 0;
+    }
+    struct ht_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.kind = p[1];
+    ev.addr = vals[1];
+    ev.heap = vals[2];
+    ev.old_addr = vals[3];
+    ev.size = vals[4];
+    ev.old_size = vals[5];
+    uint64_t stack = vals[6];
+    ev.tid = (uint32_t)vals[7];
+    ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
+    if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+        return -1;
+    ev.t = r->last_t += vals[0];
+    ev.stack = stack ? r->stack_map[stack] : 0;
+    fn(arg, &ev);
+    r->events++;
+    return q - p;
+}
+
 static unsigned char *put_varint(unsigned char *p, uint64_t v)
 {
     while (v >= 0x80) {
@@ -313,6 +376,20 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             r->records++;
             r->carry_len = 0;
             continue;
+        }
+        if (p[0] == 'e') {
+            long used = direct_event(r, p, avail, fn, arg);
+            if (used < 0) {
+                broken(r, "bad record");
+                return;
+            }
+            if (used > 0) {
+                r->records++;
+                buf += used;
+                n -= (size_t)used;
+                continue;
+            }
+            /* Incomplete: falls through to the carry below. */
         }
         long sz = record_size(p, avail);
         if (sz < 0) {
