@@ -51,22 +51,43 @@ static int module_eq(const struct frame_pat *p, const char *m, size_t mlen)
     return 0;
 }
 
-int frame_pat_match(const struct frame_pat *p, const char *frame)
+/* A frame split once into module and symbol, for matching many patterns. */
+struct frame_split {
+    const char *m, *sym;
+    size_t mlen, slen;
+};
+
+static void frame_split(const char *frame, struct frame_split *fs)
 {
-    const char *m;
-    size_t mlen = frame_module(frame, &m);
-    const char *sym = mlen || frame[0] == '!' ? frame + mlen + 1 : frame;
-    if (p->module && (mlen == 0 || !module_eq(p, m, mlen)))
+    fs->mlen = frame_module(frame, &fs->m);
+    fs->sym = fs->mlen || frame[0] == '!' ? frame + fs->mlen + 1 : frame;
+    fs->slen = strlen(fs->sym);
+}
+
+static int split_match(const struct frame_pat *p, const struct frame_split *fs)
+{
+    if (p->symbol && (fs->slen != p->slen || strncasecmp(fs->sym, p->symbol, p->slen) != 0))
         return 0;
-    if (p->symbol && (strlen(sym) != p->slen || strncasecmp(sym, p->symbol, p->slen) != 0))
+    if (p->module && (fs->mlen == 0 || !module_eq(p, fs->m, fs->mlen)))
         return 0;
     return 1;
 }
 
+int frame_pat_match(const struct frame_pat *p, const char *frame)
+{
+    struct frame_split fs;
+    frame_split(frame, &fs);
+    return split_match(p, &fs);
+}
+
 int frame_pat_match_any(const struct frame_pat *ps, unsigned n, const char *frame)
 {
+    if (n == 0)
+        return 0;
+    struct frame_split fs;
+    frame_split(frame, &fs);
     for (unsigned i = 0; i < n; i++)
-        if (frame_pat_match(&ps[i], frame))
+        if (split_match(&ps[i], &fs))
             return 1;
     return 0;
 }
