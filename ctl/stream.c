@@ -11,6 +11,15 @@
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
+/* Send a streaming request (args taken over) and wait for its acknowledgement. */
+static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
+{
+    int rc = ctl_send(c, cmd, c->args, id);
+    c->args = NULL;
+    *ack = NULL;
+    return rc != 0 ? rc : ctl_read_frame(c, *id, ack);
+}
+
 static FILE *open_output(struct ctl *c)
 {
     if (!c->output || !strcmp(c->output, "-"))
@@ -37,11 +46,8 @@ int ctl_load(struct ctl *c)
         return EXIT_CMD;
     }
     int64_t id;
-    int rc = ctl_send(c, "load", c->args, &id);
-    c->args = NULL;
-    cJSON *env = NULL;
-    if (rc == 0)
-        rc = ctl_read_frame(c, id, &env); /* the acknowledgement: streaming may start */
+    cJSON *env;
+    int rc = open_stream(c, "load", &id, &env); /* acknowledged: streaming may start */
     if (rc != 0) {
         if (in != stdin)
             fclose(in);
@@ -93,11 +99,8 @@ int ctl_record(struct ctl *c)
     if (!out)
         return EXIT_CMD;
     int64_t id;
-    int rc = ctl_send(c, "record", c->args, &id);
-    c->args = NULL;
-    cJSON *env = NULL;
-    if (rc == 0)
-        rc = ctl_read_frame(c, id, &env);
+    cJSON *env;
+    int rc = open_stream(c, "record", &id, &env);
     if (rc != 0) {
         close_output(out);
         return rc;

@@ -195,6 +195,21 @@ static int same_suffix(const struct qctx *c, const struct query_row *g, const ui
     return n == 0 || memcmp(gf + g->skip, f, n * sizeof(uint64_t)) == 0;
 }
 
+/* A new, empty group; MEMO_EXCLUDED (and oom) when out of memory. */
+static uint32_t group_new(struct qctx *c, uint64_t key, uint32_t stack, unsigned skip)
+{
+    if (ctx_grow_groups(c)) {
+        c->oom = 1;
+        return MEMO_EXCLUDED;
+    }
+    uint32_t g = c->ngroups++;
+    memset(&c->groups[g], 0, sizeof(c->groups[g]));
+    c->groups[g].key = key;
+    c->groups[g].stack = stack;
+    c->groups[g].skip = (uint16_t)skip;
+    return g;
+}
+
 /* Find or create the group for a key; for stack groups, equality is on the frames. */
 static uint32_t group_for(struct qctx *c, uint64_t key, uint64_t h, uint32_t stack, unsigned skip,
                           const uint64_t *suffix, unsigned nsuffix)
@@ -207,15 +222,9 @@ static uint32_t group_for(struct qctx *c, uint64_t key, uint64_t h, uint32_t sta
         if (c->q->by == HT_BY_STACK ? same_suffix(c, r, suffix, nsuffix) : r->key == key)
             return g - 1;
     }
-    if (ctx_grow_groups(c)) {
-        c->oom = 1;
-        return MEMO_EXCLUDED;
-    }
-    uint32_t g = c->ngroups++;
-    memset(&c->groups[g], 0, sizeof(c->groups[g]));
-    c->groups[g].key = key;
-    c->groups[g].stack = stack;
-    c->groups[g].skip = (uint16_t)skip;
+    uint32_t g = group_new(c, key, stack, skip);
+    if (g == MEMO_EXCLUDED)
+        return g;
     c->ghash[g] = h;
     c->gslots[i] = g + 1;
     if ((uint64_t)c->ngroups * 2 > c->gmask && gslots_grow(c))
@@ -427,15 +436,9 @@ static uint32_t canon_group(struct qctx *c, uint32_t canon)
     }
     if (c->canon_groups[canon])
         return c->canon_groups[canon];
-    if (ctx_grow_groups(c)) {
-        c->oom = 1;
-        return MEMO_EXCLUDED;
-    }
-    uint32_t g = c->ngroups++;
-    memset(&c->groups[g], 0, sizeof(c->groups[g]));
-    c->groups[g].key = canon;
-    c->groups[g].stack = canon;
-    c->groups[g].skip = (uint16_t)(c->q->skip_cache->skip[canon] - 1u);
+    uint32_t g = group_new(c, canon, canon, c->q->skip_cache->skip[canon] - 1u);
+    if (g == MEMO_EXCLUDED)
+        return g;
     return c->canon_groups[canon] = g + 1;
 }
 

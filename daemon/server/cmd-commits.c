@@ -3,8 +3,6 @@
 
 #include "query.h"
 
-int cmd_query_domain(struct cmd_ctx *ctx, int domain);
-
 int cmd_commits(struct cmd_ctx *ctx)
 {
     return cmd_query_domain(ctx, HT_DOM_COMMIT);

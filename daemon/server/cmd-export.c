@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int timeline_build(struct session *s, const cJSON *args, cJSON **out, char *err, size_t errsz);
-
 /* A line of text into the "lines" array (the frame splitter cuts on it). */
 static void add_line(cJSON *lines, const char *s)
 {

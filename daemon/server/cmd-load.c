@@ -110,11 +110,9 @@ void load_stream_end(struct client *c, const char *why)
 
 static void stream_error(struct client *c, const char *msg)
 {
-    struct session *s = c->loading;
     int64_t id = c->load_req_id;
     load_stream_end(c, "bad chunk framing from the client");
     client_send(c, ht_reply_err(id, HT_EBADARG, msg));
-    (void)s;
     client_close(c); /* framing is lost: nothing after this can be read safely */
 }
 

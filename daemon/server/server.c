@@ -203,8 +203,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             if (c->srv->npaused++ == 0)
                 uv_idle_start(&c->srv->nowait, nowait_cb);
         }
-    }
-    else if (nread < 0)
+    } else if (nread < 0)
         client_close(c); /* EOF or error; a partial line is dropped with the client */
     (void)buf;
 }
@@ -264,8 +263,8 @@ static void signal_cb(uv_signal_t *h, int signum)
 static void tick_cb(uv_timer_t *t)
 {
     struct server *srv = t->data;
-    /* Time passes for live sessions even without events (duration triggers,
-     * timeline samples); replayed streams keep their own clock. */
+    /* Triggers are also checked once a second, not only when events come.
+     * Replayed streams keep their own clock (the stream's times). */
     for (struct session *s = srv->sessions; s; s = s->next)
         session_check_triggers(s);
 }

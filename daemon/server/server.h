@@ -39,7 +39,7 @@ struct client {
     /* Stream (load) state. */
     struct session *loading;
     int64_t load_req_id;
-    uint64_t chunk_left; /* bytes left of the current chunk */
+    uint64_t chunk_left;  /* bytes left of the current chunk */
     uint64_t slice_bytes; /* stream bytes taken in this loop iteration */
     int paused;           /* reading stopped until the next iteration (fairness) */
     /* Subscriptions. */
@@ -100,6 +100,7 @@ struct session {
     uint64_t snaps_dropped;
     struct client *loader;
     struct client *subs; /* record and top clients */
+    uint32_t nrecorders; /* subscribers that take the event stream */
     uint64_t recorded_events, recorder_drops;
 };
 
@@ -194,6 +195,12 @@ int cmd_export(struct cmd_ctx *ctx);
 int cmd_stop(struct cmd_ctx *ctx);
 int cmd_drop(struct cmd_ctx *ctx);
 int cmd_shutdown(struct cmd_ctx *ctx);
+
+/* stacks and commits differ only in the domain (cmd-stacks.c). */
+int cmd_query_domain(struct cmd_ctx *ctx, int domain);
+/* Timeline reply data for args (range, step) (cmd-timeline.c; export uses it too). */
+int timeline_build(struct session *s, const struct cJSON *args, struct cJSON **out, char *err,
+                   size_t errsz);
 
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);

@@ -1,5 +1,5 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
-#include "session.h"
+#include "server.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -83,8 +83,10 @@ void session_unsubscribe(struct session *s, struct client *c)
             break;
         }
     }
-    if (c->recording == s)
+    if (c->recording == s) {
         c->recording = NULL;
+        s->nrecorders--;
+    }
     if (c->topping == s) {
         c->topping = NULL;
         uv_timer_stop(&c->timer);
@@ -225,7 +227,7 @@ void session_flush(struct session *s)
     if (s->nbatch == 0)
         return;
     engine_apply_batch(&s->eng, s->batch, s->nbatch);
-    if (s->subs)
+    if (s->nrecorders) /* top subscribers do not need the events as text */
         record_batch(s, s->batch, s->nbatch);
     s->nbatch = 0;
     session_check_triggers(s);

@@ -316,7 +316,8 @@ static int stack_array(struct cur *c, struct ht_event *ev)
     struct htev_cache_slot *slot = !pair[0].text   ? &pair[0]
                                    : !pair[1].text ? &pair[1]
                                                    : &pair[(h >> 40) & 1];
-    uint64_t frames[HT_STACK_MAX_DEPTH] = {0};
+    uint64_t frames[HT_STACK_MAX_DEPTH];
+    frames[0] = 0; /* every frame read is written first; this quiets -Wmaybe-uninitialized */
     unsigned depth = 0;
     int truncated = 0;
     c->p++;
