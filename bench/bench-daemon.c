@@ -1,16 +1,26 @@
 /*
- * ht-bench-daemon: sustained ingest of a replayed stream through heaptraced
- * while a client issues a stacks query every 100 ms. Prints one JSON line:
- * the daemon's events/s and the query latency p50/p99, next to the rate of
- * the same stream replayed in-process (parse + engine, no daemon, no
- * queries), measured in the same run.
+ * ht-bench-daemon: sustained ingest through heaptraced while a client issues
+ * a stacks query every 100 ms, against the engine alone on the same events.
  *
- * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N]
+ * The workload is the engine benchmark's (bench/workload.c): a long-lived set
+ * of --live allocations over --stacks stacks, then --events of churn. As in
+ * the engine benchmark, the long-lived set is loaded first and not timed;
+ * the churn is timed. Each round runs the engine alone (the same events,
+ * already decoded, applied in batches of 256), then the daemon (a new
+ * session fed the binary stream over the control socket, a stacks --top 50
+ * query every 100 ms from a second connection, the session dropped after).
+ * The machine is noisy, so rounds are paired and the median of the per-round
+ * ratios is the figure. Prints one JSON line.
+ *
+ * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
+ *        HT_BENCH_NO_QUERIES=1: no query load.  HT_BENCH_TEXT=1: also one round of
+ *        the same stream as .htev text.
  */
 #include "bench-util.h"
 #include "engine.h"
+#include "htev-write.h"
 #include "htevb.h"
-#include "replay.h"
+#include "workload.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -23,117 +33,58 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t xrand(void)
-{
-    return xrand_next(&rng);
-}
+#define MAX_ROUNDS 15
 
-/* A synthetic stream with the shape of a real service: short-lived blocks
- * freed FIFO, addresses reused LIFO, a slowly growing long-lived set,
- * occasional commits, private bytes every 1000 events. */
-static char *make_stream(uint64_t nevents, uint64_t nlive, unsigned nstacks, size_t *len)
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static void buf_put(struct buf *b, const void *data, size_t n)
 {
-    size_t cap = (nevents + nlive) * 200 + (size_t)nstacks * 512, n = 0;
-    char *buf = malloc(cap);
-    char **stacks = malloc(nstacks * sizeof(char *));
-    for (unsigned s = 0; s < nstacks; s++) {
-        char tmp[512];
-        int k = snprintf(tmp, sizeof(tmp), "[\"libc.so.6!malloc\",\"svc!alloc_site_%u\"", s);
-        for (int d = 0; d < 6; d++)
-            k += snprintf(tmp + k, sizeof(tmp) - (size_t)k, ",\"svc!fn_%llu\"",
-                          (unsigned long long)(xrand() % 400));
-        snprintf(tmp + k, sizeof(tmp) - (size_t)k, "]");
-        stacks[s] = strdup(tmp);
-    }
-    n += (size_t)snprintf(buf + n, cap - n, "{\"ev\":\"process\",\"pid\":1,\"name\":\"svc\"}\n");
-    uint64_t pending[4096], reuse[8192], head = 0, tail = 0, nreuse = 0, next = 0x10000000;
-    uint64_t t = 0;
-    /* The engine benchmark's shape: a large live set first (never freed). */
-    for (uint64_t i = 0; i < nlive; i++) {
-        t += 100;
-        uint64_t r = xrand();
-        n += (size_t)snprintf(buf + n, cap - n,
-                              "{\"t\":%llu,\"ev\":\"alloc\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\",\"size\":%llu,\"stack\":%s}\n",
-                              (unsigned long long)t, (unsigned long long)(0x200000000ULL + i * 48),
-                              (unsigned long long)(16 + r % 512), stacks[(r >> 16) % nstacks]);
-    }
-    for (uint64_t i = 0; i < nevents; i++) {
-        t += 1000;
-        uint64_t r = xrand();
-        if (i % 1000 == 999) {
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  "{\"t\":%llu,\"ev\":\"private_bytes\",\"bytes\":%llu}\n",
-                                  (unsigned long long)t, (unsigned long long)(100000000 + i * 8));
-        } else if (i % 5000 == 17) {
-            n += (size_t)snprintf(
-                buf + n, cap - n,
-                "{\"t\":%llu,\"ev\":\"commit\",\"addr\":\"0x%llx\",\"size\":65536,\"stack\":%s}\n",
-                (unsigned long long)t, (unsigned long long)(0x7f0000000000ULL + i * 65536),
-                stacks[r % nstacks]);
-        } else if (head - tail < 4096 && (r & 1)) {
-            uint64_t a = nreuse ? reuse[--nreuse] : (next += 48);
-            if ((r >> 8) % 64 == 0)
-                a = (next += 48); /* long-lived: never freed */
-            else
-                pending[head++ % 4096] = a;
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  "{\"t\":%llu,\"ev\":\"alloc\",\"tid\":1,\"heap\":\"0x0\","
-                                  "\"addr\":\"0x%llx\",\"size\":%llu,\"stack\":%s}\n",
-                                  (unsigned long long)t, (unsigned long long)a,
-                                  (unsigned long long)(16 + (r >> 16) % 512),
-                                  stacks[(r >> 24) % nstacks]);
-        } else if (head > tail) {
-            uint64_t a = pending[tail++ % 4096];
-            if (nreuse < 8192)
-                reuse[nreuse++] = a;
-            n += (size_t)snprintf(
-                buf + n, cap - n,
-                "{\"t\":%llu,\"ev\":\"free\",\"tid\":1,\"heap\":\"0x0\",\"addr\":\"0x%llx\"}\n",
-                (unsigned long long)t, (unsigned long long)a);
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
         }
     }
-    for (unsigned s = 0; s < nstacks; s++)
-        free(stacks[s]);
-    free(stacks);
-    *len = n;
-    return buf;
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
 }
 
-#define ROUNDS 3 /* medians of this many rounds */
-
-static char *bin;
-static size_t bin_len, bin_cap;
-
-static void bin_out(void *arg, const void *buf, size_t n)
+static void bin_out(void *arg, const void *data, size_t n)
 {
-    (void)arg;
-    if (bin_len + n > bin_cap) {
-        bin_cap = (bin_len + n) * 2;
-        bin = realloc(bin, bin_cap);
-    }
-    memcpy(bin + bin_len, buf, n);
-    bin_len += n;
+    buf_put(arg, data, n);
 }
 
-static struct ht_event *parsed;
-static size_t nparsed;
-
-static void sink_apply(void *arg, const struct ht_event *ev)
+/* Minor page faults so far of a process. */
+static long minflt(pid_t pid)
 {
-    engine_apply(arg, ev);
-}
-
-static void sink(void *arg, const struct ht_event *ev)
-{
-    engine_apply(arg, ev);
-    parsed[nparsed++] = *ev;
+    char path[64], text[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* Field 10 (minflt), counted after the ")" that ends the command name. */
+    const char *p = strrchr(text, ')');
+    for (int field = 2; p && *p; p++)
+        if (*p == ' ' && ++field == 10)
+            return strtol(p + 1, NULL, 10);
+    return -1;
 }
 
 static int connect_to(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    size_t plen = strlen(path);
+    if (plen >= sizeof(sa.sun_path))
+        return -1;
+    memcpy(sa.sun_path, path, plen + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
         return fd;
@@ -154,26 +105,54 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Read one line (up to cap) into buf; returns its length or -1. */
+/* Read one line (up to cap) into buf, NUL-terminated; returns its length or
+ * -1. Replies are read in blocks: one recv per byte would cost the client
+ * more than the daemon spends on the query. Bytes past the newline are not
+ * expected (one request, one reply line) and are dropped. */
 static long read_line(int fd, char *buf, size_t cap)
 {
     size_t n = 0;
     while (n + 1 < cap) {
-        ssize_t k = recv(fd, buf + n, 1, 0);
+        ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
         if (k <= 0)
             return -1;
-        if (buf[n] == '\n')
-            return (long)n;
-        n++;
+        char *nl = memchr(buf + n, '\n', (size_t)k);
+        if (nl) {
+            *nl = '\0';
+            return (long)(nl - buf);
+        }
+        n += (size_t)k;
     }
     return -1;
 }
 
+/* One request on a fresh connection; the reply's first line goes to line. */
+static int request(const char *sock, const char *req, char *line, size_t cap)
+{
+    int fd = connect_to(sock);
+    if (fd < 0)
+        return -1;
+    int rc = send_all(fd, req, strlen(req)) == 0 && read_line(fd, line, cap) >= 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+static void send_chunks(int fd, const char *data, size_t len)
+{
+    for (size_t off = 0; off < len; off += 65536) {
+        size_t n = len - off < 65536 ? len - off : 65536;
+        char hdr[32];
+        int k = snprintf(hdr, sizeof(hdr), "%zu\n", n);
+        send_all(fd, hdr, (size_t)k);
+        send_all(fd, data + off, n);
+    }
+}
+
 static const char *sock_path;
-static const char *query_session;
-static volatile int loading;
+static char query_session[32];
+static volatile int querying;
 static double lat[100000];
-static int nlat;
+static int nlat, nfailed;
 
 static void *query_thread(void *arg)
 {
@@ -181,7 +160,7 @@ static void *query_thread(void *arg)
     int fd = connect_to(sock_path);
     static char line[1 << 22];
     int id = 0;
-    while (loading && fd >= 0 && !getenv("HT_BENCH_NO_QUERIES")) {
+    while (querying && fd >= 0) {
         double t0 = now_s();
         char req[160];
         int k = snprintf(
@@ -191,8 +170,12 @@ static void *query_thread(void *arg)
         if (send_all(fd, req, (size_t)k) != 0 || read_line(fd, line, sizeof(line)) < 0)
             break;
         double ms = (now_s() - t0) * 1000;
+        if (getenv("HT_BENCH_TRACE"))
+            fprintf(stderr, "query %.6f %.2f ms\n", t0, ms);
         if (strstr(line, "\"ok\":true") && nlat < 100000)
             lat[nlat++] = ms;
+        else
+            nfailed++;
         double left = 0.1 - (now_s() - t0);
         if (left > 0)
             usleep((useconds_t)(left * 1e6));
@@ -202,35 +185,96 @@ static void *query_thread(void *arg)
     return NULL;
 }
 
-/* Load a stream through the daemon while the query thread runs; returns seconds. */
-static double daemon_ingest(const char *name, const char *data, size_t len)
+/* The session's clock ("now") from its status, or 0. */
+static uint64_t session_now(const char *name)
+{
+    char req[128];
+    static char line[1 << 20];
+    snprintf(req, sizeof(req), "{\"v\":1,\"id\":2,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n",
+             name);
+    if (request(sock_path, req, line, sizeof(line)) != 0)
+        return 0;
+    const char *p = strstr(line, "\"now\":");
+    return p ? strtoull(p + 6, NULL, 10) : 0;
+}
+
+/* A new session gets the long-lived set; once the daemon has applied it
+ * (its clock reached the set's last event) the churn is sent and timed,
+ * under the query load, up to the load summary. Returns the timed seconds. */
+static double daemon_round(const char *name, const struct buf *pre, uint64_t pre_end,
+                           const struct buf *churn, int queries, pid_t pid, long *faults)
 {
     static char line[1 << 16];
     int fd = connect_to(sock_path);
-    char req[128];
+    char req[160];
     snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n",
              name);
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof(line));
-    query_session = name;
-    loading = 1;
-    pthread_t th;
-    pthread_create(&th, NULL, query_thread, NULL);
-    double t0 = now_s();
-    for (size_t off = 0; off < len; off += 65536) {
-        size_t n = len - off < 65536 ? len - off : 65536;
-        char hdr[32];
-        int k = snprintf(hdr, sizeof(hdr), "%zu\n", n);
-        send_all(fd, hdr, (size_t)k);
-        send_all(fd, data + off, n);
+    if (fd < 0 || send_all(fd, req, strlen(req)) != 0 || read_line(fd, line, sizeof(line)) < 0 ||
+        !strstr(line, "\"ok\":true")) {
+        fprintf(stderr, "load refused: %s\n", line);
+        exit(1);
     }
+    send_chunks(fd, pre->p, pre->len);
+    while (session_now(name) < pre_end)
+        usleep(2000);
+    snprintf(query_session, sizeof(query_session), "%s", name);
+    pthread_t th;
+    querying = queries;
+    if (queries)
+        pthread_create(&th, NULL, query_thread, NULL);
+    long f0 = minflt(pid);
+    double t0 = now_s();
+    if (getenv("HT_BENCH_TRACE"))
+        fprintf(stderr, "churn %s from %.6f\n", name, t0);
+    send_chunks(fd, churn->p, churn->len);
     send_all(fd, "0\n", 2);
     read_line(fd, line, sizeof(line)); /* the load summary: everything is applied */
     double secs = now_s() - t0;
-    loading = 0;
-    pthread_join(th, NULL);
+    *faults = minflt(pid) - f0;
+    if (getenv("HT_BENCH_TRACE"))
+        fprintf(stderr, "churn %s to %.6f\n", name, t0 + secs);
+    querying = 0;
+    if (queries)
+        pthread_join(th, NULL);
     close(fd);
+    snprintf(req, sizeof(req), "{\"v\":1,\"id\":3,\"cmd\":\"drop\",\"args\":{\"session\":\"%s\"}}\n",
+             name);
+    request(sock_path, req, line, sizeof(line));
     return secs;
+}
+
+/* The engine alone: the same long-lived set (not timed), then the churn. */
+static double engine_round(const struct ht_event *pre, size_t npre, const struct ht_event *churn,
+                           size_t nchurn, long *faults)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim); /* the daemon's defaults: the same caps */
+    struct engine e;
+    if (engine_init(&e, &lim) != 0)
+        exit(1);
+    for (size_t off = 0; off < npre; off += 256)
+        engine_apply_batch(&e, pre + off, npre - off < 256 ? npre - off : 256);
+    long f0 = minflt(getpid());
+    double t0 = now_s();
+    for (size_t off = 0; off < nchurn; off += 256)
+        engine_apply_batch(&e, churn + off, nchurn - off < 256 ? nchurn - off : 256);
+    double secs = now_s() - t0;
+    *faults = minflt(getpid()) - f0;
+    engine_close(&e);
+    return secs;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+static void text_of(const struct engine *e, const struct ht_event *evs, size_t n, struct buf *b)
+{
+    char line[16384];
+    for (size_t i = 0; i < n; i++)
+        buf_put(b, line, htev_format(&evs[i], &e->si, line, sizeof(line)));
 }
 
 int main(int argc, char **argv)
@@ -240,79 +284,48 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--daemon"))
             daemon = argv[i + 1];
     if (!daemon) {
-        fprintf(stderr, "usage: ht-bench-daemon --daemon PATH [--events N] [--stacks N]\n");
+        fprintf(stderr, "usage: ht-bench-daemon --daemon PATH [--events N] [--live N] "
+                        "[--stacks N] [--rounds N]\n");
         return 2;
     }
-    /* Defaults: the engine benchmark's workload (1 M live, 100 k stacks). */
-    uint64_t nevents = arg_u64(argc, argv, "--events", 3000000);
+    uint64_t nevents = arg_u64(argc, argv, "--events", 4000000);
     uint64_t nlive = arg_u64(argc, argv, "--live", 1000000);
-    unsigned nstacks = (unsigned)arg_u64(argc, argv, "--stacks", 100000);
+    uint64_t nstacks = arg_u64(argc, argv, "--stacks", 100000);
+    int rounds = (int)arg_u64(argc, argv, "--rounds", 5);
+    if (rounds < 1 || rounds > MAX_ROUNDS || nstacks == 0) {
+        fprintf(stderr, "--rounds must be 1..%d and --stacks at least 1\n", MAX_ROUNDS);
+        return 2;
+    }
+    int queries = !getenv("HT_BENCH_NO_QUERIES");
     signal(SIGPIPE, SIG_IGN);
-    size_t len;
-    char *stream = make_stream(nevents, nlive, nstacks, &len);
 
-    /* 1. The same stream replayed in-process: parse + engine, nothing else. */
-    parsed = malloc((nevents + nlive + 16) * sizeof(*parsed));
+    /* The events, decoded, and their binary stream (pre and churn apart). */
     struct engine_limits lim;
     engine_limits_default(&lim);
-    struct engine e;
-    engine_init(&e, &lim);
-    struct replay r;
-    replay_init(&r, &e.si, sink, &e);
-    double t0 = now_s();
-    for (size_t off = 0; off < len; off += 65536)
-        replay_feed(&r, stream + off, len - off < 65536 ? len - off : 65536);
-    replay_finish(&r);
-    double inproc = now_s() - t0;
-    uint64_t events = r.events;
-    /* The binary twin of the same stream, written from the parsed events. */
-    struct htevb_writer w;
-    bin_len = 0;
-    htevb_writer_init(&w, &e.si, bin_out, NULL);
-    for (size_t i = 0; i < nparsed; i++) {
-        if (parsed[i].kind == HT_EV_PROCESS)
-            htevb_write_process(&w, parsed[i].t, parsed[i].size, "svc");
-        else
-            htevb_write_event(&w, &parsed[i]);
-    }
-    htevb_writer_close(&w);
-    replay_close(&r);
-    engine_close(&e);
-    /* 1b. The engine alone on the same events, already parsed (stack ids are
-     * plain numbers to the aggregates, so a fresh engine takes them). Three
-     * rounds, interleaved with the daemon's below: the machine is noisy. */
-    double engine_rounds[ROUNDS];
-    for (int k = 0; k < ROUNDS; k++) {
-        engine_init(&e, &lim);
-        t0 = now_s();
-        for (size_t off = 0; off < nparsed; off += 256)
-            engine_apply_batch(&e, parsed + off, nparsed - off < 256 ? nparsed - off : 256);
-        engine_rounds[k] = now_s() - t0;
-        engine_close(&e);
-    }
-    qsort(engine_rounds, ROUNDS, sizeof(double), cmp_double);
-    double engine_only = engine_rounds[ROUNDS / 2];
-    free(parsed);
-    /* 1c. The binary twin replayed in-process. */
-    engine_init(&e, &lim);
-    replay_init(&r, &e.si, sink_apply, &e);
-    t0 = now_s();
-    for (size_t off = 0; off < bin_len; off += 65536)
-        replay_feed(&r, bin + off, bin_len - off < 65536 ? bin_len - off : 65536);
-    replay_finish(&r);
-    double inproc_bin = now_s() - t0;
-    replay_close(&r);
-    engine_close(&e);
+    struct engine names; /* holds the stacks the streams define */
+    struct workload w;
+    if (engine_init(&names, &lim) != 0 || workload_init(&w, &names.si, nlive, nstacks, 0) != 0)
+        return 1;
+    struct ht_event *pre = malloc((nlive + 1) * sizeof(*pre));
+    struct ht_event *churn = malloc((nevents + 2) * sizeof(*churn));
+    size_t npre = 0, nchurn = 0;
+    for (size_t n; (n = workload_preload(&w, pre + npre, nlive + 1 - npre)) > 0;)
+        npre += n;
+    while (nchurn < nevents)
+        nchurn += workload_churn(&w, churn + nchurn, nevents + 2 - nchurn, nevents - nchurn);
+    uint64_t pre_end = npre ? pre[npre - 1].t : 0;
+    struct buf bin_pre = {0}, bin_churn = {0};
+    struct htevb_writer bw;
+    htevb_writer_init(&bw, &names.si, bin_out, &bin_pre);
+    htevb_write_process(&bw, 0, 1, "svc");
+    for (size_t i = 0; i < npre; i++)
+        htevb_write_event(&bw, &pre[i]);
+    bw.arg = &bin_churn; /* the same writer state: stacks defined once */
+    for (size_t i = 0; i < nchurn; i++)
+        htevb_write_event(&bw, &churn[i]);
+    htevb_writer_close(&bw);
 
-    const char *save = getenv("HT_BENCH_SAVE"); /* keep the binary stream for profiling */
-    if (save) {
-        FILE *f = fopen(save, "wb");
-        if (f) {
-            fwrite(bin, 1, bin_len, f);
-            fclose(f);
-        }
-    }
-    /* 2. Through the daemon, with a query every 100 ms. */
+    /* The daemon, on a private endpoint. */
     char dir[] = "/tmp/ht-bench-XXXXXX";
     if (!mkdtemp(dir))
         return 1;
@@ -332,47 +345,70 @@ int main(int argc, char **argv)
         return 1;
     }
     close(fd);
-    static char line[1 << 16];
-    /* HT_BENCH_BINARY_ONLY=1 skips the text stream through the daemon (profiling). */
-    double via = getenv("HT_BENCH_BINARY_ONLY") ? 1e-9 : daemon_ingest("text", stream, len);
-    int text_queries = nlat;
-    qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
-    double text_p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
-    nlat = 0;
-    double bin_rounds[ROUNDS];
-    for (int k = 0; k < ROUNDS; k++) {
+
+    double eng_rate[MAX_ROUNDS], dmn_rate[MAX_ROUNDS], ratio[MAX_ROUNDS];
+    long eng_faults[MAX_ROUNDS], dmn_faults[MAX_ROUNDS];
+    for (int k = 0; k < rounds; k++) {
+        double te = engine_round(pre, npre, churn, nchurn, &eng_faults[k]);
         char name[16];
-        snprintf(name, sizeof(name), "binary%d", k);
-        bin_rounds[k] = daemon_ingest(name, bin, bin_len);
+        snprintf(name, sizeof(name), "round%d", k);
+        double td = daemon_round(name, &bin_pre, pre_end, &bin_churn, queries, pid, &dmn_faults[k]);
+        eng_rate[k] = nchurn / te;
+        dmn_rate[k] = nchurn / td;
+        ratio[k] = te / td;
+        fprintf(stderr, "round %d: engine %.2f M/s, daemon %.2f M/s, ratio %.3f\n", k,
+                eng_rate[k] / 1e6, dmn_rate[k] / 1e6, ratio[k]);
     }
-    qsort(bin_rounds, ROUNDS, sizeof(double), cmp_double);
-    double via_bin = bin_rounds[ROUNDS / 2];
-    int sfd = connect_to(path);
-    const char *bye = "{\"v\":1,\"id\":9,\"cmd\":\"shutdown\"}\n";
-    send_all(sfd, bye, strlen(bye));
-    read_line(sfd, line, sizeof(line));
-    close(sfd);
+    double text_ratio = -1, text_rate = -1;
+    if (getenv("HT_BENCH_TEXT")) {
+        struct buf txt_pre = {0}, txt_churn = {0};
+        text_of(&names, pre, npre, &txt_pre);
+        text_of(&names, churn, nchurn, &txt_churn);
+        long ef, df;
+        double te = engine_round(pre, npre, churn, nchurn, &ef);
+        double td = daemon_round("text", &txt_pre, pre_end, &txt_churn, queries, pid, &df);
+        text_ratio = te / td;
+        text_rate = nchurn / td;
+        free(txt_pre.p);
+        free(txt_churn.p);
+    }
+    static char line[1 << 16];
+    request(path, "{\"v\":1,\"id\":9,\"cmd\":\"shutdown\"}\n", line, sizeof(line));
     int status;
     waitpid(pid, &status, 0);
     unlink(path);
     rmdir(dir);
+
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
     double p50 = nlat ? lat[nlat / 2] : -1,
-           p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1;
-    printf("{\"rounds\":%d,\"live\":%llu,\"events\":%llu,\"stream_bytes\":%zu,\"binary_bytes\":%zu,\"stacks\":%u,"
-           "\"engine_events_per_s\":%.0f,"
-           "\"binary_daemon_events_per_s\":%.0f,\"binary_daemon_vs_engine\":%.3f,"
-           "\"binary_inprocess_events_per_s\":%.0f,\"binary_query_ms_p50\":%.2f,"
-           "\"binary_query_ms_p99\":%.2f,\"binary_queries\":%d,"
-           "\"text_daemon_vs_engine\":%.3f,\"text_query_ms_p99\":%.2f,\"text_queries\":%d,"
-           "\"text_inprocess_events_per_s\":%.0f,"
-           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_inprocess\":%.3f,"
-           "\"daemon_exit\":%d}\n",
-           ROUNDS, (unsigned long long)nlive, (unsigned long long)events, len, bin_len, nstacks, events / engine_only,
-           events / via_bin, engine_only / via_bin, events / inproc_bin, p50, p99, nlat,
-           engine_only / via, text_p99, text_queries, events / inproc, events / via, inproc / via,
+           p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1,
+           pmax = nlat ? lat[nlat - 1] : -1;
+    double rmin = ratio[0], rmax = ratio[0];
+    for (int k = 1; k < rounds; k++) {
+        rmin = ratio[k] < rmin ? ratio[k] : rmin;
+        rmax = ratio[k] > rmax ? ratio[k] : rmax;
+    }
+    double ef_sum = 0, df_sum = 0;
+    for (int k = 0; k < rounds; k++) {
+        ef_sum += (double)eng_faults[k];
+        df_sum += (double)dmn_faults[k];
+    }
+    printf("{\"rounds\":%d,\"live\":%llu,\"stacks\":%llu,\"churn_events\":%zu,\"binary_bytes\":%zu,"
+           "\"queries\":%s,\"engine_events_per_s\":%.0f,\"daemon_events_per_s\":%.0f,"
+           "\"daemon_vs_engine\":%.3f,\"daemon_vs_engine_min\":%.3f,\"daemon_vs_engine_max\":%.3f,"
+           "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"query_ms_max\":%.2f,\"query_count\":%d,"
+           "\"query_failed\":%d,\"engine_faults_per_round\":%.0f,\"daemon_faults_per_round\":%.0f,"
+           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_engine\":%.3f,\"daemon_exit\":%d}\n",
+           rounds, (unsigned long long)nlive, (unsigned long long)nstacks, nchurn,
+           bin_pre.len + bin_churn.len, queries ? "true" : "false", median(eng_rate, rounds),
+           median(dmn_rate, rounds), median(ratio, rounds), rmin, rmax, p50, p99, pmax, nlat,
+           nfailed, ef_sum / rounds, df_sum / rounds, text_rate, text_ratio,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    free(bin);
-    free(stream);
+    free(bin_pre.p);
+    free(bin_churn.p);
+    free(pre);
+    free(churn);
+    workload_close(&w);
+    engine_close(&names);
     return 0;
 }

@@ -2,20 +2,14 @@
 #include "bench-util.h"
 #include "engine.h"
 #include "query.h"
+#include "workload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t xrand(void)
-{
-    return xrand_next(&rng);
-}
-
 #define BATCH (1u << 18)
-#define PENDING 4096 /* short-lived allocations in flight at any time */
 
 /* Time a batch of pre-built events only; building them is not measured. */
 static double apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
@@ -62,49 +56,20 @@ int main(int argc, char **argv)
     uint64_t nstacks = arg_u64(argc, argv, "--stacks", 100000);
     struct engine_limits lim;
     engine_limits_default(&lim);
-    lim.table_cap = (uint32_t)(nlive + 2 * PENDING + 1024);
+    lim.table_cap = (uint32_t)(nlive + 2 * WORKLOAD_PENDING + 1024);
     lim.max_stacks = (uint32_t)(nstacks + 16);
     struct engine e;
     if (engine_init(&e, &lim) != 0)
         return 1;
 
-    uint32_t *stacks = malloc(nstacks * sizeof(uint32_t));
-    for (uint64_t s = 0; s < nstacks; s++) {
-        uint64_t fr[8];
-        for (int k = 0; k < 8; k++)
-            fr[k] = 0x400000 + (xrand() % 5000) * 16;
-        fr[0] = 0x7f0000000000ULL + s * 32; /* distinct allocation sites */
-        stacks[s] = stack_intern_get(&e.si, fr, 8);
-    }
-    struct ht_event *evs = calloc(BATCH, sizeof(*evs));
-    uint64_t t = 1, next_addr = 0x100000000ULL;
-    /* Prefill: the long-lived allocations. */
-    for (uint64_t done = 0; done < nlive;) {
-        size_t n = 0;
-        for (; n < BATCH && done < nlive; n++, done++) {
-            struct ht_event *ev = &evs[n];
-            memset(ev, 0, sizeof(*ev));
-            ev->kind = HT_EV_ALLOC;
-            ev->t = t++;
-            ev->addr = next_addr;
-            next_addr += 48;
-            ev->size = 16 + xrand() % 512;
-            ev->stack = stacks[xrand() % nstacks];
-        }
-        apply_batch(&e, evs, n);
-    }
-    /* Churn: short-lived blocks allocated and freed FIFO (most real
-     * allocations die young), a realloc now and then, 1 in 16 frees hitting a
-     * random long-lived block that is then replaced. */
-    uint64_t pending[PENDING];
-    uint64_t head = 0, tail = 0;
-    /* Allocators hand out recently freed addresses first (glibc tcache,
-     * Windows LFH): new blocks reuse a LIFO stack of freed short-lived
-     * addresses. --fresh 1 gives every block a new address instead: the
-     * worst case for the table's cache behaviour. */
     int fresh = (int)arg_u64(argc, argv, "--fresh", 0);
-    uint64_t *reuse = malloc(PENDING * 2 * sizeof(uint64_t));
-    uint64_t nreuse = 0;
+    struct workload w;
+    if (workload_init(&w, &e.si, nlive, nstacks, fresh) != 0)
+        return 1;
+    struct ht_event *evs = calloc(BATCH, sizeof(*evs));
+    /* Prefill: the long-lived allocations (not timed). */
+    for (size_t n; (n = workload_preload(&w, evs, BATCH)) > 0;)
+        apply_batch(&e, evs, n);
     double secs = 0;
     uint64_t applied = 0;
     /* The timed phase runs in rounds; the machine is noisy, so the median
@@ -115,46 +80,7 @@ int main(int argc, char **argv)
     uint64_t round_events = nevents / ROUNDS + 1, round_applied = 0;
     double round_secs = 0;
     while (applied < nevents) {
-        size_t n = 0;
-        while (n + 2 < BATCH && applied + n < nevents) {
-            struct ht_event *ev = &evs[n];
-            memset(ev, 0, sizeof(*ev));
-            ev->t = t++;
-            uint64_t r = xrand();
-            if (head - tail < PENDING && (r & 1)) {
-                ev->kind = HT_EV_ALLOC;
-                if (!fresh && nreuse > 0) {
-                    ev->addr = reuse[--nreuse];
-                } else {
-                    ev->addr = next_addr;
-                    next_addr += 48;
-                }
-                ev->size = 16 + (r >> 8) % 256;
-                ev->stack = stacks[(r >> 20) % nstacks];
-                pending[head++ % PENDING] = ev->addr;
-            } else if (head > tail && (r & 6)) {
-                ev->kind = HT_EV_FREE;
-                ev->addr = pending[tail++ % PENDING];
-                if (nreuse < PENDING * 2)
-                    reuse[nreuse++] = ev->addr;
-            } else if (head > tail && (r & 8)) {
-                ev->kind = HT_EV_REALLOC;
-                ev->addr = ev->old_addr = pending[(tail + (r >> 12) % (head - tail)) % PENDING];
-                ev->size = 16 + (r >> 24) % 300;
-            } else {
-                uint64_t victim = 0x100000000ULL + (xrand() % nlive) * 48;
-                ev->kind = HT_EV_FREE;
-                ev->addr = victim;
-                struct ht_event *re = &evs[++n];
-                memset(re, 0, sizeof(*re));
-                re->kind = HT_EV_ALLOC;
-                re->t = t++;
-                re->addr = victim;
-                re->size = 64;
-                re->stack = stacks[(r >> 20) % nstacks];
-            }
-            n++;
-        }
+        size_t n = workload_churn(&w, evs, BATCH, nevents - applied);
         double dt = apply_batch(&e, evs, n);
         secs += dt;
         applied += n;
@@ -197,8 +123,7 @@ int main(int argc, char **argv)
         (unsigned long long)stack_intern_memory(&e.si), q_whole, q_culled, q_window, q_frame,
         life_ring_complete_from(&e.heap_life, e.now / 2) ? "true" : "false");
     free(evs);
-    free(stacks);
-    free(reuse);
+    workload_close(&w);
     engine_close(&e);
     return 0;
 }

@@ -347,19 +347,29 @@ static const uint64_t *cached_suffix(const struct qctx *c, const struct skip_cac
     return f ? f + skip : NULL;
 }
 
-/* Double the suffix table, rehashing each canonical stack's culled frames. */
-static int slots_grow(const struct qctx *c, struct skip_cache *sc)
+/* A slot: the culled suffix's hash (high half) and canonical stack id + 1;
+ * 0 = empty. The hash is compared before any frames are. */
+static uint64_t slot_make(uint64_t h, uint32_t stack)
+{
+    return (h & 0xffffffff00000000ULL) | ((uint64_t)stack + 1);
+}
+
+static uint32_t slot_stack(uint64_t slot)
+{
+    return (uint32_t)slot - 1u;
+}
+
+/* Double the suffix table; the slots carry their hashes, so no frames are read. */
+static int slots_grow(struct skip_cache *sc)
 {
     uint32_t size = sc->mask ? (sc->mask + 1) * 2 : 4096;
-    uint32_t *slots = ht_calloc(size, sizeof(uint32_t));
+    uint64_t *slots = ht_calloc(size, sizeof(uint64_t));
     if (!slots)
         return -1;
     for (uint32_t i = 0; sc->slots && i <= sc->mask; i++) {
         if (!sc->slots[i])
             continue;
-        unsigned n;
-        const uint64_t *f = cached_suffix(c, sc, sc->slots[i] - 1, &n);
-        uint32_t j = (uint32_t)suffix_hash(f, n) & (size - 1);
+        uint32_t j = (uint32_t)(sc->slots[i] >> 32) & (size - 1);
         while (slots[j])
             j = (j + 1) & (size - 1);
         slots[j] = sc->slots[i];
@@ -385,27 +395,55 @@ static unsigned stack_skip(struct qctx *c, uint32_t stack, const uint64_t *f, un
         return sc->skip[stack] - 1u;
     }
     unsigned skip = cull_skip(c, f, depth);
-    if ((uint64_t)(sc->n + 1) * 2 > sc->mask && slots_grow(c, sc) != 0)
+    if ((uint64_t)(sc->n + 1) * 2 > sc->mask && slots_grow(sc) != 0)
         return skip; /* not cached; correct all the same */
     unsigned n = depth - skip;
     const uint64_t *sf = f ? f + skip : NULL;
-    uint32_t i = (uint32_t)suffix_hash(sf, n) & sc->mask, rep = stack;
+    /* The high half of the hash is kept in the slot, the low half indexes. */
+    uint64_t h = suffix_hash(sf, n);
+    uint32_t i = (uint32_t)(h >> 32) & sc->mask, rep = stack;
     for (; sc->slots[i]; i = (i + 1) & sc->mask) {
+        if ((sc->slots[i] ^ h) >> 32)
+            continue;
         unsigned rn;
-        const uint64_t *rf = cached_suffix(c, sc, sc->slots[i] - 1, &rn);
+        const uint64_t *rf = cached_suffix(c, sc, slot_stack(sc->slots[i]), &rn);
         if (rn == n && (n == 0 || memcmp(rf, sf, n * sizeof(uint64_t)) == 0)) {
-            rep = sc->slots[i] - 1;
+            rep = slot_stack(sc->slots[i]);
             break;
         }
     }
     sc->skip[stack] = (uint16_t)(skip + 1);
     sc->canon[stack] = rep;
     if (rep == stack) {
-        sc->slots[i] = stack + 1;
+        sc->slots[i] = slot_make(h, stack);
         sc->n++;
     }
     *canon = rep;
     return skip;
+}
+
+void skip_cache_warm(struct engine *e, struct skip_cache *sc, const struct frame_pat *cull,
+                     unsigned ncull, uint32_t from, uint32_t to)
+{
+    struct query q;
+    query_init(&q);
+    q.cull = cull;
+    q.ncull = ncull;
+    q.skip_cache = sc;
+    struct qctx c;
+    memset(&c, 0, sizeof(c));
+    c.e = e;
+    c.q = &q;
+    for (uint32_t s = from; s < to && s < e->si.nstacks; s++) {
+        if (s < sc->alloc && sc->skip[s])
+            continue;
+        unsigned depth;
+        const uint64_t *f = stack_intern_frames(&e->si, s, &depth);
+        uint32_t canon;
+        stack_skip(&c, s, f, depth, &canon);
+    }
+    ht_free(c.fm_keys);
+    ht_free(c.fm_vals);
 }
 
 static int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
@@ -623,6 +661,177 @@ static void add_totals(struct qctx *c, int use_counts)
     }
 }
 
+/* Whole session by (culled) stack, top N. A sort key is summed per group
+ * first (8 bytes per group rather than a 120-byte row), the best N groups
+ * are chosen, and rows are built for those alone in a second pass. The
+ * order is row_cmp's: key, then group key (the canonical stack). */
+struct kgroup {
+    int64_t k;
+    uint32_t g;
+};
+
+static int kg_before(const struct kgroup *a, const struct kgroup *b)
+{
+    return a->k != b->k ? a->k > b->k : a->g < b->g;
+}
+
+static void kg_sift_down(struct kgroup *h, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && kg_before(&h[w], &h[l]))
+            w = l;
+        if (r < n && kg_before(&h[w], &h[r]))
+            w = r;
+        if (w == i)
+            return;
+        struct kgroup tmp = h[i];
+        h[i] = h[w];
+        h[w] = tmp;
+        i = w;
+    }
+}
+
+/* Keep the cap best in a min-heap (worst at the root). */
+static void kg_offer(struct kgroup *h, uint32_t *n, uint32_t cap, struct kgroup x)
+{
+    if (*n < cap) {
+        uint32_t i = (*n)++;
+        h[i] = x;
+        while (i > 0) {
+            uint32_t p = (i - 1) / 2;
+            if (!kg_before(&h[p], &h[i]))
+                break;
+            struct kgroup tmp = h[i];
+            h[i] = h[p];
+            h[p] = tmp;
+            i = p;
+        }
+        return;
+    }
+    if (!kg_before(&x, &h[0]))
+        return;
+    h[0] = x;
+    kg_sift_down(h, *n, 0);
+}
+
+static int kg_by_group(const void *pa, const void *pb)
+{
+    const struct kgroup *a = pa, *b = pb;
+    return a->g < b->g ? -1 : a->g > b->g;
+}
+
+/* What sort_key gives for a stack's row on the exact path (nothing is
+ * allocated before the start, so AOFI/AOFO are 0). */
+static int64_t agg_sort_key(int sort, const struct agg *a)
+{
+    switch (sort) {
+    case HT_SORT_SOC:
+        return (int64_t)a->out_count;
+    case HT_SORT_ST:
+        return (int64_t)a->total_bytes;
+    case HT_SORT_STC:
+        return (int64_t)a->total_count;
+    case HT_SORT_SRC:
+        return (int64_t)a->reallocs;
+    default: /* so and impact: the outstanding bytes */
+        return (int64_t)a->out_bytes;
+    }
+}
+
+static int agg_empty(const struct agg *a)
+{
+    return !a || (a->total_count | a->untracked_count | a->total_bytes | a->untracked_bytes) == 0;
+}
+
+/* The group of a stack: itself without culling, else its canonical stack
+ * from the skip cache; UINT32_MAX if that cannot be had (out of memory). */
+static uint32_t canon_of(struct qctx *c, uint32_t s)
+{
+    const struct skip_cache *sc = c->q->skip_cache;
+    if (c->q->ncull == 0)
+        return s;
+    if (s < sc->alloc && sc->skip[s])
+        return sc->canon[s];
+    unsigned depth;
+    const uint64_t *f = stack_intern_frames(&c->e->si, s, &depth);
+    uint32_t canon;
+    stack_skip(c, s, f, depth, &canon);
+    return canon;
+}
+
+static void add_stack_row(struct query_row *r, const struct agg *a)
+{
+    row_add(r, HT_AIFO, a->out_count, a->out_bytes, 0);
+    row_add(r, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), 0);
+    r->reallocs += a->reallocs;
+    r->untracked_count += a->untracked_count;
+    r->untracked_bytes += a->untracked_bytes;
+}
+
+/* 0 with res filled, 1 when this path cannot answer (the caller goes the
+ * general way), UV_ENOMEM. */
+static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *res)
+{
+    const struct engine *e = c->e;
+    const struct agg_table *t = c->q->domain == HT_DOM_HEAP ? &e->heap_agg : &e->commit_agg;
+    uint32_t n = e->si.nstacks;
+    int64_t *gk = ht_calloc(n, sizeof(int64_t));
+    uint8_t *used = ht_calloc(n, 1); /* 1: group has stacks, 2: and is in the top */
+    struct kgroup *best = ht_malloc((size_t)(top < n ? top : n) * sizeof(*best) + 1);
+    int rc = UV_ENOMEM;
+    if (!gk || !used || !best)
+        goto done;
+    uint32_t nbest = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        const struct agg *a = agg_peek(t, s);
+        if (agg_empty(a))
+            continue;
+        uint32_t g = canon_of(c, s);
+        if (g >= n || c->oom) {
+            rc = c->oom ? UV_ENOMEM : 1;
+            goto done;
+        }
+        gk[g] += agg_sort_key(c->q->sort, a);
+        res->ngroups += !used[g];
+        used[g] = 1;
+        add_stack_row(&c->total, a);
+    }
+    for (uint32_t g = 0; g < n; g++)
+        if (used[g])
+            kg_offer(best, &nbest, top, (struct kgroup){gk[g], g});
+    qsort(best, nbest, sizeof(*best), kg_by_group);
+    res->rows = ht_calloc(nbest + 1, sizeof(struct query_row));
+    if (!res->rows)
+        goto done;
+    for (uint32_t i = 0; i < nbest; i++) {
+        struct query_row *r = &res->rows[i];
+        r->key = r->stack = best[i].g;
+        r->skip = c->q->ncull ? (uint16_t)(c->q->skip_cache->skip[best[i].g] - 1u) : 0;
+        used[best[i].g] = 2;
+    }
+    for (uint32_t s = 0; s < n && nbest > 0; s++) {
+        const struct agg *a = agg_peek(t, s);
+        if (agg_empty(a))
+            continue;
+        uint32_t g = canon_of(c, s);
+        if (used[g] != 2)
+            continue;
+        struct kgroup key = {0, g};
+        const struct kgroup *w = bsearch(&key, best, nbest, sizeof(*best), kg_by_group);
+        add_stack_row(&res->rows[w - best], a);
+    }
+    res->nrows = nbest;
+    res->exact_totals = 1;
+    res->complete = 1;
+    rc = 0;
+done:
+    ht_free(gk);
+    ht_free(used);
+    ht_free(best);
+    return rc;
+}
+
 static int group_nonempty(const struct query_row *r)
 {
     for (int k = 0; k < 4; k++)
@@ -645,6 +854,28 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     c.e = e;
     c.q = q;
     uint32_t top = q->top && q->top < HT_QUERY_TOP_MAX ? q->top : HT_QUERY_TOP_MAX;
+    if (whole_session(e, q) && q->types == HT_TYPES_ALL && !q->list && q->by == HT_BY_STACK &&
+        q->nrequire == 0 && (q->ncull == 0 || q->skip_cache)) {
+        int rc = exact_top_stacks(&c, top, res);
+        if (rc == 0) {
+            g_sort = q->sort;
+            qsort(res->rows, res->nrows, sizeof(struct query_row), row_cmp);
+            res->total = c.total;
+        }
+        ht_free(c.fm_keys);
+        ht_free(c.fm_vals);
+        if (rc <= 0) {
+            if (rc < 0)
+                query_result_free(res);
+            return rc;
+        }
+        memset(res, 0, sizeof(*res));
+        memset(&c.total, 0, sizeof(c.total));
+        c.fm_keys = NULL;
+        c.fm_vals = NULL;
+        c.fm_mask = c.fm_n = 0;
+        c.oom = 0;
+    }
     c.nmemo = e->si.nstacks;
     c.memo = ht_calloc(c.nmemo, sizeof(uint32_t));
     c.gmask = 255;

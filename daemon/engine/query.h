@@ -26,11 +26,16 @@ struct skip_cache {
     uint16_t *skip;  /* per stack id: culled frames + 1, 0 = not computed */
     uint32_t *canon; /* per stack id: the first stack with the same culled frames */
     uint32_t alloc;
-    uint32_t *slots; /* culled-suffix hash -> canonical stack id + 1 */
+    uint64_t *slots; /* culled-suffix hash -> canonical stack id (query.c: slot_make) */
     uint32_t mask, n;
 };
 
 void skip_cache_free(struct skip_cache *sc);
+/* Compute the cache's entries for stacks [from, to) with these cull patterns
+ * (the ones the cache is for), so the first query after they appear does not
+ * pay for them. Out of memory leaves entries to be computed by queries. */
+void skip_cache_warm(struct engine *e, struct skip_cache *sc, const struct frame_pat *cull,
+                     unsigned ncull, uint32_t from, uint32_t to);
 
 struct query {
     int domain, by, sort;

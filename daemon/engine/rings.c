@@ -28,15 +28,45 @@ void life_ring_init(struct life_ring *r, uint64_t cap)
 
 void life_ring_close(struct life_ring *r)
 {
-    ht_free(r->recs);
+    for (uint64_t i = 0; i < r->nchunks; i++)
+        ht_free(r->chunks[i]);
+    ht_free(r->chunks);
     memset(r, 0, sizeof(*r));
+}
+
+static struct life_rec *rec_slot(const struct life_ring *r, uint64_t idx)
+{
+    return &r->chunks[idx >> LIFE_CHUNK_SHIFT][idx & ((1u << LIFE_CHUNK_SHIFT) - 1)];
+}
+
+/* Storage for slot idx (< cap): a new chunk when the ring first reaches it. */
+static int cover(struct life_ring *r, uint64_t idx)
+{
+    uint64_t c = idx >> LIFE_CHUNK_SHIFT;
+    if (c < r->nchunks)
+        return 0;
+    if (c >= r->chunk_slots) {
+        uint64_t n = r->chunk_slots ? r->chunk_slots * 2 : 16;
+        struct life_rec **nc = ht_realloc(r->chunks, (size_t)n * sizeof(*nc));
+        if (!nc)
+            return -1;
+        r->chunks = nc;
+        r->chunk_slots = n;
+    }
+    uint64_t base = c << LIFE_CHUNK_SHIFT, len = (uint64_t)1 << LIFE_CHUNK_SHIFT;
+    if (len > r->cap - base)
+        len = r->cap - base; /* the last chunk holds only what cap needs */
+    if (!(r->chunks[c] = ht_malloc((size_t)len * sizeof(struct life_rec))))
+        return -1;
+    r->nchunks++;
+    r->alloc += len;
+    return 0;
 }
 
 void life_ring_push(struct life_ring *r, const struct life_rec *rec)
 {
     if (r->pushed < r->cap) {
-        struct life_rec *n = ring_grow(r->recs, &r->alloc, r->cap, r->pushed + 1, sizeof(*n));
-        if (!n) {
+        if (cover(r, r->pushed) != 0) {
             /* Out of memory: behave as if the record was evicted at once. */
             r->dropped++;
             r->evicted = 1;
@@ -44,11 +74,10 @@ void life_ring_push(struct life_ring *r, const struct life_rec *rec)
                 r->horizon = rec->f;
             return;
         }
-        r->recs = n;
-        r->recs[r->pushed++] = *rec;
+        *rec_slot(r, r->pushed++) = *rec;
         return;
     }
-    struct life_rec *slot = &r->recs[r->pushed % r->cap];
+    struct life_rec *slot = rec_slot(r, r->pushed % r->cap);
     if (!r->evicted || slot->f > r->horizon)
         r->horizon = slot->f;
     r->evicted = 1;
@@ -63,9 +92,7 @@ uint64_t life_ring_len(const struct life_ring *r)
 
 const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i)
 {
-    if (r->pushed <= r->cap)
-        return &r->recs[i];
-    return &r->recs[(r->pushed + i) % r->cap];
+    return rec_slot(r, r->pushed <= r->cap ? i : (r->pushed + i) % r->cap);
 }
 
 uint64_t life_ring_lower_bound(const struct life_ring *r, uint64_t t)

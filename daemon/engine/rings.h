@@ -18,10 +18,14 @@ struct life_rec {
  * Ring of the last cap completed blocks in free-time order. When a record is
  * overwritten, horizon becomes its free time: the ring then holds every
  * completed block with f > horizon, and nothing about older ones.
- * Storage grows geometrically up to cap, so an idle session costs little.
+ * Storage comes in chunks as the ring fills, so an idle session costs little
+ * and growth never copies (a realloc of a 100 MiB ring would need both copies).
  */
+#define LIFE_CHUNK_SHIFT 12 /* 4 Ki records, 128 KiB, per chunk */
+
 struct life_ring {
-    struct life_rec *recs;
+    struct life_rec **chunks;
+    uint64_t nchunks, chunk_slots;
     uint64_t alloc; /* records allocated */
     uint64_t cap;
     uint64_t pushed; /* total ever pushed; the ring holds min(pushed, cap) */

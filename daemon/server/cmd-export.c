@@ -150,7 +150,6 @@ int cmd_export(struct cmd_ctx *ctx)
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
     struct session *s = ctx->s;
-    session_flush(s);
     cJSON *result = NULL;
     const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
     if (snap) {

@@ -3,9 +3,12 @@
  * the client sends the .htev bytes as chunks, each "<length>\n" then that
  * many bytes, and "0\n" at the end; the final reply gives the ingest summary.
  * The daemon never opens the file: the ctl reads it with the user's rights.
+ * The bytes are decoded on a thread of the session's feed (feed.h); the
+ * client stops being read while the feed's input is full.
  */
 #include "server.h"
 
+#include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-units.h"
 #include "log.h"
@@ -16,6 +19,11 @@
 #include <string.h>
 
 #define LOAD_CHUNK_MAX (4u << 20)
+/* Ring records applied per loop iteration: queries on other connections are
+ * answered between two drains (about 3 ms of engine work). */
+#define DRAIN_BUDGET 8192
+#define FEED_INPUT_BYTES (4u << 20)
+#define FEED_RING_EVENTS 65536
 
 static int add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
 {
@@ -38,6 +46,8 @@ static int add_triggers(struct session *s, const cJSON *args, char *err, size_t 
     return 0;
 }
 
+static void load_feed_ready_cb(struct feed *f, void *data);
+
 int cmd_load(struct cmd_ctx *ctx)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "name");
@@ -50,6 +60,13 @@ int cmd_load(struct cmd_ctx *ctx)
     if (rc != 0) {
         session_drop(s);
         return cmd_error(ctx, rc, "%s", err);
+    }
+    const struct engine_limits *lim = &ctx->srv->cfg->limits;
+    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS, lim->max_stacks, lim->max_strings};
+    rc = feed_new(&s->feed, ctx->srv->loop, &fl, load_feed_ready_cb, s);
+    if (rc != 0) {
+        session_drop(s);
+        return cmd_error(ctx, HT_ENOMEM, "cannot start the decoding thread: %s", uv_strerror(rc));
     }
     s->state = SESSION_LOADING;
     s->loader = ctx->c;
@@ -82,30 +99,106 @@ static void load_summary(struct client *c, struct session *s)
     client_send(c, ht_reply_ok(c->load_req_id, d, 0));
 }
 
-void load_stream_end(struct client *c, const char *why)
+/* The loader gets its summary and is a line client again; what it sent
+ * after the end chunk is read as requests. */
+static void loader_done(struct client *c, struct session *s)
 {
-    struct session *s = c->loading;
     c->loading = NULL;
     c->mode = CLIENT_LINES;
     c->in_len = 0;
-    if (!s)
-        return;
-    s->loader = NULL;
-    /* A stopped session takes no more input, not even a last partial line. */
-    if (s->state == SESSION_LOADING)
-        replay_finish(&s->replay);
-    session_flush(s);
+    load_summary(c, s);
+    char *after = c->after;
+    size_t n = c->after_len;
+    c->after = NULL;
+    c->after_len = 0;
+    if (after && !c->closing)
+        client_feed(c, after, n);
+    ht_free(after);
+    if (!c->closing)
+        client_resume(c);
+}
+
+/* The feed is gone: drained to the end, or its session stopped. */
+static void feed_end(struct session *s)
+{
+    feed_stats_get(s->feed, &s->ingest);
+    feed_free(s->feed);
+    s->feed = NULL;
     if (s->state == SESSION_LOADING) {
         /* Stopping tells the subscribers (record, top) the stream is over;
          * a stream that ran out is "ended" rather than "stopped". */
-        session_stop(s, why ? why : "end of stream");
+        session_stop(s, s->end_reason[0] ? s->end_reason : "end of stream");
         s->state = SESSION_ENDED;
     }
     log_info("session %u: load ended (%s): %llu events, %llu malformed lines", s->id,
-             why ? why : "end of stream", (unsigned long long)s->replay.events,
-             (unsigned long long)s->replay.malformed);
-    if (!why)
-        load_summary(c, s);
+             s->stop_reason, (unsigned long long)s->ingest.events,
+             (unsigned long long)s->ingest.malformed);
+    struct client *c = s->loader;
+    if (!c)
+        return;
+    if (c->mode == CLIENT_DRAINING) {
+        s->loader = NULL;
+        loader_done(c, s);
+    } else {
+        client_resume(c); /* stopped early: the rest of its stream is read and dropped */
+    }
+}
+
+static void load_feed_ready_cb(struct feed *f, void *data)
+{
+    struct session *s = data;
+    int rc = feed_drain(f, &s->eng.si, DRAIN_BUDGET, session_apply, session_process, s);
+    feed_stats_get(f, &s->ingest);
+    session_warm(s);
+    if (s->state != SESSION_LOADING || feed_finished(f)) {
+        feed_end(s);
+        return;
+    }
+    struct client *c = s->loader;
+    if (c && c->mode == CLIENT_STREAM && feed_space(f) >= CLIENT_READ_MAX)
+        client_resume(c);
+    if (rc > 0)
+        feed_kick(f);
+}
+
+int load_stream_full(const struct client *c)
+{
+    const struct session *s = c->loading;
+    return s && s->feed && feed_space(s->feed) < CLIENT_READ_MAX;
+}
+
+/* The input ended (end chunk, disconnect, bad framing): the session ends
+ * once the feed has applied what came before. */
+void load_stream_end(struct client *c, const char *why)
+{
+    struct session *s = c->loading;
+    c->in_len = 0;
+    if (s && c->mode == CLIENT_DRAINING) {
+        /* Gone after its end chunk: the session ends as it would have. */
+        s->loader = NULL;
+        c->loading = NULL;
+        return;
+    }
+    if (!s || !s->feed) {
+        /* Stopped before its end: the summary can go now. */
+        c->loading = NULL;
+        c->mode = CLIENT_LINES;
+        if (s)
+            s->loader = NULL;
+        if (s && !why)
+            load_summary(c, s);
+        return;
+    }
+    if (why) {
+        snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
+        s->loader = NULL;
+        c->loading = NULL;
+        c->mode = CLIENT_LINES;
+    } else {
+        c->mode = CLIENT_DRAINING;
+        client_pause(c);
+    }
+    feed_close_input(s->feed);
 }
 
 static void stream_error(struct client *c, const char *msg)
@@ -116,8 +209,25 @@ static void stream_error(struct client *c, const char *msg)
     client_close(c); /* framing is lost: nothing after this can be read safely */
 }
 
+/* Keep what the client sent after its end chunk until the summary is out. */
+static void keep_after(struct client *c, const char *buf, size_t n)
+{
+    char *nb = ht_realloc(c->after, c->after_len + n);
+    if (!nb) {
+        client_close(c);
+        return;
+    }
+    memcpy(nb + c->after_len, buf, n);
+    c->after = nb;
+    c->after_len += n;
+}
+
 void load_stream_bytes(struct client *c, const char *buf, size_t n)
 {
+    if (c->mode == CLIENT_DRAINING) {
+        keep_after(c, buf, n);
+        return;
+    }
     while (n > 0 && c->mode == CLIENT_STREAM && !c->closing) {
         struct session *s = c->loading;
         if (c->chunk_left == 0) {
@@ -144,21 +254,24 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
             c->in_len = 0;
             if (len == 0) {
                 load_stream_end(c, NULL);
-                /* Anything after the end chunk is a request again. */
-                if (n > 0 && !c->closing)
-                    client_feed(c, buf, n);
+                if (n > 0 && !c->closing) {
+                    if (c->mode == CLIENT_DRAINING)
+                        keep_after(c, buf, n);
+                    else
+                        client_feed(c, buf, n); /* a request again */
+                }
                 return;
             }
             c->chunk_left = len;
             continue;
         }
         size_t take = n < c->chunk_left ? n : (size_t)c->chunk_left;
-        if (s && s->state == SESSION_LOADING)
-            replay_feed(&s->replay, buf, take);
+        /* Reading pauses while the feed has less room than one read, so
+         * this always fits; a stopped session drops the rest. */
+        if (s && s->feed && s->state == SESSION_LOADING)
+            s->input_dropped += take - feed_write(s->feed, buf, take);
         c->chunk_left -= take;
         buf += take;
         n -= take;
     }
-    if (c->loading)
-        session_flush(c->loading);
 }

@@ -8,7 +8,6 @@
 int cmd_mark(struct cmd_ctx *ctx)
 {
     const char *name = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "mark")->valuestring;
-    session_flush(ctx->s);
     int rc = engine_mark(&ctx->s->eng, name, ctx->s->eng.now);
     if (rc == HT_EEXIST)
         return cmd_error(ctx, rc, "mark \"%s\" exists already in session %u", name, ctx->s->id);

@@ -23,7 +23,6 @@ int cmd_record(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
     if (ctx->c == s->loader)
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot record");
-    session_flush(s); /* events before now are not part of the recording */
     ctx->c->recording = s;
     s->nrecorders++;
     ctx->c->sub_req_id = ctx->req->id;

@@ -14,7 +14,6 @@ int cmd_query_domain(struct cmd_ctx *ctx, int domain)
     if (!qa)
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
     char err[256];
-    session_flush(ctx->s);
     int rc = qargs_parse(qa, ctx->s, ctx->srv->cfg, ctx->req->args, domain, err, sizeof(err));
     if (rc != 0) {
         ht_free(qa);

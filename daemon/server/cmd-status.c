@@ -20,7 +20,6 @@ int cmd_status(struct cmd_ctx *ctx)
 {
     struct session *s = ctx->s;
     struct engine *e = &s->eng;
-    session_flush(s);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "id", s->id);
     cJSON_AddStringToObject(d, "name", s->name);

@@ -12,7 +12,6 @@ int timeline_build(struct session *s, const cJSON *args, cJSON **out, char *err,
 {
     const struct timeline *tl = &s->eng.tl;
     uint64_t t1 = 0, t2 = UINT64_MAX, step = 0;
-    session_flush(s);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "range");
     int rc;
     if (v && (rc = range_parse(s, v->valuestring, &t1, &t2, err, errsz)))

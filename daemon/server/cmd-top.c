@@ -14,7 +14,6 @@ static void top_tick_cb(uv_timer_t *t)
     struct session *s = c->topping;
     if (!s || c->closing)
         return;
-    session_flush(s);
     cJSON *d = session_top_json(s, HT_DOM_HEAP, c->top_rows);
     if (!d)
         return;

@@ -114,8 +114,10 @@ void dispatch_request(struct client *c, const char *line, size_t len)
     } else if ((rc = ht_args_validate(ctx.spec, req.args, err, sizeof(err))) != 0) {
         cmd_error(&ctx, rc, "%s", err);
     } else if (!(ctx.spec->flags & HT_CMDF_SESSION) || resolve_session(&ctx) == 0) {
-        log_debug("client %llu: %s", (unsigned long long)c->id, req.cmd);
+        uint64_t t0 = uv_hrtime();
         handlers[ctx.spec->id](&ctx);
+        log_debug("client %llu: %s (%.2f ms)", (unsigned long long)c->id, req.cmd,
+                  (double)(uv_hrtime() - t0) / 1e6);
     }
     ht_request_free(&req);
 }

@@ -139,6 +139,15 @@ static int add_patterns(struct frame_pat *pats, unsigned *n, const cJSON *list, 
     return 0;
 }
 
+unsigned qargs_default_cull(const struct ht_config *cfg, struct frame_pat *out, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < cfg->ncull && n < max; i++)
+        if (frame_pat_parse(cfg->cull[i], strlen(cfg->cull[i]), &out[n]) == 0)
+            n++;
+    return n;
+}
+
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg, const cJSON *args,
                 int domain, char *err, size_t errsz)
 {
@@ -226,9 +235,7 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
          * result is kept in the session across queries. */
         if (ncull == 0)
             q->skip_cache = &s->default_skip;
-        for (unsigned i = 0; i < cfg->ncull && ncull < QARGS_MAX_PATTERNS; i++)
-            if (frame_pat_parse(cfg->cull[i], strlen(cfg->cull[i]), &qa->cull[ncull]) == 0)
-                ncull++;
+        ncull += qargs_default_cull(cfg, qa->cull + ncull, QARGS_MAX_PATTERNS - ncull);
     }
     q->require = qa->require;
     q->nrequire = nreq;
@@ -285,7 +292,7 @@ cJSON *quality_json(struct session *s)
 #define X(name, doc) cJSON_AddNumberToObject(o, #name, (double)s->eng.q.name);
     HT_QUALITY_MAP(X)
 #undef X
-    cJSON_AddNumberToObject(o, "malformed_lines", (double)s->replay.malformed);
+    cJSON_AddNumberToObject(o, "malformed_lines", (double)s->ingest.malformed);
     cJSON_AddNumberToObject(o, "ring_drops",
                             (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
     cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define READ_CHUNK 65536
 
 struct write_req {
     uv_write_t req;
@@ -22,6 +21,7 @@ static void client_free_if_closed(struct client *c)
     if (--c->pending_closes > 0)
         return;
     ht_free(c->in);
+    ht_free(c->after);
     ht_free(c);
 }
 
@@ -36,7 +36,7 @@ void client_close(struct client *c)
         return;
     c->closing = 1;
     struct server *srv = c->srv;
-    if (c->mode == CLIENT_STREAM && c->loading)
+    if (c->loading)
         load_stream_end(c, "client disconnected during load");
     if (c->recording)
         session_unsubscribe(c->recording, c);
@@ -116,7 +116,7 @@ void client_send_then_close(struct client *c, char *line)
 /* One read buffer for every client: the loop is single-threaded and each read
  * is consumed before the next one is allocated, so the buffer is reused and
  * stays in cache (libuv's own advice for many connections). */
-static char read_buf[READ_CHUNK];
+static char read_buf[CLIENT_READ_MAX];
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
@@ -131,7 +131,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 void client_feed(struct client *c, const char *buf, size_t n)
 {
     while (n > 0 && !c->closing) {
-        if (c->mode == CLIENT_STREAM) {
+        if (c->mode == CLIENT_STREAM || c->mode == CLIENT_DRAINING) {
             load_stream_bytes(c, buf, n);
             return;
         }
@@ -161,34 +161,22 @@ void client_feed(struct client *c, const char *buf, size_t n)
     }
 }
 
-/* A load stream may take this much per loop iteration; then it pauses so
- * that queries on other connections are answered between its reads (libuv
- * would otherwise read up to 32 buffers in a row). */
-#define STREAM_SLICE (256 * 1024)
-
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
-static void nowait_cb(uv_idle_t *h)
+void client_pause(struct client *c)
 {
-    (void)h; /* its being active is what matters: poll returns at once */
+    if (!c->paused && !c->closing) {
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
 }
 
-static void resume_cb(uv_check_t *h)
+void client_resume(struct client *c)
 {
-    struct server *srv = h->data;
-    for (struct client *c = srv->clients; c; c = c->next)
-        c->slice_bytes = 0;
-    if (srv->npaused == 0)
-        return;
-    for (struct client *c = srv->clients; c; c = c->next) {
-        if (c->paused) {
-            c->paused = 0;
-            if (!c->closing)
-                uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
-        }
+    if (c->paused && !c->closing) {
+        c->paused = 0;
+        uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
     }
-    srv->npaused = 0;
-    uv_idle_stop(&srv->nowait);
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -196,13 +184,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     struct client *c = stream->data;
     if (nread > 0) {
         client_feed(c, buf->base, (size_t)nread);
-        if (c->mode == CLIENT_STREAM && !c->closing &&
-            (c->slice_bytes += (uint64_t)nread) >= STREAM_SLICE) {
-            c->paused = 1;
-            uv_read_stop(stream);
-            if (c->srv->npaused++ == 0)
-                uv_idle_start(&c->srv->nowait, nowait_cb);
-        }
+        /* A load stream waits while its feed has less room than one read. */
+        if (c->mode == CLIENT_STREAM && !c->closing && load_stream_full(c))
+            client_pause(c);
     } else if (nread < 0)
         client_close(c); /* EOF or error; a partial line is dropped with the client */
     (void)buf;
@@ -302,11 +286,6 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
-    uv_idle_init(loop, &srv->nowait);
-    srv->nowait.data = srv;
-    uv_check_init(loop, &srv->resume);
-    srv->resume.data = srv;
-    uv_check_start(&srv->resume, resume_cb);
     log_info("listening on %s", cfg->endpoint);
     return 0;
 }
@@ -329,6 +308,4 @@ void server_stop(struct server *srv)
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigpipe, NULL);
     uv_close((uv_handle_t *)&srv->tick, NULL);
-    uv_close((uv_handle_t *)&srv->resume, NULL);
-    uv_close((uv_handle_t *)&srv->nowait, NULL);
 }

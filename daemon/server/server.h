@@ -7,7 +7,7 @@
 #include "ht-commands.h"
 #include "query.h"
 #include "ht-proto.h"
-#include "replay.h"
+#include "feed.h"
 
 #include <stdint.h>
 #include <uv.h>
@@ -20,6 +20,7 @@ struct server;
 enum client_mode {
     CLIENT_LINES,  /* one JSON request per line */
     CLIENT_STREAM, /* load: "<len>\n<bytes>" chunks until a 0 chunk */
+    CLIENT_DRAINING, /* load: end chunk read, the session still applies the stream */
     CLIENT_SKIP,   /* dropping an over-long line until its newline */
 };
 
@@ -39,9 +40,10 @@ struct client {
     /* Stream (load) state. */
     struct session *loading;
     int64_t load_req_id;
-    uint64_t chunk_left;  /* bytes left of the current chunk */
-    uint64_t slice_bytes; /* stream bytes taken in this loop iteration */
-    int paused;           /* reading stopped until the next iteration (fairness) */
+    uint64_t chunk_left; /* bytes left of the current chunk */
+    int paused;          /* reading stopped: the feed is full, or draining */
+    char *after;         /* bytes after the end chunk, read once the load is done */
+    size_t after_len;
     /* Subscriptions. */
     struct session *recording; /* record: events go to this client */
     int64_t sub_req_id;
@@ -90,9 +92,11 @@ struct session {
     char stream_wall[64];
     struct engine eng;
     struct skip_cache default_skip; /* default cull list, per stack (query.h) */
-    struct replay replay;
-    struct ht_event batch[SESSION_BATCH];
-    unsigned nbatch;
+    uint32_t warmed;                /* stacks below this id are in default_skip */
+    struct feed *feed;        /* load: the decoding thread, until its stream is drained */
+    struct feed_stats ingest; /* what the input held (refreshed from the feed) */
+    uint64_t input_dropped;   /* stream bytes that found no room (never expected) */
+    char end_reason[128];     /* why the input ended, while the feed still drains */
     struct trigger triggers[SESSION_MAX_TRIGGERS];
     unsigned ntriggers;
     struct snapshot *snaps; /* ring of cfg.max_snapshots */
@@ -110,9 +114,6 @@ struct server {
     uv_pipe_t listener;
     uv_signal_t sigint, sigterm, sigpipe;
     uv_timer_t tick;
-    uv_check_t resume; /* restarts paused load streams after each poll */
-    uv_idle_t nowait;  /* active while a stream is paused: poll must not block */
-    uint32_t npaused;
     int listening;
     int stopping;
     struct client *clients;
@@ -132,6 +133,11 @@ void server_stop(struct server *srv);
  * client instead when its queued output would pass the cap. 0 or an error. */
 int client_send(struct client *c, char *line);
 void client_close(struct client *c);
+/* Stop / restart reading a client (a load stream waits for its feed). */
+void client_pause(struct client *c);
+void client_resume(struct client *c);
+/* The most one read hands over: a paused loader resumes when its feed has this much room. */
+#define CLIENT_READ_MAX 65536
 /* Bytes read from a client: requests, or a load stream. */
 void client_feed(struct client *c, const char *buf, size_t n);
 /* Send a last line, then close once everything queued is written. */
@@ -143,8 +149,12 @@ struct session *session_new(struct server *srv, const char *name, const char *so
 void session_drop(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
-void session_event(void *arg, const struct ht_event *ev); /* replay sink */
-void session_flush(struct session *s);                    /* apply batched events */
+/* Apply a source's events (feed_apply_fn); nonzero once the session stopped. */
+int session_apply(void *arg, struct ht_event *evs, size_t n);
+/* Compute the default cull of stacks interned since the last call, off the query path. */
+void session_warm(struct session *s);
+/* The source's process name and wall time (feed_process_fn). */
+void session_process(void *arg, const char *name, const char *wall);
 /* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 void session_unsubscribe(struct session *s, struct client *c);
@@ -205,6 +215,8 @@ int timeline_build(struct session *s, const struct cJSON *args, struct cJSON **o
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);
 void load_stream_end(struct client *c, const char *why);
+/* 1 when the loader's feed has less room than one read: stop reading it. */
+int load_stream_full(const struct client *c);
 
 /* Platform: endpoint preparation and peer admission (endpoint-*.c). */
 int endpoint_prepare(const char *path, char *err, size_t errsz);

@@ -53,13 +53,6 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         snprintf(err, errsz, "out of memory creating the session");
         return NULL;
     }
-    if (replay_init(&s->replay, &s->eng.si, session_event, s) != 0) {
-        engine_close(&s->eng);
-        ht_free(s->snaps);
-        ht_free(s);
-        snprintf(err, errsz, "out of memory creating the session");
-        return NULL;
-    }
     s->srv = srv;
     s->id = ++srv->next_session_id;
     if (name && *name)
@@ -113,9 +106,12 @@ static void end_subscribers(struct session *s, const char *why)
 
 void session_stop(struct session *s, const char *reason)
 {
-    session_flush(s);
     if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
         return;
+    /* The feed may be draining right now (a trigger fired): it is released
+     * from its own callback, on the next loop iteration. */
+    if (s->feed)
+        feed_kick(s->feed);
     s->state = SESSION_STOPPED;
     snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
     log_info("session %u stopped: %s", s->id, reason);
@@ -144,7 +140,7 @@ void session_drop(struct session *s)
     for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
-    replay_close(&s->replay);
+    feed_free(s->feed);
     skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
     log_info("session %u dropped", s->id);
@@ -222,31 +218,51 @@ static void record_batch(struct session *s, const struct ht_event *evs, unsigned
     s->recorded_events += n;
 }
 
-void session_flush(struct session *s)
-{
-    if (s->nbatch == 0)
-        return;
-    engine_apply_batch(&s->eng, s->batch, s->nbatch);
-    if (s->nrecorders) /* top subscribers do not need the events as text */
-        record_batch(s, s->batch, s->nbatch);
-    s->nbatch = 0;
-    session_check_triggers(s);
-}
-
-void session_event(void *arg, const struct ht_event *ev)
+/* Events from the source, stacks already the engine's: applied in one batch,
+ * or one at a time while there are triggers (a spike that passes a threshold
+ * between two batch ends must not be missed). Nonzero once the session is
+ * stopped: the rest is not applied. */
+int session_apply(void *arg, struct ht_event *evs, size_t n)
 {
     struct session *s = arg;
     if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
-        return;
-    if (ev->kind == HT_EV_PROCESS && s->replay.parser.name[0]) {
-        snprintf(s->process_name, sizeof(s->process_name), "%s", s->replay.parser.name);
-        snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", s->replay.parser.wall);
+        return 1;
+    size_t done = n;
+    if (s->ntriggers) {
+        for (size_t i = 0; i < n; i++) {
+            engine_apply(&s->eng, &evs[i]);
+            session_check_triggers(s);
+            if (s->state == SESSION_STOPPED) {
+                done = i + 1;
+                break;
+            }
+        }
+    } else {
+        engine_apply_batch(&s->eng, evs, n);
     }
-    s->batch[s->nbatch++] = *ev;
-    /* Triggers are checked after every event when there are any: a spike
-     * that passes a threshold between two batch ends must not be missed. */
-    if (s->nbatch == SESSION_BATCH || s->ntriggers)
-        session_flush(s);
+    /* Top subscribers do not need the events as text. */
+    for (size_t i = 0; s->nrecorders && i < done; i += SESSION_BATCH)
+        record_batch(s, evs + i, done - i < SESSION_BATCH ? (unsigned)(done - i) : SESSION_BATCH);
+    return s->state == SESSION_STOPPED || s->state == SESSION_ENDED;
+}
+
+void session_warm(struct session *s)
+{
+    uint32_t n = s->eng.si.nstacks;
+    if (s->warmed >= n)
+        return;
+    static struct frame_pat pats[QARGS_MAX_PATTERNS]; /* the loop thread's alone */
+    unsigned np = qargs_default_cull(s->srv->cfg, pats, QARGS_MAX_PATTERNS);
+    if (np)
+        skip_cache_warm(&s->eng, &s->default_skip, pats, np, s->warmed, n);
+    s->warmed = n;
+}
+
+void session_process(void *arg, const char *name, const char *wall)
+{
+    struct session *s = arg;
+    snprintf(s->process_name, sizeof(s->process_name), "%s", name);
+    snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", wall);
 }
 
 /* Triggers. */
@@ -313,16 +329,21 @@ bad:
 
 cJSON *session_ingest_json(struct session *s)
 {
+    if (s->feed)
+        feed_stats_get(s->feed, &s->ingest);
+    const struct feed_stats *in = &s->ingest;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "bytes", (double)s->replay.bytes);
-    cJSON_AddNumberToObject(o, "lines", (double)s->replay.line_no);
-    cJSON_AddNumberToObject(o, "events", (double)s->replay.events);
-    cJSON_AddNumberToObject(o, "malformed", (double)s->replay.malformed);
+    cJSON_AddNumberToObject(o, "bytes", (double)in->bytes);
+    cJSON_AddNumberToObject(o, "lines", (double)in->lines);
+    cJSON_AddNumberToObject(o, "events", (double)in->events);
+    cJSON_AddNumberToObject(o, "malformed", (double)in->malformed);
+    if (s->input_dropped)
+        cJSON_AddNumberToObject(o, "dropped_bytes", (double)s->input_dropped);
     cJSON *errs = cJSON_AddArrayToObject(o, "errors");
-    for (uint32_t i = 0; i < s->replay.nerrors; i++) {
+    for (uint32_t i = 0; i < in->nerrors; i++) {
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "line", (double)s->replay.errors[i].line);
-        cJSON_AddStringToObject(e, "msg", s->replay.errors[i].msg);
+        cJSON_AddNumberToObject(e, "line", (double)in->errors[i].line);
+        cJSON_AddStringToObject(e, "msg", in->errors[i].msg);
         cJSON_AddItemToArray(errs, e);
     }
     return o;

@@ -38,7 +38,12 @@ static char *read_all(FILE *f, size_t *len)
 static int connect_to(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    size_t plen = strlen(path);
+    if (plen >= sizeof(sa.sun_path)) {
+        fprintf(stderr, "endpoint path too long: %s\n", path);
+        exit(1);
+    }
+    memcpy(sa.sun_path, path, plen + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         perror("connect");

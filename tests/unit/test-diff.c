@@ -583,7 +583,7 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
             for (unsigned i = 0; i < mn; i++)
                 mk[i] = row_key(q->sort, &mrows[i].r);
             qsort(mk, mn, sizeof(mk[0]), cmp_desc);
-            if (res.nrows != q->top)
+            if (res.nrows != q->top || res.ngroups != mn)
                 bad = 1;
             for (uint32_t i = 0; i < res.nrows && !bad; i++)
                 if (row_key(q->sort, &res.rows[i]) != mk[i])
@@ -592,7 +592,7 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
         } else {
             qsort(mrows, mn, sizeof(mrows[0]), cmp_text);
             qsort(erows, en, sizeof(erows[0]), cmp_text);
-            if (mn != en)
+            if (mn != en || (!q->list && res.ngroups != en))
                 bad = 1;
             for (unsigned i = 0; i < mn && i < en && !bad; i++)
                 if (strcmp(mrows[i].text, erows[i].text) != 0 ||
@@ -670,10 +670,10 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
     q->by = (int)below(5);
     q->sort = (int)below(6);
     uint64_t span = M.now + 20;
-    if (below(4)) {
+    if (below(3)) {
         q->t1 = below(span);
         q->t2 = q->t1 + below(span);
-    } else if (below(2)) {
+    } else if (below(3)) {
         q->t1 = 0; /* whole session */
     }
     if (below(3) == 0)
@@ -694,7 +694,7 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
         mq->ncull = (unsigned)(1 + below(3));
     for (unsigned i = 0; i < mq->ncull; i++)
         mq->cull[i] = cull_pool[below(5)];
-    if (below(6) == 0)
+    if (below(4) == 0)
         q->top = (uint32_t)(1 + below(4));
 }
 

@@ -1,0 +1,274 @@
+/* The threaded replay source (feed.h): same answers as replaying in place, ids remapped, bounded, abortable. */
+#include "engine.h"
+#include "feed.h"
+#include "frame-match.h"
+#include "htevb.h"
+#include "ht-test.h"
+#include "query.h"
+#include "replay.h"
+
+#include <unistd.h>
+#include <uv.h>
+
+/* Tiny rings, so the test wraps them many times and the decoder blocks on a
+ * full output ring again and again. */
+static const struct feed_limits SMALL = {1 << 16, 1024, 1u << 20, 1u << 20};
+
+struct run {
+    struct engine e;
+    struct feed *f;
+    uint64_t applied;
+    int finished;
+    char process[64];
+    unsigned batches_over_budget;
+};
+
+static int apply_fn(void *arg, struct ht_event *evs, size_t n)
+{
+    struct run *r = arg;
+    if (n > 64)
+        r->batches_over_budget++;
+    engine_apply_batch(&r->e, evs, n);
+    r->applied += n;
+    return 0;
+}
+
+static void process_fn(void *arg, const char *name, const char *wall)
+{
+    struct run *r = arg;
+    (void)wall;
+    snprintf(r->process, sizeof(r->process), "%s", name);
+}
+
+static void ready_cb(struct feed *f, void *data)
+{
+    struct run *r = data;
+    if (feed_drain(f, &r->e.si, 64, apply_fn, process_fn, r) > 0)
+        feed_kick(f);
+    if (feed_finished(f))
+        r->finished = 1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    *len = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    return buf;
+}
+
+/* Whole stream through a feed, written in odd pieces as room allows. With
+ * prefill, the engine's interner already holds stacks of its own, so the
+ * feed's ids cannot be the engine's and every event is remapped. */
+static void run_feed(struct run *r, const char *data, size_t len, int prefill)
+{
+    memset(r, 0, sizeof(*r));
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(&r->e, &lim);
+    if (prefill) {
+        uint64_t fr[2] = {0x1234, 0x5678};
+        stack_intern_get(&r->e.si, fr, 2);
+        stack_intern_get(&r->e.si, fr, 1);
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    if (feed_new(&r->f, &loop, &SMALL, ready_cb, r) != 0)
+        abort();
+    size_t off = 0;
+    while (off < len) {
+        size_t piece = len - off < 4099 ? len - off : 4099;
+        off += feed_write(r->f, data + off, piece);
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    feed_close_input(r->f);
+    while (!r->finished)
+        uv_run(&loop, UV_RUN_ONCE);
+    feed_free(r->f);
+    uv_run(&loop, UV_RUN_DEFAULT); /* the async handle's close */
+    if (uv_loop_close(&loop) != 0)
+        abort();
+}
+
+/* A whole-session stacks query as text: frames by name, then the figures. */
+static void query_text(struct engine *e, char *out, size_t cap)
+{
+    struct query q;
+    query_init(&q);
+    struct query_result res;
+    if (engine_query(e, &q, &res) != 0) {
+        snprintf(out, cap, "query failed");
+        return;
+    }
+    size_t n = 0;
+    for (uint32_t i = 0; i < res.nrows && n + 512 < cap; i++) {
+        unsigned d;
+        const uint64_t *f = stack_intern_frames(&e->si, res.rows[i].stack, &d);
+        for (unsigned k = 0; k < d; k++) {
+            char buf[32];
+            n += (size_t)snprintf(out + n, cap - n, "%s;", frame_text(&e->si, f[k], buf, sizeof(buf)));
+        }
+        n += (size_t)snprintf(out + n, cap - n, " %llu/%llu %llu/%llu\n",
+                              (unsigned long long)res.rows[i].count[HT_AIFO],
+                              (unsigned long long)res.rows[i].bytes[HT_AIFO],
+                              (unsigned long long)res.rows[i].count[HT_AIFI],
+                              (unsigned long long)res.rows[i].bytes[HT_AIFI]);
+    }
+    query_result_free(&res);
+}
+
+static char bin[1 << 20];
+static size_t bin_len;
+
+static void bin_out(void *arg, const void *buf, size_t n)
+{
+    (void)arg;
+    if (bin_len + n <= sizeof(bin)) {
+        memcpy(bin + bin_len, buf, n);
+        bin_len += n;
+    }
+}
+
+static struct ht_event evs[4096];
+static size_t nevs;
+
+static void collect(void *arg, const struct ht_event *ev)
+{
+    engine_apply(arg, ev);
+    if (nevs < 4096)
+        evs[nevs++] = *ev;
+}
+
+static void test_same_as_replay(void)
+{
+    size_t len;
+    char *text = slurp(HT_TEST_DATA "/memorytestapp.htev", &len);
+    CHECK(text != NULL);
+    /* In place, as before the feed existed. */
+    struct engine ref;
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(&ref, &lim);
+    struct replay rp;
+    nevs = 0;
+    replay_init(&rp, &ref.si, collect, &ref);
+    replay_feed(&rp, text, len);
+    replay_finish(&rp);
+    CHECK(nevs < 4096);
+    static char want[1 << 16], got[1 << 16];
+    query_text(&ref, want, sizeof(want));
+    /* The binary twin of the same events. */
+    struct htevb_writer w;
+    bin_len = 0;
+    htevb_writer_init(&w, &ref.si, bin_out, NULL);
+    for (size_t i = 0; i < nevs; i++) {
+        if (evs[i].kind == HT_EV_PROCESS)
+            htevb_write_process(&w, evs[i].t, evs[i].size, rp.parser.name);
+        else
+            htevb_write_event(&w, &evs[i]);
+    }
+    htevb_writer_close(&w);
+    CHECK(bin_len < sizeof(bin));
+    struct run r;
+    for (int form = 0; form < 4; form++) {
+        int binary = form & 1, prefill = form >> 1;
+        run_feed(&r, binary ? bin : text, binary ? bin_len : len, prefill);
+        query_text(&r.e, got, sizeof(got));
+        CHECK_STR(got, want);
+        CHECK_EQ(r.applied, rp.events);
+        CHECK_EQ(r.e.heap_bytes, ref.heap_bytes);
+        CHECK_EQ(r.e.commits.bytes, ref.commits.bytes);
+        CHECK_EQ(r.e.private_bytes, ref.private_bytes);
+        CHECK_EQ(r.e.now, ref.now);
+        CHECK_EQ(r.e.pid, ref.pid);
+        CHECK_STR(r.process, rp.parser.name);
+        CHECK_EQ(r.batches_over_budget, 0);
+        CHECK_EQ(r.e.si.nstacks, ref.si.nstacks + (prefill ? 2 : 0));
+        engine_close(&r.e);
+    }
+    replay_close(&rp);
+    engine_close(&ref);
+    free(text);
+}
+
+/* Counts and the first malformed lines come back through feed_stats. */
+static void test_stats_and_errors(void)
+{
+    static const char text[] = "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8}\n"
+                               "not json\n"
+                               "{\"t\":2,\"ev\":\"free\",\"addr\":\"0x10\"}\n"
+                               "{\"t\":3,\"ev\":\"alloc\",\"addr\":\"0x20\",\"size\":4}"; /* no newline */
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct run r;
+    memset(&r, 0, sizeof(r));
+    engine_init(&r.e, &lim);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    CHECK(feed_new(&r.f, &loop, &SMALL, ready_cb, &r) == 0);
+    CHECK_EQ(feed_write(r.f, text, sizeof(text) - 1), sizeof(text) - 1);
+    feed_close_input(r.f);
+    while (!r.finished)
+        uv_run(&loop, UV_RUN_ONCE);
+    struct feed_stats st;
+    feed_stats_get(r.f, &st);
+    feed_free(r.f);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0);
+    CHECK_EQ(st.events, 3); /* the last line counts without its newline */
+    CHECK_EQ(st.malformed, 1);
+    CHECK_EQ(st.nerrors, 1);
+    CHECK_EQ(st.errors[0].line, 2);
+    CHECK_EQ(st.bytes, sizeof(text) - 1);
+    CHECK_EQ(r.applied, 3);
+    CHECK_EQ(r.e.heap_bytes, 4);
+    engine_close(&r.e);
+}
+
+/* Freed while its decoder is blocked on a full ring that nobody drains, and
+ * with input still queued: it stops, joins and frees everything (ASan checks). */
+static void test_free_mid_stream(void)
+{
+    /* 5000 allocations in binary: more records than the ring holds. */
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine src;
+    engine_init(&src, &lim);
+    uint64_t fr[3] = {0x10, 0x20, 0x30};
+    uint32_t stack = stack_intern_get(&src.si, fr, 3);
+    struct htevb_writer w;
+    bin_len = 0;
+    htevb_writer_init(&w, &src.si, bin_out, NULL);
+    for (uint64_t i = 0; i < 5000; i++) {
+        struct ht_event ev = {.t = i, .kind = HT_EV_ALLOC, .addr = 0x1000 + 16 * i, .size = 8,
+                              .stack = stack};
+        htevb_write_event(&w, &ev);
+    }
+    htevb_writer_close(&w);
+    engine_close(&src);
+    CHECK(bin_len < SMALL.input_bytes);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct run r;
+    memset(&r, 0, sizeof(r));
+    CHECK(feed_new(&r.f, &loop, &SMALL, ready_cb, &r) == 0);
+    CHECK_EQ(feed_write(r.f, bin, bin_len), bin_len);
+    /* The decoder fills its 1024 records and waits for room. */
+    for (int i = 0; i < 200 && feed_space(r.f) < SMALL.input_bytes; i++)
+        usleep(1000);
+    usleep(20000);
+    CHECK(feed_space(r.f) < SMALL.input_bytes); /* input left: it is blocked, not done */
+    CHECK(!feed_finished(r.f));
+    feed_free(r.f);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0);
+    CHECK_EQ(r.applied, 0);
+}
+
+HT_TEST_MAIN(T(same_as_replay), T(stats_and_errors), T(free_mid_stream))
