@@ -6,7 +6,7 @@
  * of --live allocations over --stacks stacks, then --events of churn. As in
  * the engine benchmark, the long-lived set is loaded first and not timed;
  * the churn is timed. Each round runs the engine alone (the same events,
- * already decoded, applied in batches of 256), then the daemon (a new
+ * already decoded, applied in the engine benchmark's batches), then the daemon (a new
  * session fed the binary stream over the control socket, a stacks --top 50
  * query every 100 ms from a second connection, the session dropped after).
  * The machine is noisy, so rounds are paired and the median of the per-round
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #define MAX_ROUNDS 15
+#define ENGINE_BATCH (1u << 18)
 
 struct buf {
     char *p;
@@ -256,8 +257,10 @@ static double engine_round(const struct ht_event *pre, size_t npre, const struct
         engine_apply_batch(&e, pre + off, npre - off < 256 ? npre - off : 256);
     long f0 = minflt(getpid());
     double t0 = now_s();
-    for (size_t off = 0; off < nchurn; off += 256)
-        engine_apply_batch(&e, churn + off, nchurn - off < 256 ? nchurn - off : 256);
+    /* The engine benchmark's batches (bench-engine.c BATCH). */
+    for (size_t off = 0; off < nchurn; off += ENGINE_BATCH)
+        engine_apply_batch(&e, churn + off,
+                           nchurn - off < ENGINE_BATCH ? nchurn - off : ENGINE_BATCH);
     double secs = now_s() - t0;
     *faults = minflt(getpid()) - f0;
     engine_close(&e);

@@ -75,7 +75,11 @@ int ctl_load(struct ctl *c)
     if (rc == 0 && conn_send(&c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc != 0) {
+        /* The daemon may have said why before it closed (the session was
+         * dropped): its error is worth more than ours. */
         fprintf(stderr, "heaptracectl: lost the connection while loading\n");
+        if (ctl_read_frame(c, id, &env) == EXIT_OK)
+            cJSON_Delete(env);
         return rc;
     }
     rc = ctl_read_frame(c, id, &env);

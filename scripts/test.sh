@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, then builds and runs ctest twice,
-# once optimized with -Werror and once with AddressSanitizer + UBSan.
+# The whole test suite: installs dependencies, then builds and runs ctest:
+# optimized with -Werror, with AddressSanitizer + UBSan, and the threaded
+# parts (feed, daemon) with ThreadSanitizer.
 # Fuzz corpora replay as ctest cases in both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
 jobs=$(nproc 2>/dev/null || echo 2)
+# run_suite DIR [CTEST_REGEX] -- CMAKE_ARGS...
 run_suite() {
-    local dir=$1; shift
+    local dir=$1 only=$2; shift 2
     echo "== $dir: configure + build"
     cmake -S . -B "$dir" -DHEAPTRACE_WERROR=ON "$@" >/dev/null
     cmake --build "$dir" -j"$jobs" >/dev/null
-    echo "== $dir: ctest"
-    ctest --test-dir "$dir" --output-on-failure -j"$jobs"
+    echo "== $dir: ctest ${only:+-R $only}"
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" ${only:+-R "$only"}
 }
 
-run_suite build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Sanitizers: any report fails the test (halt_on_error), leaks included.
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DHEAPTRACE_SANITIZE=ON -DHEAPTRACE_BENCH=OFF
+run_suite build-asan "" -DCMAKE_BUILD_TYPE=Debug -DHEAPTRACE_SANITIZE=ON -DHEAPTRACE_BENCH=OFF
+# ThreadSanitizer on what runs threads: the feed and the daemon end to end.
+export TSAN_OPTIONS=halt_on_error=1:exitcode=66
+run_suite build-tsan "test-feed|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
+    -DHEAPTRACE_BENCH=OFF
 echo "== all suites passed"

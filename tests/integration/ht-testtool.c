@@ -8,6 +8,8 @@
  *   noread SOCK             pour queries without reading: the daemon must cut us off
  *   concurrent SOCK N Q     N clients at once, Q stacks queries each; every reply ok
  *   halfload SOCK FILE      start a load, send half of FILE, disconnect
+ *   pausedload SOCK FILE NAME  load FILE as NAME: half, a 400 ms pause, the rest and
+ *                           the end chunk; prints the replies (summary or error)
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -310,6 +312,36 @@ static int cmd_halfload(const char *sock, const char *file)
     return 0;
 }
 
+static int cmd_pausedload(const char *sock, const char *file, const char *name)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return 1;
+    size_t n;
+    char *data = read_all(f, &n);
+    fclose(f);
+    int fd = connect_to(sock);
+    char req[256], hdr[32];
+    snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n",
+             name);
+    send_all(fd, req, strlen(req));
+    drain(fd, 1000, 1); /* the acknowledgement */
+    size_t half = n / 2;
+    int k = snprintf(hdr, sizeof(hdr), "%zu\n", half);
+    send_all(fd, hdr, (size_t)k);
+    send_all(fd, data, half);
+    usleep(400000);
+    /* The session may be gone by now: sends may fail, the replies say why. */
+    k = snprintf(hdr, sizeof(hdr), "%zu\n", n - half);
+    send_all(fd, hdr, (size_t)k);
+    send_all(fd, data + half, n - half);
+    send_all(fd, "0\n", 2);
+    drain(fd, 2000, 1);
+    free(data);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -327,6 +359,8 @@ int main(int argc, char **argv)
         return cmd_noread(argv[2]);
     if (argc >= 5 && !strcmp(argv[1], "concurrent"))
         return cmd_concurrent(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc >= 5 && !strcmp(argv[1], "pausedload"))
+        return cmd_pausedload(argv[2], argv[3], argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "halfload"))
         return cmd_halfload(argv[2], argv[3]);
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");

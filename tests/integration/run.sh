@@ -225,6 +225,30 @@ case_disconnect_mid_stream() {
     stop_clean
 }
 
+# A session stopped, then one dropped, while their loader is still sending.
+case_stop_drop_mid_load() {
+    start_daemon
+    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p1 >"$T/p1" &
+    loader=$!
+    sleep 0.2
+    ctl stop p1 >/dev/null || fail "stop during load"
+    wait $loader
+    grep -q '"state":"stopped"' "$T/p1" || fail "the loader's summary: $(cat "$T/p1")"
+    ctl --json status p1 >"$T/s" || fail "the stopped session is gone"
+    eq "$(jget stop_reason <"$T/s")" "stopped by request" "reason"
+    n=$(jget ingest.events <"$T/s")
+    [ "$n" -gt 100 ] && [ "$n" -lt 1383 ] || fail "kept $n events of the first half"
+    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p2 >"$T/p2" &
+    loader=$!
+    sleep 0.2
+    ctl drop p2 >/dev/null || fail "drop during load"
+    wait $loader
+    grep -q ENOSESSION "$T/p2" || fail "the loader was not told: $(cat "$T/p2")"
+    ctl ls | grep -q p2 && fail "the dropped session is listed"
+    ctl stacks p1 >/dev/null || fail "queries after the drop"
+    stop_clean
+}
+
 case_slow_reader() {
     printf '{"client_output_cap": "1MiB"}\n' >"$T/cfg.json"
     start_daemon --config "$T/cfg.json"
