@@ -109,45 +109,64 @@ static int row_cmp(const void *pa, const void *pb)
     return row_before(g_sort, b, a) ? 1 : 0;
 }
 
-/* Min-heap (worst row at the root) of at most cap rows. */
-static void heap_sift_down(struct query_row *h, uint32_t n, uint32_t i, int sort)
+/* The best cap items of any type: a min-heap with the worst at the root.
+ * before(a, b, sort) says whether a ranks before b. */
+typedef int (*topn_before_fn)(const void *a, const void *b, int sort);
+
+struct topn {
+    char *items;
+    size_t size; /* of an item, at most sizeof(struct query_row) */
+    uint32_t n, cap;
+    topn_before_fn before;
+    int sort;
+};
+
+static void *topn_at(const struct topn *t, uint32_t i)
 {
-    for (;;) {
+    return t->items + (size_t)i * t->size;
+}
+
+static void topn_swap(struct topn *t, uint32_t i, uint32_t j)
+{
+    char tmp[sizeof(struct query_row)];
+    memcpy(tmp, topn_at(t, i), t->size);
+    memcpy(topn_at(t, i), topn_at(t, j), t->size);
+    memcpy(topn_at(t, j), tmp, t->size);
+}
+
+static int topn_below(const struct topn *t, uint32_t i, uint32_t j)
+{
+    return t->before(topn_at(t, i), topn_at(t, j), t->sort);
+}
+
+static void topn_offer(struct topn *t, const void *x)
+{
+    if (t->n < t->cap) {
+        uint32_t i = t->n++;
+        memcpy(topn_at(t, i), x, t->size);
+        for (uint32_t p; i > 0 && topn_below(t, p = (i - 1) / 2, i); i = p)
+            topn_swap(t, i, p);
+        return;
+    }
+    if (t->cap == 0 || !t->before(x, topn_at(t, 0), t->sort))
+        return;
+    memcpy(topn_at(t, 0), x, t->size);
+    for (uint32_t i = 0;;) {
         uint32_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && row_before(sort, &h[w], &h[l]))
+        if (l < t->n && topn_below(t, w, l))
             w = l;
-        if (r < n && row_before(sort, &h[w], &h[r]))
+        if (r < t->n && topn_below(t, w, r))
             w = r;
         if (w == i)
             return;
-        struct query_row tmp = h[i];
-        h[i] = h[w];
-        h[w] = tmp;
+        topn_swap(t, i, w);
         i = w;
     }
 }
 
-static void heap_offer(struct query_row *h, uint32_t *n, uint32_t cap, const struct query_row *r,
-                       int sort)
+static int row_before_any(const void *a, const void *b, int sort)
 {
-    if (*n < cap) {
-        uint32_t i = (*n)++;
-        h[i] = *r;
-        while (i > 0) {
-            uint32_t p = (i - 1) / 2;
-            if (!row_before(sort, &h[p], &h[i]))
-                break;
-            struct query_row tmp = h[i];
-            h[i] = h[p];
-            h[p] = tmp;
-            i = p;
-        }
-        return;
-    }
-    if (!row_before(sort, r, &h[0]))
-        return;
-    h[0] = *r;
-    heap_sift_down(h, *n, 0, sort);
+    return row_before(sort, a, b);
 }
 
 static int ctx_grow_groups(struct qctx *c)
@@ -573,7 +592,9 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
         r.a = a;
         r.f = f;
         row_add(&r, type, count, size, reallocs);
-        heap_offer(c->heap, &c->hn, c->hcap, &r, q->sort);
+        struct topn t = {(char *)c->heap, sizeof(r), c->hn, c->hcap, row_before_any, q->sort};
+        topn_offer(&t, &r);
+        c->hn = t.n;
         return;
     }
     uint32_t g;
@@ -670,49 +691,11 @@ struct kgroup {
     uint32_t g;
 };
 
-static int kg_before(const struct kgroup *a, const struct kgroup *b)
+static int kg_before(const void *pa, const void *pb, int sort)
 {
+    const struct kgroup *a = pa, *b = pb;
+    (void)sort;
     return a->k != b->k ? a->k > b->k : a->g < b->g;
-}
-
-static void kg_sift_down(struct kgroup *h, uint32_t n, uint32_t i)
-{
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && kg_before(&h[w], &h[l]))
-            w = l;
-        if (r < n && kg_before(&h[w], &h[r]))
-            w = r;
-        if (w == i)
-            return;
-        struct kgroup tmp = h[i];
-        h[i] = h[w];
-        h[w] = tmp;
-        i = w;
-    }
-}
-
-/* Keep the cap best in a min-heap (worst at the root). */
-static void kg_offer(struct kgroup *h, uint32_t *n, uint32_t cap, struct kgroup x)
-{
-    if (*n < cap) {
-        uint32_t i = (*n)++;
-        h[i] = x;
-        while (i > 0) {
-            uint32_t p = (i - 1) / 2;
-            if (!kg_before(&h[p], &h[i]))
-                break;
-            struct kgroup tmp = h[i];
-            h[i] = h[p];
-            h[p] = tmp;
-            i = p;
-        }
-        return;
-    }
-    if (!kg_before(&x, &h[0]))
-        return;
-    h[0] = x;
-    kg_sift_down(h, *n, 0);
 }
 
 static int kg_by_group(const void *pa, const void *pb)
@@ -782,7 +765,7 @@ static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *r
     int rc = UV_ENOMEM;
     if (!gk || !used || !best)
         goto done;
-    uint32_t nbest = 0;
+    struct topn sel = {(char *)best, sizeof(*best), 0, top < n ? top : n, kg_before, 0};
     for (uint32_t s = 0; s < n; s++) {
         const struct agg *a = agg_peek(t, s);
         if (agg_empty(a))
@@ -799,7 +782,8 @@ static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *r
     }
     for (uint32_t g = 0; g < n; g++)
         if (used[g])
-            kg_offer(best, &nbest, top, (struct kgroup){gk[g], g});
+            topn_offer(&sel, &(struct kgroup){gk[g], g});
+    uint32_t nbest = sel.n;
     qsort(best, nbest, sizeof(*best), kg_by_group);
     res->rows = ht_calloc(nbest + 1, sizeof(struct query_row));
     if (!res->rows)
@@ -919,15 +903,15 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
             ht_malloc((size_t)(top < c.ngroups ? top : c.ngroups + 1) * sizeof(struct query_row));
         if (!best)
             goto oom;
-        uint32_t n = 0;
+        struct topn t = {(char *)best, sizeof(*best), 0, top, row_before_any, q->sort};
         for (uint32_t g = 0; g < c.ngroups; g++) {
             if (!group_nonempty(&c.groups[g]))
                 continue;
             res->ngroups++;
-            heap_offer(best, &n, top, &c.groups[g], q->sort);
+            topn_offer(&t, &c.groups[g]);
         }
         res->rows = best;
-        res->nrows = n;
+        res->nrows = t.n;
     }
     qsort(res->rows, res->nrows, sizeof(struct query_row), row_cmp);
     res->total = c.total;
