@@ -752,12 +752,19 @@ static void add_stack_row(struct query_row *r, const struct agg *a)
     r->untracked_bytes += a->untracked_bytes;
 }
 
-/* 0 with res filled, 1 when this path cannot answer (the caller goes the
- * general way), UV_ENOMEM. */
-static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *res)
+/* 0 with res filled and sorted; 1 when this path cannot answer (a stack's
+ * culled form could not be cached: the general path can) with res as it
+ * was; UV_ENOMEM. */
+static int exact_top_stacks(struct engine *e, const struct query *q, uint32_t top,
+                            struct query_result *res)
 {
-    const struct engine *e = c->e;
-    const struct agg_table *t = c->q->domain == HT_DOM_HEAP ? &e->heap_agg : &e->commit_agg;
+    struct qctx ctx, *c = &ctx;
+    memset(c, 0, sizeof(*c));
+    c->e = e;
+    c->q = q;
+    struct query_result out;
+    memset(&out, 0, sizeof(out));
+    const struct agg_table *t = q->domain == HT_DOM_HEAP ? &e->heap_agg : &e->commit_agg;
     uint32_t n = e->si.nstacks;
     int64_t *gk = ht_calloc(n, sizeof(int64_t));
     uint8_t *used = ht_calloc(n, 1); /* 1: group has stacks, 2: and is in the top */
@@ -776,7 +783,7 @@ static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *r
             goto done;
         }
         gk[g] += agg_sort_key(c->q->sort, a);
-        res->ngroups += !used[g];
+        out.ngroups += !used[g];
         used[g] = 1;
         add_stack_row(&c->total, a);
     }
@@ -785,11 +792,11 @@ static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *r
             topn_offer(&sel, &(struct kgroup){gk[g], g});
     uint32_t nbest = sel.n;
     qsort(best, nbest, sizeof(*best), kg_by_group);
-    res->rows = ht_calloc(nbest + 1, sizeof(struct query_row));
-    if (!res->rows)
+    out.rows = ht_calloc(nbest + 1, sizeof(struct query_row));
+    if (!out.rows)
         goto done;
     for (uint32_t i = 0; i < nbest; i++) {
-        struct query_row *r = &res->rows[i];
+        struct query_row *r = &out.rows[i];
         r->key = r->stack = best[i].g;
         r->skip = c->q->ncull ? (uint16_t)(c->q->skip_cache->skip[best[i].g] - 1u) : 0;
         used[best[i].g] = 2;
@@ -803,13 +810,21 @@ static int exact_top_stacks(struct qctx *c, uint32_t top, struct query_result *r
             continue;
         struct kgroup key = {0, g};
         const struct kgroup *w = bsearch(&key, best, nbest, sizeof(*best), kg_by_group);
-        add_stack_row(&res->rows[w - best], a);
+        add_stack_row(&out.rows[w - best], a);
     }
-    res->nrows = nbest;
-    res->exact_totals = 1;
-    res->complete = 1;
+    out.nrows = nbest;
+    out.total = c->total;
+    out.exact_totals = 1;
+    out.complete = 1;
+    g_sort = q->sort;
+    qsort(out.rows, out.nrows, sizeof(struct query_row), row_cmp);
+    *res = out;
+    out.rows = NULL;
     rc = 0;
 done:
+    query_result_free(&out);
+    ht_free(c->fm_keys);
+    ht_free(c->fm_vals);
     ht_free(gk);
     ht_free(used);
     ht_free(best);
@@ -832,34 +847,18 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     const struct query *q = &qc;
     if (qc.t2 > e->now)
         qc.t2 = e->now;
-    struct qctx c;
-    memset(&c, 0, sizeof(c));
     memset(res, 0, sizeof(*res));
-    c.e = e;
-    c.q = q;
     uint32_t top = q->top && q->top < HT_QUERY_TOP_MAX ? q->top : HT_QUERY_TOP_MAX;
     if (whole_session(e, q) && q->types == HT_TYPES_ALL && !q->list && q->by == HT_BY_STACK &&
         q->nrequire == 0 && (q->ncull == 0 || q->skip_cache)) {
-        int rc = exact_top_stacks(&c, top, res);
-        if (rc == 0) {
-            g_sort = q->sort;
-            qsort(res->rows, res->nrows, sizeof(struct query_row), row_cmp);
-            res->total = c.total;
-        }
-        ht_free(c.fm_keys);
-        ht_free(c.fm_vals);
-        if (rc <= 0) {
-            if (rc < 0)
-                query_result_free(res);
+        int rc = exact_top_stacks(e, q, top, res);
+        if (rc <= 0)
             return rc;
-        }
-        memset(res, 0, sizeof(*res));
-        memset(&c.total, 0, sizeof(c.total));
-        c.fm_keys = NULL;
-        c.fm_vals = NULL;
-        c.fm_mask = c.fm_n = 0;
-        c.oom = 0;
     }
+    struct qctx c;
+    memset(&c, 0, sizeof(c));
+    c.e = e;
+    c.q = q;
     c.nmemo = e->si.nstacks;
     c.memo = ht_calloc(c.nmemo, sizeof(uint32_t));
     c.gmask = 255;
