@@ -15,16 +15,27 @@
 /* config/cull-frames.txt, embedded at build time (see daemon/CMakeLists.txt). */
 #include "cull-frames.inc"
 
+/* Keep a pattern's text and its parsed form (which points into the text):
+ * every query and every new stack use the parsed list. A pattern that does
+ * not parse (only "!") matches nothing and is left out. */
 static int add_cull(struct ht_config *cfg, const char *pat, size_t len)
 {
     char **n = ht_realloc(cfg->cull, (cfg->ncull + 1) * sizeof(char *));
     if (!n)
         return HT_ENOMEM;
     cfg->cull = n;
-    cfg->cull[cfg->ncull] = ht_strndup(pat, len);
-    if (!cfg->cull[cfg->ncull])
+    struct frame_pat *np = ht_realloc(cfg->cull_pats, (cfg->ncull + 1) * sizeof(*np));
+    if (!np)
         return HT_ENOMEM;
-    cfg->ncull++;
+    cfg->cull_pats = np;
+    char *text = ht_strndup(pat, len);
+    if (!text)
+        return HT_ENOMEM;
+    if (frame_pat_parse(text, len, &cfg->cull_pats[cfg->ncull]) != 0) {
+        ht_free(text);
+        return 0;
+    }
+    cfg->cull[cfg->ncull++] = text;
     return 0;
 }
 
@@ -66,7 +77,9 @@ void config_free(struct ht_config *cfg)
     for (unsigned i = 0; i < cfg->ncull; i++)
         ht_free(cfg->cull[i]);
     ht_free(cfg->cull);
+    ht_free(cfg->cull_pats);
     cfg->cull = NULL;
+    cfg->cull_pats = NULL;
     cfg->ncull = 0;
 }
 

@@ -3,6 +3,7 @@
 #define CONFIG_H
 
 #include "engine.h"
+#include "frame-match.h"
 
 #include <stdint.h>
 
@@ -18,8 +19,9 @@ struct ht_config {
     uint32_t max_snapshots;
     uint32_t snapshot_top;
     struct engine_limits limits;
-    /* Default cull list: patterns owned here. */
+    /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;
+    struct frame_pat *cull_pats;
     unsigned ncull;
 };
 

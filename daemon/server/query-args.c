@@ -139,15 +139,6 @@ static int add_patterns(struct frame_pat *pats, unsigned *n, const cJSON *list, 
     return 0;
 }
 
-unsigned qargs_default_cull(const struct ht_config *cfg, struct frame_pat *out, unsigned max)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < cfg->ncull && n < max; i++)
-        if (frame_pat_parse(cfg->cull[i], strlen(cfg->cull[i]), &out[n]) == 0)
-            n++;
-    return n;
-}
-
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg, const cJSON *args,
                 int domain, char *err, size_t errsz)
 {
@@ -235,7 +226,10 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
          * result is kept in the session across queries. */
         if (ncull == 0)
             q->skip_cache = &s->default_skip;
-        ncull += qargs_default_cull(cfg, qa->cull + ncull, QARGS_MAX_PATTERNS - ncull);
+        unsigned take = cfg->ncull < QARGS_MAX_PATTERNS - ncull ? cfg->ncull
+                                                                : QARGS_MAX_PATTERNS - ncull;
+        memcpy(qa->cull + ncull, cfg->cull_pats, take * sizeof(*cfg->cull_pats));
+        ncull += take;
     }
     q->require = qa->require;
     q->nrequire = nreq;

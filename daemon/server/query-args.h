@@ -22,8 +22,6 @@ struct qargs {
 };
 
 /* Fill qa from args for the session. 0 or HT_EBADARG/HT_ENOMARK with err. */
-/* The config's default cull list, parsed (patterns point into cfg); how many fit. */
-unsigned qargs_default_cull(const struct ht_config *cfg, struct frame_pat *out, unsigned max);
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg,
                 const struct cJSON *args, int domain, char *err, size_t errsz);
 /* "A:B" into [t1, t2]: bounds are durations from the start ("10s"), "start",

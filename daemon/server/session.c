@@ -251,10 +251,11 @@ void session_warm(struct session *s)
     uint32_t n = s->eng.si.nstacks;
     if (s->warmed >= n)
         return;
-    static struct frame_pat pats[QARGS_MAX_PATTERNS]; /* the loop thread's alone */
-    unsigned np = qargs_default_cull(s->srv->cfg, pats, QARGS_MAX_PATTERNS);
+    /* The same patterns a query with the default list alone uses (query-args.c). */
+    const struct ht_config *cfg = s->srv->cfg;
+    unsigned np = cfg->ncull < QARGS_MAX_PATTERNS ? cfg->ncull : QARGS_MAX_PATTERNS;
     if (np)
-        skip_cache_warm(&s->eng, &s->default_skip, pats, np, s->warmed, n);
+        skip_cache_warm(&s->eng, &s->default_skip, cfg->cull_pats, np, s->warmed, n);
     s->warmed = n;
 }
 
