@@ -58,8 +58,7 @@ struct feed {
      * stacks from this feed alone, in the same order, so the two ids are
      * normally equal and events need no remapping; identity stays 1 while
      * every definition so far came out that way. */
-    uint32_t *str_map, *stack_map;
-    uint32_t str_alloc, stack_alloc;
+    struct id_map str_map, stack_map;
     int identity;
 
     struct feed_stats st; /* under mu */
@@ -320,8 +319,8 @@ void feed_free(struct feed *f)
     uv_mutex_destroy(&f->mu);
     ht_free(f->in);
     ht_free(f->out);
-    ht_free(f->str_map);
-    ht_free(f->stack_map);
+    id_map_free(&f->str_map);
+    id_map_free(&f->stack_map);
     uv_close((uv_handle_t *)&f->async, closed_cb);
 }
 
@@ -371,26 +370,12 @@ void feed_stats_get(struct feed *f, struct feed_stats *st)
     uv_mutex_unlock(&f->mu);
 }
 
-/* map[id] = val, growing the map; ids arrive dense and in order. */
-static void map_set(uint32_t **map, uint32_t *alloc, uint32_t id, uint32_t val)
+/* Unmapped ids (out of memory) read as 0: the events keep no stack. */
+static void map_set(struct id_map *m, uint32_t id, uint32_t val)
 {
-    if (id >= *alloc) {
-        uint32_t na = *alloc ? *alloc : 1024;
-        while (na <= id)
-            na *= 2;
-        uint32_t *nm = ht_realloc(*map, (size_t)na * sizeof(uint32_t));
-        if (!nm)
-            return; /* unmapped ids read as 0: the events keep no stack */
-        memset(nm + *alloc, 0, (size_t)(na - *alloc) * sizeof(uint32_t));
-        *map = nm;
-        *alloc = na;
-    }
-    (*map)[id] = val;
-}
-
-static uint32_t map_get(const uint32_t *map, uint32_t alloc, uint64_t id)
-{
-    return id < alloc ? map[id] : 0;
+    uint32_t *slot = id_map_slot(m, id);
+    if (slot)
+        *slot = val;
 }
 
 static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_event *r,
@@ -399,7 +384,7 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
     if (r->kind == REC_STR) {
         const char *s = (const char *)(uintptr_t)r->addr;
         uint32_t id = s ? stack_intern_str(si, s, (unsigned)r->size) : 0;
-        map_set(&f->str_map, &f->str_alloc, r->stack, id);
+        map_set(&f->str_map, r->stack, id);
     } else if (r->kind == REC_STACK) {
         const uint64_t *src = (const uint64_t *)(uintptr_t)r->addr;
         uint64_t frames[HT_STACK_MAX_DEPTH];
@@ -407,16 +392,16 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
         for (unsigned k = 0; k < depth; k++) {
             uint64_t fr = src[k];
             if (fr & HT_FRAME_SYM)
-                fr = HT_FRAME_SYM | map_get(f->str_map, f->str_alloc, (uint32_t)fr);
+                fr = HT_FRAME_SYM | id_map_get(&f->str_map, (uint32_t)fr);
             frames[k] = fr;
         }
         uint32_t id = stack_intern_get(si, frames, depth);
-        map_set(&f->stack_map, &f->stack_alloc, r->stack, id);
+        map_set(&f->stack_map, r->stack, id);
         if (id != r->stack)
             f->identity = 0;
     } else if (r->kind == REC_NAME && pfn) {
-        const char *name = stack_intern_strget(si, map_get(f->str_map, f->str_alloc, r->addr));
-        const char *wall = stack_intern_strget(si, map_get(f->str_map, f->str_alloc, r->size));
+        const char *name = stack_intern_strget(si, id_map_get(&f->str_map, r->addr));
+        const char *wall = stack_intern_strget(si, id_map_get(&f->str_map, r->size));
         pfn(arg, name ? name : "", wall ? wall : "");
     }
 }
@@ -436,7 +421,7 @@ static int apply_run(struct feed *f, struct stack_intern *si, struct ht_event *r
         if (w != i)
             r[w] = r[i];
         if (!f->identity && r[w].stack)
-            r[w].stack = map_get(f->stack_map, f->stack_alloc, r[w].stack);
+            r[w].stack = id_map_get(&f->stack_map, r[w].stack);
         w++;
     }
     return w > 0 && fn(arg, r, w) ? -1 : 0;

@@ -76,24 +76,19 @@ void htevb_reader_init(struct htevb_reader *r, struct stack_intern *si)
 
 void htevb_reader_close(struct htevb_reader *r)
 {
-    ht_free(r->str_map);
-    ht_free(r->stack_map);
+    id_map_free(&r->str_map);
+    id_map_free(&r->stack_map);
     memset(r, 0, sizeof(*r));
 }
 
-static int map_put(uint32_t **map, uint32_t *alloc, uint32_t *n, uint32_t id, uint32_t val)
+static int map_put(struct id_map *map, uint32_t *n, uint32_t id, uint32_t val)
 {
     if (id != *n + 1 || id >= HTEVB_MAX_IDS)
         return -1; /* ids are dense and in order */
-    if (id >= *alloc) {
-        uint32_t na = *alloc ? *alloc * 2 : 1024;
-        uint32_t *nm = ht_realloc(*map, na * sizeof(uint32_t));
-        if (!nm)
-            return -1;
-        *map = nm;
-        *alloc = na;
-    }
-    (*map)[id] = val;
+    uint32_t *slot = id_map_slot(map, id);
+    if (!slot)
+        return -1;
+    *slot = val;
     *n = id;
     return 0;
 }
@@ -226,7 +221,7 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
         return -1;
     ev.t = r->last_t += vals[0];
-    ev.stack = stack ? r->stack_map[stack] : 0;
+    ev.stack = stack ? r->stack_map.v[stack] : 0;
     fn(arg, &ev);
     r->events++;
     return q - p;
@@ -251,7 +246,7 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
         if (len > HT_STR_MAX_LEN)
             return -1;
         uint32_t ours = stack_intern_str(r->si, (const char *)p + 7, len);
-        return map_put(&r->str_map, &r->str_alloc, &r->nstr, get32(p + 1), ours);
+        return map_put(&r->str_map, &r->nstr, get32(p + 1), ours);
     }
     case 'K': {
         uint16_t d = get16(p + 5);
@@ -262,12 +257,12 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
                 uint32_t id = (uint32_t)f;
                 if (id == 0 || id > r->nstr)
                     return -1;
-                f = HT_FRAME_SYM | r->str_map[id];
+                f = HT_FRAME_SYM | r->str_map.v[id];
             }
             frames[k] = f;
         }
         uint32_t ours = stack_intern_get(r->si, frames, d);
-        return map_put(&r->stack_map, &r->stack_alloc, &r->nstack, get32(p + 1), ours);
+        return map_put(&r->stack_map, &r->nstack, get32(p + 1), ours);
     }
     case 'P': {
         struct ht_event ev;
@@ -307,7 +302,7 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
         ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
         if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
             return -1;
-        ev.stack = stack ? r->stack_map[stack] : 0;
+        ev.stack = stack ? r->stack_map.v[stack] : 0;
         fn(arg, &ev);
         r->events++;
         return 0;
@@ -429,31 +424,14 @@ int htevb_writer_init(struct htevb_writer *w, const struct stack_intern *si, hte
 
 void htevb_writer_close(struct htevb_writer *w)
 {
-    ht_free(w->str_file_id);
-    ht_free(w->stack_file_id);
+    id_map_free(&w->str_file_id);
+    id_map_free(&w->stack_file_id);
     memset(w, 0, sizeof(*w));
-}
-
-/* File id of one of our ids, 0 if not defined yet. Grows the map to cover id. */
-static uint32_t *file_id_slot(uint32_t **map, uint32_t *alloc, uint32_t id)
-{
-    if (id >= *alloc) {
-        uint32_t na = *alloc ? *alloc : 1024;
-        while (na <= id)
-            na *= 2;
-        uint32_t *nm = ht_realloc(*map, na * sizeof(uint32_t));
-        if (!nm)
-            return NULL;
-        memset(nm + *alloc, 0, (na - *alloc) * sizeof(uint32_t));
-        *map = nm;
-        *alloc = na;
-    }
-    return &(*map)[id];
 }
 
 static uint32_t define_str(struct htevb_writer *w, uint32_t id)
 {
-    uint32_t *slot = file_id_slot(&w->str_file_id, &w->str_alloc, id);
+    uint32_t *slot = id_map_slot(&w->str_file_id, id);
     if (!slot)
         return 0;
     if (*slot)
@@ -471,7 +449,7 @@ static uint32_t define_str(struct htevb_writer *w, uint32_t id)
 
 static uint32_t define_stack(struct htevb_writer *w, uint32_t id)
 {
-    uint32_t *slot = file_id_slot(&w->stack_file_id, &w->stack_alloc, id);
+    uint32_t *slot = id_map_slot(&w->stack_file_id, id);
     if (!slot)
         return 0;
     if (*slot)
@@ -489,7 +467,7 @@ static uint32_t define_stack(struct htevb_writer *w, uint32_t id)
         p = put64(p, frames[k]);
     w->out(w->arg, rec, (size_t)(p - rec));
     /* Re-read the slot: define_str may have moved nothing, but keep it simple. */
-    slot = file_id_slot(&w->stack_file_id, &w->stack_alloc, id);
+    slot = id_map_slot(&w->stack_file_id, id);
     return *slot = w->next_stack;
 }
 

@@ -17,6 +17,7 @@
 #define HTEVB_H
 
 #include "ht-event.h"
+#include "id-map.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,8 +33,8 @@ typedef void (*htevb_process_fn)(void *arg, const char *name, size_t len);
 
 struct htevb_reader {
     struct stack_intern *si;
-    uint32_t *str_map, *stack_map; /* file id -> our id */
-    uint32_t nstr, nstack, str_alloc, stack_alloc;
+    struct id_map str_map, stack_map; /* file id -> our id */
+    uint32_t nstr, nstack;
     unsigned char carry[16 + 8 * 256 + 4096]; /* the largest record */
     size_t carry_len;
     int magic_seen;
@@ -57,8 +58,7 @@ struct htevb_writer {
     const struct stack_intern *si;
     htevb_out_fn out;
     void *arg;
-    uint32_t *str_file_id, *stack_file_id; /* our id -> file id, 0 = not written yet */
-    uint32_t str_alloc, stack_alloc;
+    struct id_map str_file_id, stack_file_id; /* our id -> file id, 0 = not written yet */
     uint32_t next_str, next_stack;
     uint64_t last_t;
 };
