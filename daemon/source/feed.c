@@ -42,6 +42,16 @@ struct feed {
     _Atomic size_t out_tail; /* written by the loop */
     size_t out_tail_mine;    /* loop's copy of out_tail */
 
+    /* Where the definition records sit in the output ring, decoder -> loop,
+     * as ring counters in order. There are never more of them in flight
+     * than records plus the one being pushed, so an array of twice the
+     * ring's capacity never fills. The loop hands the runs between them to
+     * the engine as they are, without reading the records first. */
+    size_t *defpos;
+    _Atomic size_t def_head; /* published before out_head */
+    size_t def_head_mine;    /* decoder's */
+    size_t def_tail;         /* loop's */
+
     _Atomic int sleeping; /* the decoder waits on cv */
     _Atomic int quit;
     _Atomic int done; /* the decoder finished the stream and published all */
@@ -81,6 +91,7 @@ static void wake(struct feed *f)
 static void publish_head(struct feed *f)
 {
     if (f->head_mine != f->published) {
+        atomic_store_explicit(&f->def_head, f->def_head_mine, memory_order_release);
         atomic_store_explicit(&f->out_head, f->head_mine, memory_order_release);
         f->published = f->head_mine;
     }
@@ -130,6 +141,13 @@ static void push(struct feed *f, const struct ht_event *ev)
         publish(f);
 }
 
+/* The next record pushed is a definition. Noted before the push, which may
+ * publish the head: the loop must never see the record before its note. */
+static void push_defpos(struct feed *f)
+{
+    f->defpos[f->def_head_mine++ & (2 * f->out_cap - 1)] = f->head_mine;
+}
+
 static void push_def(struct feed *f, int kind, uint32_t id, const void *p, uint64_t size)
 {
     struct ht_event r;
@@ -138,6 +156,7 @@ static void push_def(struct feed *f, int kind, uint32_t id, const void *p, uint6
     r.stack = id;
     r.addr = (uint64_t)(uintptr_t)p;
     r.size = size;
+    push_defpos(f);
     push(f, &r);
 }
 
@@ -169,6 +188,7 @@ static void decoded_cb(void *arg, const struct ht_event *ev)
         r.kind = REC_NAME;
         r.addr = name;
         r.size = wall;
+        push_defpos(f);
         push(f, &r);
     } else if (f->psi.nstacks != f->sent_stacks || f->psi.nstrs != f->sent_strs) {
         push_new_defs(f);
@@ -266,7 +286,8 @@ int feed_new(struct feed **out, uv_loop_t *loop, const struct feed_limits *lim,
     int rc = UV_ENOMEM;
     f->in = ht_malloc(f->in_cap);
     f->out = ht_malloc(f->out_cap * sizeof(*f->out));
-    if (!f->in || !f->out)
+    f->defpos = ht_malloc(2 * f->out_cap * sizeof(*f->defpos));
+    if (!f->in || !f->out || !f->defpos)
         goto fail_buffers;
     if (stack_intern_init(&f->psi, lim->max_stacks, lim->max_strings) != 0)
         goto fail_buffers;
@@ -299,6 +320,7 @@ fail_intern:
 fail_buffers:
     ht_free(f->in);
     ht_free(f->out);
+    ht_free(f->defpos);
     ht_free(f);
     return rc;
 }
@@ -319,6 +341,7 @@ void feed_free(struct feed *f)
     uv_mutex_destroy(&f->mu);
     ht_free(f->in);
     ht_free(f->out);
+    ht_free(f->defpos);
     id_map_free(&f->str_map);
     id_map_free(&f->stack_map);
     uv_close((uv_handle_t *)&f->async, closed_cb);
@@ -406,40 +429,42 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
     }
 }
 
-/* Apply records [0, n) of a contiguous run: definitions are taken first and
- * the events, stacks remapped, are packed down over them so the engine gets
- * one batch (its prefetching needs long batches). */
-static int apply_run(struct feed *f, struct stack_intern *si, struct ht_event *r, size_t n,
-                     feed_apply_fn fn, feed_process_fn pfn, void *arg)
+/* Apply records [0, n) of a contiguous run that holds no definition: in
+ * place when the engine's ids are the feed's, else remapped. */
+static int apply_events(struct feed *f, struct ht_event *r, size_t n, feed_apply_fn fn, void *arg)
 {
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].kind >= HT_EV_KIND_COUNT) {
-            apply_def(f, si, &r[i], pfn, arg);
-            continue;
-        }
-        if (w != i)
-            r[w] = r[i];
-        if (!f->identity && r[w].stack)
-            r[w].stack = id_map_get(&f->stack_map, r[w].stack);
-        w++;
-    }
-    return w > 0 && fn(arg, r, w) ? -1 : 0;
+    if (!f->identity)
+        for (size_t i = 0; i < n; i++)
+            if (r[i].stack)
+                r[i].stack = id_map_get(&f->stack_map, r[i].stack);
+    return n > 0 && fn(arg, r, n) ? -1 : 0;
 }
 
 int feed_drain(struct feed *f, struct stack_intern *si, size_t budget, feed_apply_fn fn,
                feed_process_fn pfn, void *arg)
 {
     size_t head = atomic_load_explicit(&f->out_head, memory_order_acquire);
+    /* Read after out_head: every definition below head is in it. */
+    size_t def_head = atomic_load_explicit(&f->def_head, memory_order_acquire);
     size_t tail = f->out_tail_mine;
     int rc = 0;
     while (tail != head && budget > 0 && rc == 0) {
-        size_t off = tail & (f->out_cap - 1), n = head - tail;
+        size_t next_def =
+            f->def_tail != def_head ? f->defpos[f->def_tail & (2 * f->out_cap - 1)] : head;
+        if (tail == next_def) {
+            apply_def(f, si, &f->out[tail & (f->out_cap - 1)], pfn, arg);
+            f->def_tail++;
+            tail++;
+            budget--;
+            continue;
+        }
+        /* Events up to the next definition, the ring's end, or the budget. */
+        size_t off = tail & (f->out_cap - 1), n = next_def - tail;
         if (n > f->out_cap - off)
             n = f->out_cap - off;
         if (n > budget)
             n = budget;
-        rc = apply_run(f, si, f->out + off, n, fn, pfn, arg);
+        rc = apply_events(f, f->out + off, n, fn, arg);
         tail += n;
         budget -= n;
     }

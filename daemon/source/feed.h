@@ -7,7 +7,11 @@
  * The decoder interns stacks into a private interner; the ring carries the
  * definitions of new strings and stacks ahead of the first event that uses
  * them, and feed_drain() re-interns them into the engine's interner on the
- * loop, so no engine data is ever touched by two threads.
+ * loop, so no engine data is ever touched by two threads. The decoder also
+ * notes where each definition sits in the ring, so the loop hands the runs
+ * of events between them to the engine where they lie, without reading each
+ * record first (that read, of lines the other core wrote, was ~5% of the
+ * loop's time).
  *
  * Threads: feed_write/feed_close_input/feed_drain/feed_free run on the loop
  * thread only. The ready callback runs on the loop (uv_async) whenever the
