@@ -429,45 +429,96 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
     }
 }
 
-/* Apply records [0, n) of a contiguous run that holds no definition: in
- * place when the engine's ids are the feed's, else remapped. */
-static int apply_events(struct feed *f, struct ht_event *r, size_t n, feed_apply_fn fn, void *arg)
+/* Runs of at least this many events between two definitions go to the
+ * engine where they lie. Shorter ones (a stream still defining its stacks)
+ * are packed together past the definitions between them, so the engine
+ * still gets long batches: its prefetching needs them. */
+#define LONG_RUN 256
+
+static uint32_t engine_stack(struct feed *f, uint32_t stack)
 {
+    return f->identity || !stack ? stack : id_map_get(&f->stack_map, stack);
+}
+
+/* The drain's position: records from tail up to head, budget left. */
+struct drain {
+    size_t tail, head, def_head, budget;
+};
+
+static size_t next_def(const struct feed *f, const struct drain *d)
+{
+    return f->def_tail != d->def_head ? f->defpos[f->def_tail & (2 * f->out_cap - 1)] : d->head;
+}
+
+/* Records from d->tail to the ring's end, the head or the budget: definitions
+ * applied, events packed down over them and handed over as one batch; stops
+ * early where a long run begins. */
+static int apply_packed(struct feed *f, struct stack_intern *si, struct drain *d,
+                        feed_apply_fn fn, feed_process_fn pfn, void *arg)
+{
+    size_t off = d->tail & (f->out_cap - 1), n = d->head - d->tail;
+    if (n > f->out_cap - off)
+        n = f->out_cap - off;
+    if (n > d->budget)
+        n = d->budget;
+    struct ht_event *r = f->out + off;
+    size_t nd = next_def(f, d), w = 0, i = 0;
+    for (; i < n; i++) {
+        size_t at = d->tail + i;
+        if (at == nd) {
+            apply_def(f, si, &r[i], pfn, arg);
+            f->def_tail++;
+            nd = next_def(f, d);
+            continue;
+        }
+        if (nd - at >= LONG_RUN)
+            break;
+        r[w] = r[i];
+        r[w].stack = engine_stack(f, r[w].stack);
+        w++;
+    }
+    d->tail += i;
+    d->budget -= i;
+    return w > 0 && fn(arg, r, w) ? -1 : 0;
+}
+
+/* A long run of events from d->tail, in place, up to the next definition,
+ * the ring's end or the budget. */
+static int apply_in_place(struct feed *f, struct drain *d, size_t upto, feed_apply_fn fn,
+                          void *arg)
+{
+    size_t off = d->tail & (f->out_cap - 1), n = upto - d->tail;
+    if (n > f->out_cap - off)
+        n = f->out_cap - off;
+    if (n > d->budget)
+        n = d->budget;
+    struct ht_event *r = f->out + off;
     if (!f->identity)
         for (size_t i = 0; i < n; i++)
-            if (r[i].stack)
-                r[i].stack = id_map_get(&f->stack_map, r[i].stack);
-    return n > 0 && fn(arg, r, n) ? -1 : 0;
+            r[i].stack = engine_stack(f, r[i].stack);
+    d->tail += n;
+    d->budget -= n;
+    return fn(arg, r, n) ? -1 : 0;
 }
 
 int feed_drain(struct feed *f, struct stack_intern *si, size_t budget, feed_apply_fn fn,
                feed_process_fn pfn, void *arg)
 {
-    size_t head = atomic_load_explicit(&f->out_head, memory_order_acquire);
+    struct drain d;
+    d.head = atomic_load_explicit(&f->out_head, memory_order_acquire);
     /* Read after out_head: every definition below head is in it. */
-    size_t def_head = atomic_load_explicit(&f->def_head, memory_order_acquire);
-    size_t tail = f->out_tail_mine;
+    d.def_head = atomic_load_explicit(&f->def_head, memory_order_acquire);
+    d.tail = f->out_tail_mine;
+    d.budget = budget;
     int rc = 0;
-    while (tail != head && budget > 0 && rc == 0) {
-        size_t next_def =
-            f->def_tail != def_head ? f->defpos[f->def_tail & (2 * f->out_cap - 1)] : head;
-        if (tail == next_def) {
-            apply_def(f, si, &f->out[tail & (f->out_cap - 1)], pfn, arg);
-            f->def_tail++;
-            tail++;
-            budget--;
-            continue;
-        }
-        /* Events up to the next definition, the ring's end, or the budget. */
-        size_t off = tail & (f->out_cap - 1), n = next_def - tail;
-        if (n > f->out_cap - off)
-            n = f->out_cap - off;
-        if (n > budget)
-            n = budget;
-        rc = apply_events(f, f->out + off, n, fn, arg);
-        tail += n;
-        budget -= n;
+    while (d.tail != d.head && d.budget > 0 && rc == 0) {
+        size_t nd = next_def(f, &d);
+        if (nd - d.tail >= LONG_RUN || (nd == d.head && nd != d.tail))
+            rc = apply_in_place(f, &d, nd, fn, arg);
+        else
+            rc = apply_packed(f, si, &d, fn, pfn, arg);
     }
+    size_t tail = d.tail;
     f->out_tail_mine = tail;
     atomic_store(&f->out_tail, tail);
     wake(f);
