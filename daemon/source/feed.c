@@ -445,9 +445,29 @@ struct drain {
     size_t tail, head, def_head, budget;
 };
 
+/* Position of the next definition, or the head when none lies before it.
+ * def_head may be newer than head (the decoder can publish both again
+ * between the loop's two loads), so a noted position can be past the head:
+ * that is no definition of this drain. */
 static size_t next_def(const struct feed *f, const struct drain *d)
 {
-    return f->def_tail != d->def_head ? f->defpos[f->def_tail & (2 * f->out_cap - 1)] : d->head;
+    if (f->def_tail == d->def_head)
+        return d->head;
+    size_t at = f->defpos[f->def_tail & (2 * f->out_cap - 1)];
+    return at < d->head ? at : d->head;
+}
+
+/* The records from d->tail up to upto, the ring's end or the budget,
+ * whichever comes first: where they lie, and *n of them. */
+static struct ht_event *span(struct feed *f, const struct drain *d, size_t upto, size_t *n)
+{
+    size_t off = d->tail & (f->out_cap - 1);
+    *n = upto - d->tail;
+    if (*n > f->out_cap - off)
+        *n = f->out_cap - off;
+    if (*n > d->budget)
+        *n = d->budget;
+    return f->out + off;
 }
 
 /* Records from d->tail to the ring's end, the head or the budget: definitions
@@ -456,12 +476,8 @@ static size_t next_def(const struct feed *f, const struct drain *d)
 static int apply_packed(struct feed *f, struct stack_intern *si, struct drain *d,
                         feed_apply_fn fn, feed_process_fn pfn, void *arg)
 {
-    size_t off = d->tail & (f->out_cap - 1), n = d->head - d->tail;
-    if (n > f->out_cap - off)
-        n = f->out_cap - off;
-    if (n > d->budget)
-        n = d->budget;
-    struct ht_event *r = f->out + off;
+    size_t n;
+    struct ht_event *r = span(f, d, d->head, &n);
     size_t nd = next_def(f, d), w = 0, i = 0;
     for (; i < n; i++) {
         size_t at = d->tail + i;
@@ -487,12 +503,8 @@ static int apply_packed(struct feed *f, struct stack_intern *si, struct drain *d
 static int apply_in_place(struct feed *f, struct drain *d, size_t upto, feed_apply_fn fn,
                           void *arg)
 {
-    size_t off = d->tail & (f->out_cap - 1), n = upto - d->tail;
-    if (n > f->out_cap - off)
-        n = f->out_cap - off;
-    if (n > d->budget)
-        n = d->budget;
-    struct ht_event *r = f->out + off;
+    size_t n;
+    struct ht_event *r = span(f, d, upto, &n);
     if (!f->identity)
         for (size_t i = 0; i < n; i++)
             r[i].stack = engine_stack(f, r[i].stack);
@@ -506,23 +518,24 @@ int feed_drain(struct feed *f, struct stack_intern *si, size_t budget, feed_appl
 {
     struct drain d;
     d.head = atomic_load_explicit(&f->out_head, memory_order_acquire);
-    /* Read after out_head: every definition below head is in it. */
+    /* Read after out_head: every definition below head is in it (and
+     * perhaps later ones: next_def stops at the head). */
     d.def_head = atomic_load_explicit(&f->def_head, memory_order_acquire);
     d.tail = f->out_tail_mine;
     d.budget = budget;
     int rc = 0;
     while (d.tail != d.head && d.budget > 0 && rc == 0) {
         size_t nd = next_def(f, &d);
-        if (nd - d.tail >= LONG_RUN || (nd == d.head && nd != d.tail))
+        /* nd == head: no definition before the head (and tail != head). */
+        if (nd - d.tail >= LONG_RUN || nd == d.head)
             rc = apply_in_place(f, &d, nd, fn, arg);
         else
             rc = apply_packed(f, si, &d, fn, pfn, arg);
     }
-    size_t tail = d.tail;
-    f->out_tail_mine = tail;
-    atomic_store(&f->out_tail, tail);
+    f->out_tail_mine = d.tail;
+    atomic_store(&f->out_tail, d.tail);
     wake(f);
     if (rc)
         return -1;
-    return tail != atomic_load_explicit(&f->out_head, memory_order_acquire);
+    return d.tail != atomic_load_explicit(&f->out_head, memory_order_acquire);
 }
