@@ -334,4 +334,9 @@ case_ctl_usage() {
     ctl help stacks | grep -q -- "--cull-list FILE" || fail "help from the command table"
 }
 
+# More cases, one file per area (cases-*.sh); CMake registers every case_NAME it finds.
+for f in "$HERE"/cases-*.sh; do
+    [ -e "$f" ] && . "$f"
+done
+declare -F "case_$1" >/dev/null || { echo "no such case: $1"; exit 2; }
 "case_$1"
