@@ -27,6 +27,18 @@ const struct ht_arg_spec ht_args[] = {
 
 const size_t ht_nargs = sizeof(ht_args) / sizeof(ht_args[0]);
 
+const struct ht_arg_range ht_arg_ranges[] = {
+#define HT_CMD(id, name, flags, syn, sum)
+#define HT_ARG(id, name, type, flags, meta, help)
+#define HT_RANGE(id, name, min, max) {HT_CMD_##id, name, min, max},
+#include "ht-commands.def"
+#undef HT_CMD
+#undef HT_ARG
+#undef HT_RANGE
+};
+
+const size_t ht_nranges = sizeof(ht_arg_ranges) / sizeof(ht_arg_ranges[0]);
+
 const struct ht_cmd_spec *ht_cmd_find(const char *name)
 {
     for (int i = 0; i < HT_CMD_COUNT; i++)
@@ -43,10 +55,33 @@ const struct ht_arg_spec *ht_arg_find(int cmd, const char *name)
     return NULL;
 }
 
+const struct ht_arg_range *ht_arg_range_find(int cmd, const char *name)
+{
+    for (size_t i = 0; i < ht_nranges; i++)
+        if (ht_arg_ranges[i].cmd == cmd && strcmp(ht_arg_ranges[i].name, name) == 0)
+            return &ht_arg_ranges[i];
+    return NULL;
+}
+
+/* Session ids are uint32, and so is what a handler reads from an argument
+ * whose range was not declared. */
+static const struct ht_arg_range uint32_range = {0, "", 0, 4294967295u};
+
 static int is_uint(const cJSON *v)
 {
     return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740991.0 &&
            floor(v->valuedouble) == v->valuedouble;
+}
+
+/* Checked as a double: is_uint has bounded it by 2^53, where every integer is exact. */
+static int check_range(const struct ht_arg_range *r, const char *name, double v, char *err,
+                       size_t errsz)
+{
+    if (v >= (double)r->min && v <= (double)r->max)
+        return 0;
+    snprintf(err, errsz, "argument \"%s\" must be an integer from %llu to %llu", name,
+             (unsigned long long)r->min, (unsigned long long)r->max);
+    return HT_EBADARG;
 }
 
 static int check_type(const struct ht_arg_spec *a, const cJSON *v, char *err, size_t errsz)
@@ -57,11 +92,14 @@ static int check_type(const struct ht_arg_spec *a, const cJSON *v, char *err, si
             return 0;
         snprintf(err, errsz, "argument \"%s\" must be a string", a->name);
         return HT_EBADARG;
-    case HT_ARG_UINT:
-        if (is_uint(v))
-            return 0;
-        snprintf(err, errsz, "argument \"%s\" must be a non-negative integer", a->name);
-        return HT_EBADARG;
+    case HT_ARG_UINT: {
+        if (!is_uint(v)) {
+            snprintf(err, errsz, "argument \"%s\" must be a non-negative integer", a->name);
+            return HT_EBADARG;
+        }
+        const struct ht_arg_range *r = ht_arg_range_find(a->cmd, a->name);
+        return check_range(r ? r : &uint32_range, a->name, v->valuedouble, err, errsz);
+    }
     case HT_ARG_BOOL:
         if (cJSON_IsBool(v))
             return 0;
@@ -72,6 +110,15 @@ static int check_type(const struct ht_arg_spec *a, const cJSON *v, char *err, si
         if (is_uint(v) || (cJSON_IsString(v) && ht_parse_size(v->valuestring, &sz) == 0))
             return 0;
         snprintf(err, errsz, "argument \"%s\" must be a size (bytes, or like \"2GiB\")", a->name);
+        return HT_EBADARG;
+    }
+    case HT_ARG_STEP: {
+        uint64_t x;
+        if (is_uint(v) || (cJSON_IsString(v) && (ht_parse_size(v->valuestring, &x) == 0 ||
+                                                 ht_parse_duration(v->valuestring, &x) == 0)))
+            return 0;
+        snprintf(err, errsz, "argument \"%s\" must be a size or a duration (like \"1MiB\", \"1s\")",
+                 a->name);
         return HT_EBADARG;
     }
     case HT_ARG_LIST: {
@@ -107,6 +154,11 @@ int ht_args_validate(const struct ht_cmd_spec *cmd, const cJSON *args, char *err
                 snprintf(err, errsz, "argument \"session\" must be a session id or name");
                 return HT_EBADARG;
             }
+            int rc = cJSON_IsString(v) ? 0
+                                       : check_range(&uint32_range, "session", v->valuedouble,
+                                                     err, errsz);
+            if (rc)
+                return rc;
             continue;
         }
         const struct ht_arg_spec *a = ht_arg_find(cmd->id, v->string);

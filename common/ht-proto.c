@@ -3,6 +3,7 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "ht-text.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -28,7 +29,14 @@ static char *print_line(cJSON *obj)
 int ht_request_parse(const char *line, size_t len, struct ht_request *req, char *err, size_t errsz)
 {
     memset(req, 0, sizeof(*req));
-    req->root = cJSON_ParseWithLength(line, len);
+    /* cJSON skips a NUL as white space and stops after the first value: a
+     * line must be one JSON text (RFC 8259 section 2) and nothing else. */
+    if (memchr(line, '\0', len)) {
+        snprintf(err, errsz, "request contains a NUL byte");
+        return HT_EBADJSON;
+    }
+    const char *end = NULL;
+    req->root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!req->root) {
         snprintf(err, errsz, "request is not valid JSON");
         return HT_EBADJSON;
@@ -45,6 +53,12 @@ int ht_request_parse(const char *line, size_t len, struct ht_request *req, char 
             return HT_EBADJSON;
         }
         req->id = (int64_t)id->valuedouble;
+    }
+    while (end < line + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+        end++;
+    if (end != line + len) {
+        snprintf(err, errsz, "request has bytes after its JSON object");
+        return HT_EBADJSON;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->root, "v");
     if (!cJSON_IsNumber(v)) {
@@ -109,7 +123,11 @@ char *ht_reply_err(int64_t id, int err, const char *msg)
     cJSON_AddNumberToObject(o, "id", (double)id);
     cJSON_AddFalseToObject(o, "ok");
     cJSON_AddStringToObject(o, "err", ht_err_code(err));
-    cJSON_AddStringToObject(o, "msg", msg && *msg ? msg : ht_strerror(err));
+    /* Messages quote what the client sent: bytes that are not UTF-8 or are
+     * controls are written as escapes, so the reply stays valid JSON text. */
+    char safe[2048];
+    ht_text_escape(msg && *msg ? msg : ht_strerror(err), safe, sizeof(safe));
+    cJSON_AddStringToObject(o, "msg", safe);
     char *line = print_line(o);
     cJSON_Delete(o);
     return line;

@@ -12,8 +12,9 @@ int ctl_print_error(const cJSON *env)
 {
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(env, "err");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(env, "msg");
-    fprintf(stderr, "heaptracectl: %s: %s\n", cJSON_IsString(err) ? err->valuestring : "error",
-            cJSON_IsString(msg) ? msg->valuestring : "(no message)");
+    fprintf(stderr, "heaptracectl: %s: %s\n",
+            cJSON_IsString(err) ? ctl_text(err->valuestring) : "error",
+            cJSON_IsString(msg) ? ctl_text(msg->valuestring) : "(no message)");
     return EXIT_CMD;
 }
 

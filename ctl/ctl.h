@@ -34,6 +34,9 @@ int ctl_read_frame(struct ctl *c, int64_t id, struct cJSON **frame);
 int ctl_print_error(const struct cJSON *envelope);
 
 /* Rendering (render.c). */
+/* s with control characters, DEL, C1 and non-UTF-8 bytes escaped, for a
+ * terminal; valid until 16 more calls. */
+const char *ctl_text(const char *s);
 void render_reply(struct ctl *c, const struct cJSON *data);
 void render_query(struct ctl *c, const struct cJSON *data);
 void render_top(struct ctl *c, const struct cJSON *data, int tty);

@@ -94,7 +94,7 @@ static int set_arg(struct ctl *c, const struct ht_arg_spec *a, const char *val)
     case HT_ARG_UINT: {
         char *end;
         unsigned long long v = strtoull(val, &end, 10);
-        if (*val == '-' || end == val || *end)
+        if (strspn(val, "0123456789") != strlen(val) || end == val || *end)
             return usage_error(c->cmd, "expected a non-negative number, got \"%s\"", val);
         cJSON_DeleteItemFromObjectCaseSensitive(c->args, a->name);
         cJSON_AddNumberToObject(c->args, a->name, (double)v);
@@ -213,6 +213,10 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         if (!have)
             return usage_error(c->cmd, "missing %s", a->metavar);
     }
+    /* The same generic checks the daemon makes (types, ranges), before anything is sent. */
+    char err[256];
+    if (ht_args_validate(c->cmd, c->args, err, sizeof(err)) != 0)
+        return usage_error(c->cmd, "%s", err);
     return 0;
 }
 

@@ -2,6 +2,7 @@
  */
 #include "ctl.h"
 
+#include "ht-text.h"
 #include "ht-units.h"
 
 #include <cjson/cJSON.h>
@@ -14,10 +15,31 @@ static double num(const cJSON *o, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+const char *ctl_text(const char *s)
+{
+    /* A few calls share one printf: a ring of buffers, each kept and grown
+     * to its largest use (4 bytes out per byte in at most: "\xNN"). */
+    static char *ring[16];
+    static size_t caps[16];
+    static unsigned next;
+    unsigned i = next++ % 16;
+    size_t need = strlen(s) * 4 + 1;
+    if (caps[i] < need) {
+        char *nb = realloc(ring[i], need);
+        if (!nb)
+            return "(out of memory)";
+        ring[i] = nb;
+        caps[i] = need;
+    }
+    ht_text_escape(s, ring[i], caps[i]);
+    return ring[i];
+}
+
+/* Strings of a reply, escaped: names come from traced programs and streams. */
 static const char *str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
+    return cJSON_IsString(v) ? ctl_text(v->valuestring) : "";
 }
 
 static const char *sz(double v, char *buf)
@@ -70,7 +92,8 @@ static void stack_label(const cJSON *row, char *out, size_t width)
     int i = 0;
     cJSON_ArrayForEach(f, frames)
     {
-        int k = snprintf(out + n, width - n, "%s%s", i++ ? " <- " : "", f->valuestring);
+        int k = snprintf(out + n, width - n, "%s%s", i++ ? " <- " : "",
+                         cJSON_IsString(f) ? ctl_text(f->valuestring) : "?");
         if (k < 0 || (size_t)k >= width - n) {
             if (width > 4)
                 strcpy(out + width - 4, "...");
@@ -172,7 +195,7 @@ static void print_tree(struct node *n, int depth, const char *sort)
         char c1[32], s1[24], s2[24], s3[24];
         printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "",
                70 - depth * 2 > 20 ? 70 - depth * 2 : 20, 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
-               best->name, commas(best->count, c1), sz(best->impacting, s1), sz(best->size, s2),
+               ctl_text(best->name), commas(best->count, c1), sz(best->impacting, s1), sz(best->size, s2),
                sz(best->outstanding, s3));
         print_tree(best, depth + 1, sort);
         free(best->name);

@@ -1,8 +1,11 @@
 /* Log lines with a UTC timestamp and level. */
 #include "log.h"
 
+#include "ht-text.h"
+
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static FILE *log_fp;
@@ -40,11 +43,16 @@ void log_msg(int level, const char *fmt, ...)
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(f, "%s heaptraced %s: ", ts, names[level]);
+    /* Names in log lines come from clients and streams: a newline or an
+     * escape sequence in one must not forge a line or reach a terminal. */
+    char msg[1024], safe[4096];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fputc('\n', f);
+    if (n >= (int)sizeof(msg))
+        memcpy(msg + sizeof(msg) - 4, "...", 4);
+    ht_text_escape(msg, safe, sizeof(safe));
+    fprintf(f, "%s heaptraced %s: %s\n", ts, names[level], safe);
     fflush(f);
 }

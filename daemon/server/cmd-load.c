@@ -27,12 +27,7 @@
 
 static int add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
 {
-    uint64_t every = 0;
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(args, "every");
-    if (ev && !cJSON_IsNumber(ev) && ht_parse_size(ev->valuestring, &every) != 0)
-        return HT_EBADARG;
-    if (cJSON_IsNumber(ev))
-        every = (uint64_t)ev->valuedouble;
+    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
     static const char *const keys[] = {"stop_when", "snapshot_when"};
     for (int k = 0; k < 2; k++) {
         const cJSON *it;
@@ -51,12 +46,15 @@ static void load_feed_ready_cb(struct feed *f, void *data);
 int cmd_load(struct cmd_ctx *ctx)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "name");
-    char err[256];
+    char err[512];
+    int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
     struct session *s =
         session_new(ctx->srv, name ? name->valuestring : NULL, "replay", err, sizeof(err));
     if (!s)
-        return cmd_error(ctx, strstr(err, "exists") ? HT_EEXIST : HT_EFULL, "%s", err);
-    int rc = add_triggers(s, ctx->req->args, err, sizeof(err));
+        return cmd_error(ctx, HT_ENOMEM, "%s", err);
+    rc = add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
         return cmd_error(ctx, rc, "%s", err);
@@ -222,6 +220,25 @@ static void keep_after(struct client *c, const char *buf, size_t n)
     c->after_len += n;
 }
 
+int chunk_length(const char *h, size_t n, uint64_t *len)
+{
+    if (n > 0 && h[n - 1] == '\r')
+        n--; /* CRLF, as request lines allow */
+    /* At most 7 digits: LOAD_CHUNK_MAX has 7. */
+    if (n == 0 || n > 7 || (h[0] == '0' && n > 1))
+        return HT_EBADARG;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (h[i] < '0' || h[i] > '9')
+            return HT_EBADARG;
+        v = v * 10 + (uint64_t)(h[i] - '0');
+    }
+    if (v > LOAD_CHUNK_MAX)
+        return HT_EBADARG;
+    *len = v;
+    return 0;
+}
+
 void load_stream_bytes(struct client *c, const char *buf, size_t n)
 {
     if (c->mode == CLIENT_DRAINING) {
@@ -244,11 +261,10 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
             n -= take;
             if (!nl)
                 return;
-            c->in[c->in_len - 1] = '\0';
-            char *end;
-            unsigned long long len = strtoull(c->in, &end, 10);
-            if (end == c->in || (*end && *end != '\r') || len > LOAD_CHUNK_MAX) {
-                stream_error(c, "load: bad chunk header (expected a length up to 4 MiB)");
+            uint64_t len;
+            if (chunk_length(c->in, c->in_len - 1, &len) != 0) {
+                stream_error(c, "load: bad chunk header (expected decimal digits, a length up "
+                                "to 4194304 without sign or leading zeros, then a newline)");
                 return;
             }
             c->in_len = 0;

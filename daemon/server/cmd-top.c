@@ -8,6 +8,11 @@
 
 #include <cjson/cJSON.h>
 
+/* Below 10 ms a refresh is more work than anyone can read; a day is the
+ * longest interval worth a live view. */
+#define TOP_INTERVAL_MIN 10000000ULL
+#define TOP_INTERVAL_MAX 86400000000000ULL
+
 static void top_tick_cb(uv_timer_t *t)
 {
     struct client *c = t->data;
@@ -38,8 +43,11 @@ int cmd_top(struct cmd_ctx *ctx)
 {
     uint64_t interval = 1000000000ULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "interval");
-    if (v && (ht_parse_duration(v->valuestring, &interval) != 0 || interval < 10000000ULL))
-        return cmd_error(ctx, HT_EBADARG, "--interval must be a duration of at least 10ms");
+    if (v && (ht_parse_duration(v->valuestring, &interval) != 0 || interval < TOP_INTERVAL_MIN ||
+              interval > TOP_INTERVAL_MAX))
+        return cmd_error(ctx, HT_EBADARG,
+                         "--interval \"%.32s\" must be a duration from 10ms to 1d (like 500ms, 2s)",
+                         v->valuestring);
     if (ctx->c->recording || ctx->c->topping)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
     if (ctx->c == ctx->s->loader)

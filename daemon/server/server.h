@@ -144,6 +144,10 @@ void client_feed(struct client *c, const char *buf, size_t n);
 void client_send_then_close(struct client *c, char *line);
 
 /* Sessions (session.c). */
+/* Whether a session named name (NULL or "": a generated one) may be created:
+ * 0, HT_EFULL (every slot taken; err lists the sessions and how to free
+ * one), HT_EBADARG (bad name) or HT_EEXIST. */
+int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
 struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
                             size_t errsz);
 void session_drop(struct session *s);
@@ -158,8 +162,14 @@ void session_process(void *arg, const char *name, const char *wall);
 /* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 void session_unsubscribe(struct session *s, struct client *c);
-int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
-                        char *err, size_t errsz);
+/* cond is "metric>value"; every (NULL, a string or a number) is checked in
+ * the metric's unit. 0, or HT_EBADARG/HT_EFULL with a message in err. */
+int session_add_trigger(struct session *s, const char *cond, int snapshot,
+                        const struct cJSON *every, char *err, size_t errsz);
+/* A snapshot trigger's next threshold after the value reached v: the first
+ * step of every past v, computed in one division; UINT64_MAX (done) when
+ * every is 0 or the step passes 64 bits. */
+uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
 void session_check_triggers(struct session *s);
 /* The whole-session top stacks (default cull, sorted by outstanding) as reply
  * data, or NULL when out of memory. */
@@ -214,6 +224,10 @@ int timeline_build(struct session *s, const struct cJSON *args, struct cJSON **o
 
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);
+/* The length in a chunk header of n bytes (its newline excluded): decimal
+ * digits only, no sign, space or leading zero, at most 4 MiB; a trailing CR
+ * is allowed. 0, or HT_EBADARG. */
+int chunk_length(const char *h, size_t n, uint64_t *len);
 void load_stream_end(struct client *c, const char *why);
 /* 1 when the loader's feed has less room than one read: stop reading it. */
 int load_stream_full(const struct client *c);

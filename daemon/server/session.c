@@ -3,6 +3,7 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "ht-text.h"
 #include "ht-units.h"
 #include "htev-write.h"
 #include "log.h"
@@ -21,26 +22,55 @@ const char *session_state_name(enum session_state st)
     return names[st];
 }
 
+/* Every slot taken: say which sessions hold them (loads that failed or were
+ * cut keep theirs) and how to free one. */
+static int slots_full(struct server *srv, char *err, size_t errsz)
+{
+    size_t n = (size_t)snprintf(err, errsz,
+                                "all %u session slots are taken (max_sessions); free one with "
+                                "'heaptracectl drop NAME'. Sessions:",
+                                srv->cfg->max_sessions);
+    unsigned listed = 0;
+    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next, listed++) {
+        char item[128];
+        int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s", listed ? "," : "", o->id,
+                         o->name, session_state_name(o->state));
+        /* Keep room to say how many did not fit. */
+        if (n + (size_t)k + 24 >= errsz) {
+            snprintf(err + n, errsz - n, " and %u more", srv->nsessions - listed);
+            break;
+        }
+        memcpy(err + n, item, (size_t)k + 1);
+        n += (size_t)k;
+    }
+    return HT_EFULL;
+}
+
+int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
+{
+    if (srv->nsessions >= srv->cfg->max_sessions)
+        return slots_full(srv, err, errsz);
+    if (!name || !*name)
+        return 0;
+    size_t len = strlen(name);
+    if (len >= sizeof(((struct session *)0)->name) || strspn(name, "0123456789") == len ||
+        !ht_utf8_valid(name, len)) {
+        snprintf(err, errsz, "session name must be 1-63 bytes of UTF-8 and not a number");
+        return HT_EBADARG;
+    }
+    for (struct session *o = srv->sessions; o; o = o->next)
+        if (strcmp(o->name, name) == 0) {
+            snprintf(err, errsz, "a session named \"%s\" exists already", name);
+            return HT_EEXIST;
+        }
+    return 0;
+}
+
 struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
                             size_t errsz)
 {
-    if (srv->nsessions >= srv->cfg->max_sessions) {
-        snprintf(err, errsz, "the daemon holds %u sessions already (max_sessions); drop one first",
-                 srv->nsessions);
+    if (session_admit(srv, name, err, errsz) != 0)
         return NULL;
-    }
-    if (name && *name) {
-        if (strlen(name) >= sizeof(((struct session *)0)->name) ||
-            strspn(name, "0123456789") == strlen(name)) {
-            snprintf(err, errsz, "session name must be 1-63 characters and not a number");
-            return NULL;
-        }
-        for (struct session *o = srv->sessions; o; o = o->next)
-            if (strcmp(o->name, name) == 0) {
-                snprintf(err, errsz, "a session named \"%s\" exists already", name);
-                return NULL;
-            }
-    }
     struct session *s = ht_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errsz, "out of memory");
@@ -282,7 +312,60 @@ static uint64_t metric_value(struct session *s, int metric)
     }
 }
 
-int session_add_trigger(struct session *s, const char *cond, int snapshot, uint64_t every,
+uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v)
+{
+    if (every == 0)
+        return UINT64_MAX;
+    if (v < next)
+        return next;
+    uint64_t k = (v - next) / every + 1;
+    if (k > (UINT64_MAX - next) / every)
+        return UINT64_MAX;
+    return next + k * every;
+}
+
+/* --every in the unit of the trigger's metric: a duration for duration, a
+ * size otherwise; a bare number counts seconds or bytes, as on the command
+ * line. At least 1 s or 1 MiB, or the threshold when that is smaller, and
+ * never under 1 ms or 4 KiB: each step may cost a snapshot, so a tiny step
+ * would take one on every event. */
+static int parse_every(const struct trigger *t, const cJSON *every, uint64_t *out, char *err,
+                       size_t errsz)
+{
+    int dur = t->metric == TRIG_DURATION;
+    char shown[40];
+    if (cJSON_IsNumber(every)) {
+        if (dur && every->valuedouble > 18e9) /* seconds that fit in 64-bit nanoseconds */
+            goto bad;
+        *out = (uint64_t)every->valuedouble * (dur ? 1000000000ULL : 1);
+        snprintf(shown, sizeof(shown), "%.0f", every->valuedouble);
+    } else {
+        snprintf(shown, sizeof(shown), "%.32s", every->valuestring);
+        if ((dur ? ht_parse_duration(every->valuestring, out)
+                 : ht_parse_size(every->valuestring, out)) != 0)
+            goto bad;
+    }
+    uint64_t lo = dur ? 1000000ULL : 4096, hi = dur ? 1000000000ULL : 1048576;
+    uint64_t min = t->threshold < lo ? lo : t->threshold > hi ? hi : t->threshold;
+    if (*out >= min)
+        return 0;
+    char a[32];
+    if (dur)
+        snprintf(a, sizeof(a), "%.3f s", (double)min / 1e9);
+    else
+        ht_format_size(min, a, sizeof(a));
+    snprintf(err, errsz,
+             "--every %s is too small for %s: at least %s (1 s or 1 MiB, or the threshold when "
+             "smaller, and never under 1 ms or 4 KiB)",
+             shown, t->text, a);
+    return HT_EBADARG;
+bad:
+    snprintf(err, errsz, "--every %s is not a %s, as %s needs (like %s)", shown,
+             dur ? "duration" : "size", t->text, dur ? "10s" : "64MiB");
+    return HT_EBADARG;
+}
+
+int session_add_trigger(struct session *s, const char *cond, int snapshot, const cJSON *every,
                         char *err, size_t errsz)
 {
     static const struct {
@@ -315,9 +398,12 @@ int session_add_trigger(struct session *s, const char *cond, int snapshot, uint6
         goto bad;
     /* "x>N" fires when the value passes N; "x>=N" when it reaches it. */
     t->next = op[1] == '=' ? t->threshold : t->threshold + 1;
+    if (t->threshold == UINT64_MAX)
+        t->next = UINT64_MAX; /* nothing passes it */
     snprintf(t->text, sizeof(t->text), "%s", cond);
     t->snapshot = snapshot;
-    t->every = snapshot ? every : 0;
+    if (snapshot && every && (rc = parse_every(t, every, &t->every, err, errsz)) != 0)
+        return rc;
     s->ntriggers++;
     return 0;
 bad:
@@ -418,13 +504,9 @@ void session_check_triggers(struct session *s)
         char reason[96];
         snprintf(reason, sizeof(reason), "%s-when %s", t->snapshot ? "snapshot" : "stop", t->text);
         if (t->snapshot) {
+            /* One snapshot per check however far the value jumped. */
             take_snapshot(s, reason);
-            if (t->every) {
-                while (t->next <= v && t->next <= UINT64_MAX - t->every)
-                    t->next += t->every;
-            } else {
-                t->next = UINT64_MAX;
-            }
+            t->next = trigger_next_after(t->next, t->every, v);
         } else {
             t->next = UINT64_MAX;
             session_stop(s, reason);
