@@ -154,9 +154,9 @@ int ht_args_validate(const struct ht_cmd_spec *cmd, const cJSON *args, char *err
                 snprintf(err, errsz, "argument \"session\" must be a session id or name");
                 return HT_EBADARG;
             }
-            int rc = cJSON_IsString(v) ? 0
-                                       : check_range(&uint32_range, "session", v->valuedouble,
-                                                     err, errsz);
+            int rc = cJSON_IsString(v)
+                         ? 0
+                         : check_range(&uint32_range, "session", v->valuedouble, err, errsz);
             if (rc)
                 return rc;
             continue;

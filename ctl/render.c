@@ -195,8 +195,8 @@ static void print_tree(struct node *n, int depth, const char *sort)
         char c1[32], s1[24], s2[24], s3[24];
         printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "",
                70 - depth * 2 > 20 ? 70 - depth * 2 : 20, 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
-               ctl_text(best->name), commas(best->count, c1), sz(best->impacting, s1), sz(best->size, s2),
-               sz(best->outstanding, s3));
+               ctl_text(best->name), commas(best->count, c1), sz(best->impacting, s1),
+               sz(best->size, s2), sz(best->outstanding, s3));
         print_tree(best, depth + 1, sort);
         free(best->name);
         best->name = NULL;
