@@ -78,6 +78,20 @@ static const char *escape_of(const unsigned char *p, size_t k, char tmp[8])
     return NULL;
 }
 
+/* Escaped length of the n bytes at p. */
+static size_t escaped_len(const unsigned char *p, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = ht_utf8_seq(p + i, n - i);
+        char tmp[8];
+        const char *e = escape_of(p + i, k, tmp);
+        len += e ? strlen(e) : k;
+        i += k ? k : 1;
+    }
+    return len;
+}
+
 size_t ht_text_escape(const char *s, char *out, size_t outsz)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -87,8 +101,10 @@ size_t ht_text_escape(const char *s, char *out, size_t outsz)
         char tmp[8];
         const char *e = escape_of(p + i, k, tmp);
         size_t elen = e ? strlen(e) : k;
-        /* A piece goes in only if "..." still fits after it when more follows. */
-        if (o + elen + (i + adv < n ? 3 : 0) > room) {
+        /* A piece goes in only if "..." still fits after it when more follows
+         * (unless all the rest fits). */
+        if (o + elen + (i + adv < n ? 3 : 0) > room &&
+            (i + adv == n || o + escaped_len(p + i, n - i) > room)) {
             size_t dots = room - o < 3 ? room - o : 3;
             memcpy(out + o, "...", dots);
             o += dots;
