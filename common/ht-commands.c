@@ -93,12 +93,14 @@ static int check_type(const struct ht_arg_spec *a, const cJSON *v, char *err, si
         snprintf(err, errsz, "argument \"%s\" must be a string", a->name);
         return HT_EBADARG;
     case HT_ARG_UINT: {
-        if (!is_uint(v)) {
+        if (!cJSON_IsNumber(v)) {
             snprintf(err, errsz, "argument \"%s\" must be a non-negative integer", a->name);
             return HT_EBADARG;
         }
         const struct ht_arg_range *r = ht_arg_range_find(a->cmd, a->name);
-        return check_range(r ? r : &uint32_range, a->name, v->valuedouble, err, errsz);
+        /* A fraction or a number past 2^53 gets the range message too. */
+        return check_range(r ? r : &uint32_range, a->name, is_uint(v) ? v->valuedouble : -1.0,
+                           err, errsz);
     }
     case HT_ARG_BOOL:
         if (cJSON_IsBool(v))

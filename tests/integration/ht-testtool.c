@@ -10,7 +10,12 @@
  *   halfload SOCK FILE      start a load, send half of FILE, disconnect
  *   pausedload SOCK FILE NAME  load FILE as NAME: half, a 400 ms pause, the rest and
  *                           the end chunk; prints the replies (summary or error)
+ *   uintargs                every numeric argument of the command table: "CMD NAME"
+ *   jsonlines               exit 0 when every line on stdin is UTF-8 and a JSON object
  */
+#include "ht-commands.h"
+#include "ht-text.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <poll.h>
@@ -342,6 +347,35 @@ static int cmd_pausedload(const char *sock, const char *file, const char *name)
     return 0;
 }
 
+static int cmd_uintargs(void)
+{
+    for (size_t i = 0; i < ht_nargs; i++)
+        if (ht_args[i].type == HT_ARG_UINT)
+            printf("%s %s\n", ht_cmds[ht_args[i].cmd].name, ht_args[i].name);
+    return 0;
+}
+
+static int cmd_jsonlines(void)
+{
+    size_t n;
+    char *text = read_all(stdin, &n);
+    int bad = 0, lines = 0;
+    for (char *p = text, *nl; p < text + n; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(text + n - p));
+        if (!nl)
+            nl = text + n;
+        cJSON *o = cJSON_ParseWithLength(p, (size_t)(nl - p));
+        if (!ht_utf8_valid(p, (size_t)(nl - p)) || !cJSON_IsObject(o)) {
+            fprintf(stderr, "line %d is not UTF-8 JSON: %.*s\n", lines + 1, (int)(nl - p), p);
+            bad = 1;
+        }
+        cJSON_Delete(o);
+        lines++;
+    }
+    free(text);
+    return bad || lines == 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -363,6 +397,10 @@ int main(int argc, char **argv)
         return cmd_pausedload(argv[2], argv[3], argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "halfload"))
         return cmd_halfload(argv[2], argv[3]);
+    if (argc >= 2 && !strcmp(argv[1], "uintargs"))
+        return cmd_uintargs();
+    if (argc >= 2 && !strcmp(argv[1], "jsonlines"))
+        return cmd_jsonlines();
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }
