@@ -32,9 +32,10 @@ static int slots_full(struct server *srv, char *err, size_t errsz)
                                 srv->cfg->max_sessions);
     unsigned listed = 0;
     for (const struct session *o = srv->sessions; o && n < errsz; o = o->next, listed++) {
-        char item[128];
-        int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s", listed ? "," : "", o->id, o->name,
-                         session_state_name(o->state));
+        char item[192];
+        int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s%s%.60s%s", listed ? "," : "", o->id,
+                         o->name, session_state_name(o->state), o->stop_reason[0] ? " (" : "",
+                         o->stop_reason, o->stop_reason[0] ? ")" : "");
         /* Keep room to say how many did not fit. */
         if (n + (size_t)k + 24 >= errsz) {
             snprintf(err + n, errsz - n, " and %u more", srv->nsessions - listed);

@@ -251,7 +251,7 @@ case_slots_full() {
     ctl load "$DEMO" --name third 2>"$T/e"
     eq $? 1 "exit code"
     cat "$T/e"
-    grep -qF "EFULL: all 2 session slots are taken (max_sessions); free one with 'heaptracectl drop NAME'. Sessions: 2 \"half\" ended, 1 \"demo\" ended" "$T/e" ||
+    grep -qF "EFULL: all 2 session slots are taken (max_sessions); free one with 'heaptracectl drop NAME'. Sessions: 2 \"half\" ended (client disconnected during load), 1 \"demo\" ended (end of stream)" "$T/e" ||
         fail "message"
     ctl drop half >/dev/null || fail drop
     ctl load "$DEMO" --name third >/dev/null 2>&1 || fail "load after the drop"
