@@ -127,6 +127,15 @@ static void query_header(const cJSON *d)
                lost, unk, cap, mal);
 }
 
+/* The process name for the table's first column (18 wide), escaped and cut
+ * between escapes; kept by the caller, as every row prints it. */
+static void process_column(const cJSON *d, char *out, size_t outsz)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "process");
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
+    ht_text_escape(name ? name : "", out, outsz);
+}
+
 static const char *const type_names[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
 static const char *const type_words[] = {"Transient (AIFI)", "Impacting (AIFO)", "Freed (AOFI)",
                                          "Outstanding (AOFO)"};
@@ -230,7 +239,9 @@ static void render_tree(const cJSON *d)
     }
     printf("%-70s %9s %12s %12s %12s\n", "Stack (caller to callee)", "Count", "Impacting", "Size",
            "Outstanding");
-    print_tree(&root, 0, str(d, "sort"));
+    /* Not str(): its buffers are reused while the tree prints. */
+    const char *sort = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "sort"));
+    print_tree(&root, 0, sort ? sort : "");
 }
 
 /* A listed block has exactly one type: its size is that type's. */
@@ -245,7 +256,8 @@ static double block_size(const cJSON *row)
 void render_query(struct ctl *c, const cJSON *d)
 {
     query_header(d);
-    const char *process = str(cJSON_GetObjectItemCaseSensitive(d, "process"), "name");
+    char process[19];
+    process_column(d, process, sizeof(process));
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(d, "rows");
     char c1[32], s1[24], s2[24], s3[24], a[32], b[32], label[160];
     if (!strcmp(str(d, "by"), "block")) {
@@ -335,9 +347,14 @@ static void render_ls(const cJSON *d)
            "Process", "Time", "Heap", "Committed");
     const cJSON *s;
     cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(d, "sessions"))
-        printf("%-4.0f %-16s %-8s %-8s %-22.22s %10s %12s %12s\n", num(s, "id"), str(s, "name"),
-               str(s, "state"), str(s, "source"), str(s, "process"), tm(num(s, "now"), a),
+    {
+        char process[23]; /* the column, cut between escapes */
+        const char *raw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "process"));
+        ht_text_escape(raw ? raw : "", process, sizeof(process));
+        printf("%-4.0f %-16s %-8s %-8s %-22s %10s %12s %12s\n", num(s, "id"), str(s, "name"),
+               str(s, "state"), str(s, "source"), process, tm(num(s, "now"), a),
                sz(num(s, "outstanding"), s1), sz(num(s, "committed"), s2));
+    }
 }
 
 void render_top(struct ctl *c, const cJSON *d, int tty)
@@ -357,7 +374,8 @@ void render_top(struct ctl *c, const cJSON *d, int tty)
            str(d, "state"), tm(num(d, "now"), a), sz(num(d, "outstanding"), s1),
            num(d, "outstanding_count"), sz(num(d, "committed"), s2),
            sz(num(d, "private_bytes"), s3), num(d, "events"));
-    const char *process = str(cJSON_GetObjectItemCaseSensitive(d, "process"), "name");
+    char process[19];
+    process_column(d, process, sizeof(process));
     const cJSON *row;
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows")) table_row(process, row, 0);
     if (!tty)

@@ -216,6 +216,7 @@ case_terminal_escapes() {
     cat >"$T/esc.htev" <<'EOF'
 {"ev":"process","pid":77,"name":"\u001b]0;pwned\u0007app\r\nX"}
 {"t":1000,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x1000","size":64,"stack":["\u001b[31mred\u001b[0m","cr\rlf\nx","c1\u009b2J","del\u007f"]}
+{"t":2000,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x2000","size":32,"stack":["f1","f2","f3","f4","f5","f6","f7","f8","f9","f10","f11","f12","f13","f14","f15","f16","f17","f18","f19","f20"]}
 EOF
     start_daemon
     ctl load "$T/esc.htev" --name esc >/dev/null || fail "load"
@@ -230,6 +231,9 @@ EOF
     ctl stacks >"$T/h"
     grep -qF '\x1b[31mred\x1b[0m <- cr\rlf\nx <- c1\u009b2J <- del\x7f' "$T/h" || fail "escaped frames"
     grep -qF '\x1b]0;pwned\x07app\r\nX' "$T/h" || fail "escaped process name"
+    # Every row shows the process, cut between escapes to its 18 columns.
+    eq "$(grep -c '^\\x1b\]0;pwned\.\.\. ' "$T/h")" 2 "rows with the process column"
+    ctl stacks --tree | grep -q '^f20 ' || fail "tree order"
     ctl --json stacks >"$T/j"
     eq "$(jget rows.0.frames.0 <"$T/j")" $'\e[31mred\e[0m' "exact frame in --json"
     eq "$(jget rows.0.frames.1 <"$T/j")" $'cr\rlf\nx' "exact frame with CR/LF in --json"
