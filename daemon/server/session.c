@@ -36,6 +36,10 @@ static int slots_full(struct server *srv, char *err, size_t errsz)
         int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s%s%.60s%s", listed ? "," : "", o->id,
                          o->name, session_state_name(o->state), o->stop_reason[0] ? " (" : "",
                          o->stop_reason, o->stop_reason[0] ? ")" : "");
+        if (k < 0)
+            break;
+        if ((size_t)k >= sizeof(item))
+            k = (int)sizeof(item) - 1;
         /* Keep room to say how many did not fit. */
         if (n + (size_t)k + 24 >= errsz) {
             snprintf(err + n, errsz - n, " and %u more", srv->nsessions - listed);
