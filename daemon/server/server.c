@@ -247,6 +247,22 @@ static void accept_failed(struct server *srv, int status)
              uv_strerror(status), (unsigned long long)srv->accept_errors);
 }
 
+/* Refuse a new client: its error line goes out at once (a short line into a
+ * fresh socket's empty buffer) and the connection is closed now, so refused
+ * clients hold neither a slot nor a descriptor while libuv accepts the next
+ * ones in the same loop turn (uv_close closes the descriptor at once). */
+static void client_refuse(struct client *c, int err, const char *why)
+{
+    char *line = ht_reply_err(0, err, why);
+    if (line) {
+        uv_buf_t buf = uv_buf_init(line, (unsigned)strlen(line));
+        if (uv_try_write((uv_stream_t *)&c->pipe, &buf, 1) < (int)buf.len)
+            log_debug("client %llu: the refusal did not fit its socket", (unsigned long long)c->id);
+        ht_free(line);
+    }
+    client_close(c);
+}
+
 /* Admission of an accepted client: descriptors left, credentials, slots. */
 static void client_admit(struct server *srv, struct client *c)
 {
@@ -260,19 +276,18 @@ static void client_admit(struct server *srv, struct client *c)
         log_warn("client %llu refused: %s (%llu refused for want of descriptors)",
                  (unsigned long long)c->id, uv_strerror(rc),
                  (unsigned long long)srv->clients_refused_nofd);
-        client_send_then_close(
-            c, ht_reply_err(0, rc, "the daemon is out of file descriptors: try again later"));
+        client_refuse(c, rc, "the daemon is out of file descriptors: try again later");
         return;
     }
     if (endpoint_admit(&c->pipe, &c->uid, why, sizeof(why)) != 0) {
         log_warn("refused a client: %s", why);
         srv->clients_refused++;
-        client_send_then_close(c, ht_reply_err(0, HT_EPERM, why));
+        client_refuse(c, HT_EPERM, why);
         return;
     }
     if ((rc = client_limit(srv, c, why, sizeof(why))) != 0) {
         log_debug("client %llu (uid %u) refused: %s", (unsigned long long)c->id, c->uid, why);
-        client_send_then_close(c, ht_reply_err(0, rc, why));
+        client_refuse(c, rc, why);
         return;
     }
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
