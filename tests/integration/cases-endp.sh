@@ -107,16 +107,16 @@ received 0" "bytes the squatter got ($how)"
     stop_clean
 }
 
-# 300 idle connections of one user leave root (and other users) served; idle
-# ones are closed after the timeout with a line saying so.
-case_idle_and_per_uid_limit() {
-    need_root_setpriv
+# The daemon as nobody (so nobody's connections are admitted: its own user)
+# on $T/nb/ht.sock with config $1; nobody opens 300 idle connections while
+# root asks for a ping. Leaves the hold summary in $T/hold.out and the
+# version reply in $T/v, and stops the daemon.
+nobody_flood() {
     chmod 0711 "$T"
-    mkdir -m 0700 "$T/nb"
+    mkdir -p -m 0700 "$T/nb"
     chown 65534:65534 "$T/nb"
     local sock=$T/nb/ht.sock
-    printf '{"client_idle_timeout": "3s", "max_clients_per_uid": 20, "root_clients": 8}\n' >"$T/cfg.json"
-    # The daemon runs as nobody, so nobody's connections are admitted (its own user).
+    printf '%s\n' "$1" >"$T/cfg.json"
     setpriv --reuid=65534 --regid=65534 --clear-groups "$HT_DAEMON" --foreground --log-level debug --config "$T/cfg.json" --pipe "$sock" >>"$T/daemon.log" 2>&1 &
     DPID=$!
     for _ in $(seq 100); do "$HT_TOOL" req "$sock" '{"v":1,"id":1,"cmd":"ping"}' >/dev/null 2>&1 && break; sleep 0.05; done
@@ -124,23 +124,45 @@ case_idle_and_per_uid_limit() {
     local hpid=$!
     for _ in $(seq 200); do grep -q connected "$T/hold.out" && break; sleep 0.05; done
     grep -q connected "$T/hold.out" || fail "300 connections not made"
-    # Root is served while nobody holds its 20 slots.
+    # Root is served while nobody holds every slot it may take.
     "$HT_TOOL" req "$sock" '{"v":1,"id":7,"cmd":"ping"}' | grep -q '"id":7,"ok":true' || fail "root locked out"
     wait "$hpid"
     cat "$T/hold.out"
     grep -q "open=0 silent=0 " "$T/hold.out" || fail "connections left open or closed without a word"
-    grep -q " EFULL=280 ETIMEDOUT=20 " "$T/hold.out" || fail "expected 280 EFULL and 20 idle closes"
-    local first=$(sed -n 's/.*first_timeout_ms=\([0-9-]*\).*/\1/p' "$T/hold.out")
+    local first
+    first=$(sed -n 's/.*first_timeout_ms=\([0-9-]*\).*/\1/p' "$T/hold.out")
     [ "$first" -ge 2000 ] || fail "idle clients closed after ${first} ms, before the 3 s timeout"
     "$HT_TOOL" req "$sock" '{"v":1,"id":2,"cmd":"version"}' >"$T/v"
-    eq "$(jget data.clients.refused_uid_limit <"$T/v")" 280 "refused_uid_limit"
-    eq "$(jget data.clients.idle_closed <"$T/v")" 20 "idle_closed"
-    eq "$(jget data.clients.refused_full <"$T/v")" 0 "refused_full"
     "$HT_TOOL" req "$sock" '{"v":1,"id":3,"cmd":"shutdown"}' >/dev/null
     wait "$DPID"
     eq $? 0 "daemon exit code"
     DPID=
+}
+
+# 300 idle connections of one user leave root served (per-uid limit); idle
+# ones are closed after the timeout with a line saying so.
+case_idle_and_per_uid_limit() {
+    need_root_setpriv
+    nobody_flood '{"client_idle_timeout": "3s", "max_clients_per_uid": 20, "root_clients": 8}'
+    grep -q " EFULL=280 ETIMEDOUT=20 " "$T/hold.out" || fail "expected 280 EFULL and 20 idle closes"
+    eq "$(jget data.clients.refused_uid_limit <"$T/v")" 280 "refused_uid_limit"
+    eq "$(jget data.clients.idle_closed <"$T/v")" 20 "idle_closed"
+    eq "$(jget data.clients.refused_full <"$T/v")" 0 "refused_full"
     grep -q "too many clients: uid 65534 holds 20 connections already" "$T/daemon.log" || fail "refusal not logged"
+}
+
+# Without a per-uid limit in the way, the slots kept for root still keep
+# root served: non-root users get max_clients - root_clients.
+case_root_slots() {
+    need_root_setpriv
+    nobody_flood '{"client_idle_timeout": "3s", "max_clients": 40, "root_clients": 8, "max_clients_per_uid": 1000}'
+    grep -q " EFULL=268 ETIMEDOUT=32 " "$T/hold.out" || fail "expected 268 EFULL and 32 idle closes"
+    eq "$(jget data.clients.refused_full <"$T/v")" 268 "refused_full"
+    eq "$(jget data.clients.refused_uid_limit <"$T/v")" 0 "refused_uid_limit"
+    grep -q "too many clients: the 32 slots open to non-root users are taken" "$T/daemon.log" || fail "refusal not logged"
+    "$HT_DAEMON" --foreground --config <(echo '{"max_clients": 8, "root_clients": 8}') >"$T/bad.log" 2>&1
+    [ $? -ne 0 ] || fail "root_clients = max_clients accepted"
+    grep -q "root_clients must be below max_clients" "$T/bad.log" || fail "no clear message: $(cat "$T/bad.log")"
 }
 
 # Out of descriptors: new clients are told (EMFILE) and counted, and the
