@@ -49,8 +49,8 @@ static void path_dir(const char *path, char *dir, size_t dirsz)
         snprintf(dir, dirsz, "%.*s", (int)(slash - path), path);
 }
 
-/* A directory we just made: group heaptrace, 0750, set on the descriptor so
- * no path is followed. */
+/* A directory we made (or the default one): group heaptrace, 0750, set on
+ * the descriptor so no path is followed. */
 static void dir_own(int fd, const char *dir)
 {
     struct group *g = getgrnam(ADMIN_GROUP);
@@ -101,7 +101,9 @@ static int dir_check(const char *dir, int strict, char *err, size_t errsz)
                  "(others could replace the socket)",
                  dir, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
         rc = HT_EPERM;
-    } else if (made) {
+    } else if (made || strict) {
+        /* The default directory is ours even when systemd made it
+         * (RuntimeDirectory=): group heaptrace must reach the socket. */
         dir_own(fd, dir);
     }
     close(fd);
