@@ -131,7 +131,8 @@ nobody_flood() {
     grep -q "open=0 silent=0 " "$T/hold.out" || fail "connections left open or closed without a word"
     local first
     first=$(sed -n 's/.*first_timeout_ms=\([0-9-]*\).*/\1/p' "$T/hold.out")
-    [ "$first" -ge 2000 ] || fail "idle clients closed after ${first} ms, before the 3 s timeout"
+    # (1 ms of slack: the daemon's clock and ours round differently.)
+    [ "$first" -ge 2999 ] || fail "idle clients closed after ${first} ms, before the 3 s timeout"
     "$HT_TOOL" req "$sock" '{"v":1,"id":2,"cmd":"version"}' >"$T/v"
     "$HT_TOOL" req "$sock" '{"v":1,"id":3,"cmd":"shutdown"}' >/dev/null
     wait "$DPID"

@@ -13,7 +13,8 @@
  *   req SOCK LINE           send one request line, print the first reply line
  *   hold SOCK N MS          open N connections, print "connected N", then wait up to MS
  *                           for each to be answered or closed; prints one summary line:
- *                           open=, silent= (closed without a line), first_timeout_ms=,
+ *                           open=, silent= (closed without a line), first_timeout_ms=
+ *                           (from before the first connect to the first ETIMEDOUT line),
  *                           and a count per error code (EFULL=, ETIMEDOUT=, EMFILE=, ...)
  *   fakeserver SOCK         a squatter: listen on SOCK, print "ready", accept one client,
  *                           print "received N" (bytes it sent before closing, 3 s at most)
@@ -406,9 +407,10 @@ static int cmd_hold(const char *sock, int n, long wait_ms)
 {
     struct held *hs = calloc((size_t)n, sizeof(*hs));
     struct pollfd *ps = calloc((size_t)n, sizeof(*ps));
+    /* Times count from before the first connect: no accept is earlier. */
+    long t0 = now_ms(), first_timeout = -1;
     for (int i = 0; i < n; i++)
         hs[i].fd = connect_to(sock);
-    long t0 = now_ms(), first_timeout = -1;
     printf("connected %d\n", n);
     fflush(stdout);
     for (;;) {
