@@ -1,4 +1,5 @@
 /* Unix-socket connection for the ctl. */
+#define _GNU_SOURCE /* struct ucred */
 #include "conn.h"
 
 #include <errno.h>
@@ -8,6 +9,29 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* Whoever listens on the endpoint must be root or ourselves before we send
+ * it anything: a user who squatted the path (a pre-created directory, a
+ * stale socket's place) must not receive root's requests. SO_PEERCRED gives
+ * the credentials the listener had when it called listen(2) (unix(7)). */
+static int conn_check_peer(int fd, const char *path, char *err, size_t errsz)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        snprintf(err, errsz, "cannot read the credentials of the server at %s: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    uid_t me = getuid();
+    if (cred.uid == 0 || cred.uid == me)
+        return 0;
+    snprintf(err, errsz,
+             "refusing to talk to the server at %s: it runs as uid %u (pid %d), not root or "
+             "you (uid %u); it is not a genuine heaptraced",
+             path, (unsigned)cred.uid, (int)cred.pid, (unsigned)me);
+    return -1;
+}
 
 int conn_open(struct conn *c, const char *path, char *err, size_t errsz)
 {
@@ -29,6 +53,11 @@ int conn_open(struct conn *c, const char *path, char *err, size_t errsz)
                                                           : "");
         if (c->fd >= 0)
             close(c->fd);
+        c->fd = -1;
+        return -1;
+    }
+    if (conn_check_peer(c->fd, path, err, errsz) != 0) {
+        close(c->fd);
         c->fd = -1;
         return -1;
     }

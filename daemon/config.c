@@ -66,6 +66,10 @@ void config_defaults(struct ht_config *cfg)
     cfg->max_sessions = 16;
     cfg->max_clients = 256;
     cfg->client_output_cap = 16u << 20;
+    cfg->client_idle_ns = 30 * 1000000000ull;
+    cfg->max_clients_per_uid = 32;
+    cfg->root_clients = 16;
+    cfg->recorder_cap = 4u << 20;
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
     engine_limits_default(&cfg->limits);
@@ -138,6 +142,19 @@ static int get_u32(const cJSON *o, const char *key, uint32_t *out, char *err, si
     return rc;
 }
 
+/* A count that may be 0. */
+static int get_u64_in(const cJSON *o, const char *key, uint32_t *out, char *err, size_t errsz)
+{
+    uint64_t v = *out;
+    int rc = get_u64(o, key, &v, 0, 0, err, errsz);
+    if (rc == 0 && v > 0xffffffffu) {
+        snprintf(err, errsz, "config: \"%s\" must be below 4294967296", key);
+        return HT_EBADARG;
+    }
+    *out = (uint32_t)v;
+    return rc;
+}
+
 static int get_str(const cJSON *o, const char *key, char *out, size_t outsz, char *err,
                    size_t errsz)
 {
@@ -199,6 +216,14 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
     if (!rc)
         rc = get_u64(o, "client_output_cap", &cfg->client_output_cap, 1, 0, err, errsz);
     if (!rc)
+        rc = get_u64(o, "client_idle_timeout", &cfg->client_idle_ns, 0, 1, err, errsz);
+    if (!rc)
+        rc = get_u32(o, "max_clients_per_uid", &cfg->max_clients_per_uid, err, errsz);
+    if (!rc)
+        rc = get_u64_in(o, "root_clients", &cfg->root_clients, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "recorder_output_cap", &cfg->recorder_cap, 1, 0, err, errsz);
+    if (!rc)
         rc = get_u64(o, "timeline_interval", &interval, 0, 1, err, errsz);
     if (!rc)
         rc = get_u32(o, "max_snapshots", &cfg->max_snapshots, err, errsz);
@@ -226,6 +251,16 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         return rc;
     if (level[0] && (cfg->log_level = config_log_level(level)) < 0) {
         snprintf(err, errsz, "config: log_level must be error, warn, info or debug");
+        return HT_EBADARG;
+    }
+    if (cfg->root_clients >= cfg->max_clients) {
+        snprintf(err, errsz, "config: root_clients must be below max_clients");
+        return HT_EBADARG;
+    }
+    if (cfg->client_idle_ns < 1000000 || cfg->recorder_cap == 0) {
+        snprintf(err, errsz,
+                 "config: client_idle_timeout must be at least 1ms and "
+                 "recorder_output_cap at least 1 byte");
         return HT_EBADARG;
     }
     if (interval == 0 || life == 0 || cring == 0 || tring == 0) {

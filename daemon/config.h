@@ -16,6 +16,12 @@ struct ht_config {
     uint32_t max_sessions;
     uint32_t max_clients;
     uint64_t client_output_cap;
+    uint64_t client_idle_ns;      /* a client with no complete request for this long is closed */
+    uint32_t max_clients_per_uid; /* for each uid but root */
+    uint32_t root_clients;        /* of max_clients, slots only root may take */
+    /* Unread bytes past which a recorder's events become a "lost" gap (the
+     * smaller of this and client_output_cap applies). */
+    uint64_t recorder_cap;
     uint32_t max_snapshots;
     uint32_t snapshot_top;
     struct engine_limits limits;

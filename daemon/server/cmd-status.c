@@ -101,6 +101,8 @@ int cmd_status(struct cmd_ctx *ctx)
         cJSON_AddItemToArray(sn, o);
     }
     cJSON_AddNumberToObject(d, "snapshots_dropped", (double)s->snaps_dropped);
+    /* Events recorders missed while behind, each reported in its stream as a "lost" gap. */
+    cJSON_AddNumberToObject(d, "recorder_lost", (double)s->recorder_lost);
     cJSON *mk = cJSON_AddArrayToObject(d, "marks");
     for (uint32_t i = 0; i < e->nmarks; i++) {
         cJSON *o = cJSON_CreateObject();

@@ -19,5 +19,20 @@ int cmd_version(struct cmd_ctx *ctx)
     /* Sources this build has: live backends arrive with their own issues. */
     cJSON *src = cJSON_AddArrayToObject(d, "sources");
     cJSON_AddItemToArray(src, cJSON_CreateString("replay"));
+    /* The control endpoint's limits and what they refused, each under its own name. */
+    const struct server *srv = ctx->srv;
+    cJSON *cl = cJSON_AddObjectToObject(d, "clients");
+    cJSON_AddNumberToObject(cl, "connected", srv->nclients);
+    cJSON_AddNumberToObject(cl, "max", srv->cfg->max_clients);
+    cJSON_AddNumberToObject(cl, "root_reserved", srv->cfg->root_clients);
+    cJSON_AddNumberToObject(cl, "max_per_uid", srv->cfg->max_clients_per_uid);
+    cJSON_AddNumberToObject(cl, "idle_timeout_ns", (double)srv->cfg->client_idle_ns);
+    cJSON_AddNumberToObject(cl, "refused_perm", (double)srv->clients_refused);
+    cJSON_AddNumberToObject(cl, "refused_full", (double)srv->clients_refused_full);
+    cJSON_AddNumberToObject(cl, "refused_uid_limit", (double)srv->clients_refused_uid);
+    cJSON_AddNumberToObject(cl, "refused_no_fd", (double)srv->clients_refused_nofd);
+    cJSON_AddNumberToObject(cl, "accept_errors", (double)srv->accept_errors);
+    cJSON_AddNumberToObject(cl, "idle_closed", (double)srv->clients_idle_closed);
+    cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);
     return cmd_reply(ctx, d);
 }

@@ -7,6 +7,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -36,6 +37,79 @@ static int endpoint_alive(const char *path)
     return alive;
 }
 
+/* The directory part of path ("." when it has none). */
+static void path_dir(const char *path, char *dir, size_t dirsz)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, dirsz, ".");
+    else if (slash == path)
+        snprintf(dir, dirsz, "/");
+    else
+        snprintf(dir, dirsz, "%.*s", (int)(slash - path), path);
+}
+
+/* A directory we made (or the default one): group heaptrace, 0750, set on
+ * the descriptor so no path is followed. */
+static void dir_own(int fd, const char *dir)
+{
+    struct group *g = getgrnam(ADMIN_GROUP);
+    if (geteuid() == 0 && g && fchown(fd, 0, g->gr_gid) != 0)
+        log_warn("cannot give %s to group " ADMIN_GROUP ": %s", dir, strerror(errno));
+    if (fchmod(fd, 0750) != 0)
+        log_warn("cannot set the mode of %s: %s", dir, strerror(errno));
+}
+
+/* The socket's directory is created 0750 when missing (one level); an
+ * existing one is accepted only if it is a real directory (not a symlink),
+ * owned by root or the daemon's user, that nobody else can write into: else
+ * someone could swap the socket. strict is for the default directory; a
+ * --pipe may sit in a sticky directory like /tmp, where others cannot remove
+ * or rename our socket (sticky bit: unlink(2), rename(2) EPERM). */
+static int dir_check(const char *dir, int strict, char *err, size_t errsz)
+{
+    mode_t old = umask(077);
+    int made = mkdir(dir, 0750) == 0;
+    int mkerr = errno;
+    umask(old);
+    if (!made && mkerr != EEXIST) {
+        snprintf(err, errsz, "cannot create the endpoint directory %s: %s", dir, strerror(mkerr));
+        return HT_EPERM;
+    }
+    /* O_NOFOLLOW: a symlink in place of the directory fails with ELOOP. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errsz, "endpoint directory %s %s: refusing it", dir,
+                 e == ELOOP || e == ENOTDIR ? "is a symlink or not a directory" : strerror(e));
+        return HT_EPERM;
+    }
+    int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errsz, "cannot stat %s: %s", dir, strerror(errno));
+        rc = HT_EPERM;
+    } else if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        snprintf(err, errsz,
+                 "endpoint directory %s is owned by uid %u, not root or the daemon's user: "
+                 "refusing it (remove it; heaptraced creates it)",
+                 dir, (unsigned)st.st_uid);
+        rc = HT_EPERM;
+    } else if ((st.st_mode & 022) && (strict || !(st.st_mode & S_ISVTX))) {
+        snprintf(err, errsz,
+                 "endpoint directory %s is writable by %s (mode %04o): refusing it "
+                 "(others could replace the socket)",
+                 dir, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+        rc = HT_EPERM;
+    } else if (made || strict) {
+        /* The default directory is ours even when systemd made it
+         * (RuntimeDirectory=): group heaptrace must reach the socket. */
+        dir_own(fd, dir);
+    }
+    close(fd);
+    return rc;
+}
+
 int endpoint_prepare(const char *path, char *err, size_t errsz)
 {
     struct sockaddr_un sa;
@@ -43,16 +117,11 @@ int endpoint_prepare(const char *path, char *err, size_t errsz)
         snprintf(err, errsz, "endpoint path too long: %s", path);
         return HT_EBADARG;
     }
-    /* The default directory is ours to create: 0750, group heaptrace. */
-    if (strcmp(path, HT_ENDPOINT_DEFAULT) == 0) {
-        if (mkdir(HT_ENDPOINT_DIR, 0750) != 0 && errno != EEXIST) {
-            snprintf(err, errsz, "cannot create %s: %s", HT_ENDPOINT_DIR, strerror(errno));
-            return HT_EPERM;
-        }
-        struct group *g = getgrnam(ADMIN_GROUP);
-        if (chown(HT_ENDPOINT_DIR, 0, g ? g->gr_gid : 0) != 0 || chmod(HT_ENDPOINT_DIR, 0750) != 0)
-            log_warn("cannot set owner/mode of %s: %s", HT_ENDPOINT_DIR, strerror(errno));
-    }
+    char dir[sizeof(sa.sun_path)];
+    path_dir(path, dir, sizeof(dir));
+    int rc = dir_check(dir, strcmp(path, HT_ENDPOINT_DEFAULT) == 0, err, errsz);
+    if (rc != 0)
+        return rc;
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
@@ -63,18 +132,29 @@ int endpoint_prepare(const char *path, char *err, size_t errsz)
             snprintf(err, errsz, "another heaptraced is already running on %s", path);
             return HT_EEXIST;
         }
-        unlink(path); /* stale socket of a daemon that died */
+        unlink(path); /* stale socket of a daemon that died (unlink never follows a symlink) */
     }
     return 0;
 }
 
-void endpoint_secure(const char *path)
+/* The socket gets its mode and group as bind(2) creates it, never by path
+ * afterwards (a path can be swapped for a symlink between bind and chmod):
+ * Linux creates the socket file with 0777 & ~umask (net/unix/af_unix.c,
+ * unix_bind_bsd) and the caller's effective gid, while fchmod/fchown on a
+ * socket descriptor change the socket inode, not the file. */
+int endpoint_bind(uv_pipe_t *pipe, const char *path)
 {
     struct group *g = getgrnam(ADMIN_GROUP);
-    if (chmod(path, 0660) != 0)
-        log_warn("chmod %s: %s", path, strerror(errno));
-    if (geteuid() == 0 && chown(path, 0, g ? g->gr_gid : 0) != 0)
-        log_warn("chown %s: %s", path, strerror(errno));
+    gid_t egid = getegid();
+    int regid = geteuid() == 0 && g && g->gr_gid != egid && setegid(g->gr_gid) == 0;
+    mode_t old = umask(0117); /* 0660 */
+    int rc = uv_pipe_bind(pipe, path);
+    umask(old);
+    if (regid && setegid(egid) != 0) {
+        log_error("cannot restore the effective group %u: %s", (unsigned)egid, strerror(errno));
+        return UV_EPERM;
+    }
+    return rc;
 }
 
 void endpoint_cleanup(const char *path)
@@ -102,7 +182,20 @@ static int in_admin_group(uid_t uid, gid_t gid)
     return 0;
 }
 
-int endpoint_admit(uv_pipe_t *pipe, char *err, size_t errsz)
+int endpoint_fd_headroom(uv_pipe_t *pipe)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)pipe, &fd) != 0)
+        return 0;
+    int probe = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (probe >= 0) {
+        close(probe);
+        return 0;
+    }
+    return errno == EMFILE ? UV_EMFILE : errno == ENFILE ? UV_ENFILE : 0;
+}
+
+int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz)
 {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)pipe, &fd) != 0) {
@@ -116,6 +209,7 @@ int endpoint_admit(uv_pipe_t *pipe, char *err, size_t errsz)
         return HT_EPERM;
     }
     /* Root, the daemon's own user, and members of the heaptrace group. */
+    *uid = cred.uid;
     if (cred.uid == 0 || cred.uid == geteuid() || in_admin_group(cred.uid, cred.gid))
         return 0;
     snprintf(err, errsz, "uid %u (pid %d) is not root or in group " ADMIN_GROUP, (unsigned)cred.uid,

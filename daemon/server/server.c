@@ -5,6 +5,7 @@
 #include "ht-error.h"
 #include "log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,7 @@ void client_feed(struct client *c, const char *buf, size_t n)
             c->in_len = 0;
             c->mode = nl ? CLIENT_LINES : CLIENT_SKIP;
         } else if (c->in_len == 0 && nl) {
+            c->last_request = uv_now(c->srv->loop);
             dispatch_request(c, buf, take - 1);
         } else {
             memcpy(c->in + c->in_len, buf, take);
@@ -153,6 +155,7 @@ void client_feed(struct client *c, const char *buf, size_t n)
             if (nl) {
                 size_t len = c->in_len - 1;
                 c->in_len = 0;
+                c->last_request = uv_now(c->srv->loop);
                 dispatch_request(c, c->in, len);
             }
         }
@@ -192,11 +195,109 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
 }
 
+/* How many connections uid holds (the list is at most max_clients long). */
+static uint32_t clients_of_uid(const struct server *srv, uint32_t uid)
+{
+    uint32_t n = 0;
+    for (const struct client *c = srv->clients; c; c = c->next)
+        n += !c->closing && c->uid == uid;
+    return n;
+}
+
+/* Which slot limit keeps the new client c out (it is counted already): root
+ * may take every slot, other users all but root_clients, and at most
+ * max_clients_per_uid each, so idle connections of one user lock out no one
+ * else. 0, or the error with a message in why. */
+static int client_limit(struct server *srv, const struct client *c, char *why, size_t n)
+{
+    const struct ht_config *cfg = srv->cfg;
+    if (srv->nclients > cfg->max_clients) {
+        srv->clients_refused_full++;
+        snprintf(why, n, "too many clients: all %u slots are taken", cfg->max_clients);
+        return HT_EFULL;
+    }
+    if (c->uid == 0)
+        return 0;
+    if (srv->nclients > cfg->max_clients - cfg->root_clients) {
+        srv->clients_refused_full++;
+        snprintf(why, n, "too many clients: the %u slots open to non-root users are taken",
+                 cfg->max_clients - cfg->root_clients);
+        return HT_EFULL;
+    }
+    uint32_t mine = clients_of_uid(srv, c->uid);
+    if (mine > cfg->max_clients_per_uid) {
+        srv->clients_refused_uid++;
+        snprintf(why, n,
+                 "too many clients: uid %u holds %u connections already, the most one user "
+                 "may (max_clients_per_uid)",
+                 c->uid, mine - 1);
+        return HT_EFULL;
+    }
+    return 0;
+}
+
+/* Accept failed in libuv: on EMFILE/ENFILE libuv itself accepts and closes
+ * the waiting connections with a reserved descriptor (uv__emfile_trick in
+ * src/unix/stream.c), so they are gone without a word; count and log it.
+ * client_admit keeps a descriptor free so this stays the exception. */
+static void accept_failed(struct server *srv, int status)
+{
+    srv->accept_errors++;
+    log_warn("accept: %s (clients waiting were closed; %llu accept errors so far)",
+             uv_strerror(status), (unsigned long long)srv->accept_errors);
+}
+
+/* Refuse a new client: its error line goes out at once (a short line into a
+ * fresh socket's empty buffer) and the connection is closed now, so refused
+ * clients hold neither a slot nor a descriptor while libuv accepts the next
+ * ones in the same loop turn (uv_close closes the descriptor at once). */
+static void client_refuse(struct client *c, int err, const char *why)
+{
+    char *line = ht_reply_err(0, err, why);
+    if (line) {
+        uv_buf_t buf = uv_buf_init(line, (unsigned)strlen(line));
+        if (uv_try_write((uv_stream_t *)&c->pipe, &buf, 1) < (int)buf.len)
+            log_debug("client %llu: the refusal did not fit its socket", (unsigned long long)c->id);
+        ht_free(line);
+    }
+    client_close(c);
+}
+
+/* Admission of an accepted client: descriptors left, credentials, slots. */
+static void client_admit(struct server *srv, struct client *c)
+{
+    char why[160];
+    /* The newest client took the last descriptor: tell it and close it, so
+     * the next accept has one and the daemon serves again as soon as
+     * descriptors free up. */
+    int rc = endpoint_fd_headroom(&c->pipe);
+    if (rc != 0) {
+        srv->clients_refused_nofd++;
+        log_warn("client %llu refused: %s (%llu refused for want of descriptors)",
+                 (unsigned long long)c->id, uv_strerror(rc),
+                 (unsigned long long)srv->clients_refused_nofd);
+        client_refuse(c, rc, "the daemon is out of file descriptors: try again later");
+        return;
+    }
+    if (endpoint_admit(&c->pipe, &c->uid, why, sizeof(why)) != 0) {
+        log_warn("refused a client: %s", why);
+        srv->clients_refused++;
+        client_refuse(c, HT_EPERM, why);
+        return;
+    }
+    if ((rc = client_limit(srv, c, why, sizeof(why))) != 0) {
+        log_debug("client %llu (uid %u) refused: %s", (unsigned long long)c->id, c->uid, why);
+        client_refuse(c, rc, why);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
+}
+
 static void connection_cb(uv_stream_t *server, int status)
 {
     struct server *srv = server->data;
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        accept_failed(srv, status);
         return;
     }
     struct client *c = ht_calloc(1, sizeof(*c));
@@ -207,6 +308,8 @@ static void connection_cb(uv_stream_t *server, int status)
     }
     c->srv = srv;
     c->id = ++srv->next_client_id;
+    c->uid = UINT32_MAX; /* unknown until admitted */
+    c->last_request = uv_now(srv->loop);
     uv_pipe_init(srv->loop, &c->pipe, 0);
     uv_timer_init(srv->loop, &c->timer);
     c->pipe.data = c;
@@ -220,19 +323,36 @@ static void connection_cb(uv_stream_t *server, int status)
         client_close(c);
         return;
     }
-    char why[160];
-    if (endpoint_admit(&c->pipe, why, sizeof(why)) != 0) {
-        log_warn("refused a client: %s", why);
-        srv->clients_refused++;
-        client_send_then_close(c, ht_reply_err(0, HT_EPERM, why));
-        return;
+    client_admit(srv, c);
+}
+
+/* A client waiting for nothing (no load, subscription or output) that sent
+ * no complete request for client_idle_ns holds a slot for nothing: closed,
+ * with a line saying why. */
+static int client_idle(const struct client *c, uint64_t now, uint64_t idle_ms)
+{
+    if (c->closing || c->close_when_flushed || c->loading || c->recording || c->topping ||
+        c->out_pending > 0 || c->mode == CLIENT_STREAM || c->mode == CLIENT_DRAINING)
+        return 0;
+    return now - c->last_request >= idle_ms;
+}
+
+static void idle_cb(uv_timer_t *t)
+{
+    struct server *srv = t->data;
+    uint64_t now = uv_now(srv->loop), idle_ms = srv->cfg->client_idle_ns / 1000000;
+    for (struct client *c = srv->clients, *next; c; c = next) {
+        next = c->next;
+        if (!client_idle(c, now, idle_ms))
+            continue;
+        srv->clients_idle_closed++;
+        log_debug("client %llu: no request for %llu ms: closed", (unsigned long long)c->id,
+                  (unsigned long long)(now - c->last_request));
+        char why[96];
+        snprintf(why, sizeof(why), "no complete request for %llu ms: connection closed",
+                 (unsigned long long)idle_ms);
+        client_send_then_close(c, ht_reply_err(0, UV_ETIMEDOUT, why));
     }
-    if (srv->nclients > srv->cfg->max_clients) {
-        srv->clients_refused++;
-        client_send_then_close(c, ht_reply_err(0, HT_EFULL, "too many clients"));
-        return;
-    }
-    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
 }
 
 static void signal_cb(uv_signal_t *h, int signum)
@@ -266,7 +386,7 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     }
     uv_pipe_init(loop, &srv->listener, 0);
     srv->listener.data = srv;
-    rc = uv_pipe_bind(&srv->listener, cfg->endpoint);
+    rc = endpoint_bind(&srv->listener, cfg->endpoint);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 128, connection_cb);
     if (rc != 0) {
@@ -275,7 +395,6 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
         return rc;
     }
     srv->listening = 1;
-    endpoint_secure(cfg->endpoint);
     uv_signal_init(loop, &srv->sigint);
     uv_signal_init(loop, &srv->sigterm);
     uv_signal_init(loop, &srv->sigpipe);
@@ -286,6 +405,12 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
+    /* Idle clients are looked for four times per timeout, at most once a second. */
+    uint64_t idle_ms = cfg->client_idle_ns / 1000000, every = idle_ms / 4;
+    every = every < 10 ? 10 : every > 1000 ? 1000 : every;
+    uv_timer_init(loop, &srv->idle);
+    srv->idle.data = srv;
+    uv_timer_start(&srv->idle, idle_cb, every, every);
     log_info("listening on %s", cfg->endpoint);
     return 0;
 }
@@ -308,4 +433,5 @@ void server_stop(struct server *srv)
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigpipe, NULL);
     uv_close((uv_handle_t *)&srv->tick, NULL);
+    uv_close((uv_handle_t *)&srv->idle, NULL);
 }

@@ -30,6 +30,8 @@ struct client {
     struct server *srv;
     struct client *next, *prev;
     uint64_t id;
+    uint32_t uid;          /* the peer's, from admission */
+    uint64_t last_request; /* loop time (ms) of its last complete request, or of the accept */
     int closing;
     int close_when_flushed;
     int pending_closes;
@@ -52,6 +54,8 @@ struct client {
     uint64_t top_left; /* frames still to send, 0 = unlimited */
     uint64_t top_seq;
     struct client *sub_next; /* in the session's subscriber list */
+    /* record: events of the gap not yet reported in the stream, and of all gaps. */
+    uint64_t rec_lost, rec_lost_total;
 };
 
 enum session_state { SESSION_LOADING, SESSION_RUNNING, SESSION_STOPPED, SESSION_ENDED };
@@ -106,6 +110,8 @@ struct session {
     struct client *subs; /* record and top clients */
     uint32_t nrecorders; /* subscribers that take the event stream */
     uint64_t recorded_events, recorder_drops;
+    /* Events left out of recordings that fell behind, reported as "lost" gaps. */
+    uint64_t recorder_lost;
 };
 
 struct server {
@@ -114,6 +120,7 @@ struct server {
     uv_pipe_t listener;
     uv_signal_t sigint, sigterm, sigpipe;
     uv_timer_t tick;
+    uv_timer_t idle; /* closes clients idle past cfg->client_idle_ns */
     int listening;
     int stopping;
     struct client *clients;
@@ -122,6 +129,9 @@ struct server {
     struct session *sessions;
     uint32_t nsessions, next_session_id;
     uint64_t clients_refused, clients_dropped_slow, requests, request_errors;
+    /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
+    uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
+        clients_idle_closed;
 };
 
 /* Start listening on cfg->endpoint. 0 or an error (already running, bad path). */
@@ -234,9 +244,12 @@ int load_stream_full(const struct client *c);
 
 /* Platform: endpoint preparation and peer admission (endpoint-*.c). */
 int endpoint_prepare(const char *path, char *err, size_t errsz);
-void endpoint_secure(const char *path);
+/* Bind the listener with the socket created 0660 (group heaptrace when root), no chmod by path. */
+int endpoint_bind(uv_pipe_t *pipe, const char *path);
 void endpoint_cleanup(const char *path);
-/* 0 if the peer may talk to us; else HT_EPERM with who it was in err. */
-int endpoint_admit(uv_pipe_t *pipe, char *err, size_t errsz);
+/* 0 if the peer may talk to us (*uid = its uid); else HT_EPERM with who it was in err. */
+int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz);
+/* 0 while the process can still open a descriptor, else UV_EMFILE or UV_ENFILE. */
+int endpoint_fd_headroom(uv_pipe_t *pipe);
 
 #endif

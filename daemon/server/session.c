@@ -122,6 +122,8 @@ void session_unsubscribe(struct session *s, struct client *c)
     c->sub_next = NULL;
 }
 
+static void record_gap_flush(struct session *s, struct client *c, uint64_t t);
+
 /* Subscribers learn that the session is over with a final frame. */
 static void end_subscribers(struct session *s, const char *why)
 {
@@ -130,11 +132,15 @@ static void end_subscribers(struct session *s, const char *why)
         int64_t id = c->sub_req_id;
         int was_recording = c->recording == s;
         session_unsubscribe(s, c);
+        if (was_recording)
+            record_gap_flush(s, c, s->eng.now);
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "end", why);
         cJSON_AddNumberToObject(d, "session", s->id);
-        if (was_recording)
+        if (was_recording) {
             cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
+            cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
+        }
         client_send(c, ht_reply_ok(id, d, 0));
     }
 }
@@ -218,21 +224,61 @@ size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap
     return n + 1;
 }
 
+/* The .htev line for a recorder's gap: {"t":..,"ev":"lost","count":N}. */
+static char *record_lost_line(struct session *s, uint64_t t, uint64_t count)
+{
+    struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
+    char line[128];
+    size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
+    return n ? ht_strndup(line, n) : NULL;
+}
+
+/* A gap ends: its "lost" line goes out before the next events (t: the first
+ * event after the gap). */
+static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
+{
+    if (c->rec_lost == 0)
+        return;
+    if (client_send(c, record_lost_line(s, t, c->rec_lost)) == 0)
+        c->rec_lost = 0;
+}
+
+/* A recorder whose unread output passed recorder_output_cap is behind: its
+ * events become a gap, counted, until it reads again. The recording goes on
+ * and the gap is in its stream, instead of the client being cut off at the
+ * output cap (recorder_output_cap <= client_output_cap). */
+static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
+                        unsigned n, uint64_t t)
+{
+    const struct ht_config *cfg = s->srv->cfg;
+    uint64_t cap =
+        cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
+    /* 128: room for the gap's own line. */
+    if (c->out_pending > 0 && c->out_pending + len + 128 > cap) {
+        c->rec_lost += n;
+        c->rec_lost_total += n;
+        s->recorder_lost += n;
+        return;
+    }
+    record_gap_flush(s, c, t);
+    if (client_send(c, ht_strndup(buf, len)) != 0)
+        s->recorder_drops += n;
+}
+
 /* Recording: a flushed batch goes to every recorder as .htev lines, one
  * write per batch and recorder. */
 static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
 {
     size_t cap = (size_t)n * 512 + 4096, len = 0;
     char *buf = ht_malloc(cap);
-    if (!buf) {
-        s->recorder_drops += n;
-        return;
-    }
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; buf && i < n; i++) {
         if (cap - len < 16384 + 1024) {
             char *nb = ht_realloc(buf, cap * 2);
-            if (!nb)
+            if (!nb) {
+                ht_free(buf);
+                buf = NULL;
                 break;
+            }
             buf = nb;
             cap *= 2;
         }
@@ -240,14 +286,17 @@ static void record_batch(struct session *s, const struct ht_event *evs, unsigned
                    ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
                    : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
     }
-    buf[len] = '\0';
     for (struct client *c = s->subs, *next; c; c = next) {
         next = c->sub_next;
-        if (c->recording != s || len == 0)
+        if (c->recording != s)
             continue;
-        /* A recorder that cannot keep up is closed by client_send (output cap). */
-        if (client_send(c, ht_strndup(buf, len)) != 0)
-            s->recorder_drops += n;
+        if (!buf) { /* out of memory: the batch is a gap in every recording */
+            c->rec_lost += n;
+            c->rec_lost_total += n;
+            s->recorder_lost += n;
+        } else if (len > 0) {
+            record_send(s, c, buf, len, n, evs[0].t);
+        }
     }
     ht_free(buf);
     s->recorded_events += n;

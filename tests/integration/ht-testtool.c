@@ -12,6 +12,16 @@
  *                           the end chunk; prints the replies (summary or error)
  *   uintargs                every numeric argument of the command table: "CMD NAME"
  *   jsonlines               exit 0 when every line on stdin is UTF-8 and a JSON object
+ *   req SOCK LINE           send one request line, print the first reply line
+ *   hold SOCK N MS          open N connections, print "connected N", then wait up to MS
+ *                           for each to be answered or closed; prints one summary line:
+ *                           open=, silent= (closed without a line), first_timeout_ms=
+ *                           (from before the first connect to the first ETIMEDOUT line),
+ *                           and a count per error code (EFULL=, ETIMEDOUT=, EMFILE=, ...)
+ *   fakeserver SOCK         a squatter: listen on SOCK, print "ready", accept one client,
+ *                           print "received N" (bytes it sent before closing, 3 s at most)
+ *   swap DIR NAME TARGET N  N times: wait until DIR/NAME is a socket, then rename a symlink
+ *                           to TARGET over it (an attacker racing the daemon's start)
  */
 #include "ht-commands.h"
 #include "ht-text.h"
@@ -23,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -376,6 +388,179 @@ static int cmd_jsonlines(void)
     return bad || lines == 0;
 }
 
+static int cmd_req(const char *sock, const char *line)
+{
+    int fd = connect_to(sock);
+    if (send_all(fd, line, strlen(line)) || send_all(fd, "\n", 1))
+        return 1;
+    int n = drain(fd, 10000, 1);
+    close(fd);
+    return n == 1 ? 0 : 1;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct held {
+    int fd;
+    char line[512];
+    size_t len;
+    int state; /* 0 open, 1 answered (line complete), 2 closed silently */
+};
+
+/* The error code of a reply line ("EFULL"), or "ok". */
+static void line_code(const char *line, char *code, size_t n)
+{
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "err");
+    snprintf(code, n, "%s", cJSON_IsString(e) ? e->valuestring : "ok");
+    cJSON_Delete(o);
+}
+
+static void held_read(struct held *h)
+{
+    ssize_t k = recv(h->fd, h->line + h->len, sizeof(h->line) - 1 - h->len, 0);
+    if (k <= 0) {
+        h->state = 2;
+        close(h->fd);
+        return;
+    }
+    h->len += (size_t)k;
+    h->line[h->len] = '\0';
+    if (memchr(h->line, '\n', h->len) || h->len == sizeof(h->line) - 1) {
+        h->state = 1;
+        close(h->fd);
+    }
+}
+
+static int cmd_hold(const char *sock, int n, long wait_ms)
+{
+    struct held *hs = calloc((size_t)n, sizeof(*hs));
+    struct pollfd *ps = calloc((size_t)n, sizeof(*ps));
+    /* Times count from before the first connect: no accept is earlier. */
+    long t0 = now_ms(), first_timeout = -1;
+    for (int i = 0; i < n; i++)
+        hs[i].fd = connect_to(sock);
+    printf("connected %d\n", n);
+    fflush(stdout);
+    for (;;) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (hs[i].state == 0)
+                ps[m++] = (struct pollfd){hs[i].fd, POLLIN, 0};
+        long left = wait_ms - (now_ms() - t0);
+        if (m == 0 || left <= 0 || poll(ps, (nfds_t)m, (int)left) <= 0)
+            break;
+        for (int i = 0, j = 0; i < n; i++) {
+            if (hs[i].state != 0)
+                continue;
+            if (ps[j++].revents) {
+                held_read(&hs[i]);
+                if (hs[i].state == 1 && strstr(hs[i].line, "ETIMEDOUT") && first_timeout < 0)
+                    first_timeout = now_ms() - t0;
+            }
+        }
+    }
+    static const char *const codes[] = {"EFULL", "ETIMEDOUT", "EMFILE", "ENFILE", "EPERM", "ok"};
+    int count[6] = {0}, open = 0, silent = 0, other = 0;
+    for (int i = 0; i < n; i++) {
+        if (hs[i].state == 0) {
+            open++;
+            close(hs[i].fd);
+            continue;
+        }
+        if (hs[i].state == 2 && hs[i].len == 0) {
+            silent++;
+            continue;
+        }
+        char code[32];
+        line_code(hs[i].line, code, sizeof(code));
+        int k = 0;
+        while (k < 6 && strcmp(code, codes[k]))
+            k++;
+        if (k < 6)
+            count[k]++;
+        else
+            other++;
+    }
+    printf("open=%d silent=%d first_timeout_ms=%ld", open, silent, first_timeout);
+    for (int k = 0; k < 6; k++)
+        printf(" %s=%d", codes[k], count[k]);
+    printf(" other=%d\n", other);
+    free(hs);
+    free(ps);
+    return 0;
+}
+
+static int cmd_fakeserver(const char *sock)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 4) != 0) {
+        perror("fakeserver");
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 20000) <= 0)
+        return 1;
+    int fd = accept(l, NULL, NULL);
+    size_t got = 0;
+    char buf[4096];
+    long t0 = now_ms();
+    for (;;) {
+        struct pollfd q = {fd, POLLIN, 0};
+        long left = 3000 - (now_ms() - t0);
+        if (left <= 0 || poll(&q, 1, (int)left) <= 0)
+            break;
+        ssize_t k = recv(fd, buf, sizeof(buf), 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    printf("received %zu\n", got);
+    close(fd);
+    close(l);
+    unlink(sock);
+    return 0;
+}
+
+/* Wait for DIR/NAME to appear (inotify), then rename a symlink over it at once. */
+static int cmd_swap(const char *dir, const char *name, const char *target, int times)
+{
+    char path[512], tmp[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(tmp, sizeof(tmp), "%s/.swap", dir);
+    int in = inotify_init1(0);
+    if (in < 0 || inotify_add_watch(in, dir, IN_CREATE) < 0) {
+        perror("inotify");
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    int swapped = 0;
+    char ev[4096];
+    while (swapped < times) {
+        unlink(tmp);
+        if (symlink(target, tmp) != 0)
+            return 1;
+        struct stat st;
+        while (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+            if (read(in, ev, sizeof(ev)) <= 0)
+                return 1;
+        if (rename(tmp, path) == 0)
+            swapped++;
+    }
+    printf("swapped %d\n", swapped);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -401,6 +586,14 @@ int main(int argc, char **argv)
         return cmd_uintargs();
     if (argc >= 2 && !strcmp(argv[1], "jsonlines"))
         return cmd_jsonlines();
+    if (argc >= 4 && !strcmp(argv[1], "req"))
+        return cmd_req(argv[2], argv[3]);
+    if (argc >= 5 && !strcmp(argv[1], "hold"))
+        return cmd_hold(argv[2], atoi(argv[3]), atol(argv[4]));
+    if (argc >= 3 && !strcmp(argv[1], "fakeserver"))
+        return cmd_fakeserver(argv[2]);
+    if (argc >= 6 && !strcmp(argv[1], "swap"))
+        return cmd_swap(argv[2], argv[3], argv[4], atoi(argv[5]));
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }
