@@ -8,8 +8,9 @@
  *   noread SOCK             pour queries without reading: the daemon must cut us off
  *   concurrent SOCK N Q     N clients at once, Q stacks queries each; every reply ok
  *   halfload SOCK FILE      start a load, send half of FILE, disconnect
- *   pausedload SOCK FILE NAME  load FILE as NAME: half, a 400 ms pause, the rest and
- *                           the end chunk; prints the replies (summary or error)
+ *   pausedload SOCK FILE NAME [GO]  load FILE as NAME: half, a 400 ms pause (or until
+ *                           the file GO exists, 20 s at most), the rest and the end
+ *                           chunk; prints the replies (summary or error)
  *   uintargs                every numeric argument of the command table: "CMD NAME"
  *   jsonlines               exit 0 when every line on stdin is UTF-8 and a JSON object
  *   req SOCK LINE           send one request line, print the first reply line
@@ -329,7 +330,7 @@ static int cmd_halfload(const char *sock, const char *file)
     return 0;
 }
 
-static int cmd_pausedload(const char *sock, const char *file, const char *name)
+static int cmd_pausedload(const char *sock, const char *file, const char *name, const char *go)
 {
     FILE *f = fopen(file, "rb");
     if (!f)
@@ -347,7 +348,9 @@ static int cmd_pausedload(const char *sock, const char *file, const char *name)
     int k = snprintf(hdr, sizeof(hdr), "%zu\n", half);
     send_all(fd, hdr, (size_t)k);
     send_all(fd, data, half);
-    usleep(400000);
+    /* Pause 400 ms, or until the test creates GO (it polls the session meanwhile). */
+    for (int i = 0; go ? i < 2000 && access(go, F_OK) != 0 : i < 40; i++)
+        usleep(10000);
     /* The session may be gone by now: sends may fail, the replies say why. */
     k = snprintf(hdr, sizeof(hdr), "%zu\n", n - half);
     send_all(fd, hdr, (size_t)k);
@@ -579,7 +582,7 @@ int main(int argc, char **argv)
     if (argc >= 5 && !strcmp(argv[1], "concurrent"))
         return cmd_concurrent(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (argc >= 5 && !strcmp(argv[1], "pausedload"))
-        return cmd_pausedload(argv[2], argv[3], argv[4]);
+        return cmd_pausedload(argv[2], argv[3], argv[4], argc >= 6 ? argv[5] : NULL);
     if (argc >= 4 && !strcmp(argv[1], "halfload"))
         return cmd_halfload(argv[2], argv[3]);
     if (argc >= 2 && !strcmp(argv[1], "uintargs"))

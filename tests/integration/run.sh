@@ -226,22 +226,34 @@ case_disconnect_mid_stream() {
 }
 
 # A session stopped, then one dropped, while their loader is still sending.
+# Wait until the first half of a paused load is applied (no sleep as synchronisation).
+wait_half() {
+    for _ in $(seq 400); do
+        n=$(ctl --json status "$1" 2>/dev/null | jget ingest.events 2>/dev/null)
+        [ "${n:-0}" -gt 100 ] && return 0
+        sleep 0.05
+    done
+    fail "the first half of $1 was not applied"
+}
+
 case_stop_drop_mid_load() {
     start_daemon
-    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p1 >"$T/p1" &
+    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p1 "$T/go1" >"$T/p1" &
     loader=$!
-    sleep 0.2
+    wait_half p1
     ctl stop p1 >/dev/null || fail "stop during load"
+    touch "$T/go1"
     wait $loader
     grep -q '"state":"stopped"' "$T/p1" || fail "the loader's summary: $(cat "$T/p1")"
     ctl --json status p1 >"$T/s" || fail "the stopped session is gone"
     eq "$(jget stop_reason <"$T/s")" "stopped by request" "reason"
     n=$(jget ingest.events <"$T/s")
     [ "$n" -gt 100 ] && [ "$n" -lt 1383 ] || fail "kept $n events of the first half"
-    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p2 >"$T/p2" &
+    "$HT_TOOL" pausedload "$HEAPTRACE_PIPE" "$DEMO" p2 "$T/go2" >"$T/p2" &
     loader=$!
-    sleep 0.2
+    wait_half p2
     ctl drop p2 >/dev/null || fail "drop during load"
+    touch "$T/go2"
     wait $loader
     grep -q ENOSESSION "$T/p2" || fail "the loader was not told: $(cat "$T/p2")"
     ctl ls | grep -q p2 && fail "the dropped session is listed"
