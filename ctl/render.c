@@ -252,6 +252,35 @@ void render_query(struct ctl *c, const cJSON *d)
            cJSON_GetArraySize(rows), (int)num(d, "groups"));
 }
 
+/* Budget lines of status: use against the budgets, the largest structures, what did not fit. */
+static void render_budget(const cJSON *m)
+{
+    char s1[24], s2[24], s3[24], s4[24];
+    if (!cJSON_GetObjectItemCaseSensitive(m, "budget"))
+        return;
+    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(m, "daemon");
+    printf("  budget       %s of %s used (daemon-wide %s of %s)\n", sz(num(m, "used"), s1),
+           sz(num(m, "budget"), s2), sz(num(dm, "used"), s3),
+           sz(num(dm, "budget"), s4));
+    printf("  held by     ");
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, "by_structure")) if (k->valuedouble)
+        printf(" %s=%s", k->string, sz(k->valuedouble, s1));
+    printf("\n");
+    const char *drops[] = {"over_budget", "no_memory"};
+    for (int i = 0; i < 2; i++) {
+        int any = 0;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, drops[i])) if (k->valuedouble)
+        {
+            printf("%s %s=%.0f", any ? "" : i ? "  no memory   " : "  over budget ", k->string,
+                   k->valuedouble);
+            any = 1;
+        }
+        if (any)
+            printf("\n");
+    }
+}
+
 static void render_status(const cJSON *d)
 {
     char s1[24], s2[24], a[32];
@@ -273,6 +302,7 @@ static void render_status(const cJSON *d)
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(d, "memory");
     printf("  memory       engine %s, stacks %s (%.0f distinct)\n", sz(num(m, "engine"), s1),
            sz(num(m, "stacks"), s2), num(m, "distinct_stacks"));
+    render_budget(m);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(d, "ingest");
     printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
            num(in, "lines"), num(in, "malformed"));
