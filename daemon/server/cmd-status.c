@@ -39,6 +39,9 @@ static void memory_json(cJSON *m, struct session *s)
         if (c->recording == s)
             rec += c->out_pending;
     cJSON_AddNumberToObject(m, "recorders_queued", (double)rec);
+    /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
+    cJSON_AddNumberToObject(m, "alloc_failures",
+                            (double)(s->eng.acct.alloc_failures + in->alloc_failures));
     const struct mem_budget *d = &s->srv->mem;
     cJSON *o = cJSON_AddObjectToObject(m, "daemon");
     cJSON_AddNumberToObject(o, "budget", (double)d->limit);

@@ -208,6 +208,7 @@ static void stats_publish(struct feed *f)
     memcpy(f->st.mem, f->acct.bytes, sizeof(f->st.mem));
     memcpy(f->st.over_budget, f->acct.over_budget, sizeof(f->st.over_budget));
     memcpy(f->st.no_memory, f->acct.no_memory, sizeof(f->st.no_memory));
+    f->st.alloc_failures = f->acct.alloc_failures;
     f->st.stack_table_drops = f->psi.drops;
     f->st.string_drops = f->psi.str_drops;
     f->st.long_names = f->psi.long_names;

@@ -45,6 +45,7 @@ struct feed_stats {
     uint64_t mem[MEM_KINDS];         /* bytes held, by structure */
     uint64_t over_budget[MEM_KINDS]; /* growths refused at a byte budget */
     uint64_t no_memory[MEM_KINDS];   /* growths refused: allocation failed or backing off */
+    uint64_t alloc_failures;         /* allocator calls that failed (then backed off) */
     uint64_t stack_table_drops;      /* stacks not interned at max_stacks */
     uint64_t string_drops;           /* names not interned at max_strings */
     uint64_t long_names;             /* distinct names cut at max_name_len */

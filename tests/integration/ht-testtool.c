@@ -10,11 +10,14 @@
  *   halfload SOCK FILE      start a load, send half of FILE, disconnect
  *   pausedload SOCK FILE NAME  load FILE as NAME: half, a 400 ms pause, the rest and
  *                           the end chunk; prints the replies (summary or error)
+ *   longnames E N LEN       .htev to stdout: E allocs, each with N new names of LEN bytes
+ *   manyallocs N            binary stream to stdout: N allocs, none freed, no stacks
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +345,56 @@ static int cmd_pausedload(const char *sock, const char *file, const char *name)
     return 0;
 }
 
+/* A stream of events carrying many new long names (issue 8 item 4): events
+ * allocs, each with a stack of per_event names never seen before, each name
+ * len bytes ("f<event>_<frame>_" then 'x's), written as .htev to stdout. */
+static int cmd_longnames(long events, long per_event, long len)
+{
+    char *name = malloc((size_t)len + 64);
+    if (!name || len < 24)
+        return 2;
+    for (long e = 0; e < events; e++) {
+        printf("{\"t\":%ld,\"ev\":\"alloc\",\"heap\":1,\"addr\":%ld,\"size\":64,\"stack\":[",
+               e + 1, 4096 + 64 * e);
+        for (long k = 0; k < per_event; k++) {
+            int n = snprintf(name, 64, "f%ld_%ld_", e, k);
+            memset(name + n, 'x', (size_t)(len - n));
+            name[len] = '\0';
+            printf("%s\"%s\"", k ? "," : "", name);
+        }
+        printf("]}\n");
+    }
+    free(name);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static void put_varint(uint64_t v, FILE *f)
+{
+    while (v >= 0x80) {
+        fputc((int)(v | 0x80) & 0xff, f);
+        v >>= 7;
+    }
+    fputc((int)v, f);
+}
+
+/* The binary twin (htevb.h) on stdout: n allocs of 32 bytes at distinct
+ * addresses, 1 ns apart, none freed, no stacks. */
+static int cmd_manyallocs(long n)
+{
+    fwrite("HTEVB1\n\0", 1, 8, stdout);
+    for (long i = 0; i < n; i++) {
+        /* 'e', kind alloc (1), fields heap|size, dt, addr, heap, size */
+        fputc('e', stdout);
+        fputc(1, stdout);
+        fputc(1 | 4, stdout);
+        put_varint(1, stdout);
+        put_varint(0x10000 + 64 * (uint64_t)i, stdout);
+        put_varint(1, stdout);
+        put_varint(32, stdout);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -363,6 +416,10 @@ int main(int argc, char **argv)
         return cmd_pausedload(argv[2], argv[3], argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "halfload"))
         return cmd_halfload(argv[2], argv[3]);
+    if (argc >= 3 && !strcmp(argv[1], "manyallocs"))
+        return cmd_manyallocs(atol(argv[2]));
+    if (argc >= 5 && !strcmp(argv[1], "longnames"))
+        return cmd_longnames(atol(argv[2]), atol(argv[3]), atol(argv[4]));
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }
