@@ -259,24 +259,25 @@ static void render_budget(const cJSON *m)
     if (!cJSON_GetObjectItemCaseSensitive(m, "budget"))
         return;
     const cJSON *dm = cJSON_GetObjectItemCaseSensitive(m, "daemon");
+    /* A budget of 0 is no limit (config). */
     printf("  budget       %s of %s used (daemon-wide %s of %s)\n", sz(num(m, "used"), s1),
-           sz(num(m, "budget"), s2), sz(num(dm, "used"), s3),
-           sz(num(dm, "budget"), s4));
+           num(m, "budget") ? sz(num(m, "budget"), s2) : "no limit", sz(num(dm, "used"), s3),
+           num(dm, "budget") ? sz(num(dm, "budget"), s4) : "no limit");
     printf("  held by     ");
     const cJSON *k;
     cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, "by_structure")) if (k->valuedouble)
         printf(" %s=%s", k->string, sz(k->valuedouble, s1));
     printf("\n");
-    const char *drops[] = {"over_budget", "no_memory"};
+    static const char *const drops[] = {"over_budget", "no_memory"};
+    static const char *const labels[] = {"  over budget ", "  no memory   "};
     for (int i = 0; i < 2; i++) {
-        int any = 0;
+        const char *lead = labels[i]; /* printed before the first nonzero count only */
         cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, drops[i])) if (k->valuedouble)
         {
-            printf("%s %s=%.0f", any ? "" : i ? "  no memory   " : "  over budget ", k->string,
-                   k->valuedouble);
-            any = 1;
+            printf("%s %s=%.0f", lead, k->string, k->valuedouble);
+            lead = "";
         }
-        if (any)
+        if (!*lead)
             printf("\n");
     }
 }

@@ -30,7 +30,7 @@ struct agg_table {
     void **raw;
     uint32_t nchunks;
     uint32_t chunk_slots, raw_slots; /* sizes of the two pointer arrays */
-    struct mem_acct *acct; /* growth charged here (MEM_aggregates); NULL: unaccounted */
+    struct mem_acct *acct;           /* growth charged here (MEM_aggregates); NULL: unaccounted */
 };
 
 void agg_table_init(struct agg_table *t);

@@ -146,13 +146,14 @@ static int entry_new(struct alloc_table *t, uint32_t *idx)
         return 0;
     }
     if ((t->high & (CHUNK_SIZE - 1)) == 0 && (t->high >> CHUNK_SHIFT) == t->nchunks) {
-        struct alloc_entry **nc = mem_realloc(t->acct, MEM_table, t->chunks,
-                                              t->nchunks * sizeof(*nc),
-                                              (t->nchunks + 1) * sizeof(*nc));
+        struct alloc_entry **nc =
+            mem_realloc(t->acct, MEM_table, t->chunks, t->nchunks * sizeof(*nc),
+                        (t->nchunks + 1) * sizeof(*nc));
         if (!nc)
             return UV_ENOMEM;
         t->chunks = nc;
-        t->chunks[t->nchunks] = mem_alloc(t->acct, MEM_table, CHUNK_SIZE * sizeof(struct alloc_entry));
+        t->chunks[t->nchunks] =
+            mem_alloc(t->acct, MEM_table, CHUNK_SIZE * sizeof(struct alloc_entry));
         if (!t->chunks[t->nchunks])
             return UV_ENOMEM;
         t->nchunks++;

@@ -55,7 +55,7 @@ struct alloc_table {
     uint32_t cap;       /* hard cap on live entries */
     uint32_t *buckets[2];
     uint32_t mask[2];
-    int64_t rehash_idx; /* next old bucket to migrate, -1 when not rehashing */
+    int64_t rehash_idx;    /* next old bucket to migrate, -1 when not rehashing */
     struct mem_acct *acct; /* growth is charged here (NULL: unaccounted) */
 };
 

@@ -24,9 +24,9 @@ struct commit_range {
 struct commit_map {
     struct commit_range *r;
     uint32_t n, alloc;
-    uint32_t cap;         /* hard cap on ranges created by commits */
-    uint64_t bytes;       /* committed bytes now */
-    uint64_t split_drops; /* pieces lost because a split went past the slack (counted) */
+    uint32_t cap;          /* hard cap on ranges created by commits */
+    uint64_t bytes;        /* committed bytes now */
+    uint64_t split_drops;  /* pieces lost because a split went past the slack (counted) */
     struct mem_acct *acct; /* growth charged here (MEM_commits); NULL: unaccounted */
 };
 

@@ -38,7 +38,7 @@ void engine_limits_default(struct engine_limits *lim);
     X(truncated_stacks, "stacks cut at the depth limit")                                           \
     X(cap_drops, "allocations untracked at the table cap")                                         \
     X(commit_cap_drops, "commits untracked at the commit cap")                                     \
-    X(stack_drops, "allocs and commits whose stack was dropped (a stack or name cap, or memory)")                                         \
+    X(stack_drops, "allocs and commits whose stack was dropped (a stack or name cap, or memory)")  \
     X(decommit_unknown, "decommits/releases of uncommitted ranges")                                \
     X(bad_size, "events with an absurd size, dropped")                                             \
     X(time_backwards, "events whose time went backwards (clamped)")                                \
@@ -94,7 +94,8 @@ int engine_init(struct engine *e, const struct engine_limits *lim);
 /* The same, every structure's growth charged to budget (NULL: counted, never
  * refused). Past the budget the engine drops what does not fit and counts it
  * by structure in e->acct. UV_ENOMEM when even the initial tables do not fit. */
-int engine_init_budget(struct engine *e, const struct engine_limits *lim, struct mem_budget *budget);
+int engine_init_budget(struct engine *e, const struct engine_limits *lim,
+                       struct mem_budget *budget);
 void engine_close(struct engine *e);
 /* Apply one event. Never fails: what cannot be taken is counted in e->q. */
 void engine_apply(struct engine *e, const struct ht_event *ev);

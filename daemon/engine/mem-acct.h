@@ -1,4 +1,5 @@
-/* Byte budgets (per session, daemon-wide) and per-structure accounting of memory that grows with input. */
+/* Byte budgets (per session, daemon-wide) and per-structure accounting of memory that grows with
+ * input. */
 #ifndef MEM_ACCT_H
 #define MEM_ACCT_H
 
@@ -27,11 +28,11 @@
  * feed decoder's is its thread's); budgets are shared and atomic.
  */
 #define MEM_KIND_MAP(X)                                                                            \
-    X(table, "live allocation table: entry chunks and buckets")                                   \
+    X(table, "live allocation table: entry chunks and buckets")                                    \
     X(aggregates, "per-stack aggregates")                                                          \
     X(commits, "commit map")                                                                       \
-    X(stacks, "engine stack interner: frames, records, hash table")                               \
-    X(strings, "engine string interner: names, records, hash table")                              \
+    X(stacks, "engine stack interner: frames, records, hash table")                                \
+    X(strings, "engine string interner: names, records, hash table")                               \
     X(lifetimes, "lifetime rings (heap and commit)")                                               \
     X(timeline, "timeline ring")                                                                   \
     X(heaps, "heap list and index")                                                                \

@@ -48,9 +48,9 @@ static int cover(struct life_ring *r, uint64_t idx)
         return 0;
     if (c >= r->chunk_slots) {
         uint64_t n = r->chunk_slots ? r->chunk_slots * 2 : 16;
-        struct life_rec **nc = mem_realloc(r->acct, MEM_lifetimes, r->chunks,
-                                           (size_t)r->chunk_slots * sizeof(*nc),
-                                           (size_t)n * sizeof(*nc));
+        struct life_rec **nc =
+            mem_realloc(r->acct, MEM_lifetimes, r->chunks, (size_t)r->chunk_slots * sizeof(*nc),
+                        (size_t)n * sizeof(*nc));
         if (!nc)
             return -1;
         r->chunks = nc;
@@ -131,8 +131,8 @@ void timeline_close(struct timeline *tl)
 void timeline_push(struct timeline *tl, const struct tl_sample *s)
 {
     if (tl->pushed < tl->cap) {
-        struct tl_sample *n =
-            ring_grow(tl->acct, MEM_timeline, tl->s, &tl->alloc, tl->cap, tl->pushed + 1, sizeof(*n));
+        struct tl_sample *n = ring_grow(tl->acct, MEM_timeline, tl->s, &tl->alloc, tl->cap,
+                                        tl->pushed + 1, sizeof(*n));
         if (!n) {
             tl->dropped++; /* A missing sample shows as a gap in the timeline. */
             return;

@@ -33,7 +33,7 @@ struct life_ring {
     uint64_t pushed; /* total ever pushed; the ring holds min(pushed, cap) */
     uint64_t horizon;
     int evicted;
-    uint64_t dropped; /* records not kept for lack of memory (or of byte budget) */
+    uint64_t dropped;      /* records not kept for lack of memory (or of byte budget) */
     struct mem_acct *acct; /* growth charged here (MEM_lifetimes); NULL: unaccounted */
 };
 

@@ -62,7 +62,7 @@ int cmd_load(struct cmd_ctx *ctx)
         return cmd_error(ctx, rc, "%s", err);
     }
     const struct engine_limits *lim = &ctx->srv->cfg->limits;
-    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS, lim->max_stacks,
+    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS,  lim->max_stacks,
                              lim->max_strings, lim->max_name_len, &s->mem};
     rc = feed_new(&s->feed, ctx->srv->loop, &fl, load_feed_ready_cb, s);
     if (rc != 0) {

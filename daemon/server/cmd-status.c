@@ -31,7 +31,8 @@ static void memory_json(cJSON *m, struct session *s)
     const struct feed_stats *in = &s->ingest; /* refreshed by session_ingest_json */
     cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
     cJSON_AddNumberToObject(m, "used", (double)mem_budget_used(&s->mem));
-    cJSON_AddItemToObject(m, "by_structure", by_kind_json(s->eng.acct.bytes, s->feed ? in->mem : NULL));
+    cJSON_AddItemToObject(m, "by_structure",
+                          by_kind_json(s->eng.acct.bytes, s->feed ? in->mem : NULL));
     cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
     cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
     uint64_t rec = 0;

@@ -27,6 +27,7 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(m, "sessions", (double)mem_budget_used(&srv->mem));
     cJSON_AddNumberToObject(m, "queued_output", (double)srv->out_queued);
     cJSON_AddNumberToObject(m, "session_budget", (double)srv->cfg->session_memory_budget);
-    cJSON_AddNumberToObject(m, "refusals", (double)atomic_load(&((struct server *)srv)->mem.refusals));
+    cJSON_AddNumberToObject(m, "refusals",
+                            (double)atomic_load(&((struct server *)srv)->mem.refusals));
     return cmd_reply(ctx, d);
 }

@@ -60,8 +60,9 @@ struct feed_limits {
     size_t input_bytes;   /* input ring, a power of two */
     uint32_t ring_events; /* output ring, a power of two */
     uint32_t max_stacks, max_strings;
-    uint32_t max_name_len;      /* 0: HT_STR_MAX_LEN */
-    struct mem_budget *budget;  /* the session's: the decoder's memory is charged to it (may be NULL) */
+    uint32_t max_name_len; /* 0: HT_STR_MAX_LEN */
+    struct mem_budget
+        *budget; /* the session's: the decoder's memory is charged to it (may be NULL) */
 };
 
 /* Start a decoder thread. 0, or UV_ENOMEM / a libuv thread error. The feed is

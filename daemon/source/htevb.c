@@ -89,8 +89,7 @@ void htevb_reader_close(struct htevb_reader *r)
 #define STACK_DROPPED (1u << 30)   /* the stack was not interned */
 #define STACK_ID_MASK (STACK_DROPPED - 1)
 
-static inline void stack_from_map(const struct htevb_reader *r, uint64_t stack,
-                                  struct ht_event *ev)
+static inline void stack_from_map(const struct htevb_reader *r, uint64_t stack, struct ht_event *ev)
 {
     uint32_t v = r->stack_map.v[stack];
     ev->stack = v & STACK_ID_MASK;

@@ -354,8 +354,8 @@ static int cmd_longnames(long events, long per_event, long len)
     if (!name || len < 24)
         return 2;
     for (long e = 0; e < events; e++) {
-        printf("{\"t\":%ld,\"ev\":\"alloc\",\"heap\":1,\"addr\":%ld,\"size\":64,\"stack\":[",
-               e + 1, 4096 + 64 * e);
+        printf("{\"t\":%ld,\"ev\":\"alloc\",\"heap\":1,\"addr\":%ld,\"size\":64,\"stack\":[", e + 1,
+               4096 + 64 * e);
         for (long k = 0; k < per_event; k++) {
             int n = snprintf(name, 64, "f%ld_%ld_", e, k);
             memset(name + n, 'x', (size_t)(len - n));

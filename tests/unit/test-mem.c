@@ -418,9 +418,8 @@ int main(int argc, char **argv)
 {
     ht_alloc_init();
     static const struct ht_test_case cases[] = {
-        T(budget_table),  T(budget_daemon_wide),     T(name_cap),    T(drops_text),
-        T(drops_binary),  T(drops_feed),             T(alloc_failure_backoff),
-        T(backoff_acct),
+        T(budget_table), T(budget_daemon_wide),    T(name_cap),     T(drops_text), T(drops_binary),
+        T(drops_feed),   T(alloc_failure_backoff), T(backoff_acct),
     };
     int rc = ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
     free(bin);
