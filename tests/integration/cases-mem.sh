@@ -161,3 +161,21 @@ case_mem_alloc_failure() {
     ctl ping | grep -q answers || fail "daemon down"
     stop_clean
 }
+
+# A snapshot's cJSON tree counts in the session's budget (an estimate of its
+# nodes and strings) and is given back when the session goes.
+case_mem_snapshot_counted() {
+    start_daemon
+    ctl load "$DEMO" --name demo --snapshot-when 'duration>1s' >/dev/null 2>&1 || fail "load failed"
+    ctl --json status demo >"$T/s"
+    eq "$(jget snapshots.0.seq <"$T/s")" 1 "one snapshot"
+    local snap used0
+    snap=$(jget memory.by_structure.snapshots <"$T/s")
+    [ "$snap" -gt 1000 ] || fail "snapshot bytes not counted ($snap)"
+    [ "$(jget memory.used <"$T/s")" -gt "$snap" ] || fail "snapshot not in the session's use"
+    used0=$(ctl --json version | jget memory.sessions)
+    [ "$used0" -ge "$snap" ] || fail "daemon-wide use $used0 misses the snapshot"
+    ctl drop demo >/dev/null || fail "drop"
+    eq "$(ctl --json version | jget memory.sessions)" 0 "daemon-wide use after the drop"
+    stop_clean
+}
