@@ -146,16 +146,21 @@ static int entry_new(struct alloc_table *t, uint32_t *idx)
         return 0;
     }
     if ((t->high & (CHUNK_SIZE - 1)) == 0 && (t->high >> CHUNK_SHIFT) == t->nchunks) {
+        /* The chunk first: a refused chunk leaves the pointer array (and its
+         * charge) as it was. */
+        size_t bytes = CHUNK_SIZE * sizeof(struct alloc_entry);
+        struct alloc_entry *chunk = mem_alloc(t->acct, MEM_table, bytes);
+        if (!chunk)
+            return UV_ENOMEM;
         struct alloc_entry **nc =
             mem_realloc(t->acct, MEM_table, t->chunks, t->nchunks * sizeof(*nc),
                         (t->nchunks + 1) * sizeof(*nc));
-        if (!nc)
+        if (!nc) {
+            mem_free(t->acct, MEM_table, chunk, bytes);
             return UV_ENOMEM;
+        }
         t->chunks = nc;
-        t->chunks[t->nchunks] =
-            mem_alloc(t->acct, MEM_table, CHUNK_SIZE * sizeof(struct alloc_entry));
-        if (!t->chunks[t->nchunks])
-            return UV_ENOMEM;
+        t->chunks[t->nchunks] = chunk;
         t->nchunks++;
     }
     *idx = t->high++;

@@ -31,14 +31,19 @@ static void *chunks_reserve(struct si_chunks *c, uint32_t n, uint32_t per_chunk,
     if (c->nchunks == 0 || c->used + n > per_chunk) {
         if (c->nchunks >= 0xffff)
             return NULL;
+        /* The chunk first: a refused chunk leaves the pointer array as it was,
+         * so its size stays nchunks and its charge with it. */
+        void *chunk = mem_alloc(m, kind, (size_t)per_chunk * sz);
+        if (!chunk)
+            return NULL;
         void **nc = mem_realloc(m, kind, c->chunks, c->nchunks * sizeof(*nc),
                                 (c->nchunks + 1) * sizeof(*nc));
-        if (!nc)
+        if (!nc) {
+            mem_free(m, kind, chunk, (size_t)per_chunk * sz);
             return NULL;
+        }
         c->chunks = nc;
-        c->chunks[c->nchunks] = mem_alloc(m, kind, (size_t)per_chunk * sz);
-        if (!c->chunks[c->nchunks])
-            return NULL;
+        c->chunks[c->nchunks] = chunk;
         *bytes += (uint64_t)per_chunk * sz;
         c->nchunks++;
         c->used = 0;
