@@ -50,7 +50,7 @@ case_mem_session_budget() {
 case_mem_daemon_budget() {
     printf '{"session_memory_budget":"64MiB","daemon_memory_budget":"40MiB","limits":{"max_name_len":4096}}\n' \
         >"$T/cfg.json"
-    "$HT_TOOL" longnames 40 256 4000 >"$T/ln.htev" || fail "generator" # 82 MB of names, twice
+    "$HT_TOOL" longnames 40 256 4000 >"$T/ln.htev" || fail "generator" # 41 MB of names, held twice
     start_daemon --config "$T/cfg.json"
     ctl load "$T/ln.htev" --name one >/dev/null || fail "load one"
     ctl load "$T/ln.htev" --name two >/dev/null || fail "load two"
