@@ -28,6 +28,9 @@ enum ht_event_kind {
 
 /* Event flags. */
 #define HT_EVF_TRUNCATED 0x01 /* the source cut the stack at its depth limit */
+/* The event had a stack that could not be interned (a stack or name cap, or
+ * the memory budget): stack is 0, counted as stack_drops, not no_stack. */
+#define HT_EVF_STACK_DROPPED 0x02
 
 /*
  * One event. Which fields mean something depends on kind:

@@ -287,6 +287,36 @@ void render_query(struct ctl *c, const cJSON *d)
            cJSON_GetArraySize(rows), (int)num(d, "groups"));
 }
 
+/* Budget lines of status: use against the budgets, the largest structures, what did not fit. */
+static void render_budget(const cJSON *m)
+{
+    char s1[24], s2[24], s3[24], s4[24];
+    if (!cJSON_GetObjectItemCaseSensitive(m, "budget"))
+        return;
+    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(m, "daemon");
+    /* A budget of 0 is no limit (config). */
+    printf("  budget       %s of %s used (daemon-wide %s of %s)\n", sz(num(m, "used"), s1),
+           num(m, "budget") ? sz(num(m, "budget"), s2) : "no limit", sz(num(dm, "used"), s3),
+           num(dm, "budget") ? sz(num(dm, "budget"), s4) : "no limit");
+    printf("  held by     ");
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, "by_structure")) if (k->valuedouble)
+        printf(" %s=%s", k->string, sz(k->valuedouble, s1));
+    printf("\n");
+    static const char *const drops[] = {"over_budget", "no_memory"};
+    static const char *const labels[] = {"  over budget ", "  no memory   "};
+    for (int i = 0; i < 2; i++) {
+        const char *lead = labels[i]; /* printed before the first nonzero count only */
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(m, drops[i])) if (k->valuedouble)
+        {
+            printf("%s %s=%.0f", lead, k->string, k->valuedouble);
+            lead = "";
+        }
+        if (!*lead)
+            printf("\n");
+    }
+}
+
 static void render_status(const cJSON *d)
 {
     char s1[24], s2[24], a[32];
@@ -308,6 +338,7 @@ static void render_status(const cJSON *d)
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(d, "memory");
     printf("  memory       engine %s, stacks %s (%.0f distinct)\n", sz(num(m, "engine"), s1),
            sz(num(m, "stacks"), s2), num(m, "distinct_stacks"));
+    render_budget(m);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(d, "ingest");
     printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
            num(in, "lines"), num(in, "malformed"));

@@ -72,6 +72,8 @@ void config_defaults(struct ht_config *cfg)
     cfg->recorder_cap = 4u << 20;
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
+    cfg->session_memory_budget = 512ull << 20;
+    cfg->daemon_memory_budget = 2ull << 30;
     engine_limits_default(&cfg->limits);
     parse_cull_text(cfg, ht_default_cull_frames);
 }
@@ -229,6 +231,10 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_u32(o, "max_snapshots", &cfg->max_snapshots, err, errsz);
     if (!rc)
         rc = get_u32(o, "snapshot_top", &cfg->snapshot_top, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "session_memory_budget", &cfg->session_memory_budget, 1, 0, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "daemon_memory_budget", &cfg->daemon_memory_budget, 1, 0, err, errsz);
     if (!rc && lim) {
         rc = get_u32(lim, "table_cap", &cfg->limits.table_cap, err, errsz);
         if (!rc)
@@ -245,6 +251,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
             rc = get_u32(lim, "max_strings", &cfg->limits.max_strings, err, errsz);
         if (!rc)
             rc = get_u32(lim, "max_marks", &cfg->limits.max_marks, err, errsz);
+        if (!rc)
+            rc = get_u32(lim, "max_name_len", &cfg->limits.max_name_len, err, errsz);
     }
     cJSON_Delete(o);
     if (rc)
@@ -265,6 +273,15 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
     }
     if (interval == 0 || life == 0 || cring == 0 || tring == 0) {
         snprintf(err, errsz, "config: intervals and ring sizes must be positive");
+        return HT_EBADARG;
+    }
+    /* Stack ids carry two flag bits in the stream id maps (htevb.c, feed.c). */
+    if (cfg->limits.max_stacks >= (1u << 30)) {
+        snprintf(err, errsz, "config: max_stacks must be below 1073741824");
+        return HT_EBADARG;
+    }
+    if (cfg->limits.max_name_len > HT_STR_MAX_LEN) {
+        snprintf(err, errsz, "config: max_name_len must be at most %u", HT_STR_MAX_LEN);
         return HT_EBADARG;
     }
     cfg->limits.timeline_ns = interval;

@@ -24,6 +24,8 @@ struct ht_config {
     uint64_t recorder_cap;
     uint32_t max_snapshots;
     uint32_t snapshot_top;
+    uint64_t session_memory_budget; /* bytes one session may hold (0: no limit) */
+    uint64_t daemon_memory_budget; /* bytes all sessions and queued output may hold (0: no limit) */
     struct engine_limits limits;
     /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;

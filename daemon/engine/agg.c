@@ -20,25 +20,40 @@ void agg_table_close(struct agg_table *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* Room for c + 1 chunk pointers in both arrays; each array keeps its own size. */
+static int slots_grow(struct agg_table *t, uint32_t c)
+{
+    size_t now = (size_t)(c + 1) * sizeof(void *);
+    if (t->chunk_slots < c + 1) {
+        struct agg **nc = mem_realloc(t->acct, MEM_aggregates, t->chunks,
+                                      (size_t)t->chunk_slots * sizeof(void *), now);
+        if (!nc)
+            return -1;
+        memset(nc + t->chunk_slots, 0, (size_t)(c + 1 - t->chunk_slots) * sizeof(*nc));
+        t->chunks = nc;
+        t->chunk_slots = c + 1;
+    }
+    if (t->raw_slots < c + 1) {
+        void **nr = mem_realloc(t->acct, MEM_aggregates, t->raw,
+                                (size_t)t->raw_slots * sizeof(void *), now);
+        if (!nr)
+            return -1;
+        memset(nr + t->raw_slots, 0, (size_t)(c + 1 - t->raw_slots) * sizeof(*nr));
+        t->raw = nr;
+        t->raw_slots = c + 1;
+    }
+    t->nchunks = c + 1;
+    return 0;
+}
+
 struct agg *agg_get_slow(struct agg_table *t, uint32_t stack)
 {
     uint32_t c = stack >> AGG_SHIFT;
-    if (c >= t->nchunks) {
-        struct agg **nc = ht_realloc(t->chunks, (size_t)(c + 1) * sizeof(*nc));
-        if (nc)
-            t->chunks = nc;
-        void **nr = ht_realloc(t->raw, (size_t)(c + 1) * sizeof(*nr));
-        if (nr)
-            t->raw = nr;
-        if (!nc || !nr)
-            return NULL;
-        memset(nc + t->nchunks, 0, (size_t)(c + 1 - t->nchunks) * sizeof(*nc));
-        memset(nr + t->nchunks, 0, (size_t)(c + 1 - t->nchunks) * sizeof(*nr));
-        t->nchunks = c + 1;
-    }
+    if (c >= t->nchunks && slots_grow(t, c) != 0)
+        return NULL;
     if (!t->chunks[c]) {
         /* Aligned to a cache line so each stack's figures are one line. */
-        t->raw[c] = ht_calloc(AGG_CHUNK + 1, sizeof(struct agg));
+        t->raw[c] = mem_calloc(t->acct, MEM_aggregates, AGG_CHUNK + 1, sizeof(struct agg));
         if (!t->raw[c])
             return NULL;
         uintptr_t p = ((uintptr_t)t->raw[c] + 63) & ~(uintptr_t)63;

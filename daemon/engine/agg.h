@@ -2,6 +2,8 @@
 #ifndef AGG_H
 #define AGG_H
 
+#include "mem-acct.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +29,8 @@ struct agg_table {
     struct agg **chunks; /* 64-byte aligned views of raw[] */
     void **raw;
     uint32_t nchunks;
+    uint32_t chunk_slots, raw_slots; /* sizes of the two pointer arrays */
+    struct mem_acct *acct;           /* growth charged here (MEM_aggregates); NULL: unaccounted */
 };
 
 void agg_table_init(struct agg_table *t);

@@ -26,11 +26,17 @@ static inline uint64_t key_hash(unsigned heap, uint64_t addr)
 
 int alloc_table_init(struct alloc_table *t, uint32_t cap)
 {
+    return alloc_table_init_acct(t, cap, NULL);
+}
+
+int alloc_table_init_acct(struct alloc_table *t, uint32_t cap, struct mem_acct *acct)
+{
     memset(t, 0, sizeof(*t));
+    t->acct = acct;
     t->cap = cap ? cap : 1;
     if (t->cap > 0xfffffff0u)
         t->cap = 0xfffffff0u;
-    t->buckets[0] = ht_calloc(INITIAL_BUCKETS, sizeof(uint32_t));
+    t->buckets[0] = mem_calloc(acct, MEM_table, INITIAL_BUCKETS, sizeof(uint32_t));
     if (!t->buckets[0])
         return UV_ENOMEM;
     t->mask[0] = INITIAL_BUCKETS - 1;
@@ -70,7 +76,7 @@ static void rehash_step(struct alloc_table *t)
             moved++;
         }
         if ((uint64_t)++t->rehash_idx > t->mask[0]) {
-            ht_free(t->buckets[0]);
+            mem_free(t->acct, MEM_table, t->buckets[0], ((size_t)t->mask[0] + 1) * 4);
             t->buckets[0] = t->buckets[1];
             t->mask[0] = t->mask[1];
             t->buckets[1] = NULL;
@@ -87,7 +93,7 @@ static void maybe_start_rehash(struct alloc_table *t)
     uint64_t size = ((uint64_t)t->mask[0] + 1) * 2;
     if (size > (1ULL << 31))
         return;
-    uint32_t *nb = ht_calloc((size_t)size, sizeof(uint32_t));
+    uint32_t *nb = mem_calloc(t->acct, MEM_table, (size_t)size, sizeof(uint32_t));
     if (!nb)
         return; /* Keep working with longer chains; retried at the next insert. */
     t->buckets[1] = nb;
@@ -140,13 +146,21 @@ static int entry_new(struct alloc_table *t, uint32_t *idx)
         return 0;
     }
     if ((t->high & (CHUNK_SIZE - 1)) == 0 && (t->high >> CHUNK_SHIFT) == t->nchunks) {
-        struct alloc_entry **nc = ht_realloc(t->chunks, (t->nchunks + 1) * sizeof(*nc));
-        if (!nc)
+        /* The chunk first: a refused chunk leaves the pointer array (and its
+         * charge) as it was. */
+        size_t bytes = CHUNK_SIZE * sizeof(struct alloc_entry);
+        struct alloc_entry *chunk = mem_alloc(t->acct, MEM_table, bytes);
+        if (!chunk)
             return UV_ENOMEM;
+        struct alloc_entry **nc =
+            mem_realloc(t->acct, MEM_table, t->chunks, t->nchunks * sizeof(*nc),
+                        (t->nchunks + 1) * sizeof(*nc));
+        if (!nc) {
+            mem_free(t->acct, MEM_table, chunk, bytes);
+            return UV_ENOMEM;
+        }
         t->chunks = nc;
-        t->chunks[t->nchunks] = ht_malloc(CHUNK_SIZE * sizeof(struct alloc_entry));
-        if (!t->chunks[t->nchunks])
-            return UV_ENOMEM;
+        t->chunks[t->nchunks] = chunk;
         t->nchunks++;
     }
     *idx = t->high++;
@@ -167,7 +181,7 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
         return HT_EFULL;
     uint32_t idx;
     if (entry_new(t, &idx))
-        return HT_EFULL;
+        return UV_ENOMEM;
     struct alloc_entry *e = entry_at(t, idx);
     e->addr = addr;
     e->t_re = time & ALLOC_TIME_MAX;

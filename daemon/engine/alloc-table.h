@@ -2,6 +2,8 @@
 #ifndef ALLOC_TABLE_H
 #define ALLOC_TABLE_H
 
+#include "mem-acct.h"
+
 #include <stdint.h>
 
 /*
@@ -53,13 +55,17 @@ struct alloc_table {
     uint32_t cap;       /* hard cap on live entries */
     uint32_t *buckets[2];
     uint32_t mask[2];
-    int64_t rehash_idx; /* next old bucket to migrate, -1 when not rehashing */
+    int64_t rehash_idx;    /* next old bucket to migrate, -1 when not rehashing */
+    struct mem_acct *acct; /* growth is charged here (NULL: unaccounted) */
 };
 
 int alloc_table_init(struct alloc_table *t, uint32_t cap);
+/* The same, every growth charged to acct (MEM_table); the owner gives it back. */
+int alloc_table_init_acct(struct alloc_table *t, uint32_t cap, struct mem_acct *acct);
 void alloc_table_close(struct alloc_table *t);
 
-/* Insert a new entry: 0, HT_EFULL at the cap (or out of memory), HT_EEXIST
+/* Insert a new entry: 0, HT_EFULL at the cap, UV_ENOMEM when growth was
+ * refused (out of memory or over the byte budget, counted by the acct), HT_EEXIST
  * if the key is live (*out then points at the existing entry). */
 int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint64_t time,
                        uint64_t size, uint32_t stack, struct alloc_entry **out);

@@ -2,6 +2,7 @@
 #include "commit-map.h"
 
 #include "ht-alloc.h"
+#include "mem-acct.h"
 
 #include <string.h>
 
@@ -38,7 +39,9 @@ static int insert_at(struct commit_map *cm, uint32_t i, const struct commit_rang
 {
     if (cm->n == cm->alloc) {
         uint32_t na = cm->alloc ? cm->alloc * 2 : 64;
-        struct commit_range *nr = ht_realloc(cm->r, (size_t)na * sizeof(*nr));
+        struct commit_range *nr =
+            mem_realloc(cm->acct, MEM_commits, cm->r, (size_t)cm->alloc * sizeof(*nr),
+                        (size_t)na * sizeof(*nr));
         if (!nr)
             return -1;
         cm->r = nr;

@@ -2,6 +2,8 @@
 #ifndef COMMIT_MAP_H
 #define COMMIT_MAP_H
 
+#include "mem-acct.h"
+
 #include <stdint.h>
 
 /*
@@ -22,9 +24,10 @@ struct commit_range {
 struct commit_map {
     struct commit_range *r;
     uint32_t n, alloc;
-    uint32_t cap;         /* hard cap on ranges created by commits */
-    uint64_t bytes;       /* committed bytes now */
-    uint64_t split_drops; /* pieces lost because a split went past the slack (counted) */
+    uint32_t cap;          /* hard cap on ranges created by commits */
+    uint64_t bytes;        /* committed bytes now */
+    uint64_t split_drops;  /* pieces lost because a split went past the slack (counted) */
+    struct mem_acct *acct; /* growth charged here (MEM_commits); NULL: unaccounted */
 };
 
 /* A piece that stopped being committed: committed at a, freed at f. */

@@ -19,21 +19,30 @@ void engine_limits_default(struct engine_limits *lim)
     lim->max_stacks = 1u << 20;
     lim->max_strings = 1u << 20;
     lim->max_marks = 1024;
+    lim->max_name_len = 1024;
 }
 
 int engine_init(struct engine *e, const struct engine_limits *lim)
+{
+    return engine_init_budget(e, lim, NULL);
+}
+
+int engine_init_budget(struct engine *e, const struct engine_limits *lim, struct mem_budget *budget)
 {
     memset(e, 0, sizeof(*e));
     e->lim = *lim;
     if (e->lim.timeline_ns == 0)
         e->lim.timeline_ns = 1000000000ULL;
-    if (stack_intern_init(&e->si, lim->max_stacks, lim->max_strings) != 0)
+    mem_acct_init(&e->acct, budget);
+    struct mem_acct *m = &e->acct;
+    if (stack_intern_init_acct(&e->si, lim->max_stacks, lim->max_strings, lim->max_name_len, m,
+                               MEM_stacks, MEM_strings) != 0)
         goto fail_si;
-    if (alloc_table_init(&e->table, lim->table_cap) != 0)
+    if (alloc_table_init_acct(&e->table, lim->table_cap, m) != 0)
         goto fail_table;
     e->heap_mask = 63;
-    e->heap_slots = ht_calloc(e->heap_mask + 1, sizeof(uint32_t));
-    e->marks = ht_calloc(lim->max_marks ? lim->max_marks : 1, sizeof(struct mark));
+    e->heap_slots = mem_calloc(m, MEM_heaps, e->heap_mask + 1, sizeof(uint32_t));
+    e->marks = mem_calloc(m, MEM_marks, lim->max_marks ? lim->max_marks : 1, sizeof(struct mark));
     if (!e->heap_slots || !e->marks)
         goto fail_heaps;
     agg_table_init(&e->heap_agg);
@@ -42,6 +51,10 @@ int engine_init(struct engine *e, const struct engine_limits *lim)
     life_ring_init(&e->heap_life, lim->life_ring);
     life_ring_init(&e->commit_life, lim->commit_ring);
     timeline_init(&e->tl, lim->timeline_ring);
+    e->heap_agg.acct = e->commit_agg.acct = m;
+    e->commits.acct = m;
+    e->heap_life.acct = e->commit_life.acct = m;
+    e->tl.acct = m;
     return 0;
 fail_heaps:
     ht_free(e->heap_slots);
@@ -50,6 +63,7 @@ fail_heaps:
 fail_table:
     stack_intern_close(&e->si);
 fail_si:
+    mem_acct_close(&e->acct);
     return UV_ENOMEM;
 }
 
@@ -66,6 +80,7 @@ void engine_close(struct engine *e)
     ht_free(e->heaps);
     ht_free(e->heap_slots);
     ht_free(e->marks);
+    mem_acct_close(&e->acct); /* the structures above were freed whole: give back their charge */
     memset(e, 0, sizeof(*e));
 }
 
@@ -94,7 +109,7 @@ static inline uint32_t heap_lookup(const struct engine *e, uint64_t handle, uint
 static int heap_slots_grow(struct engine *e)
 {
     uint32_t size = (e->heap_mask + 1) * 2;
-    uint32_t *ns = ht_calloc(size, sizeof(uint32_t));
+    uint32_t *ns = mem_calloc(&e->acct, MEM_heaps, size, sizeof(uint32_t));
     if (!ns)
         return -1;
     for (uint32_t h = 0; h < e->nheaps; h++) {
@@ -103,7 +118,7 @@ static int heap_slots_grow(struct engine *e)
             i = (i + 1) & (size - 1);
         ns[i] = h + 1;
     }
-    ht_free(e->heap_slots);
+    mem_free(&e->acct, MEM_heaps, e->heap_slots, ((size_t)e->heap_mask + 1) * sizeof(uint32_t));
     e->heap_slots = ns;
     e->heap_mask = size - 1;
     /* Re-point the cache at heap 0's new slot. */
@@ -128,7 +143,8 @@ unsigned engine_heap_index(struct engine *e, uint64_t handle)
         return ALLOC_HEAP_FREE;
     if (e->nheaps == e->heaps_alloc) {
         uint32_t na = e->heaps_alloc ? e->heaps_alloc * 2 : 8;
-        struct heap_info *nh = ht_realloc(e->heaps, na * sizeof(*nh));
+        struct heap_info *nh = mem_realloc(&e->acct, MEM_heaps, e->heaps,
+                                           (size_t)e->heaps_alloc * sizeof(*nh), na * sizeof(*nh));
         if (!nh)
             return ALLOC_HEAP_FREE;
         e->heaps = nh;
@@ -272,7 +288,9 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
         rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
     }
     if (rc != 0) {
-        e->q.cap_drops++;
+        /* At the cap it counts here; refused memory is counted by e->acct. */
+        if (rc == HT_EFULL)
+            e->q.cap_drops++;
         if (g) {
             g->untracked_count++;
             g->untracked_bytes += size;
@@ -427,8 +445,12 @@ static int event_heap(struct engine *e, const struct ht_event *ev)
 
 static void count_stack(struct engine *e, const struct ht_event *ev)
 {
-    if (ev->stack == 0)
-        e->q.no_stack++;
+    if (ev->stack == 0) {
+        if (ev->flags & HT_EVF_STACK_DROPPED)
+            e->q.stack_drops++;
+        else
+            e->q.no_stack++;
+    }
     if (ev->flags & HT_EVF_TRUNCATED)
         e->q.truncated_stacks++;
 }
@@ -495,6 +517,13 @@ void engine_apply(struct engine *e, const struct ht_event *ev)
         e->q.events--;
         break;
     }
+}
+
+uint64_t engine_memory_by(const struct engine *e, uint64_t out[MEM_KINDS])
+{
+    for (int k = 0; k < MEM_KINDS; k++)
+        out[k] = e->acct.bytes[k];
+    return mem_acct_total(&e->acct);
 }
 
 uint64_t engine_memory(const struct engine *e)

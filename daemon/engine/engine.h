@@ -6,6 +6,7 @@
 #include "alloc-table.h"
 #include "commit-map.h"
 #include "ht-event.h"
+#include "mem-acct.h"
 #include "rings.h"
 #include "stack-intern.h"
 
@@ -22,6 +23,7 @@ struct engine_limits {
     uint32_t max_stacks;
     uint32_t max_strings;
     uint32_t max_marks;
+    uint32_t max_name_len; /* frame/string names longer are cut (counted); 0 = HT_STR_MAX_LEN */
 };
 
 void engine_limits_default(struct engine_limits *lim);
@@ -36,7 +38,7 @@ void engine_limits_default(struct engine_limits *lim);
     X(truncated_stacks, "stacks cut at the depth limit")                                           \
     X(cap_drops, "allocations untracked at the table cap")                                         \
     X(commit_cap_drops, "commits untracked at the commit cap")                                     \
-    X(stack_drops, "stacks not interned at the stack cap")                                         \
+    X(stack_drops, "allocs and commits whose stack was dropped (a stack or name cap, or memory)")  \
     X(decommit_unknown, "decommits/releases of uncommitted ranges")                                \
     X(bad_size, "events with an absurd size, dropped")                                             \
     X(time_backwards, "events whose time went backwards (clamped)")                                \
@@ -85,9 +87,15 @@ struct engine {
     int exited;
     int64_t exit_code;
     struct ht_quality q;
+    struct mem_acct acct; /* every engine structure's memory, by structure */
 };
 
 int engine_init(struct engine *e, const struct engine_limits *lim);
+/* The same, every structure's growth charged to budget (NULL: counted, never
+ * refused). Past the budget the engine drops what does not fit and counts it
+ * by structure in e->acct. UV_ENOMEM when even the initial tables do not fit. */
+int engine_init_budget(struct engine *e, const struct engine_limits *lim,
+                       struct mem_budget *budget);
 void engine_close(struct engine *e);
 /* Apply one event. Never fails: what cannot be taken is counted in e->q. */
 void engine_apply(struct engine *e, const struct ht_event *ev);
@@ -103,5 +111,8 @@ const struct mark *engine_mark_find(const struct engine *e, const char *name);
 unsigned engine_heap_index(struct engine *e, uint64_t handle);
 /* Memory held by table, aggregates, commit map and rings (not stacks). */
 uint64_t engine_memory(const struct engine *e);
+/* Every byte the engine allocated and holds, by structure (out[k] for each
+ * enum mem_kind, indexes past the engine's own kinds left 0); returns the total. */
+uint64_t engine_memory_by(const struct engine *e, uint64_t out[MEM_KINDS]);
 
 #endif

@@ -6,14 +6,15 @@
 #include <string.h>
 
 /* Grow a not-yet-wrapped ring's storage geometrically toward cap. */
-static void *ring_grow(void *p, uint64_t *alloc, uint64_t cap, uint64_t need, size_t sz)
+static void *ring_grow(struct mem_acct *m, int kind, void *p, uint64_t *alloc, uint64_t cap,
+                       uint64_t need, size_t sz)
 {
     if (need <= *alloc)
         return p;
     uint64_t n = *alloc ? *alloc * 2 : 1024;
     if (n > cap)
         n = cap;
-    void *np = ht_realloc(p, (size_t)(n * sz));
+    void *np = mem_realloc(m, kind, p, (size_t)(*alloc * sz), (size_t)(n * sz));
     if (!np)
         return NULL;
     *alloc = n;
@@ -47,7 +48,9 @@ static int cover(struct life_ring *r, uint64_t idx)
         return 0;
     if (c >= r->chunk_slots) {
         uint64_t n = r->chunk_slots ? r->chunk_slots * 2 : 16;
-        struct life_rec **nc = ht_realloc(r->chunks, (size_t)n * sizeof(*nc));
+        struct life_rec **nc =
+            mem_realloc(r->acct, MEM_lifetimes, r->chunks, (size_t)r->chunk_slots * sizeof(*nc),
+                        (size_t)n * sizeof(*nc));
         if (!nc)
             return -1;
         r->chunks = nc;
@@ -56,7 +59,7 @@ static int cover(struct life_ring *r, uint64_t idx)
     uint64_t base = c << LIFE_CHUNK_SHIFT, len = (uint64_t)1 << LIFE_CHUNK_SHIFT;
     if (len > r->cap - base)
         len = r->cap - base; /* the last chunk holds only what cap needs */
-    if (!(r->chunks[c] = ht_malloc((size_t)len * sizeof(struct life_rec))))
+    if (!(r->chunks[c] = mem_alloc(r->acct, MEM_lifetimes, (size_t)len * sizeof(struct life_rec))))
         return -1;
     r->nchunks++;
     r->alloc += len;
@@ -128,9 +131,12 @@ void timeline_close(struct timeline *tl)
 void timeline_push(struct timeline *tl, const struct tl_sample *s)
 {
     if (tl->pushed < tl->cap) {
-        struct tl_sample *n = ring_grow(tl->s, &tl->alloc, tl->cap, tl->pushed + 1, sizeof(*n));
-        if (!n)
-            return; /* A missing sample shows as a gap in the timeline. */
+        struct tl_sample *n = ring_grow(tl->acct, MEM_timeline, tl->s, &tl->alloc, tl->cap,
+                                        tl->pushed + 1, sizeof(*n));
+        if (!n) {
+            tl->dropped++; /* A missing sample shows as a gap in the timeline. */
+            return;
+        }
         tl->s = n;
         tl->s[tl->pushed++] = *s;
         return;

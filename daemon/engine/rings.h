@@ -2,6 +2,8 @@
 #ifndef RINGS_H
 #define RINGS_H
 
+#include "mem-acct.h"
+
 #include <stdint.h>
 
 /* One completed block: allocated (or committed) at a, freed at f. */
@@ -31,7 +33,8 @@ struct life_ring {
     uint64_t pushed; /* total ever pushed; the ring holds min(pushed, cap) */
     uint64_t horizon;
     int evicted;
-    uint64_t dropped; /* records not kept for lack of memory */
+    uint64_t dropped;      /* records not kept for lack of memory (or of byte budget) */
+    struct mem_acct *acct; /* growth charged here (MEM_lifetimes); NULL: unaccounted */
 };
 
 void life_ring_init(struct life_ring *r, uint64_t cap);
@@ -60,6 +63,8 @@ struct timeline {
     struct tl_sample *s;
     uint64_t cap, pushed;
     uint64_t alloc;
+    uint64_t dropped;      /* samples not kept for lack of memory (or of byte budget) */
+    struct mem_acct *acct; /* growth charged here (MEM_timeline); NULL: unaccounted */
 };
 
 void timeline_init(struct timeline *tl, uint64_t cap);

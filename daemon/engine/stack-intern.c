@@ -26,18 +26,24 @@ struct str_rec {
 
 /* Room for n more items of size sz in the last chunk (new chunk if needed). */
 static void *chunks_reserve(struct si_chunks *c, uint32_t n, uint32_t per_chunk, size_t sz,
-                            uint32_t *ref, uint64_t *bytes)
+                            uint32_t *ref, uint64_t *bytes, struct mem_acct *m, int kind)
 {
     if (c->nchunks == 0 || c->used + n > per_chunk) {
         if (c->nchunks >= 0xffff)
             return NULL;
-        void **nc = ht_realloc(c->chunks, (c->nchunks + 1) * sizeof(*nc));
-        if (!nc)
+        /* The chunk first: a refused chunk leaves the pointer array as it was,
+         * so its size stays nchunks and its charge with it. */
+        void *chunk = mem_alloc(m, kind, (size_t)per_chunk * sz);
+        if (!chunk)
             return NULL;
+        void **nc = mem_realloc(m, kind, c->chunks, c->nchunks * sizeof(*nc),
+                                (c->nchunks + 1) * sizeof(*nc));
+        if (!nc) {
+            mem_free(m, kind, chunk, (size_t)per_chunk * sz);
+            return NULL;
+        }
         c->chunks = nc;
-        c->chunks[c->nchunks] = ht_malloc((size_t)per_chunk * sz);
-        if (!c->chunks[c->nchunks])
-            return NULL;
+        c->chunks[c->nchunks] = chunk;
         *bytes += (uint64_t)per_chunk * sz;
         c->nchunks++;
         c->used = 0;
@@ -76,9 +82,9 @@ static const char *chars_at(const struct stack_intern *si, uint32_t ref)
     return (const char *)si->chars.chunks[ref >> 16] + (ref & 0xffff);
 }
 
-static int table_init(struct si_table *t, uint32_t size)
+static int table_init(struct si_table *t, uint32_t size, struct mem_acct *m, int kind)
 {
-    t->slots = ht_calloc(size, sizeof(uint32_t));
+    t->slots = mem_calloc(m, kind, size, sizeof(uint32_t));
     t->mask = size - 1;
     return t->slots ? 0 : -1;
 }
@@ -86,10 +92,10 @@ static int table_init(struct si_table *t, uint32_t size)
 /* Rebuild at twice the size from the hashes kept in the records. Interning is
  * capped, so this happens a bounded, logarithmic number of times. */
 static int table_grow(struct si_table *t, uint32_t n, uint32_t (*hash_of)(const void *, uint32_t),
-                      const void *ctx)
+                      const void *ctx, struct mem_acct *m, int kind)
 {
     uint32_t size = (t->mask + 1) * 2;
-    uint32_t *slots = ht_calloc(size, sizeof(uint32_t));
+    uint32_t *slots = mem_calloc(m, kind, size, sizeof(uint32_t));
     if (!slots)
         return -1;
     for (uint32_t id = 1; id < n; id++) {
@@ -98,7 +104,7 @@ static int table_grow(struct si_table *t, uint32_t n, uint32_t (*hash_of)(const 
             i = (i + 1) & (size - 1);
         slots[i] = id;
     }
-    ht_free(t->slots);
+    mem_free(m, kind, t->slots, ((size_t)t->mask + 1) * sizeof(uint32_t));
     t->slots = slots;
     t->mask = size - 1;
     return 0;
@@ -116,19 +122,32 @@ static uint32_t str_hash_of(const void *ctx, uint32_t id)
 
 int stack_intern_init(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings)
 {
+    return stack_intern_init_acct(si, max_stacks, max_strings, 0, NULL, MEM_stacks, MEM_strings);
+}
+
+int stack_intern_init_acct(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings,
+                           uint32_t max_name_len, struct mem_acct *acct, int kind_stacks,
+                           int kind_strings)
+{
     memset(si, 0, sizeof(*si));
     si->max_stacks = max_stacks ? max_stacks : 1;
     si->max_strs = max_strings ? max_strings : 1;
-    if (table_init(&si->stack_tab, 1024) || table_init(&si->str_tab, 1024)) {
+    si->max_name_len =
+        max_name_len && max_name_len < HT_STR_MAX_LEN ? max_name_len : HT_STR_MAX_LEN;
+    si->acct = acct;
+    si->kind_stacks = kind_stacks;
+    si->kind_strings = kind_strings;
+    if (table_init(&si->stack_tab, 1024, acct, kind_stacks) ||
+        table_init(&si->str_tab, 1024, acct, kind_strings)) {
         stack_intern_close(si);
         return -1;
     }
     uint32_t ref;
     /* Reserve id 0 of both tables ("none"). */
-    struct stack_rec *r =
-        chunks_reserve(&si->recs, 1, REC_CHUNK, sizeof(struct stack_rec), &ref, &si->frame_bytes);
-    struct str_rec *s =
-        chunks_reserve(&si->str_recs, 1, REC_CHUNK, sizeof(struct str_rec), &ref, &si->frame_bytes);
+    struct stack_rec *r = chunks_reserve(&si->recs, 1, REC_CHUNK, sizeof(struct stack_rec), &ref,
+                                         &si->frame_bytes, acct, kind_stacks);
+    struct str_rec *s = chunks_reserve(&si->str_recs, 1, REC_CHUNK, sizeof(struct str_rec), &ref,
+                                       &si->frame_bytes, acct, kind_strings);
     if (!r || !s) {
         stack_intern_close(si);
         return -1;
@@ -169,14 +188,14 @@ uint32_t stack_intern_get(struct stack_intern *si, const uint64_t *frames, unsig
     if (si->nstacks >= si->max_stacks || si->nstacks >= si->stack_tab.mask - si->stack_tab.mask / 8)
         goto full;
     uint32_t fref, rref;
-    uint64_t *dst =
-        chunks_reserve(&si->frames, depth, FRAME_CHUNK, sizeof(uint64_t), &fref, &si->frame_bytes);
+    uint64_t *dst = chunks_reserve(&si->frames, depth, FRAME_CHUNK, sizeof(uint64_t), &fref,
+                                   &si->frame_bytes, si->acct, si->kind_stacks);
     if (!dst)
-        goto full;
-    struct stack_rec *r =
-        chunks_reserve(&si->recs, 1, REC_CHUNK, sizeof(*r), &rref, &si->frame_bytes);
+        goto no_memory;
+    struct stack_rec *r = chunks_reserve(&si->recs, 1, REC_CHUNK, sizeof(*r), &rref,
+                                         &si->frame_bytes, si->acct, si->kind_stacks);
     if (!r)
-        goto full; /* the reserved frames stay unused: harmless */
+        goto no_memory; /* the reserved frames stay unused: harmless */
     memcpy(dst, frames, depth * sizeof(uint64_t));
     r->ref = fref;
     r->hash = h;
@@ -184,10 +203,13 @@ uint32_t stack_intern_get(struct stack_intern *si, const uint64_t *frames, unsig
     uint32_t id = si->nstacks++;
     si->stack_tab.slots[i] = id;
     if ((uint64_t)si->nstacks * 4 > (uint64_t)(si->stack_tab.mask + 1) * 3)
-        table_grow(&si->stack_tab, si->nstacks, stack_hash_of, si);
+        table_grow(&si->stack_tab, si->nstacks, stack_hash_of, si, si->acct, si->kind_stacks);
     return id;
 full:
     si->drops++;
+    return 0;
+no_memory:
+    si->mem_drops++;
     return 0;
 }
 
@@ -204,8 +226,13 @@ const uint64_t *stack_intern_frames(const struct stack_intern *si, uint32_t id, 
 
 uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len)
 {
-    if (len > HT_STR_MAX_LEN)
-        len = HT_STR_MAX_LEN;
+    unsigned full_len = len;
+    if (len > si->max_name_len) {
+        len = si->max_name_len;
+        /* Never end inside a UTF-8 sequence: back up over continuation bytes. */
+        while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+            len--;
+    }
     uint32_t h = (uint32_t)ht_hash_bytes(s, len, 0x57a);
     uint32_t i = h & si->str_tab.mask;
     for (uint32_t id; (id = si->str_tab.slots[i]) != 0; i = (i + 1) & si->str_tab.mask) {
@@ -213,16 +240,22 @@ uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len)
         if (r->hash == h && r->len == len && memcmp(chars_at(si, r->ref), s, len) == 0)
             return id;
     }
-    if (si->nstrs >= si->max_strs || si->nstrs >= si->str_tab.mask - si->str_tab.mask / 8)
+    if (si->nstrs >= si->max_strs || si->nstrs >= si->str_tab.mask - si->str_tab.mask / 8) {
+        si->str_drops++;
         return 0;
+    }
     uint32_t cref, rref;
-    char *dst = chunks_reserve(&si->chars, len + 1, CHAR_CHUNK, 1, &cref, &si->frame_bytes);
-    if (!dst)
+    char *dst = chunks_reserve(&si->chars, len + 1, CHAR_CHUNK, 1, &cref, &si->frame_bytes,
+                               si->acct, si->kind_strings);
+    struct str_rec *r = dst ? chunks_reserve(&si->str_recs, 1, REC_CHUNK, sizeof(*r), &rref,
+                                             &si->frame_bytes, si->acct, si->kind_strings)
+                            : NULL;
+    if (!r) {
+        si->mem_drops++;
         return 0;
-    struct str_rec *r =
-        chunks_reserve(&si->str_recs, 1, REC_CHUNK, sizeof(*r), &rref, &si->frame_bytes);
-    if (!r)
-        return 0;
+    }
+    if (len < full_len)
+        si->long_names++;
     memcpy(dst, s, len);
     dst[len] = '\0';
     r->ref = cref;
@@ -231,7 +264,7 @@ uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len)
     uint32_t id = si->nstrs++;
     si->str_tab.slots[i] = id;
     if ((uint64_t)si->nstrs * 4 > (uint64_t)(si->str_tab.mask + 1) * 3)
-        table_grow(&si->str_tab, si->nstrs, str_hash_of, si);
+        table_grow(&si->str_tab, si->nstrs, str_hash_of, si, si->acct, si->kind_strings);
     return id;
 }
 

@@ -2,6 +2,8 @@
 #ifndef STACK_INTERN_H
 #define STACK_INTERN_H
 
+#include "mem-acct.h"
+
 #include <stdint.h>
 
 /*
@@ -43,17 +45,29 @@ struct stack_intern {
     uint32_t max_strs;
     uint64_t frame_bytes; /* memory held by the arenas, for status */
     uint64_t drops;       /* stacks not interned because a cap was reached */
+    uint64_t str_drops;   /* names not interned because a cap was reached */
+    uint64_t mem_drops;   /* stacks and names not interned: memory refused (see acct) */
+    uint64_t long_names;  /* distinct names cut at max_name_len */
+    uint32_t max_name_len;
+    struct mem_acct *acct; /* growth charged here: stacks to kind_stacks, names to kind_strings */
+    int kind_stacks, kind_strings;
 };
 
 int stack_intern_init(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings);
+/* The same with every growth charged to acct (may be NULL) under the two
+ * kinds, and names cut at max_name_len bytes (0: HT_STR_MAX_LEN). */
+int stack_intern_init_acct(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings,
+                           uint32_t max_name_len, struct mem_acct *acct, int kind_stacks,
+                           int kind_strings);
 void stack_intern_close(struct stack_intern *si);
 
 /* Id of the stack, interning it if new; 0 for depth 0, or when full (counted). */
 uint32_t stack_intern_get(struct stack_intern *si, const uint64_t *frames, unsigned depth);
 /* Frames of a stack (innermost first) or NULL with *depth 0 for id 0 / unknown. */
 const uint64_t *stack_intern_frames(const struct stack_intern *si, uint32_t id, unsigned *depth);
-/* Id of a string (1-based), interning it if new; 0 when full. Longer than
- * HT_STR_MAX_LEN is cut. */
+/* Id of a string (1-based), interning it if new; 0 when full (counted).
+ * Longer than max_name_len is cut (at a UTF-8 boundary) and counted once per
+ * distinct name. */
 uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len);
 /* The NUL-terminated string of an id, or NULL. */
 const char *stack_intern_strget(const struct stack_intern *si, uint32_t id);

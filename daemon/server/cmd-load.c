@@ -60,11 +60,14 @@ int cmd_load(struct cmd_ctx *ctx)
         return cmd_error(ctx, rc, "%s", err);
     }
     const struct engine_limits *lim = &ctx->srv->cfg->limits;
-    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS, lim->max_stacks, lim->max_strings};
+    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS,  lim->max_stacks,
+                             lim->max_strings, lim->max_name_len, &s->mem};
     rc = feed_new(&s->feed, ctx->srv->loop, &fl, load_feed_ready_cb, s);
     if (rc != 0) {
         session_drop(s);
-        return cmd_error(ctx, HT_ENOMEM, "cannot start the decoding thread: %s", uv_strerror(rc));
+        /* Its rings are charged to the session's budget (under the daemon's). */
+        return cmd_error(ctx, HT_ENOMEM, "cannot start the decoding thread: %s%s", uv_strerror(rc),
+                         rc == UV_ENOMEM ? " (or its buffers do not fit the memory budget)" : "");
     }
     s->state = SESSION_LOADING;
     s->loader = ctx->c;

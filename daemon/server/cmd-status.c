@@ -16,6 +16,39 @@ static void ring_json(cJSON *parent, const char *key, const struct life_ring *r)
         cJSON_AddNumberToObject(o, "horizon", (double)r->horizon);
 }
 
+/* One number per structure, the engine's and (while loading) the decoder's. */
+static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int k = 0; k < MEM_KINDS; k++)
+        cJSON_AddNumberToObject(o, mem_kind_names[k], (double)(eng[k] + (dec ? dec[k] : 0)));
+    return o;
+}
+
+/* The session's byte budget, what it holds by structure, and what did not fit. */
+static void memory_json(cJSON *m, struct session *s)
+{
+    const struct feed_stats *in = &s->ingest; /* refreshed by session_ingest_json */
+    cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
+    cJSON_AddNumberToObject(m, "used", (double)mem_budget_used(&s->mem));
+    cJSON_AddItemToObject(m, "by_structure",
+                          by_kind_json(s->eng.acct.bytes, s->feed ? in->mem : NULL));
+    cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
+    cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
+    uint64_t rec = 0;
+    for (const struct client *c = s->subs; c; c = c->sub_next)
+        if (c->recording == s)
+            rec += c->out_pending;
+    cJSON_AddNumberToObject(m, "recorders_queued", (double)rec);
+    /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
+    cJSON_AddNumberToObject(m, "alloc_failures",
+                            (double)(s->eng.acct.alloc_failures + in->alloc_failures));
+    const struct mem_budget *d = &s->srv->mem;
+    cJSON *o = cJSON_AddObjectToObject(m, "daemon");
+    cJSON_AddNumberToObject(o, "budget", (double)d->limit);
+    cJSON_AddNumberToObject(o, "used", (double)(mem_budget_used(d) + s->srv->out_queued));
+}
+
 int cmd_status(struct cmd_ctx *ctx)
 {
     struct session *s = ctx->s;
@@ -65,6 +98,7 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(m, "engine", (double)engine_memory(e));
     cJSON_AddNumberToObject(m, "stacks", (double)stack_intern_memory(&e->si));
     cJSON_AddNumberToObject(m, "distinct_stacks", e->si.nstacks - 1);
+    memory_json(m, s);
     cJSON *rings = cJSON_AddObjectToObject(d, "rings");
     ring_json(rings, "heap_lifetimes", &e->heap_life);
     ring_json(rings, "commit_lifetimes", &e->commit_life);

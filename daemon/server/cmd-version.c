@@ -34,5 +34,14 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(cl, "accept_errors", (double)srv->accept_errors);
     cJSON_AddNumberToObject(cl, "idle_closed", (double)srv->clients_idle_closed);
     cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);
+    /* The daemon-wide byte budget: every session's memory plus queued client output. */
+        cJSON *m = cJSON_AddObjectToObject(d, "memory");
+    cJSON_AddNumberToObject(m, "budget", (double)srv->mem.limit);
+    cJSON_AddNumberToObject(m, "used", (double)(mem_budget_used(&srv->mem) + srv->out_queued));
+    cJSON_AddNumberToObject(m, "sessions", (double)mem_budget_used(&srv->mem));
+    cJSON_AddNumberToObject(m, "queued_output", (double)srv->out_queued);
+    cJSON_AddNumberToObject(m, "session_budget", (double)srv->cfg->session_memory_budget);
+    cJSON_AddNumberToObject(m, "refusals",
+                            (double)atomic_load(&((struct server *)srv)->mem.refusals));
     return cmd_reply(ctx, d);
 }

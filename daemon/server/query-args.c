@@ -290,7 +290,21 @@ cJSON *quality_json(struct session *s)
     cJSON_AddNumberToObject(o, "ring_drops",
                             (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
     cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
-    cJSON_AddNumberToObject(o, "stack_table_drops", (double)s->eng.si.drops);
+    /* Both interners count: the engine's and the load decoder's private one. */
+    const struct feed_stats *in = &s->ingest;
+    cJSON_AddNumberToObject(o, "stack_table_drops",
+                            (double)(s->eng.si.drops + in->stack_table_drops));
+    cJSON_AddNumberToObject(o, "string_drops", (double)(s->eng.si.str_drops + in->string_drops));
+    cJSON_AddNumberToObject(o, "long_names", (double)(s->eng.si.long_names + in->long_names));
+    uint64_t over = mem_acct_refusals(&s->eng.acct, 1), nomem = mem_acct_refusals(&s->eng.acct, 0);
+    for (int k = 0; k < MEM_KINDS; k++) {
+        over += in->over_budget[k];
+        nomem += in->no_memory[k];
+    }
+    cJSON_AddNumberToObject(o, "budget_drops", (double)over);
+    cJSON_AddNumberToObject(o, "no_memory_drops", (double)nomem);
+    cJSON_AddNumberToObject(o, "timeline_drops", (double)s->eng.tl.dropped);
+    cJSON_AddNumberToObject(o, "snapshots_over_budget", (double)s->snaps_over_budget);
     cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
     return o;
 }

@@ -60,6 +60,8 @@ static void write_cb(uv_write_t *req, int status)
     struct write_req *w = (struct write_req *)req;
     struct client *c = w->c;
     c->out_pending -= w->len;
+    c->srv->out_queued -= w->len;
+    atomic_store_explicit(&c->srv->mem.outside, c->srv->out_queued, memory_order_relaxed);
     if (status < 0 && status != UV_ECANCELED)
         log_debug("client %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(status));
     ht_free(w->line);
@@ -104,6 +106,9 @@ int client_send(struct client *c, char *line)
         return rc;
     }
     c->out_pending += len;
+    c->srv->out_queued += len;
+    /* Queued output counts in the daemon-wide budget that sessions grow against. */
+    atomic_store_explicit(&c->srv->mem.outside, c->srv->out_queued, memory_order_relaxed);
     return 0;
 }
 
@@ -378,6 +383,7 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     memset(srv, 0, sizeof(*srv));
     srv->loop = loop;
     srv->cfg = cfg;
+    mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
     char err[256];
     int rc = endpoint_prepare(cfg->endpoint, err, sizeof(err));
     if (rc != 0) {

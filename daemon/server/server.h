@@ -81,6 +81,7 @@ struct snapshot {
     uint64_t t;
     char reason[96];
     struct cJSON *data; /* stacks + commits + counters at that time */
+    uint64_t bytes;     /* its estimated size, charged to the session's budget */
 };
 
 struct session {
@@ -106,6 +107,8 @@ struct session {
     struct snapshot *snaps; /* ring of cfg.max_snapshots */
     uint32_t nsnaps, snap_seq;
     uint64_t snaps_dropped;
+    uint64_t snaps_over_budget; /* snapshots not kept: the byte budget was reached */
+    struct mem_budget mem;      /* this session's bytes, under the daemon's budget */
     struct client *loader;
     struct client *subs; /* record and top clients */
     uint32_t nrecorders; /* subscribers that take the event stream */
@@ -132,6 +135,8 @@ struct server {
     /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
     uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
         clients_idle_closed;
+    uint64_t out_queued;   /* bytes queued to all clients, not yet written */
+    struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
 };
 
 /* Start listening on cfg->endpoint. 0 or an error (already running, bad path). */

@@ -82,10 +82,15 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         return NULL;
     }
     s->snaps = ht_calloc(srv->cfg->max_snapshots, sizeof(struct snapshot));
-    if (!s->snaps || engine_init(&s->eng, &srv->cfg->limits) != 0) {
+    mem_budget_init(&s->mem, &srv->mem, srv->cfg->session_memory_budget);
+    if (!s->snaps || engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem) != 0) {
         ht_free(s->snaps);
         ht_free(s);
-        snprintf(err, errsz, "out of memory creating the session");
+        snprintf(err, errsz,
+                 "cannot create the session: out of memory, or its first tables do not fit the "
+                 "memory budget (daemon-wide %llu of %llu bytes in use)",
+                 (unsigned long long)mem_budget_used(&srv->mem),
+                 (unsigned long long)srv->mem.limit);
         return NULL;
     }
     s->srv = srv;
@@ -510,12 +515,44 @@ cJSON *session_top_json(struct session *s, int domain, uint32_t top)
     return d;
 }
 
+/* Bytes a cJSON tree holds, estimated from its nodes and strings (the
+ * allocator's own overhead is not counted). */
+static uint64_t json_bytes(const cJSON *j)
+{
+    uint64_t n = 0;
+    for (; j; j = j->next) {
+        n += sizeof(cJSON);
+        if (j->string)
+            n += strlen(j->string) + 1;
+        if (j->valuestring)
+            n += strlen(j->valuestring) + 1;
+        n += json_bytes(j->child);
+    }
+    return n;
+}
+
+/* A snapshot counts in the session's budget; one that does not fit is not kept. */
+static void snapshot_charge(struct session *s, struct snapshot *sn)
+{
+    sn->bytes = json_bytes(sn->data);
+    if (mem_acct_charge(&s->eng.acct, MEM_snapshots, sn->bytes) == 0)
+        return;
+    log_warn("session %u: snapshot %u (%llu bytes) not kept: over the memory budget", s->id,
+             sn->seq, (unsigned long long)sn->bytes);
+    cJSON_Delete(sn->data);
+    sn->data = NULL;
+    sn->bytes = 0;
+    s->snaps_over_budget++;
+}
+
 static void take_snapshot(struct session *s, const char *reason)
 {
     uint32_t cap = s->srv->cfg->max_snapshots;
     struct snapshot *sn = &s->snaps[s->snap_seq % cap];
     if (sn->data) {
         cJSON_Delete(sn->data);
+        mem_acct_discharge(&s->eng.acct, MEM_snapshots, sn->bytes);
+        sn->bytes = 0;
         s->snaps_dropped++;
     } else {
         s->nsnaps++;
@@ -537,6 +574,7 @@ static void take_snapshot(struct session *s, const char *reason)
         cJSON_AddItemToObject(sn->data, "stacks", st);
     if (cm)
         cJSON_AddItemToObject(sn->data, "commits", cm);
+    snapshot_charge(s, sn);
     log_info("session %u: snapshot %u (%s)", s->id, sn->seq, reason);
 }
 

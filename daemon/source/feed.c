@@ -59,6 +59,7 @@ struct feed {
     /* Decoder-only. */
     struct replay rp;
     struct stack_intern psi; /* private interner: ids travel as definitions */
+    struct mem_acct acct;    /* the decoder's memory (rings, interner, parser); its thread's */
     uint32_t sent_strs, sent_stacks;
     size_t head_mine, published;
     size_t tail_seen; /* last out_tail read */
@@ -204,6 +205,13 @@ static void stats_publish(struct feed *f)
     f->st.lines = r->line_no;
     f->st.events = r->events;
     f->st.malformed = r->malformed;
+    memcpy(f->st.mem, f->acct.bytes, sizeof(f->st.mem));
+    memcpy(f->st.over_budget, f->acct.over_budget, sizeof(f->st.over_budget));
+    memcpy(f->st.no_memory, f->acct.no_memory, sizeof(f->st.no_memory));
+    f->st.alloc_failures = f->acct.alloc_failures;
+    f->st.stack_table_drops = f->psi.drops;
+    f->st.string_drops = f->psi.str_drops;
+    f->st.long_names = f->psi.long_names;
     if (r->nerrors != f->stats_errors) {
         for (uint32_t i = 0; i < r->nerrors; i++) {
             f->st.errors[i].line = r->errors[i].line;
@@ -284,12 +292,15 @@ int feed_new(struct feed **out, uv_loop_t *loop, const struct feed_limits *lim,
     f->sent_strs = f->sent_stacks = 1; /* id 0 is "none" in both tables */
     f->identity = 1;
     int rc = UV_ENOMEM;
-    f->in = ht_malloc(f->in_cap);
-    f->out = ht_malloc(f->out_cap * sizeof(*f->out));
-    f->defpos = ht_malloc(2 * f->out_cap * sizeof(*f->defpos));
+    /* Charged before the thread starts, which orders these writes before its own. */
+    mem_acct_init(&f->acct, lim->budget);
+    f->in = mem_alloc(&f->acct, MEM_decoder_buffers, f->in_cap);
+    f->out = mem_alloc(&f->acct, MEM_decoder_buffers, f->out_cap * sizeof(*f->out));
+    f->defpos = mem_alloc(&f->acct, MEM_decoder_buffers, 2 * f->out_cap * sizeof(*f->defpos));
     if (!f->in || !f->out || !f->defpos)
         goto fail_buffers;
-    if (stack_intern_init(&f->psi, lim->max_stacks, lim->max_strings) != 0)
+    if (stack_intern_init_acct(&f->psi, lim->max_stacks, lim->max_strings, lim->max_name_len,
+                               &f->acct, MEM_decoder_stacks, MEM_decoder_strings) != 0)
         goto fail_buffers;
     if (replay_init(&f->rp, &f->psi, decoded_cb, f) != 0)
         goto fail_intern;
@@ -321,6 +332,7 @@ fail_buffers:
     ht_free(f->in);
     ht_free(f->out);
     ht_free(f->defpos);
+    mem_acct_close(&f->acct);
     ht_free(f);
     return rc;
 }
@@ -342,6 +354,7 @@ void feed_free(struct feed *f)
     ht_free(f->in);
     ht_free(f->out);
     ht_free(f->defpos);
+    mem_acct_close(&f->acct); /* the thread is joined: what it charged goes back */
     id_map_free(&f->str_map);
     id_map_free(&f->stack_map);
     uv_close((uv_handle_t *)&f->async, closed_cb);
@@ -401,9 +414,18 @@ static void map_set(struct id_map *m, uint32_t id, uint32_t val)
         *slot = val;
 }
 
+/* The engine-side stack map's top bits: what happened to a stack (ids stay
+ * below 2^30, config caps max_stacks). */
+#define MAP_TRUNCATED (1u << 31) /* a frame's name was not interned: left out */
+#define MAP_DROPPED (1u << 30)   /* the stack was not interned */
+#define MAP_ID_MASK (MAP_DROPPED - 1)
+
 static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_event *r,
                       feed_process_fn pfn, void *arg)
 {
+    /* The maps grow on the loop: charged with the engine's memory. */
+    f->str_map.acct = f->stack_map.acct = si->acct;
+    f->str_map.kind = f->stack_map.kind = MEM_id_maps;
     if (r->kind == REC_STR) {
         const char *s = (const char *)(uintptr_t)r->addr;
         uint32_t id = s ? stack_intern_str(si, s, (unsigned)r->size) : 0;
@@ -411,16 +433,26 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
     } else if (r->kind == REC_STACK) {
         const uint64_t *src = (const uint64_t *)(uintptr_t)r->addr;
         uint64_t frames[HT_STACK_MAX_DEPTH];
-        unsigned depth = (unsigned)r->size;
-        for (unsigned k = 0; k < depth; k++) {
+        frames[0] = 0; /* quiets -Wmaybe-uninitialized: only frames written are read */
+        unsigned n = (unsigned)r->size, depth = 0;
+        uint32_t flags = 0;
+        for (unsigned k = 0; k < n; k++) {
             uint64_t fr = src[k];
-            if (fr & HT_FRAME_SYM)
-                fr = HT_FRAME_SYM | id_map_get(&f->str_map, (uint32_t)fr);
-            frames[k] = fr;
+            if (fr & HT_FRAME_SYM) {
+                uint32_t name = id_map_get(&f->str_map, (uint32_t)fr);
+                if (!name) { /* not interned here (counted): left out, never a 0x0 frame */
+                    flags |= MAP_TRUNCATED;
+                    continue;
+                }
+                fr = HT_FRAME_SYM | name;
+            }
+            frames[depth++] = fr;
         }
         uint32_t id = stack_intern_get(si, frames, depth);
-        map_set(&f->stack_map, r->stack, id);
-        if (id != r->stack)
+        if (n && !id)
+            flags |= MAP_DROPPED;
+        map_set(&f->stack_map, r->stack, id | flags);
+        if ((id | flags) != r->stack)
             f->identity = 0;
     } else if (r->kind == REC_NAME && pfn) {
         const char *name = stack_intern_strget(si, id_map_get(&f->str_map, r->addr));
@@ -435,9 +467,17 @@ static void apply_def(struct feed *f, struct stack_intern *si, const struct ht_e
  * still gets long batches: its prefetching needs them. */
 #define LONG_RUN 256
 
-static uint32_t engine_stack(struct feed *f, uint32_t stack)
+/* An event's stack as the engine's id (only when some definition did not map to itself). */
+static void remap(struct feed *f, struct ht_event *ev)
 {
-    return f->identity || !stack ? stack : id_map_get(&f->stack_map, stack);
+    if (!ev->stack)
+        return;
+    uint32_t v = id_map_get(&f->stack_map, ev->stack);
+    ev->stack = v & MAP_ID_MASK;
+    if (v & MAP_TRUNCATED)
+        ev->flags |= HT_EVF_TRUNCATED;
+    if ((v & MAP_DROPPED) || !v)
+        ev->flags |= HT_EVF_STACK_DROPPED;
 }
 
 /* The drain's position: records from tail up to head, budget left. */
@@ -490,7 +530,8 @@ static int apply_packed(struct feed *f, struct stack_intern *si, struct drain *d
         if (nd - at >= LONG_RUN)
             break;
         r[w] = r[i];
-        r[w].stack = engine_stack(f, r[w].stack);
+        if (!f->identity)
+            remap(f, &r[w]);
         w++;
     }
     d->tail += i;
@@ -507,7 +548,7 @@ static int apply_in_place(struct feed *f, struct drain *d, size_t upto, feed_app
     struct ht_event *r = span(f, d, upto, &n);
     if (!f->identity)
         for (size_t i = 0; i < n; i++)
-            r[i].stack = engine_stack(f, r[i].stack);
+            remap(f, &r[i]);
     d->tail += n;
     d->budget -= n;
     return fn(arg, r, n) ? -1 : 0;

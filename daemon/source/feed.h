@@ -21,6 +21,7 @@
 #define FEED_H
 
 #include "ht-event.h"
+#include "mem-acct.h"
 #include "replay.h"
 
 #include <stddef.h>
@@ -40,6 +41,14 @@ typedef void (*feed_process_fn)(void *arg, const char *name, const char *wall);
 /* What the decoder has taken in so far, as struct replay counts it. */
 struct feed_stats {
     uint64_t bytes, lines, events, malformed;
+    /* The decoder's own memory and its private interner's drops. */
+    uint64_t mem[MEM_KINDS];         /* bytes held, by structure */
+    uint64_t over_budget[MEM_KINDS]; /* growths refused at a byte budget */
+    uint64_t no_memory[MEM_KINDS];   /* growths refused: allocation failed or backing off */
+    uint64_t alloc_failures;         /* allocator calls that failed (then backed off) */
+    uint64_t stack_table_drops;      /* stacks not interned at max_stacks */
+    uint64_t string_drops;           /* names not interned at max_strings */
+    uint64_t long_names;             /* distinct names cut at max_name_len */
     uint32_t nerrors;
     struct {
         uint64_t line;
@@ -51,6 +60,9 @@ struct feed_limits {
     size_t input_bytes;   /* input ring, a power of two */
     uint32_t ring_events; /* output ring, a power of two */
     uint32_t max_stacks, max_strings;
+    uint32_t max_name_len; /* 0: HT_STR_MAX_LEN */
+    struct mem_budget
+        *budget; /* the session's: the decoder's memory is charged to it (may be NULL) */
 };
 
 /* Start a decoder thread. 0, or UV_ENOMEM / a libuv thread error. The feed is

@@ -357,9 +357,11 @@ static int stack_array(struct cur *c, struct ht_event *ev)
     ev->stack = stack_intern_get(ps->si, frames, depth);
     if (truncated)
         ev->flags |= HT_EVF_TRUNCATED;
+    if ((depth || truncated) && !ev->stack)
+        ev->flags |= HT_EVF_STACK_DROPPED; /* counted by the interner too */
     if (tlen <= HTEV_STACK_CACHE_TEXT && (ev->stack || depth == 0)) {
         if (!slot->text)
-            slot->text = ht_malloc(HTEV_STACK_CACHE_TEXT);
+            slot->text = mem_alloc(ps->si->acct, MEM_decoder_buffers, HTEV_STACK_CACHE_TEXT);
         if (slot->text) {
             memcpy(slot->text, start, tlen);
             slot->hash = h;
@@ -375,7 +377,7 @@ int htev_parser_init(struct htev_parser *p, struct stack_intern *si)
 {
     memset(p, 0, sizeof(*p));
     p->si = si;
-    p->cache = ht_calloc(HTEV_STACK_CACHE, sizeof(*p->cache));
+    p->cache = mem_calloc(si->acct, MEM_decoder_buffers, HTEV_STACK_CACHE, sizeof(*p->cache));
     return p->cache ? 0 : HT_ENOMEM;
 }
 

@@ -72,6 +72,8 @@ void htevb_reader_init(struct htevb_reader *r, struct stack_intern *si)
 {
     memset(r, 0, sizeof(*r));
     r->si = si;
+    r->str_map.acct = r->stack_map.acct = si->acct;
+    r->str_map.kind = r->stack_map.kind = MEM_decoder_buffers;
 }
 
 void htevb_reader_close(struct htevb_reader *r)
@@ -79,6 +81,22 @@ void htevb_reader_close(struct htevb_reader *r)
     id_map_free(&r->str_map);
     id_map_free(&r->stack_map);
     memset(r, 0, sizeof(*r));
+}
+
+/* A stack's map entry carries what happened to it in its top bits (interner
+ * ids stay below 2^30: config caps max_stacks). */
+#define STACK_TRUNCATED (1u << 31) /* a frame's name was not interned: left out */
+#define STACK_DROPPED (1u << 30)   /* the stack was not interned */
+#define STACK_ID_MASK (STACK_DROPPED - 1)
+
+static inline void stack_from_map(const struct htevb_reader *r, uint64_t stack, struct ht_event *ev)
+{
+    uint32_t v = r->stack_map.v[stack];
+    ev->stack = v & STACK_ID_MASK;
+    if (v & STACK_TRUNCATED)
+        ev->flags |= HT_EVF_TRUNCATED;
+    if (v & STACK_DROPPED)
+        ev->flags |= HT_EVF_STACK_DROPPED;
 }
 
 static int map_put(struct id_map *map, uint32_t *n, uint32_t id, uint32_t val)
@@ -221,7 +239,8 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
         return -1;
     ev.t = r->last_t += vals[0];
-    ev.stack = stack ? r->stack_map.v[stack] : 0;
+    if (stack)
+        stack_from_map(r, stack, &ev);
     fn(arg, &ev);
     r->events++;
     return q - p;
@@ -251,18 +270,29 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
     case 'K': {
         uint16_t d = get16(p + 5);
         uint64_t frames[HT_STACK_MAX_DEPTH];
+        frames[0] = 0; /* quiets -Wmaybe-uninitialized: only frames written are read */
+        unsigned depth = 0;
+        uint32_t flags = 0;
         for (unsigned k = 0; k < d; k++) {
             uint64_t f = get64(p + 7 + 8 * k);
             if (f & HT_FRAME_SYM) {
                 uint32_t id = (uint32_t)f;
                 if (id == 0 || id > r->nstr)
                     return -1;
+                if (r->str_map.v[id] == 0) {
+                    /* The name was not interned (counted there): leave the
+                     * frame out, as the text path does, never a made-up 0x0. */
+                    flags |= STACK_TRUNCATED;
+                    continue;
+                }
                 f = HT_FRAME_SYM | r->str_map.v[id];
             }
-            frames[k] = f;
+            frames[depth++] = f;
         }
-        uint32_t ours = stack_intern_get(r->si, frames, d);
-        return map_put(&r->stack_map, &r->nstack, get32(p + 1), ours);
+        uint32_t ours = stack_intern_get(r->si, frames, depth);
+        if (d && !ours)
+            flags |= STACK_DROPPED; /* counted by the interner */
+        return map_put(&r->stack_map, &r->nstack, get32(p + 1), ours | flags);
     }
     case 'P': {
         struct ht_event ev;
@@ -302,7 +332,8 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
         ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
         if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
             return -1;
-        ev.stack = stack ? r->stack_map.v[stack] : 0;
+        if (stack)
+            stack_from_map(r, stack, &ev);
         fn(arg, &ev);
         r->events++;
         return 0;

@@ -2,6 +2,7 @@
 #include "id-map.h"
 
 #include "ht-alloc.h"
+#include "mem-acct.h"
 
 #include <string.h>
 
@@ -13,7 +14,8 @@ uint32_t *id_map_slot(struct id_map *m, uint32_t id)
             na *= 2;
         if (na > UINT32_MAX)
             return NULL;
-        uint32_t *nv = ht_realloc(m->v, (size_t)na * sizeof(uint32_t));
+        uint32_t *nv = mem_realloc(m->acct, m->kind, m->v, (size_t)m->alloc * sizeof(uint32_t),
+                                   (size_t)na * sizeof(uint32_t));
         if (!nv)
             return NULL;
         memset(nv + m->alloc, 0, (size_t)(na - m->alloc) * sizeof(uint32_t));
@@ -25,7 +27,7 @@ uint32_t *id_map_slot(struct id_map *m, uint32_t id)
 
 void id_map_free(struct id_map *m)
 {
-    ht_free(m->v);
+    mem_free(m->acct, m->kind, m->v, (size_t)m->alloc * sizeof(uint32_t));
     m->v = NULL;
     m->alloc = 0;
 }

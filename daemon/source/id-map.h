@@ -4,9 +4,13 @@
 
 #include <stdint.h>
 
+struct mem_acct;
+
 struct id_map {
     uint32_t *v;
     uint32_t alloc;
+    struct mem_acct *acct; /* growth charged here under kind (NULL: unaccounted) */
+    int kind;
 };
 
 /* The slot of id, zero until set; NULL when out of memory (the map is unchanged). */

@@ -3,6 +3,7 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "stack-intern.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -97,7 +98,9 @@ void replay_feed(struct replay *r, const char *buf, size_t n)
                 size_t na = r->alloc ? r->alloc : 4096;
                 while (na < r->len + take)
                     na *= 2;
-                char *nb = ht_realloc(r->line, na);
+                /* Charged with the parser's interner (the decoder's memory). */
+                char *nb =
+                    mem_realloc(r->parser.si->acct, MEM_decoder_buffers, r->line, r->alloc, na);
                 if (!nb) {
                     r->len = 0;
                     r->line_no++;

@@ -23,6 +23,8 @@
  *                           print "received N" (bytes it sent before closing, 3 s at most)
  *   swap DIR NAME TARGET N  N times: wait until DIR/NAME is a socket, then rename a symlink
  *                           to TARGET over it (an attacker racing the daemon's start)
+ *   longnames E N LEN       .htev to stdout: E allocs, each with N new names of LEN bytes
+ *   manyallocs N            binary stream to stdout: N allocs, none freed, no stacks
  */
 #include "ht-commands.h"
 #include "ht-text.h"
@@ -31,6 +33,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +567,56 @@ static int cmd_swap(const char *dir, const char *name, const char *target, int t
     return 0;
 }
 
+/* A stream of events carrying many new long names (issue 8 item 4): events
+ * allocs, each with a stack of per_event names never seen before, each name
+ * len bytes ("f<event>_<frame>_" then 'x's), written as .htev to stdout. */
+static int cmd_longnames(long events, long per_event, long len)
+{
+    char *name = malloc((size_t)len + 64);
+    if (!name || len < 24)
+        return 2;
+    for (long e = 0; e < events; e++) {
+        printf("{\"t\":%ld,\"ev\":\"alloc\",\"heap\":1,\"addr\":%ld,\"size\":64,\"stack\":[", e + 1,
+               4096 + 64 * e);
+        for (long k = 0; k < per_event; k++) {
+            int n = snprintf(name, 64, "f%ld_%ld_", e, k);
+            memset(name + n, 'x', (size_t)(len - n));
+            name[len] = '\0';
+            printf("%s\"%s\"", k ? "," : "", name);
+        }
+        printf("]}\n");
+    }
+    free(name);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static void put_varint(uint64_t v, FILE *f)
+{
+    while (v >= 0x80) {
+        fputc((int)(v | 0x80) & 0xff, f);
+        v >>= 7;
+    }
+    fputc((int)v, f);
+}
+
+/* The binary twin (htevb.h) on stdout: n allocs of 32 bytes at distinct
+ * addresses, 1 ns apart, none freed, no stacks. */
+static int cmd_manyallocs(long n)
+{
+    fwrite("HTEVB1\n\0", 1, 8, stdout);
+    for (long i = 0; i < n; i++) {
+        /* 'e', kind alloc (1), fields heap|size, dt, addr, heap, size */
+        fputc('e', stdout);
+        fputc(1, stdout);
+        fputc(1 | 4, stdout);
+        put_varint(1, stdout);
+        put_varint(0x10000 + 64 * (uint64_t)i, stdout);
+        put_varint(1, stdout);
+        put_varint(32, stdout);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -597,6 +650,10 @@ int main(int argc, char **argv)
         return cmd_fakeserver(argv[2]);
     if (argc >= 6 && !strcmp(argv[1], "swap"))
         return cmd_swap(argv[2], argv[3], argv[4], atoi(argv[5]));
+    if (argc >= 3 && !strcmp(argv[1], "manyallocs"))
+        return cmd_manyallocs(atol(argv[2]));
+    if (argc >= 5 && !strcmp(argv[1], "longnames"))
+        return cmd_longnames(atol(argv[2]), atol(argv[3]), atol(argv[4]));
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }

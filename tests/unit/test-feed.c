@@ -12,7 +12,7 @@
 
 /* Tiny rings, so the test wraps them many times and the decoder blocks on a
  * full output ring again and again. */
-static const struct feed_limits SMALL = {1 << 16, 1024, 1u << 20, 1u << 20};
+static const struct feed_limits SMALL = {1 << 16, 1024, 1u << 20, 1u << 20, 0, NULL};
 
 struct run {
     struct engine e;
