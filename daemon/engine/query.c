@@ -67,7 +67,25 @@ struct qctx {
     struct query_row *heap;
     uint32_t hn, hcap;
     uint64_t nblocks;
+    /* Blocks whose realloc count in the window needs the realloc ring's
+     * event times (see block_reallocs), by block name. */
+    struct re_node *re_nodes;
+    uint32_t re_mask, re_n;
+    int re_collect;    /* list mode, first pass: only note such blocks */
+    int re_lookup;     /* list mode, second pass: their counts are known */
+    int re_incomplete; /* some of those events may have been evicted */
+    uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
     int oom;
+};
+
+/* A block named by heap, address, alloc time and closed (freed at its alloc
+ * time: engine.c, realloc_close); n counts its events found in the window. */
+struct re_node {
+    uint64_t addr, a;
+    uint64_t n;
+    uint32_t g; /* group (stack on the exact typed path); UINT32_MAX: total only */
+    uint16_t heap;
+    uint8_t closed, used;
 };
 
 static int64_t sort_key(int sort, const struct query_row *r)
@@ -566,9 +584,93 @@ static void row_add(struct query_row *r, int type, uint64_t count, uint64_t size
     r->reallocs += reallocs;
 }
 
+static uint64_t re_hash(unsigned heap, uint64_t addr, uint64_t a, unsigned closed)
+{
+    return ht_mix64(addr ^ ht_mix64(a ^ ((uint64_t)heap << 57) ^ ((uint64_t)closed << 56)));
+}
+
+static struct re_node *re_slot(const struct re_node *nodes, uint32_t mask, unsigned heap,
+                               uint64_t addr, uint64_t a, unsigned closed)
+{
+    uint32_t i = (uint32_t)re_hash(heap, addr, a, closed) & mask;
+    for (; nodes[i].used; i = (i + 1) & mask) {
+        const struct re_node *x = &nodes[i];
+        if (x->addr == addr && x->a == a && x->heap == heap && x->closed == closed)
+            break;
+    }
+    return (struct re_node *)&nodes[i];
+}
+
+static int re_grow(struct qctx *c)
+{
+    uint32_t size = c->re_nodes ? (c->re_mask + 1) * 2 : 256;
+    struct re_node *nn = ht_calloc(size, sizeof(*nn));
+    if (!nn)
+        return -1;
+    for (uint32_t i = 0; c->re_nodes && i <= c->re_mask; i++) {
+        const struct re_node *x = &c->re_nodes[i];
+        if (x->used)
+            *re_slot(nn, size - 1, x->heap, x->addr, x->a, x->closed) = *x;
+    }
+    ht_free(c->re_nodes);
+    c->re_nodes = nn;
+    c->re_mask = size - 1;
+    return 0;
+}
+
+/* Note a block whose events the realloc ring must count. */
+static void re_add(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, unsigned closed,
+                   uint32_t g)
+{
+    if ((!c->re_nodes || (uint64_t)(c->re_n + 1) * 2 > c->re_mask) && re_grow(c) != 0) {
+        c->oom = 1;
+        return;
+    }
+    struct re_node *x = re_slot(c->re_nodes, c->re_mask, heap, addr, a, closed);
+    if (x->used)
+        return; /* the same name twice: only closed blocks at the cap (see README) */
+    *x = (struct re_node){addr, a, 0, g, (uint16_t)heap, (uint8_t)closed, 1};
+    c->re_n++;
+}
+
+static const struct re_node *re_find(const struct qctx *c, unsigned heap, uint64_t addr, uint64_t a,
+                                     unsigned closed)
+{
+    if (!c->re_nodes)
+        return NULL;
+    const struct re_node *x = re_slot(c->re_nodes, c->re_mask, heap, addr, a, closed);
+    return x->used ? x : NULL;
+}
+
+/*
+ * Realloc events of a block inside the window (seed 003: a range uses only
+ * the event data between T1 and T2): the realloc that made it, at its alloc
+ * time, and its in-place ones. The block's own count answers when all of
+ * those fall inside the window and the count did not saturate; else *need is
+ * set and the realloc ring's event times answer (re_count), and the answer
+ * is incomplete if the ring may have evicted some of them.
+ */
+static uint64_t block_reallocs(struct qctx *c, uint64_t a, uint64_t f, unsigned re, int *need)
+{
+    const struct query *q = c->q;
+    unsigned n = re & HT_RE_INPLACE_MAX;
+    uint64_t k = (re & HT_RE_CREATED) && a >= q->t1;
+    *need = 0;
+    if (n == 0)
+        return k;
+    int all_in = a >= q->t1 && (f == LIVE ? q->t2 >= c->e->now : f <= q->t2);
+    if (all_in && n < HT_RE_INPLACE_MAX)
+        return k + n;
+    *need = 1;
+    const struct realloc_ring *r = &c->e->re_ring;
+    if (!realloc_ring_complete_from(r, a > q->t1 ? a : q->t1) || r->unresolved)
+        c->re_incomplete = 1;
+    return k;
+}
+
 /* One block, live (f == LIVE) or completed. */
-static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a, uint64_t f,
-                      uint64_t size, unsigned reallocs, unsigned count)
+static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t addr, uint64_t a,
+                      uint64_t f, uint64_t size, unsigned re)
 {
     const struct query *q = c->q;
     if (size < q->size_min || (q->size_max != UINT64_MAX && size >= q->size_max))
@@ -582,7 +684,20 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
     uint32_t m = stack_memo(c, stack);
     if (m == MEMO_EXCLUDED)
         return;
-    row_add(&c->total, type, count, size, reallocs);
+    int need = 0;
+    uint64_t reallocs = q->domain == HT_DOM_HEAP ? block_reallocs(c, a, f, re, &need) : 0;
+    unsigned closed = f != LIVE && f == a;
+    if (c->re_collect) {
+        if (need)
+            re_add(c, heap, addr, a, closed, UINT32_MAX);
+        return;
+    }
+    if (need && c->re_lookup) {
+        const struct re_node *x = re_find(c, heap, addr, a, closed);
+        reallocs += x ? x->n : 0;
+        need = 0;
+    }
+    row_add(&c->total, type, 1, size, reallocs);
     if (q->list) {
         struct query_row r;
         memset(&r, 0, sizeof(r));
@@ -591,7 +706,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
         r.key = c->nblocks++;
         r.a = a;
         r.f = f;
-        row_add(&r, type, count, size, reallocs);
+        row_add(&r, type, 1, size, reallocs);
         struct topn t = {(char *)c->heap, sizeof(r), c->hn, c->hcap, row_before_any, q->sort};
         topn_offer(&t, &r);
         c->hn = t.n;
@@ -608,16 +723,48 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
         g = m - 1;
     }
     if (g != MEMO_EXCLUDED)
-        row_add(&c->groups[g], type, count, size, reallocs);
+        row_add(&c->groups[g], type, 1, size, reallocs);
+    if (need)
+        re_add(c, heap, addr, a, closed, g == MEMO_EXCLUDED ? UINT32_MAX : g);
+}
+
+/* Count the window's in-place realloc events of the noted blocks. */
+static void re_count(struct qctx *c)
+{
+    if (!c->re_n)
+        return;
+    const struct realloc_ring *r = &c->e->re_ring;
+    uint64_t n = realloc_ring_len(r);
+    for (uint64_t i = realloc_ring_lower_bound(r, c->q->t1); i < n; i++) {
+        const struct realloc_rec *x = realloc_ring_at(r, i);
+        if (x->t > c->q->t2)
+            break;
+        struct re_node *nd = (struct re_node *)re_find(c, x->heap, x->addr, x->a, x->closed);
+        if (nd)
+            nd->n++;
+    }
+}
+
+/* Add the counted events to the noted blocks' groups and the total. */
+static void re_apply(struct qctx *c)
+{
+    for (uint32_t i = 0; c->re_n && i <= c->re_mask; i++) {
+        const struct re_node *x = &c->re_nodes[i];
+        if (!x->used)
+            continue;
+        if (x->g != UINT32_MAX)
+            c->groups[x->g].reallocs += x->n;
+        c->total.reallocs += x->n;
+    }
 }
 
 static void live_heap_cb(const struct alloc_entry *en, void *arg)
 {
-    add_block(arg, en->stack, alloc_entry_heap(en), alloc_entry_time(en), LIVE,
-              alloc_entry_size(en), alloc_entry_reallocs(en), 1);
+    add_block(arg, en->stack, alloc_entry_heap(en), en->addr, alloc_entry_time(en), LIVE,
+              alloc_entry_size(en), alloc_entry_reallocs(en));
 }
 
-static void scan(struct qctx *c)
+static void scan_blocks(struct qctx *c)
 {
     struct engine *e = c->e;
     const struct life_ring *ring = c->q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
@@ -626,15 +773,59 @@ static void scan(struct qctx *c)
     } else {
         for (uint32_t i = 0; i < e->commits.n; i++) {
             const struct commit_range *r = &e->commits.r[i];
-            add_block(c, r->stack, 0, r->t, LIVE, r->end - r->start, 0, r->count);
+            add_block(c, r->stack, 0, r->start, r->t, LIVE, r->end - r->start, 0);
         }
     }
     /* Blocks freed before the window cannot be in it. */
     uint64_t n = life_ring_len(ring);
     for (uint64_t i = life_ring_lower_bound(ring, c->q->t1); i < n; i++) {
         const struct life_rec *r = life_ring_at(ring, i);
-        add_block(c, r->stack, r->heap, r->a, r->f, r->size, r->reallocs, r->count);
+        add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
     }
+}
+
+static void scan(struct qctx *c)
+{
+    if (c->q->list && c->q->domain == HT_DOM_HEAP) {
+        /* A block's row is ranked as it is added: the counts the realloc
+         * ring gives must be known before, so note the blocks first. */
+        c->re_collect = 1;
+        scan_blocks(c);
+        c->re_collect = 0;
+        re_count(c);
+        c->re_lookup = 1;
+        scan_blocks(c);
+        return;
+    }
+    scan_blocks(c);
+    re_count(c);
+    re_apply(c);
+}
+
+/* Exact typed path: the realloc events of each stack's live blocks (whole
+ * session), so that a stack's total splits exactly into AIFO and AIFI. */
+static void live_re_cb(const struct alloc_entry *en, void *arg)
+{
+    struct qctx *c = arg;
+    if (en->stack >= c->nmemo || stack_memo(c, en->stack) == MEMO_EXCLUDED)
+        return;
+    int need;
+    c->live_re[en->stack] +=
+        block_reallocs(c, alloc_entry_time(en), LIVE, alloc_entry_reallocs(en), &need);
+    if (need)
+        re_add(c, alloc_entry_heap(en), en->addr, alloc_entry_time(en), 0, en->stack);
+}
+
+static int live_reallocs(struct qctx *c)
+{
+    if (!(c->live_re = ht_calloc(c->nmemo + 1, sizeof(uint64_t))))
+        return -1;
+    alloc_table_foreach(&c->e->table, live_re_cb, c);
+    re_count(c);
+    for (uint32_t i = 0; c->re_n && i <= c->re_mask; i++)
+        if (c->re_nodes[i].used)
+            c->live_re[c->re_nodes[i].g] += c->re_nodes[i].n;
+    return 0;
 }
 
 /* Whole session with no per-block filter: the exact totals since start answer it. */
@@ -642,6 +833,19 @@ static int whole_session(const struct engine *e, const struct query *q)
 {
     return q->t1 == 0 && q->t2 == e->now && q->size_min == 0 && q->size_max == UINT64_MAX &&
            q->life_min == 0 && q->life_max == UINT64_MAX;
+}
+
+/* One type's part of a stack's exact figures, if the query keeps that type. */
+static void add_part(struct qctx *c, uint32_t gi, int type, uint64_t count, uint64_t bytes,
+                     uint64_t reallocs)
+{
+    if (!(c->q->types & (1u << type)))
+        return;
+    if (c->q->by == HT_BY_TYPE)
+        gi = group_for(c, (uint64_t)type, ht_mix64((uint64_t)type), 0, 0, NULL, 0);
+    if (gi != MEMO_EXCLUDED)
+        row_add(&c->groups[gi], type, count, bytes, reallocs);
+    row_add(&c->total, type, count, bytes, reallocs);
 }
 
 static void add_totals(struct qctx *c, int use_counts)
@@ -655,27 +859,18 @@ static void add_totals(struct qctx *c, int use_counts)
         uint32_t m = stack_memo(c, s);
         if (m == MEMO_EXCLUDED)
             continue;
-        struct query_row *g = c->q->by <= HT_BY_IMAGE ? &c->groups[m - 1] : NULL;
+        uint32_t gi = c->q->by <= HT_BY_IMAGE ? m - 1 : MEMO_EXCLUDED;
         if (use_counts) {
-            struct query_row tmp;
-            memset(&tmp, 0, sizeof(tmp));
-            if (c->q->types & (1u << HT_AIFO))
-                row_add(&tmp, HT_AIFO, a->out_count, a->out_bytes, 0);
-            if (c->q->types & (1u << HT_AIFI))
-                row_add(&tmp, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), 0);
-            tmp.reallocs = a->reallocs; /* types are all kept on this path */
-            for (int k = 0; k < 4; k++) {
-                if (g)
-                    row_add(g, k, tmp.count[k], tmp.bytes[k], 0);
-                row_add(&c->total, k, tmp.count[k], tmp.bytes[k], 0);
-            }
-            if (g)
-                g->reallocs += tmp.reallocs;
-            c->total.reallocs += tmp.reallocs;
+            /* Whole session: the outstanding blocks are AIFO, the freed ones
+             * AIFI. The live blocks' reallocs are known when the split
+             * matters (live_reallocs); else the sum is all that is shown. */
+            uint64_t live_re = c->live_re ? c->live_re[s] : 0;
+            add_part(c, gi, HT_AIFO, a->out_count, a->out_bytes, live_re);
+            add_part(c, gi, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), a->reallocs - live_re);
         }
-        if (g) {
-            g->untracked_count += a->untracked_count;
-            g->untracked_bytes += a->untracked_bytes;
+        if (gi != MEMO_EXCLUDED) {
+            c->groups[gi].untracked_count += a->untracked_count;
+            c->groups[gi].untracked_bytes += a->untracked_bytes;
         }
         c->total.untracked_count += a->untracked_count;
         c->total.untracked_bytes += a->untracked_bytes;
@@ -871,12 +1066,16 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         goto oom;
     int whole = whole_session(e, q);
     const struct life_ring *ring = q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
-    if (whole && q->types == HT_TYPES_ALL && !q->list && q->by != HT_BY_HEAP &&
-        q->by != HT_BY_TYPE) {
-        /* Exact: outstanding = AIFO, freed = AIFI, nothing before start. */
+    int ring_ok = 1;
+    if (whole && !q->list && q->by != HT_BY_HEAP) {
+        /* Exact: outstanding = AIFO, freed = AIFI, nothing before start (the
+         * per-stack totals know no heap). Splitting a stack's reallocs by
+         * type needs its live blocks' counts. */
+        if (q->domain == HT_DOM_HEAP && (q->types != HT_TYPES_ALL || q->by == HT_BY_TYPE) &&
+            live_reallocs(&c) != 0)
+            goto oom;
         add_totals(&c, 1);
         res->exact_totals = 1;
-        res->complete = 1;
     } else {
         scan(&c);
         if (whole && !q->list)
@@ -884,10 +1083,13 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         /* Blocks freed by now are needed only for AIFI/AOFI, or when the
          * window ends before now; else the live blocks answer alone. */
         int live_only = q->t2 == e->now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI)));
-        res->complete = live_only || life_ring_complete_from(ring, q->t1);
+        ring_ok = live_only || life_ring_complete_from(ring, q->t1);
     }
-    if (!res->complete)
+    res->complete = ring_ok && !c.re_incomplete;
+    if (!ring_ok)
         res->horizon = ring->horizon;
+    if (c.re_incomplete && e->re_ring.horizon > res->horizon)
+        res->horizon = e->re_ring.horizon;
     if (c.oom)
         goto oom;
     g_sort = q->sort;
@@ -922,6 +1124,8 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
+    ht_free(c.re_nodes);
+    ht_free(c.live_re);
     return 0;
 oom:
     ht_free(c.memo);
@@ -932,6 +1136,8 @@ oom:
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
+    ht_free(c.re_nodes);
+    ht_free(c.live_re);
     query_result_free(res);
     return UV_ENOMEM;
 }

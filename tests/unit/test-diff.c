@@ -27,15 +27,21 @@ struct mblock {
     int domain;
     uint64_t heap, addr, a, f, size;
     uint32_t stack;
-    unsigned reallocs, count;
-    uint64_t order; /* completion order, for the ring */
+    unsigned created; /* made by a realloc (counted at a) */
+    unsigned inplace; /* in-place reallocs, all of them (their times are in M.re) */
+    uint64_t order;   /* completion order, for the ring */
 };
 struct mrange {
     uint64_t start, end, t;
     uint32_t stack;
-    unsigned count;
     int used;
 };
+/* Every in-place realloc event: its time and its block. */
+struct mre {
+    uint64_t t;
+    unsigned b;
+};
+#define MAXRE 20000
 struct model {
     struct mblock b[MAXB];
     unsigned nb;
@@ -44,7 +50,10 @@ struct model {
     uint64_t now, completions[2];
     uint64_t untracked_count[64], untracked_bytes[64]; /* by stack id (heap) */
     uint64_t commit_untracked[64];
+    struct mre re[MAXRE];
+    unsigned nre;
     uint32_t table_cap;
+    uint64_t life_ring; /* the realloc ring holds as many events as this */
     uint64_t live_count;
     uint64_t unknown_frees, dup_allocs, cap_drops, bad_size, decommit_unknown, backwards;
 };
@@ -94,7 +103,7 @@ static struct mblock *m_new(int domain)
 }
 
 static void m_alloc(uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uint32_t stack,
-                    unsigned reallocs)
+                    unsigned created)
 {
     struct mblock *old = m_live(0, heap, addr);
     if (old) {
@@ -113,8 +122,7 @@ static void m_alloc(uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uin
     b->a = t;
     b->size = size;
     b->stack = stack;
-    b->reallocs = reallocs;
-    b->count = 1;
+    b->created = created;
     M.live_count++;
 }
 
@@ -130,7 +138,6 @@ static void m_free(uint64_t t, uint64_t heap, uint64_t addr)
 static void m_commit(uint64_t t, uint64_t start, uint64_t end, uint32_t stack)
 {
     uint64_t pos = start;
-    int counted = 0;
     while (pos < end) {
         int inside = -1;
         uint64_t next = end;
@@ -146,8 +153,7 @@ static void m_commit(uint64_t t, uint64_t start, uint64_t end, uint32_t stack)
             pos = M.r[inside].end;
             continue;
         }
-        struct mrange nr = {pos, next, t, stack, counted ? 0u : 1u, 1};
-        counted = 1;
+        struct mrange nr = {pos, next, t, stack, 1};
         unsigned k = 0;
         while (k < M.nr && M.r[k].used)
             k++;
@@ -173,11 +179,10 @@ static void m_decommit(uint64_t t, uint64_t start, uint64_t end)
         b->a = r->t;
         b->size = oe - os;
         b->stack = r->stack;
-        b->count = os == r->start ? r->count : 0;
         b->addr = os;
         m_complete(b, t);
-        struct mrange left = {r->start, os, r->t, r->stack, r->count, 1};
-        struct mrange right = {oe, r->end, r->t, r->stack, 0, 1};
+        struct mrange left = {r->start, os, r->t, r->stack, 1};
+        struct mrange right = {oe, r->end, r->t, r->stack, 1};
         r->used = 0;
         if (left.end > left.start)
             M.r[i] = left;
@@ -233,8 +238,10 @@ static void m_apply(const struct ht_event *ev)
                 m_alloc(t, ev->heap, ev->addr, ev->size, ev->stack, 1);
             } else {
                 b->size = ev->size;
-                if (b->reallocs < 255)
-                    b->reallocs++;
+                b->inplace++;
+                if (M.nre < MAXRE)
+                    M.re[M.nre] = (struct mre){t, (unsigned)(b - M.b)};
+                M.nre++; /* past MAXRE the case fails (run_case) */
             }
         }
         break;
@@ -405,8 +412,17 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
         b->f = LIVE;
         b->size = M.r[i].end - M.r[i].start;
         b->stack = M.r[i].stack;
-        b->count = M.r[i].count;
     }
+    /* Realloc events inside the window, per block: the one that made it (at
+     * its alloc time) and the in-place ones at their own times. */
+    static unsigned re_in[MAXB];
+    memset(re_in, 0, sizeof(re_in));
+    for (unsigned i = 0; i < M.nre; i++)
+        if (M.re[i].t >= q->t1 && M.re[i].t <= q->t2)
+            re_in[M.re[i].b]++;
+    for (unsigned i = 0; i < nb; i++)
+        if (M.b[i].created && M.b[i].a >= q->t1 && M.b[i].a <= q->t2)
+            re_in[i]++;
     for (unsigned i = 0; i < nb; i++) {
         const struct mblock *b = &M.b[i];
         if (b->domain != q->domain)
@@ -429,12 +445,12 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
             snprintf(mrows[n].text, sizeof(mrows[n].text), "%s", text);
             n++;
         }
-        mrows[k].r.count[type] += b->count;
+        mrows[k].r.count[type] += 1;
         mrows[k].r.bytes[type] += b->size;
-        mrows[k].r.reallocs += b->reallocs;
-        total->count[type] += b->count;
+        mrows[k].r.reallocs += re_in[i];
+        total->count[type] += 1;
         total->bytes[type] += b->size;
-        total->reallocs += b->reallocs;
+        total->reallocs += re_in[i];
     }
     int whole = q->t1 == 0 && q->t2 >= M.now && q->size_min == 0 && q->size_max == UINT64_MAX &&
                 q->life_min == 0 && q->life_max == UINT64_MAX;
@@ -463,12 +479,63 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
     return n;
 }
 
-static int m_complete_flag(struct engine *e, const struct query *q)
+/* The realloc ring holds the last life_ring in-place realloc events: does it
+ * still hold every one at or after t? */
+static int m_re_kept_from(uint64_t t)
 {
+    if (M.nre <= M.life_ring)
+        return 1;
+    return M.re[M.nre - M.life_ring - 1].t < t; /* the latest evicted is older */
+}
+
+/* Does the engine need the realloc ring's times for this block (README: a
+ * block answers from its own count when its whole life is inside the window
+ * and it has fewer than 127 in-place reallocs), and are they all still kept? */
+static int m_re_ok(const struct query *q, const struct mblock *b)
+{
+    if (b->domain != 0 || b->inplace == 0)
+        return 1;
+    if (b->a >= q->t1 && (b->f == LIVE ? q->t2 >= M.now : b->f <= q->t2) && b->inplace < 127)
+        return 1;
+    return m_re_kept_from(b->a > q->t1 ? b->a : q->t1);
+}
+
+static int m_kept(struct engine *e, const struct query *q, const struct mquery *mq,
+                  const struct mblock *b)
+{
+    if (b->domain != q->domain)
+        return 0;
+    if (b->size < q->size_min || (q->size_max != UINT64_MAX && b->size >= q->size_max))
+        return 0;
+    uint64_t life = b->f == LIVE ? UINT64_MAX : b->f - b->a;
+    if (life < q->life_min || (q->life_max != UINT64_MAX && life >= q->life_max))
+        return 0;
+    int type = m_type(q, b->a, b->f);
+    return type >= 0 && (q->types & (1u << type)) && m_required(e, mq, b->stack);
+}
+
+static int m_complete_flag(struct engine *e, const struct query *qin, const struct mquery *mq)
+{
+    struct query qc = *qin;
+    const struct query *q = &qc;
+    if (qc.t2 > M.now)
+        qc.t2 = M.now;
     int whole = q->t1 == 0 && q->t2 >= M.now && q->size_min == 0 && q->size_max == UINT64_MAX &&
                 q->life_min == 0 && q->life_max == UINT64_MAX;
-    if (whole && q->types == HT_TYPES_ALL && q->by != HT_BY_HEAP && q->by != HT_BY_TYPE)
+    if (whole && !q->list && q->by != HT_BY_HEAP) {
+        /* Exact per-stack totals; splitting reallocs by type needs the live
+         * blocks' counts. */
+        if (q->domain != 0 || (q->types == HT_TYPES_ALL && q->by != HT_BY_TYPE))
+            return 1;
+        for (unsigned i = 0; i < M.nb; i++)
+            if (M.b[i].domain == 0 && M.b[i].f == LIVE && m_required(e, mq, M.b[i].stack) &&
+                !m_re_ok(q, &M.b[i]))
+                return 0;
         return 1;
+    }
+    for (unsigned i = 0; i < M.nb; i++)
+        if (m_kept(e, q, mq, &M.b[i]) && !m_re_ok(q, &M.b[i]))
+            return 0;
     if (q->t2 >= M.now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI))))
         return 1;
     uint64_t cap = q->domain == 0 ? e->lim.life_ring : e->lim.commit_ring;
@@ -559,7 +626,7 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     if (engine_query(e, q, &res) != 0)
         return -1;
     int bad = 0;
-    int mc = m_complete_flag(e, q);
+    int mc = m_complete_flag(e, q, mq);
     if (mc != res.complete) {
         fprintf(stderr, "seed %llu: complete engine=%d model=%d\n",
                 (unsigned long long)seed_of_case, res.complete, mc);
@@ -748,6 +815,7 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     lim.timeline_ns = 1 + below(20);
     lim.timeline_ring = 1 + below(30);
     M.table_cap = lim.table_cap;
+    M.life_ring = lim.life_ring;
     struct engine e;
     if (engine_init(&e, &lim) != 0)
         return -1;
@@ -785,14 +853,18 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     }
     if (getenv("HT_TRACE")) {
         for (unsigned i = 0; i < M.nr; i++)
-            fprintf(stderr, "mr %u used=%d [%llx,%llx) t=%llu stack=%u count=%u\n", i, M.r[i].used,
+            fprintf(stderr, "mr %u used=%d [%llx,%llx) t=%llu stack=%u\n", i, M.r[i].used,
                     (unsigned long long)M.r[i].start, (unsigned long long)M.r[i].end,
-                    (unsigned long long)M.r[i].t, M.r[i].stack, M.r[i].count);
+                    (unsigned long long)M.r[i].t, M.r[i].stack);
         for (unsigned i = 0; i < e.commits.n; i++)
-            fprintf(stderr, "er [%llx,%llx) t=%llu stack=%u count=%u\n",
+            fprintf(stderr, "er [%llx,%llx) t=%llu stack=%u\n",
                     (unsigned long long)e.commits.r[i].start,
                     (unsigned long long)e.commits.r[i].end, (unsigned long long)e.commits.r[i].t,
-                    e.commits.r[i].stack, e.commits.r[i].count);
+                    e.commits.r[i].stack);
+    }
+    if (M.nre > MAXRE) {
+        fprintf(stderr, "seed %llu: the model's realloc list is full\n", (unsigned long long)seed);
+        bad = 1;
     }
     /* Counters and invariants. */
     if (!bad) {
