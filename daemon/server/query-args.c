@@ -75,9 +75,10 @@ int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2,
     if (*t1 > now) {
         char a[32], b[32];
         snprintf(err, errsz,
-                 "range \"%s\" starts at %s, after the session's latest event (%s): "
-                 "nothing is known there yet",
-                 text, ht_format_time(*t1, a, sizeof(a)), ht_format_time(now, b, sizeof(b)));
+                 "range \"%s\" starts at %s (%llu ns), after the session's latest event at %s "
+                 "(%llu ns): nothing is known there yet",
+                 text, ht_format_time(*t1, a, sizeof(a)), (unsigned long long)*t1,
+                 ht_format_time(now, b, sizeof(b)), (unsigned long long)now);
         return HT_EBADARG;
     }
     if (*t1 > *t2) {

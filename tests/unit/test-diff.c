@@ -59,6 +59,7 @@ struct model {
 };
 
 static struct model M;
+static int m_split_seen; /* a decommit left part of a range (this case) */
 static const char *const vocab[] = {"ntdll.dll!RtlAllocateHeap",
                                     "msvcrt.dll!malloc",
                                     "app.exe!main",
@@ -184,6 +185,7 @@ static void m_decommit(uint64_t t, uint64_t start, uint64_t end)
         struct mrange left = {r->start, os, r->t, r->stack, 1};
         struct mrange right = {oe, r->end, r->t, r->stack, 1};
         r->used = 0;
+        m_split_seen |= left.end > left.start || right.end > right.start;
         if (left.end > left.start)
             M.r[i] = left;
         if (right.end > right.start) {
@@ -479,6 +481,8 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
     return n;
 }
 
+static uint64_t stat_re_evicted, stat_re_window, stat_pieces;
+
 /* The realloc ring holds the last life_ring in-place realloc events: does it
  * still hold every one at or after t? */
 static int m_re_kept_from(uint64_t t)
@@ -529,13 +533,17 @@ static int m_complete_flag(struct engine *e, const struct query *qin, const stru
             return 1;
         for (unsigned i = 0; i < M.nb; i++)
             if (M.b[i].domain == 0 && M.b[i].f == LIVE && m_required(e, mq, M.b[i].stack) &&
-                !m_re_ok(q, &M.b[i]))
+                !m_re_ok(q, &M.b[i])) {
+                stat_re_evicted++;
                 return 0;
+            }
         return 1;
     }
     for (unsigned i = 0; i < M.nb; i++)
-        if (m_kept(e, q, mq, &M.b[i]) && !m_re_ok(q, &M.b[i]))
+        if (m_kept(e, q, mq, &M.b[i]) && !m_re_ok(q, &M.b[i])) {
+            stat_re_evicted++;
             return 0;
+        }
     if (q->t2 >= M.now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI))))
         return 1;
     uint64_t cap = q->domain == 0 ? e->lim.life_ring : e->lim.commit_ring;
@@ -714,6 +722,8 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     }
     stat_queries++;
     stat_incomplete += !res.complete;
+    stat_re_window += res.complete && res.total.reallocs && !res.exact_totals;
+    stat_pieces += res.complete && q->domain == HT_DOM_COMMIT && m_split_seen;
     stat_exact += res.exact_totals;
     /* Rows come sorted by the requested key, best first. */
     for (uint32_t i = 1; i < res.nrows && !bad; i++) {
@@ -807,6 +817,7 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     rng_state = seed;
     seed_of_case = seed;
     memset(&M, 0, sizeof(M));
+    m_split_seen = 0;
     struct engine_limits lim;
     engine_limits_default(&lim);
     lim.table_cap = below(3) == 0 ? (uint32_t)(5 + below(40)) : 1000000;
@@ -915,11 +926,13 @@ static void run_many(unsigned cases, unsigned nevents, unsigned nqueries)
                 break;
         }
     }
-    printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu from exact totals, "
-           "%llu top-N, %llu through a skip cache\n",
+    printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu of them for "
+           "evicted realloc times, %llu from exact totals, %llu top-N, %llu through a skip "
+           "cache, %llu windows with reallocs, %llu commit queries after a split\n",
            cases, (unsigned long long)stat_queries, (unsigned long long)stat_incomplete,
-           (unsigned long long)stat_exact, (unsigned long long)stat_topn,
-           (unsigned long long)stat_cached);
+           (unsigned long long)stat_re_evicted, (unsigned long long)stat_exact,
+           (unsigned long long)stat_topn, (unsigned long long)stat_cached,
+           (unsigned long long)stat_re_window, (unsigned long long)stat_pieces);
     if (failed)
         fprintf(stderr, "rerun one case: HT_SEED=<seed> HT_CASES=1 ./test-diff <case>\n");
     CHECK_EQ(failed, 0);
