@@ -863,10 +863,12 @@ static void add_totals(struct qctx *c, int use_counts)
         if (use_counts) {
             /* Whole session: the outstanding blocks are AIFO, the freed ones
              * AIFI. The live blocks' reallocs are known when the split
-             * matters (live_reallocs); else the sum is all that is shown. */
+             * matters (live_reallocs); else the sum is all that is shown.
+             * (Out of memory, an aggregate can miss a realloc its block has.) */
             uint64_t live_re = c->live_re ? c->live_re[s] : 0;
             add_part(c, gi, HT_AIFO, a->out_count, a->out_bytes, live_re);
-            add_part(c, gi, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), a->reallocs - live_re);
+            add_part(c, gi, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a),
+                     a->reallocs > live_re ? a->reallocs - live_re : 0);
         }
         if (gi != MEMO_EXCLUDED) {
             c->groups[gi].untracked_count += a->untracked_count;
