@@ -265,8 +265,13 @@ static void complete_block(const struct alloc_entry *en, void *arg)
     uint64_t size = alloc_entry_size(en);
     unsigned hi = alloc_entry_heap(en);
     unsigned re = alloc_entry_reallocs(en);
-    struct life_rec r = {alloc_entry_time(en), c->t,       size, en->addr, en->stack,
-                         (uint16_t)hi,         (uint8_t)re};
+    struct life_rec r = {.a = alloc_entry_time(en),
+                         .f = c->t,
+                         .size = size,
+                         .addr = en->addr,
+                         .stack = en->stack,
+                         .heap = (uint16_t)hi,
+                         .reallocs = (uint8_t)re};
     if (c->t == r.a && (re & HT_RE_INPLACE_MAX))
         realloc_close(e, hi, en->addr, c->t, re & HT_RE_INPLACE_MAX);
     life_ring_push(&e->heap_life, &r);
@@ -360,7 +365,8 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
      * ring keeps each one's time for windows, the stack's total every one. */
     if ((alloc_entry_reallocs(en) & HT_RE_INPLACE_MAX) < HT_RE_INPLACE_MAX)
         en->t_re += (uint64_t)1 << ALLOC_TIME_BITS;
-    struct realloc_rec rr = {t, alloc_entry_time(en), ev->addr, (uint16_t)hi, 0};
+    struct realloc_rec rr = {
+        .t = t, .a = alloc_entry_time(en), .addr = ev->addr, .heap = (uint16_t)hi};
     realloc_ring_push(&e->re_ring, &rr);
     struct agg *g = agg_get(&e->heap_agg, en->stack);
     if (g) {
@@ -381,7 +387,7 @@ static void commit_done_cb(void *arg, const struct commit_range *p, uint64_t f, 
 {
     struct engine *e = arg;
     uint64_t size = p->end - p->start;
-    struct life_rec r = {p->t, f, size, p->start, p->stack, 0, 0};
+    struct life_rec r = {.a = p->t, .f = f, .size = size, .addr = p->start, .stack = p->stack};
     life_ring_push(&e->commit_life, &r);
     struct agg *g = agg_get(&e->commit_agg, p->stack);
     if (g) {

@@ -169,6 +169,29 @@ static void test_realloc_same_time_blocks(void)
     engine_close(&E);
 }
 
+/* The same, with more events at that time than the engine looks back over:
+ * it cannot tell the blocks' events apart and says so. */
+static void test_realloc_same_time_unresolved(void)
+{
+    setup(100000);
+    ev(HT_EV_ALLOC, 5, 0x1000, 8, S1);
+    re(5, 0x1000, 0x1000, 9, S1);
+    ev(HT_EV_ALLOC, 5, 0x2000, 8, S1);
+    for (unsigned i = 0; i < 5000; i++)
+        re(5, 0x2000, 0x2000, 10 + i, S1);
+    ev(HT_EV_FREE, 5, 0x1000, 0, 0);
+    CHECK_EQ(E.re_ring.unresolved, 1);
+    ev(HT_EV_ALLOC, 5, 0x1000, 16, S2);
+    re(7, 0x1000, 0x1000, 17, S2);
+    ev(HT_EV_ALLOC, 10, 0x9000, 8, S2);
+    int complete = 1;
+    reallocs_in(0, 6, &complete); /* the second block at 0x1000 needs a lookup */
+    CHECK(!complete);
+    CHECK_EQ(reallocs_in(0, 10, &complete), 5002); /* whole session: exact */
+    CHECK(complete);
+    engine_close(&E);
+}
+
 /* Item 13: commit 40 KiB, decommit 8 KiB inside it, then its first page. */
 static void test_commit_partial_decommits(void)
 {
@@ -264,5 +287,5 @@ static void test_whole_session_complete(void)
 }
 
 HT_TEST_MAIN(T(realloc_in_place_window), T(realloc_moving_window), T(realloc_many),
-             T(realloc_ring_horizon), T(realloc_same_time_blocks), T(commit_partial_decommits),
-             T(whole_session_complete))
+             T(realloc_ring_horizon), T(realloc_same_time_blocks), T(realloc_same_time_unresolved),
+             T(commit_partial_decommits), T(whole_session_complete))
