@@ -84,8 +84,11 @@ static struct mblock *m_live(int domain, uint64_t heap, uint64_t addr)
     return NULL;
 }
 
+static uint64_t stat_closed; /* blocks freed at their alloc time after an in-place realloc */
+
 static void m_complete(struct mblock *b, uint64_t t)
 {
+    stat_closed += b->domain == 0 && b->a == t && b->inplace;
     b->f = t;
     b->order = ++M.completions[b->domain];
     if (b->domain == 0)
@@ -775,16 +778,49 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
         q->top = (uint32_t)(1 + below(4));
 }
 
+static int g_heavy; /* this case reallocs in place often (fills the realloc ring) */
+
+/* Events queued by a burst (random_event), given out first. */
+static struct ht_event g_pend[4];
+static unsigned g_npend, g_next;
+
+/* A block reallocated in place and freed at its alloc time, then a new
+ * block at the same address and time: its reallocs must stay its own. */
+static void queue_same_time_burst(const struct ht_event *base)
+{
+    static const int kinds[4] = {HT_EV_ALLOC, HT_EV_REALLOC, HT_EV_FREE, HT_EV_ALLOC};
+    for (unsigned i = 0; i < 4; i++) {
+        g_pend[i] = *base;
+        g_pend[i].kind = (uint8_t)kinds[i];
+        g_pend[i].old_addr = kinds[i] == HT_EV_REALLOC ? base->addr : 0;
+        g_pend[i].size = 1 + below(100);
+    }
+    g_npend = 4;
+    g_next = 0;
+}
+
 static void random_event(struct engine *e, struct ht_event *ev, uint64_t *t)
 {
     (void)e;
+    if (g_next < g_npend) {
+        *ev = g_pend[g_next++];
+        return;
+    }
     memset(ev, 0, sizeof(*ev));
-    *t += below(4);
+    *t += g_heavy ? below(2) : below(4);                     /* heavy: many events at one time */
     ev->t = below(40) == 0 && *t > 10 ? *t - below(10) : *t; /* sometimes backwards */
     ev->heap = 0x1000 * (1 + below(3));
-    ev->addr = 0x100 + 16 * below(48);
+    ev->addr = 0x100 + 16 * below(g_heavy ? 6 : 48); /* heavy: addresses reused at once */
     ev->stack = stacks[below(24)];
+    if (g_heavy && below(20) == 0) {
+        ev->t = *t;
+        queue_same_time_burst(ev);
+        *ev = g_pend[g_next++];
+        return;
+    }
     uint64_t r = below(100);
+    if (g_heavy && r >= 35 && r < 60 && below(2))
+        r = 60; /* half the frees become reallocs */
     if (r < 35) {
         ev->kind = HT_EV_ALLOC;
         ev->size = below(50) == 0 ? (1ULL << 63) : below(30) == 0 ? 0 : 1 + below(100);
@@ -792,7 +828,7 @@ static void random_event(struct engine *e, struct ht_event *ev, uint64_t *t)
         ev->kind = HT_EV_FREE;
     } else if (r < 72) {
         ev->kind = HT_EV_REALLOC;
-        ev->old_addr = below(8) == 0 ? 0 : below(2) ? ev->addr : 0x100 + 16 * below(48);
+        ev->old_addr = below(8) == 0 ? 0 : g_heavy || below(2) ? ev->addr : 0x100 + 16 * below(48);
         if (below(10) == 0)
             ev->addr = 0;
         ev->size = 1 + below(120);
@@ -825,6 +861,10 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     lim.commit_ring = below(3) == 0 ? 1 + below(50) : 1000000;
     lim.timeline_ns = 1 + below(20);
     lim.timeline_ring = 1 + below(30);
+    g_heavy = below(4) == 0;
+    g_npend = g_next = 0;
+    if (g_heavy && below(2))
+        lim.life_ring = 1 + below(60); /* and the realloc ring evicts */
     M.table_cap = lim.table_cap;
     M.life_ring = lim.life_ring;
     struct engine e;
@@ -928,11 +968,13 @@ static void run_many(unsigned cases, unsigned nevents, unsigned nqueries)
     }
     printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu of them for "
            "evicted realloc times, %llu from exact totals, %llu top-N, %llu through a skip "
-           "cache, %llu windows with reallocs, %llu commit queries after a split\n",
+           "cache, %llu windows with reallocs, %llu commit queries after a split, %llu blocks "
+           "freed at their alloc time after an in-place realloc\n",
            cases, (unsigned long long)stat_queries, (unsigned long long)stat_incomplete,
            (unsigned long long)stat_re_evicted, (unsigned long long)stat_exact,
            (unsigned long long)stat_topn, (unsigned long long)stat_cached,
-           (unsigned long long)stat_re_window, (unsigned long long)stat_pieces);
+           (unsigned long long)stat_re_window, (unsigned long long)stat_pieces,
+           (unsigned long long)stat_closed);
     if (failed)
         fprintf(stderr, "rerun one case: HT_SEED=<seed> HT_CASES=1 ./test-diff <case>\n");
     CHECK_EQ(failed, 0);
