@@ -67,25 +67,21 @@ struct qctx {
     struct query_row *heap;
     uint32_t hn, hcap;
     uint64_t nblocks;
-    /* Blocks whose realloc count in the window needs the realloc ring's
-     * event times (see block_reallocs), by block name. */
-    struct re_node *re_nodes;
-    uint32_t re_mask, re_n;
-    int re_collect;    /* list mode, first pass: only note such blocks */
-    int re_lookup;     /* list mode, second pass: their counts are known */
+    /* The window's in-place realloc events by block name, sorted, built
+     * when a block first needs them (block_reallocs). */
+    struct re_key *re_keys;
+    uint64_t re_n;
+    int re_built;
     int re_incomplete; /* some of those events may have been evicted */
     uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
     int oom;
 };
 
 /* A block named by heap, address, alloc time and closed (freed at its alloc
- * time: engine.c, realloc_close); n counts its events found in the window. */
-struct re_node {
+ * time: engine.c, realloc_close). */
+struct re_key {
     uint64_t addr, a;
-    uint64_t n;
-    uint32_t g; /* group (stack on the exact typed path); UINT32_MAX: total only */
-    uint16_t heap;
-    uint8_t closed, used;
+    uint32_t heap_closed; /* heap << 1 | closed */
 };
 
 static int64_t sort_key(int sort, const struct query_row *r)
@@ -584,88 +580,88 @@ static void row_add(struct query_row *r, int type, uint64_t count, uint64_t size
     r->reallocs += reallocs;
 }
 
-static uint64_t re_hash(unsigned heap, uint64_t addr, uint64_t a, unsigned closed)
+static int re_key_cmp(const void *pa, const void *pb)
 {
-    return ht_mix64(addr ^ ht_mix64(a ^ ((uint64_t)heap << 57) ^ ((uint64_t)closed << 56)));
+    const struct re_key *x = pa, *y = pb;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->a != y->a)
+        return x->a < y->a ? -1 : 1;
+    return x->heap_closed < y->heap_closed ? -1 : x->heap_closed > y->heap_closed;
 }
 
-static struct re_node *re_slot(const struct re_node *nodes, uint32_t mask, unsigned heap,
-                               uint64_t addr, uint64_t a, unsigned closed)
+/* The window's in-place realloc events, sorted by block: a sort keeps the
+ * memory sequential (a hash table of them was several times slower). */
+static void re_build(struct qctx *c)
 {
-    uint32_t i = (uint32_t)re_hash(heap, addr, a, closed) & mask;
-    for (; nodes[i].used; i = (i + 1) & mask) {
-        const struct re_node *x = &nodes[i];
-        if (x->addr == addr && x->a == a && x->heap == heap && x->closed == closed)
-            break;
-    }
-    return (struct re_node *)&nodes[i];
-}
-
-static int re_grow(struct qctx *c)
-{
-    uint32_t size = c->re_nodes ? (c->re_mask + 1) * 2 : 256;
-    struct re_node *nn = ht_calloc(size, sizeof(*nn));
-    if (!nn)
-        return -1;
-    for (uint32_t i = 0; c->re_nodes && i <= c->re_mask; i++) {
-        const struct re_node *x = &c->re_nodes[i];
-        if (x->used)
-            *re_slot(nn, size - 1, x->heap, x->addr, x->a, x->closed) = *x;
-    }
-    ht_free(c->re_nodes);
-    c->re_nodes = nn;
-    c->re_mask = size - 1;
-    return 0;
-}
-
-/* Note a block whose events the realloc ring must count. */
-static void re_add(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, unsigned closed,
-                   uint32_t g)
-{
-    if ((!c->re_nodes || (uint64_t)(c->re_n + 1) * 2 > c->re_mask) && re_grow(c) != 0) {
+    const struct realloc_ring *r = &c->e->re_ring;
+    uint64_t lo = realloc_ring_lower_bound(r, c->q->t1);
+    uint64_t hi = realloc_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
+    c->re_built = 1;
+    if (hi <= lo)
+        return;
+    if (!(c->re_keys = ht_malloc((size_t)(hi - lo) * sizeof(struct re_key)))) {
         c->oom = 1;
         return;
     }
-    struct re_node *x = re_slot(c->re_nodes, c->re_mask, heap, addr, a, closed);
-    if (x->used)
-        return; /* the same name twice: only closed blocks at the cap (see README) */
-    *x = (struct re_node){addr, a, 0, g, (uint16_t)heap, (uint8_t)closed, 1};
-    c->re_n++;
+    for (uint64_t i = lo; i < hi; i++) {
+        const struct realloc_rec *x = realloc_ring_at(r, i);
+        c->re_keys[i - lo] = (struct re_key){x->addr, x->a, (uint32_t)x->heap << 1 | x->closed};
+    }
+    c->re_n = hi - lo;
+    qsort(c->re_keys, c->re_n, sizeof(struct re_key), re_key_cmp);
 }
 
-static const struct re_node *re_find(const struct qctx *c, unsigned heap, uint64_t addr, uint64_t a,
-                                     unsigned closed)
+/* First key not below k (upper: first key above k). */
+static uint64_t re_bound(const struct qctx *c, const struct re_key *k, int upper)
 {
-    if (!c->re_nodes)
-        return NULL;
-    const struct re_node *x = re_slot(c->re_nodes, c->re_mask, heap, addr, a, closed);
-    return x->used ? x : NULL;
+    uint64_t lo = 0, hi = c->re_n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int cmp = re_key_cmp(&c->re_keys[mid], k);
+        if (cmp < 0 || (upper && cmp == 0))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* In-place realloc events of a block inside the window, from the ring. */
+static uint64_t re_lookup(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, unsigned closed)
+{
+    if (!c->re_built)
+        re_build(c);
+    struct re_key k = {addr, a, (uint32_t)heap << 1 | closed};
+    uint64_t first = re_bound(c, &k, 0);
+    if (first == c->re_n || re_key_cmp(&c->re_keys[first], &k) != 0)
+        return 0;
+    return re_bound(c, &k, 1) - first;
 }
 
 /*
  * Realloc events of a block inside the window (seed 003: a range uses only
  * the event data between T1 and T2): the realloc that made it, at its alloc
  * time, and its in-place ones. The block's own count answers when all of
- * those fall inside the window and the count did not saturate; else *need is
- * set and the realloc ring's event times answer (re_count), and the answer
- * is incomplete if the ring may have evicted some of them.
+ * those fall inside the window and the count did not saturate; else the
+ * realloc ring's event times do, and the answer is incomplete if the ring may
+ * have evicted some of them.
  */
-static uint64_t block_reallocs(struct qctx *c, uint64_t a, uint64_t f, unsigned re, int *need)
+static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, uint64_t f,
+                               unsigned re)
 {
     const struct query *q = c->q;
     unsigned n = re & HT_RE_INPLACE_MAX;
     uint64_t k = (re & HT_RE_CREATED) && a >= q->t1;
-    *need = 0;
     if (n == 0)
         return k;
     int all_in = a >= q->t1 && (f == LIVE ? q->t2 >= c->e->now : f <= q->t2);
     if (all_in && n < HT_RE_INPLACE_MAX)
         return k + n;
-    *need = 1;
     const struct realloc_ring *r = &c->e->re_ring;
     if (!realloc_ring_complete_from(r, a > q->t1 ? a : q->t1) || r->unresolved)
         c->re_incomplete = 1;
-    return k;
+    return k + re_lookup(c, heap, addr, a, f != LIVE && f == a);
 }
 
 /* One block, live (f == LIVE) or completed. */
@@ -684,19 +680,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
     uint32_t m = stack_memo(c, stack);
     if (m == MEMO_EXCLUDED)
         return;
-    int need = 0;
-    uint64_t reallocs = q->domain == HT_DOM_HEAP ? block_reallocs(c, a, f, re, &need) : 0;
-    unsigned closed = f != LIVE && f == a;
-    if (c->re_collect) {
-        if (need)
-            re_add(c, heap, addr, a, closed, UINT32_MAX);
-        return;
-    }
-    if (need && c->re_lookup) {
-        const struct re_node *x = re_find(c, heap, addr, a, closed);
-        reallocs += x ? x->n : 0;
-        need = 0;
-    }
+    uint64_t reallocs = q->domain == HT_DOM_HEAP ? block_reallocs(c, heap, addr, a, f, re) : 0;
     row_add(&c->total, type, 1, size, reallocs);
     if (q->list) {
         struct query_row r;
@@ -724,38 +708,6 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
     }
     if (g != MEMO_EXCLUDED)
         row_add(&c->groups[g], type, 1, size, reallocs);
-    if (need)
-        re_add(c, heap, addr, a, closed, g == MEMO_EXCLUDED ? UINT32_MAX : g);
-}
-
-/* Count the window's in-place realloc events of the noted blocks. */
-static void re_count(struct qctx *c)
-{
-    if (!c->re_n)
-        return;
-    const struct realloc_ring *r = &c->e->re_ring;
-    uint64_t n = realloc_ring_len(r);
-    for (uint64_t i = realloc_ring_lower_bound(r, c->q->t1); i < n; i++) {
-        const struct realloc_rec *x = realloc_ring_at(r, i);
-        if (x->t > c->q->t2)
-            break;
-        struct re_node *nd = (struct re_node *)re_find(c, x->heap, x->addr, x->a, x->closed);
-        if (nd)
-            nd->n++;
-    }
-}
-
-/* Add the counted events to the noted blocks' groups and the total. */
-static void re_apply(struct qctx *c)
-{
-    for (uint32_t i = 0; c->re_n && i <= c->re_mask; i++) {
-        const struct re_node *x = &c->re_nodes[i];
-        if (!x->used)
-            continue;
-        if (x->g != UINT32_MAX)
-            c->groups[x->g].reallocs += x->n;
-        c->total.reallocs += x->n;
-    }
 }
 
 static void live_heap_cb(const struct alloc_entry *en, void *arg)
@@ -764,7 +716,7 @@ static void live_heap_cb(const struct alloc_entry *en, void *arg)
               alloc_entry_size(en), alloc_entry_reallocs(en));
 }
 
-static void scan_blocks(struct qctx *c)
+static void scan(struct qctx *c)
 {
     struct engine *e = c->e;
     const struct life_ring *ring = c->q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
@@ -784,24 +736,6 @@ static void scan_blocks(struct qctx *c)
     }
 }
 
-static void scan(struct qctx *c)
-{
-    if (c->q->list && c->q->domain == HT_DOM_HEAP) {
-        /* A block's row is ranked as it is added: the counts the realloc
-         * ring gives must be known before, so note the blocks first. */
-        c->re_collect = 1;
-        scan_blocks(c);
-        c->re_collect = 0;
-        re_count(c);
-        c->re_lookup = 1;
-        scan_blocks(c);
-        return;
-    }
-    scan_blocks(c);
-    re_count(c);
-    re_apply(c);
-}
-
 /* Exact typed path: the realloc events of each stack's live blocks (whole
  * session), so that a stack's total splits exactly into AIFO and AIFI. */
 static void live_re_cb(const struct alloc_entry *en, void *arg)
@@ -809,11 +743,8 @@ static void live_re_cb(const struct alloc_entry *en, void *arg)
     struct qctx *c = arg;
     if (en->stack >= c->nmemo || stack_memo(c, en->stack) == MEMO_EXCLUDED)
         return;
-    int need;
-    c->live_re[en->stack] +=
-        block_reallocs(c, alloc_entry_time(en), LIVE, alloc_entry_reallocs(en), &need);
-    if (need)
-        re_add(c, alloc_entry_heap(en), en->addr, alloc_entry_time(en), 0, en->stack);
+    c->live_re[en->stack] += block_reallocs(c, alloc_entry_heap(en), en->addr, alloc_entry_time(en),
+                                            LIVE, alloc_entry_reallocs(en));
 }
 
 static int live_reallocs(struct qctx *c)
@@ -821,10 +752,6 @@ static int live_reallocs(struct qctx *c)
     if (!(c->live_re = ht_calloc(c->nmemo + 1, sizeof(uint64_t))))
         return -1;
     alloc_table_foreach(&c->e->table, live_re_cb, c);
-    re_count(c);
-    for (uint32_t i = 0; c->re_n && i <= c->re_mask; i++)
-        if (c->re_nodes[i].used)
-            c->live_re[c->re_nodes[i].g] += c->re_nodes[i].n;
     return 0;
 }
 
@@ -1126,7 +1053,7 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
-    ht_free(c.re_nodes);
+    ht_free(c.re_keys);
     ht_free(c.live_re);
     return 0;
 oom:
@@ -1138,7 +1065,7 @@ oom:
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
-    ht_free(c.re_nodes);
+    ht_free(c.re_keys);
     ht_free(c.live_re);
     query_result_free(res);
     return UV_ENOMEM;
