@@ -115,8 +115,8 @@ static void query_header(const cJSON *d)
            !strcmp(str(d, "domain"), "heap") ? "heap allocations" : "VirtualAlloc/mmap commits",
            tm(num(w, "t1"), a), tm(num(w, "t2"), b), str(d, "by"), str(d, "sort"));
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "complete")))
-        printf("INCOMPLETE: the window starts before the lifetime ring's horizon (%s); frees "
-               "before it are not seen\n",
+        printf("INCOMPLETE: the window needs frees or reallocs from before a ring's horizon "
+               "(%s); those are not seen\n",
                tm(num(d, "horizon"), a));
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(d, "quality");
     double lost = num(q, "lost"), unk = num(q, "unknown_frees"), cap = num(q, "cap_drops");

@@ -20,6 +20,8 @@
  * not parse (only "!") matches nothing and is left out. */
 static int add_cull(struct ht_config *cfg, const char *pat, size_t len)
 {
+    if (cfg->ncull >= HT_CULL_DEFAULT_MAX)
+        return HT_EFULL;
     char **n = ht_realloc(cfg->cull, (cfg->ncull + 1) * sizeof(char *));
     if (!n)
         return HT_ENOMEM;
@@ -51,8 +53,9 @@ static int parse_cull_text(struct ht_config *cfg, const char *text)
             s++;
         while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
             e--;
-        if (e > s && *s != '#' && add_cull(cfg, s, (size_t)(e - s)))
-            return HT_ENOMEM;
+        int rc = e > s && *s != '#' ? add_cull(cfg, s, (size_t)(e - s)) : 0;
+        if (rc)
+            return rc;
         p += n + (nl ? 1 : 0);
     }
     return 0;
@@ -181,6 +184,10 @@ int config_load_cull_file(struct ht_config *cfg, const char *path, char *err, si
     config_free(cfg);
     int rc = parse_cull_text(cfg, text);
     ht_free(text);
+    if (rc == HT_EFULL)
+        snprintf(err, errsz, "cull list %s has more than %d patterns", path, HT_CULL_DEFAULT_MAX);
+    else if (rc)
+        snprintf(err, errsz, "out of memory reading cull list %s", path);
     return rc;
 }
 

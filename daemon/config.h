@@ -9,6 +9,10 @@
 
 enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
+/* Patterns in the default cull list (cull_list_file): every query applies
+ * all of them besides its own, so they have room of their own. */
+#define HT_CULL_DEFAULT_MAX 1024
+
 struct ht_config {
     char endpoint[512];
     int log_level;

@@ -59,12 +59,14 @@ static void remove_at(struct commit_map *cm, uint32_t i)
     cm->n--;
 }
 
-int commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
-                      uint32_t stack, uint64_t *new_bytes, uint64_t *dropped)
+unsigned commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
+                           uint32_t stack, uint64_t *new_bytes, uint64_t *dropped,
+                           unsigned *dropped_ranges)
 {
-    int counted = 0;
+    unsigned added = 0;
     *new_bytes = 0;
     *dropped = 0;
+    *dropped_ranges = 0;
     uint32_t i = lower_bound(cm, start);
     uint64_t pos = start;
     while (pos < end) {
@@ -72,11 +74,12 @@ int commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint6
         if (i < cm->n && cm->r[i].start < end)
             gap_end = cm->r[i].start > pos ? cm->r[i].start : pos;
         if (gap_end > pos) {
-            struct commit_range nr = {pos, gap_end, t, stack, counted ? 0 : 1};
+            struct commit_range nr = {pos, gap_end, t, stack};
             if (cm->n >= cm->cap || insert_at(cm, i, &nr) != 0) {
                 *dropped += gap_end - pos;
+                (*dropped_ranges)++;
             } else {
-                counted = 1;
+                added++;
                 cm->bytes += gap_end - pos;
                 *new_bytes += gap_end - pos;
                 i++;
@@ -89,7 +92,7 @@ int commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint6
             pos = end;
         }
     }
-    return counted;
+    return added;
 }
 
 uint64_t commit_map_decommit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
@@ -101,31 +104,32 @@ uint64_t commit_map_decommit(struct commit_map *cm, uint64_t start, uint64_t end
         struct commit_range *r = &cm->r[i];
         uint64_t os = r->start > start ? r->start : start;
         uint64_t oe = r->end < end ? r->end : end;
-        struct commit_range piece = {os, oe, r->t, r->stack, os == r->start ? r->count : 0};
+        struct commit_range piece = {os, oe, r->t, r->stack};
+        unsigned left = (os > r->start) + (oe < r->end);
         covered += oe - os;
         cm->bytes -= oe - os;
-        if (fn)
-            fn(arg, &piece, t);
-        if (os == r->start && oe == r->end) {
+        if (left == 0) {
             remove_at(cm, i);
-            continue;
-        }
-        if (os == r->start) {
+        } else if (os == r->start) {
             r->start = oe;
-            r->count = 0;
+            i++;
         } else if (oe == r->end) {
             r->end = os;
+            i++;
         } else {
-            struct commit_range right = {oe, r->end, r->t, r->stack, 0};
+            struct commit_range right = {oe, r->end, r->t, r->stack};
             r->end = os;
             if (cm->n >= (uint64_t)cm->cap * SPLIT_SLACK || insert_at(cm, i + 1, &right) != 0) {
                 cm->bytes -= right.end - right.start;
                 cm->split_drops++;
+                left = 1;
             } else {
                 i++;
             }
+            i++;
         }
-        i++;
+        if (fn)
+            fn(arg, &piece, t, left);
     }
     return (end - start) - covered;
 }

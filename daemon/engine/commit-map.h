@@ -9,16 +9,16 @@
 /*
  * Ranges never overlap and are kept sorted by address. Committing pages that
  * are already committed adds nothing (they keep their first commit's time and
- * stack). A decommit, release or munmap of part of a range splits it; every
- * piece keeps the commit's time and stack. The piece that holds the commit's
- * first byte carries count 1 and the others 0, so a commit is counted once
- * however it is split.
+ * stack), so one commit may add several ranges, one per gap it fills. A
+ * decommit, release or munmap of part of a range splits it; every piece keeps
+ * the commit's time and stack. Each range is one block of the commit domain:
+ * the pieces decommitted are completed blocks, the pieces left live ones, so
+ * counts, sizes and the number of ranges always agree.
  */
 struct commit_range {
     uint64_t start, end; /* [start, end) */
     uint64_t t;
     uint32_t stack;
-    uint32_t count;
 };
 
 struct commit_map {
@@ -30,16 +30,19 @@ struct commit_map {
     struct mem_acct *acct; /* growth charged here (MEM_commits); NULL: unaccounted */
 };
 
-/* A piece that stopped being committed: committed at a, freed at f. */
-typedef void (*commit_done_fn)(void *arg, const struct commit_range *piece, uint64_t f);
+/* A piece that stopped being committed: committed at a, freed at f; left is
+ * how many pieces of its range stay committed (0, 1 or 2: each a block now). */
+typedef void (*commit_done_fn)(void *arg, const struct commit_range *piece, uint64_t f,
+                               unsigned left);
 
 void commit_map_init(struct commit_map *cm, uint32_t cap);
 void commit_map_close(struct commit_map *cm);
 /* Commit [start, end). *new_bytes: bytes that were not committed before;
- * *dropped: new bytes not tracked because the cap was reached. Returns 1 if a
- * new range carries this commit's count. */
-int commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
-                      uint32_t stack, uint64_t *new_bytes, uint64_t *dropped);
+ * *dropped: new bytes not tracked because the cap was reached, in
+ * *dropped_ranges ranges. Returns the number of ranges added. */
+unsigned commit_map_commit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,
+                           uint32_t stack, uint64_t *new_bytes, uint64_t *dropped,
+                           unsigned *dropped_ranges);
 /* Decommit [start, end): fn is called for each piece removed, in address
  * order. Returns the number of bytes in the range that were not committed. */
 uint64_t commit_map_decommit(struct commit_map *cm, uint64_t start, uint64_t end, uint64_t t,

@@ -50,6 +50,7 @@ int engine_init_budget(struct engine *e, const struct engine_limits *lim, struct
     commit_map_init(&e->commits, lim->commit_cap);
     life_ring_init(&e->heap_life, lim->life_ring);
     life_ring_init(&e->commit_life, lim->commit_ring);
+    realloc_ring_init(&e->re_ring, lim->life_ring);
     timeline_init(&e->tl, lim->timeline_ring);
     e->heap_agg.acct = e->commit_agg.acct = m;
     e->commits.acct = m;
@@ -76,6 +77,7 @@ void engine_close(struct engine *e)
     commit_map_close(&e->commits);
     life_ring_close(&e->heap_life);
     life_ring_close(&e->commit_life);
+    realloc_ring_close(&e->re_ring);
     timeline_close(&e->tl);
     ht_free(e->heaps);
     ht_free(e->heap_slots);
@@ -243,6 +245,34 @@ struct complete_ctx {
     uint64_t t;
 };
 
+/* Events looked at, from the latest back, to mark a closed block's reallocs. */
+#define RE_CLOSE_SCAN 4096
+
+/*
+ * A block freed at its own alloc time t: a later block at the same address
+ * may be allocated at t too, and its in-place reallocs would then carry the
+ * same (heap, address, alloc time). Mark this block's events as closed so
+ * queries tell them apart. They all happened at t, the latest time, so they
+ * are among the last events of the ring; past RE_CLOSE_SCAN events at t the
+ * ring counts the block as unresolved (queries that need it say incomplete).
+ */
+static void realloc_close(struct engine *e, unsigned hi, uint64_t addr, uint64_t t, unsigned n)
+{
+    struct realloc_ring *r = &e->re_ring;
+    uint64_t len = realloc_ring_len(r), found = 0, k = 0;
+    for (; k < len && k < RE_CLOSE_SCAN && (n >= HT_RE_INPLACE_MAX || found < n); k++) {
+        struct realloc_rec *x = realloc_ring_at(r, len - 1 - k);
+        if (x->t != t)
+            return; /* the rest were evicted (the horizon covers them) */
+        if (!x->closed && x->heap == hi && x->addr == addr && x->a == t) {
+            x->closed = 1;
+            found++;
+        }
+    }
+    if (k == RE_CLOSE_SCAN && k < len && (n >= HT_RE_INPLACE_MAX || found < n))
+        r->unresolved++;
+}
+
 /* A live block stops being live at t: into the lifetime ring and the aggregates. */
 static void complete_block(const struct alloc_entry *en, void *arg)
 {
@@ -250,13 +280,16 @@ static void complete_block(const struct alloc_entry *en, void *arg)
     struct engine *e = c->e;
     uint64_t size = alloc_entry_size(en);
     unsigned hi = alloc_entry_heap(en);
-    struct life_rec r = {alloc_entry_time(en),
-                         c->t,
-                         size,
-                         en->stack,
-                         (uint16_t)hi,
-                         (uint8_t)alloc_entry_reallocs(en),
-                         1};
+    unsigned re = alloc_entry_reallocs(en);
+    struct life_rec r = {.a = alloc_entry_time(en),
+                         .f = c->t,
+                         .size = size,
+                         .addr = en->addr,
+                         .stack = en->stack,
+                         .heap = (uint16_t)hi,
+                         .reallocs = (uint8_t)re};
+    if (c->t == r.a && (re & HT_RE_INPLACE_MAX))
+        realloc_close(e, hi, en->addr, c->t, re & HT_RE_INPLACE_MAX);
     life_ring_push(&e->heap_life, &r);
     struct agg *g = agg_get(&e->heap_agg, en->stack);
     if (g) {
@@ -272,8 +305,9 @@ static void peak_update(struct agg *g)
         g->peak_bytes = g->out_bytes;
 }
 
+/* created: 1 when a realloc made the block (that realloc is counted). */
 static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr, uint64_t size,
-                        uint32_t stack, unsigned reallocs)
+                        uint32_t stack, unsigned created)
 {
     struct agg *g = agg_get(&e->heap_agg, stack);
     struct alloc_entry *en;
@@ -297,13 +331,14 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
         }
         return;
     }
-    en->t_re |= (uint64_t)reallocs << ALLOC_TIME_BITS;
+    if (created)
+        en->t_re |= (uint64_t)HT_RE_CREATED << ALLOC_TIME_BITS;
     if (g) {
         g->out_count++;
         g->out_bytes += size;
         g->total_count++;
         g->total_bytes += size;
-        g->reallocs += reallocs;
+        g->reallocs += created;
         peak_update(g);
     }
     heap_out_add(e, hi, size, 1);
@@ -344,15 +379,18 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
     /* In place: the block keeps its alloc time and stack and takes the new size. */
     uint64_t old = alloc_entry_size(en);
     en->size_heap = (en->size_heap & ~ALLOC_SIZE_MAX) | ev->size;
-    /* A block counts its reallocs up to 255; the stack's total is the sum of
-     * its blocks' counts, so windowed and whole-session answers agree. */
-    unsigned counted = alloc_entry_reallocs(en) < 255;
-    en->t_re += (uint64_t)counted << ALLOC_TIME_BITS;
+    /* The block counts its in-place reallocs up to HT_RE_INPLACE_MAX; the
+     * ring keeps each one's time for windows, the stack's total every one. */
+    if ((alloc_entry_reallocs(en) & HT_RE_INPLACE_MAX) < HT_RE_INPLACE_MAX)
+        en->t_re += (uint64_t)1 << ALLOC_TIME_BITS;
+    struct realloc_rec rr = {
+        .t = t, .a = alloc_entry_time(en), .addr = ev->addr, .heap = (uint16_t)hi};
+    realloc_ring_push(&e->re_ring, &rr);
     struct agg *g = agg_get(&e->heap_agg, en->stack);
     if (g) {
         g->out_bytes += ev->size - old;
         g->total_bytes += ev->size - old;
-        g->reallocs += counted;
+        g->reallocs++;
         peak_update(g);
     }
     if (ev->size >= old)
@@ -361,15 +399,18 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
         heap_out_sub(e, hi, old - ev->size, 0);
 }
 
-static void commit_done_cb(void *arg, const struct commit_range *p, uint64_t f)
+/* A decommitted piece is a completed block; the pieces left of its range
+ * are live blocks now (commit-map.h), new ones beside the one it was. */
+static void commit_done_cb(void *arg, const struct commit_range *p, uint64_t f, unsigned left)
 {
     struct engine *e = arg;
     uint64_t size = p->end - p->start;
-    struct life_rec r = {p->t, f, size, p->stack, 0, 0, (uint8_t)p->count};
+    struct life_rec r = {.a = p->t, .f = f, .size = size, .addr = p->start, .stack = p->stack};
     life_ring_push(&e->commit_life, &r);
     struct agg *g = agg_get(&e->commit_agg, p->stack);
     if (g) {
-        g->out_count -= p->count;
+        g->out_count = g->out_count + left - 1;
+        g->total_count += left;
         g->out_bytes -= size;
     }
 }
@@ -388,17 +429,18 @@ static void apply_commit(struct engine *e, const struct ht_event *ev, uint64_t t
     if (!range_ok(e, ev))
         return;
     uint64_t added, dropped;
-    int counted = commit_map_commit(&e->commits, ev->addr, ev->addr + ev->size, t, ev->stack,
-                                    &added, &dropped);
+    unsigned dropped_ranges;
+    unsigned ranges = commit_map_commit(&e->commits, ev->addr, ev->addr + ev->size, t, ev->stack,
+                                        &added, &dropped, &dropped_ranges);
     struct agg *g = agg_get(&e->commit_agg, ev->stack);
     if (dropped)
         e->q.commit_cap_drops++;
     if (g) {
-        g->out_count += counted;
+        g->out_count += ranges;
         g->out_bytes += added;
-        g->total_count += counted;
+        g->total_count += ranges;
         g->total_bytes += added;
-        g->untracked_count += (dropped && !counted);
+        g->untracked_count += dropped_ranges;
         g->untracked_bytes += dropped;
         peak_update(g);
     }
@@ -532,6 +574,7 @@ uint64_t engine_memory(const struct engine *e)
            agg_table_memory(&e->commit_agg) + commit_map_memory(&e->commits) +
            e->heap_life.alloc * sizeof(struct life_rec) +
            e->commit_life.alloc * sizeof(struct life_rec) + e->tl.alloc * sizeof(struct tl_sample) +
+           e->re_ring.alloc * sizeof(struct realloc_rec) +
            (uint64_t)e->heaps_alloc * sizeof(struct heap_info);
 }
 

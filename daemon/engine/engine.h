@@ -69,6 +69,7 @@ struct engine {
     struct agg_table heap_agg, commit_agg;
     struct commit_map commits;
     struct life_ring heap_life, commit_life;
+    struct realloc_ring re_ring; /* in-place reallocs, as many as heap_life holds blocks */
     struct timeline tl;
     /* Heaps by index; a small open-addressing map finds the index of a handle. */
     struct heap_info *heaps;

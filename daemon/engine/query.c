@@ -67,7 +67,21 @@ struct qctx {
     struct query_row *heap;
     uint32_t hn, hcap;
     uint64_t nblocks;
+    /* The window's in-place realloc events by block name, sorted, built
+     * when a block first needs them (block_reallocs). */
+    struct re_key *re_keys;
+    uint64_t re_n;
+    int re_built;
+    int re_incomplete; /* some of those events may have been evicted */
+    uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
     int oom;
+};
+
+/* A block named by heap, address, alloc time and closed (freed at its alloc
+ * time: engine.c, realloc_close). */
+struct re_key {
+    uint64_t addr, a;
+    uint32_t heap_closed; /* heap << 1 | closed */
 };
 
 static int64_t sort_key(int sort, const struct query_row *r)
@@ -566,9 +580,93 @@ static void row_add(struct query_row *r, int type, uint64_t count, uint64_t size
     r->reallocs += reallocs;
 }
 
+static int re_key_cmp(const void *pa, const void *pb)
+{
+    const struct re_key *x = pa, *y = pb;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->a != y->a)
+        return x->a < y->a ? -1 : 1;
+    return x->heap_closed < y->heap_closed ? -1 : x->heap_closed > y->heap_closed;
+}
+
+/* The window's in-place realloc events, sorted by block: a sort keeps the
+ * memory sequential (a hash table of them was several times slower). */
+static void re_build(struct qctx *c)
+{
+    const struct realloc_ring *r = &c->e->re_ring;
+    uint64_t lo = realloc_ring_lower_bound(r, c->q->t1);
+    uint64_t hi = realloc_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
+    c->re_built = 1;
+    if (hi <= lo)
+        return;
+    if (!(c->re_keys = ht_malloc((size_t)(hi - lo) * sizeof(struct re_key)))) {
+        c->oom = 1;
+        return;
+    }
+    for (uint64_t i = lo; i < hi; i++) {
+        const struct realloc_rec *x = realloc_ring_at(r, i);
+        c->re_keys[i - lo] = (struct re_key){x->addr, x->a, (uint32_t)x->heap << 1 | x->closed};
+    }
+    c->re_n = hi - lo;
+    qsort(c->re_keys, c->re_n, sizeof(struct re_key), re_key_cmp);
+}
+
+/* First key not below k (upper: first key above k). */
+static uint64_t re_bound(const struct qctx *c, const struct re_key *k, int upper)
+{
+    uint64_t lo = 0, hi = c->re_n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int cmp = re_key_cmp(&c->re_keys[mid], k);
+        if (cmp < 0 || (upper && cmp == 0))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* In-place realloc events of a block inside the window, from the ring. */
+static uint64_t re_lookup(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, unsigned closed)
+{
+    if (!c->re_built)
+        re_build(c);
+    struct re_key k = {addr, a, (uint32_t)heap << 1 | closed};
+    uint64_t first = re_bound(c, &k, 0);
+    if (first == c->re_n || re_key_cmp(&c->re_keys[first], &k) != 0)
+        return 0;
+    return re_bound(c, &k, 1) - first;
+}
+
+/*
+ * Realloc events of a block inside the window (seed 003: a range uses only
+ * the event data between T1 and T2): the realloc that made it, at its alloc
+ * time, and its in-place ones. The block's own count answers when all of
+ * those fall inside the window and the count did not saturate; else the
+ * realloc ring's event times do, and the answer is incomplete if the ring may
+ * have evicted some of them.
+ */
+static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, uint64_t f,
+                               unsigned re)
+{
+    const struct query *q = c->q;
+    unsigned n = re & HT_RE_INPLACE_MAX;
+    uint64_t k = (re & HT_RE_CREATED) && a >= q->t1;
+    if (n == 0)
+        return k;
+    int all_in = a >= q->t1 && (f == LIVE ? q->t2 >= c->e->now : f <= q->t2);
+    if (all_in && n < HT_RE_INPLACE_MAX)
+        return k + n;
+    const struct realloc_ring *r = &c->e->re_ring;
+    if (!realloc_ring_complete_from(r, a > q->t1 ? a : q->t1) || r->unresolved)
+        c->re_incomplete = 1;
+    return k + re_lookup(c, heap, addr, a, f != LIVE && f == a);
+}
+
 /* One block, live (f == LIVE) or completed. */
-static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a, uint64_t f,
-                      uint64_t size, unsigned reallocs, unsigned count)
+static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t addr, uint64_t a,
+                      uint64_t f, uint64_t size, unsigned re)
 {
     const struct query *q = c->q;
     if (size < q->size_min || (q->size_max != UINT64_MAX && size >= q->size_max))
@@ -582,7 +680,8 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
     uint32_t m = stack_memo(c, stack);
     if (m == MEMO_EXCLUDED)
         return;
-    row_add(&c->total, type, count, size, reallocs);
+    uint64_t reallocs = q->domain == HT_DOM_HEAP ? block_reallocs(c, heap, addr, a, f, re) : 0;
+    row_add(&c->total, type, 1, size, reallocs);
     if (q->list) {
         struct query_row r;
         memset(&r, 0, sizeof(r));
@@ -591,7 +690,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
         r.key = c->nblocks++;
         r.a = a;
         r.f = f;
-        row_add(&r, type, count, size, reallocs);
+        row_add(&r, type, 1, size, reallocs);
         struct topn t = {(char *)c->heap, sizeof(r), c->hn, c->hcap, row_before_any, q->sort};
         topn_offer(&t, &r);
         c->hn = t.n;
@@ -608,13 +707,13 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t a,
         g = m - 1;
     }
     if (g != MEMO_EXCLUDED)
-        row_add(&c->groups[g], type, count, size, reallocs);
+        row_add(&c->groups[g], type, 1, size, reallocs);
 }
 
 static void live_heap_cb(const struct alloc_entry *en, void *arg)
 {
-    add_block(arg, en->stack, alloc_entry_heap(en), alloc_entry_time(en), LIVE,
-              alloc_entry_size(en), alloc_entry_reallocs(en), 1);
+    add_block(arg, en->stack, alloc_entry_heap(en), en->addr, alloc_entry_time(en), LIVE,
+              alloc_entry_size(en), alloc_entry_reallocs(en));
 }
 
 static void scan(struct qctx *c)
@@ -626,15 +725,34 @@ static void scan(struct qctx *c)
     } else {
         for (uint32_t i = 0; i < e->commits.n; i++) {
             const struct commit_range *r = &e->commits.r[i];
-            add_block(c, r->stack, 0, r->t, LIVE, r->end - r->start, 0, r->count);
+            add_block(c, r->stack, 0, r->start, r->t, LIVE, r->end - r->start, 0);
         }
     }
     /* Blocks freed before the window cannot be in it. */
     uint64_t n = life_ring_len(ring);
     for (uint64_t i = life_ring_lower_bound(ring, c->q->t1); i < n; i++) {
         const struct life_rec *r = life_ring_at(ring, i);
-        add_block(c, r->stack, r->heap, r->a, r->f, r->size, r->reallocs, r->count);
+        add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
     }
+}
+
+/* Exact typed path: the realloc events of each stack's live blocks (whole
+ * session), so that a stack's total splits exactly into AIFO and AIFI. */
+static void live_re_cb(const struct alloc_entry *en, void *arg)
+{
+    struct qctx *c = arg;
+    if (en->stack >= c->nmemo || stack_memo(c, en->stack) == MEMO_EXCLUDED)
+        return;
+    c->live_re[en->stack] += block_reallocs(c, alloc_entry_heap(en), en->addr, alloc_entry_time(en),
+                                            LIVE, alloc_entry_reallocs(en));
+}
+
+static int live_reallocs(struct qctx *c)
+{
+    if (!(c->live_re = ht_calloc(c->nmemo + 1, sizeof(uint64_t))))
+        return -1;
+    alloc_table_foreach(&c->e->table, live_re_cb, c);
+    return 0;
 }
 
 /* Whole session with no per-block filter: the exact totals since start answer it. */
@@ -642,6 +760,19 @@ static int whole_session(const struct engine *e, const struct query *q)
 {
     return q->t1 == 0 && q->t2 == e->now && q->size_min == 0 && q->size_max == UINT64_MAX &&
            q->life_min == 0 && q->life_max == UINT64_MAX;
+}
+
+/* One type's part of a stack's exact figures, if the query keeps that type. */
+static void add_part(struct qctx *c, uint32_t gi, int type, uint64_t count, uint64_t bytes,
+                     uint64_t reallocs)
+{
+    if (!(c->q->types & (1u << type)))
+        return;
+    if (c->q->by == HT_BY_TYPE)
+        gi = group_for(c, (uint64_t)type, ht_mix64((uint64_t)type), 0, 0, NULL, 0);
+    if (gi != MEMO_EXCLUDED)
+        row_add(&c->groups[gi], type, count, bytes, reallocs);
+    row_add(&c->total, type, count, bytes, reallocs);
 }
 
 static void add_totals(struct qctx *c, int use_counts)
@@ -655,27 +786,20 @@ static void add_totals(struct qctx *c, int use_counts)
         uint32_t m = stack_memo(c, s);
         if (m == MEMO_EXCLUDED)
             continue;
-        struct query_row *g = c->q->by <= HT_BY_IMAGE ? &c->groups[m - 1] : NULL;
+        uint32_t gi = c->q->by <= HT_BY_IMAGE ? m - 1 : MEMO_EXCLUDED;
         if (use_counts) {
-            struct query_row tmp;
-            memset(&tmp, 0, sizeof(tmp));
-            if (c->q->types & (1u << HT_AIFO))
-                row_add(&tmp, HT_AIFO, a->out_count, a->out_bytes, 0);
-            if (c->q->types & (1u << HT_AIFI))
-                row_add(&tmp, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a), 0);
-            tmp.reallocs = a->reallocs; /* types are all kept on this path */
-            for (int k = 0; k < 4; k++) {
-                if (g)
-                    row_add(g, k, tmp.count[k], tmp.bytes[k], 0);
-                row_add(&c->total, k, tmp.count[k], tmp.bytes[k], 0);
-            }
-            if (g)
-                g->reallocs += tmp.reallocs;
-            c->total.reallocs += tmp.reallocs;
+            /* Whole session: the outstanding blocks are AIFO, the freed ones
+             * AIFI. The live blocks' reallocs are known when the split
+             * matters (live_reallocs); else the sum is all that is shown.
+             * (Out of memory, an aggregate can miss a realloc its block has.) */
+            uint64_t live_re = c->live_re ? c->live_re[s] : 0;
+            add_part(c, gi, HT_AIFO, a->out_count, a->out_bytes, live_re);
+            add_part(c, gi, HT_AIFI, agg_freed_count(a), agg_freed_bytes(a),
+                     a->reallocs > live_re ? a->reallocs - live_re : 0);
         }
-        if (g) {
-            g->untracked_count += a->untracked_count;
-            g->untracked_bytes += a->untracked_bytes;
+        if (gi != MEMO_EXCLUDED) {
+            c->groups[gi].untracked_count += a->untracked_count;
+            c->groups[gi].untracked_bytes += a->untracked_bytes;
         }
         c->total.untracked_count += a->untracked_count;
         c->total.untracked_bytes += a->untracked_bytes;
@@ -871,12 +995,16 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         goto oom;
     int whole = whole_session(e, q);
     const struct life_ring *ring = q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
-    if (whole && q->types == HT_TYPES_ALL && !q->list && q->by != HT_BY_HEAP &&
-        q->by != HT_BY_TYPE) {
-        /* Exact: outstanding = AIFO, freed = AIFI, nothing before start. */
+    int ring_ok = 1;
+    if (whole && !q->list && q->by != HT_BY_HEAP) {
+        /* Exact: outstanding = AIFO, freed = AIFI, nothing before start (the
+         * per-stack totals know no heap). Splitting a stack's reallocs by
+         * type needs its live blocks' counts. */
+        if (q->domain == HT_DOM_HEAP && (q->types != HT_TYPES_ALL || q->by == HT_BY_TYPE) &&
+            live_reallocs(&c) != 0)
+            goto oom;
         add_totals(&c, 1);
         res->exact_totals = 1;
-        res->complete = 1;
     } else {
         scan(&c);
         if (whole && !q->list)
@@ -884,10 +1012,13 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         /* Blocks freed by now are needed only for AIFI/AOFI, or when the
          * window ends before now; else the live blocks answer alone. */
         int live_only = q->t2 == e->now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI)));
-        res->complete = live_only || life_ring_complete_from(ring, q->t1);
+        ring_ok = live_only || life_ring_complete_from(ring, q->t1);
     }
-    if (!res->complete)
+    res->complete = ring_ok && !c.re_incomplete;
+    if (!ring_ok)
         res->horizon = ring->horizon;
+    if (c.re_incomplete && e->re_ring.horizon > res->horizon)
+        res->horizon = e->re_ring.horizon;
     if (c.oom)
         goto oom;
     g_sort = q->sort;
@@ -922,6 +1053,8 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
+    ht_free(c.re_keys);
+    ht_free(c.live_re);
     return 0;
 oom:
     ht_free(c.memo);
@@ -932,6 +1065,8 @@ oom:
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
     ht_free(c.canon_groups);
+    ht_free(c.re_keys);
+    ht_free(c.live_re);
     query_result_free(res);
     return UV_ENOMEM;
 }

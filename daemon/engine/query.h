@@ -59,7 +59,7 @@ struct query_row {
     uint32_t stack; /* a stack of the group; frames[skip..] is what the group shows */
     uint16_t skip;  /* frames culled from the allocation site's end */
     uint64_t count[4], bytes[4]; /* per ht_itype */
-    uint64_t reallocs;
+    uint64_t reallocs;           /* realloc events inside the window on the group's blocks */
     uint64_t untracked_count, untracked_bytes; /* since start; only for whole-session windows */
     uint64_t a, f; /* list mode: alloc/commit and free time (UINT64_MAX = live) */
 };
@@ -76,7 +76,8 @@ struct query_result {
     uint32_t nrows;
     uint64_t ngroups; /* groups (or blocks) before top-N */
     struct query_row total;
-    int complete;     /* 0 when the window reaches before the ring's horizon */
+    int complete;     /* 1 when exact; 0 when the answer needs blocks or realloc
+                       * events a ring may have evicted (at or before horizon) */
     uint64_t horizon; /* valid when !complete */
     int exact_totals; /* answered from the per-stack totals since start */
 };

@@ -6,14 +6,20 @@
 
 #include <stdint.h>
 
+/* A block's realloc byte (in the alloc table and the lifetime ring): whether
+ * a realloc made it (that realloc is counted at the block's alloc time) and
+ * how many in-place reallocs it had, saturating. */
+#define HT_RE_CREATED 0x80u
+#define HT_RE_INPLACE_MAX 0x7fu
+
 /* One completed block: allocated (or committed) at a, freed at f. */
 struct life_rec {
     uint64_t a, f;
     uint64_t size;
+    uint64_t addr; /* with heap and a, names the block in the realloc ring */
     uint32_t stack;
     uint16_t heap;    /* heap index (heap domain) */
-    uint8_t reallocs; /* realloc count of the block, saturating */
-    uint8_t count;    /* 1, or 0 for a split piece of a commit (see commit-map.h) */
+    uint8_t reallocs; /* HT_RE_CREATED | in-place count */
 };
 
 /*
@@ -47,6 +53,41 @@ const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i);
 uint64_t life_ring_lower_bound(const struct life_ring *r, uint64_t t);
 /* Does the ring see every block freed at or after t? */
 int life_ring_complete_from(const struct life_ring *r, uint64_t t);
+
+/*
+ * In-place realloc events in time order, with the block each one resized
+ * (heap, address and alloc time name a block). A window's realloc count needs
+ * the time of every one: a block's count cannot say which fell inside. Kept
+ * like the lifetime ring: the last cap events, storage in chunks, and a
+ * horizon (the latest time evicted) after which every event is held.
+ */
+struct realloc_rec {
+    uint64_t t, a; /* event time, the block's alloc time */
+    uint64_t addr;
+    uint16_t heap;
+    uint8_t closed; /* the block was freed at its alloc time (see engine.c: realloc_close) */
+};
+
+struct realloc_ring {
+    struct realloc_rec **chunks;
+    uint64_t nchunks, chunk_slots;
+    uint64_t alloc, cap, pushed;
+    uint64_t horizon;
+    int evicted;
+    uint64_t dropped;    /* events not kept for lack of memory */
+    uint64_t unresolved; /* closed blocks whose events could not all be marked */
+};
+
+void realloc_ring_init(struct realloc_ring *r, uint64_t cap);
+void realloc_ring_close(struct realloc_ring *r);
+void realloc_ring_push(struct realloc_ring *r, const struct realloc_rec *rec);
+uint64_t realloc_ring_len(const struct realloc_ring *r);
+/* i-th event, oldest first, i < realloc_ring_len. */
+struct realloc_rec *realloc_ring_at(const struct realloc_ring *r, uint64_t i);
+/* Index of the first event at or after t. */
+uint64_t realloc_ring_lower_bound(const struct realloc_ring *r, uint64_t t);
+/* Does the ring hold every event at or after t? */
+int realloc_ring_complete_from(const struct realloc_ring *r, uint64_t t);
 
 #define HT_TIMELINE_HEAPS 8 /* heaps sampled one by one; the rest are summed in "other" */
 

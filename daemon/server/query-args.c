@@ -67,11 +67,27 @@ int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2,
     int rc = bound_parse(s, text, (size_t)(colon - text), 0, t1, err, errsz);
     if (!rc)
         rc = bound_parse(s, colon + 1, strlen(colon + 1), 1, t2, err, errsz);
-    if (!rc && *t1 > *t2) {
+    if (rc)
+        return rc;
+    /* Nothing has happened after now: a window that starts later is refused
+     * (however its end is written), one that ends later ends at now. */
+    uint64_t now = s->eng.now;
+    if (*t1 > now) {
+        char a[32], b[32];
+        snprintf(err, errsz,
+                 "range \"%s\" starts at %s (%llu ns), after the session's latest event at %s "
+                 "(%llu ns): nothing is known there yet",
+                 text, ht_format_time(*t1, a, sizeof(a)), (unsigned long long)*t1,
+                 ht_format_time(now, b, sizeof(b)), (unsigned long long)now);
+        return HT_EBADARG;
+    }
+    if (*t1 > *t2) {
         snprintf(err, errsz, "range \"%s\" is reversed: its start is after its end", text);
         return HT_EBADARG;
     }
-    return rc;
+    if (*t2 > now)
+        *t2 = now;
+    return 0;
 }
 
 typedef int (*scalar_parse_fn)(const char *, uint64_t *);
@@ -124,7 +140,8 @@ static int add_patterns(struct frame_pat *pats, unsigned *n, const cJSON *list, 
                 p++, len--;
             if (len) {
                 if (*n >= QARGS_MAX_PATTERNS) {
-                    snprintf(err, errsz, "more than %d %s patterns", QARGS_MAX_PATTERNS, what);
+                    snprintf(err, errsz, "more than %d %s patterns in one query",
+                             QARGS_MAX_PATTERNS, what);
                     return HT_EBADARG;
                 }
                 if (frame_pat_parse(p, len, &pats[*n]) != 0) {
@@ -216,20 +233,24 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
                            "--require", err, errsz)))
         return rc;
     if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull"),
-                           "--cull", err, errsz)))
+                           "--cull and --cull-list", err, errsz)))
         return rc;
     if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull_list"),
-                           "--cull-list", err, errsz)))
+                           "--cull and --cull-list", err, errsz)))
         return rc;
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_default_cull"))) {
         /* The default list alone is the same every time: its per-stack
          * result is kept in the session across queries. */
         if (ncull == 0)
             q->skip_cache = &s->default_skip;
-        unsigned take = cfg->ncull < QARGS_MAX_PATTERNS - ncull ? cfg->ncull
-                                                                : QARGS_MAX_PATTERNS - ncull;
-        memcpy(qa->cull + ncull, cfg->cull_pats, take * sizeof(*cfg->cull_pats));
-        ncull += take;
+        /* The whole list, always: it has room of its own (config.c caps it). */
+        if (cfg->ncull > HT_CULL_DEFAULT_MAX) {
+            snprintf(err, errsz, "the default cull list has more than %d patterns",
+                     HT_CULL_DEFAULT_MAX);
+            return HT_EBADARG;
+        }
+        memcpy(qa->cull + ncull, cfg->cull_pats, cfg->ncull * sizeof(*cfg->cull_pats));
+        ncull += cfg->ncull;
     }
     q->require = qa->require;
     q->nrequire = nreq;

@@ -2,6 +2,7 @@
 #ifndef QUERY_ARGS_H
 #define QUERY_ARGS_H
 
+#include "config.h"
 #include "query.h"
 
 #include <stddef.h>
@@ -10,14 +11,17 @@ struct cJSON;
 struct session;
 struct ht_config;
 
-#define QARGS_MAX_PATTERNS 512
+/* Patterns a request may give: --require, and --cull with --cull-list
+ * together (a request is at most HT_REQUEST_MAX bytes besides). More is
+ * refused, never cut. */
+#define QARGS_MAX_PATTERNS 1024
 
 /* A query with the patterns it points to (they point into args, which must
- * outlive the query). */
+ * outlive the query). The default cull list has room of its own. */
 struct qargs {
     struct query q;
     struct frame_pat require[QARGS_MAX_PATTERNS];
-    struct frame_pat cull[QARGS_MAX_PATTERNS];
+    struct frame_pat cull[QARGS_MAX_PATTERNS + HT_CULL_DEFAULT_MAX];
     int has_range;
 };
 

@@ -27,15 +27,21 @@ struct mblock {
     int domain;
     uint64_t heap, addr, a, f, size;
     uint32_t stack;
-    unsigned reallocs, count;
-    uint64_t order; /* completion order, for the ring */
+    unsigned created; /* made by a realloc (counted at a) */
+    unsigned inplace; /* in-place reallocs, all of them (their times are in M.re) */
+    uint64_t order;   /* completion order, for the ring */
 };
 struct mrange {
     uint64_t start, end, t;
     uint32_t stack;
-    unsigned count;
     int used;
 };
+/* Every in-place realloc event: its time and its block. */
+struct mre {
+    uint64_t t;
+    unsigned b;
+};
+#define MAXRE 20000
 struct model {
     struct mblock b[MAXB];
     unsigned nb;
@@ -44,12 +50,16 @@ struct model {
     uint64_t now, completions[2];
     uint64_t untracked_count[64], untracked_bytes[64]; /* by stack id (heap) */
     uint64_t commit_untracked[64];
+    struct mre re[MAXRE];
+    unsigned nre;
     uint32_t table_cap;
+    uint64_t life_ring; /* the realloc ring holds as many events as this */
     uint64_t live_count;
     uint64_t unknown_frees, dup_allocs, cap_drops, bad_size, decommit_unknown, backwards;
 };
 
 static struct model M;
+static int m_split_seen; /* a decommit left part of a range (this case) */
 static const char *const vocab[] = {"ntdll.dll!RtlAllocateHeap",
                                     "msvcrt.dll!malloc",
                                     "app.exe!main",
@@ -74,8 +84,11 @@ static struct mblock *m_live(int domain, uint64_t heap, uint64_t addr)
     return NULL;
 }
 
+static uint64_t stat_closed; /* blocks freed at their alloc time after an in-place realloc */
+
 static void m_complete(struct mblock *b, uint64_t t)
 {
+    stat_closed += b->domain == 0 && b->a == t && b->inplace;
     b->f = t;
     b->order = ++M.completions[b->domain];
     if (b->domain == 0)
@@ -94,7 +107,7 @@ static struct mblock *m_new(int domain)
 }
 
 static void m_alloc(uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uint32_t stack,
-                    unsigned reallocs)
+                    unsigned created)
 {
     struct mblock *old = m_live(0, heap, addr);
     if (old) {
@@ -113,8 +126,7 @@ static void m_alloc(uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uin
     b->a = t;
     b->size = size;
     b->stack = stack;
-    b->reallocs = reallocs;
-    b->count = 1;
+    b->created = created;
     M.live_count++;
 }
 
@@ -130,7 +142,6 @@ static void m_free(uint64_t t, uint64_t heap, uint64_t addr)
 static void m_commit(uint64_t t, uint64_t start, uint64_t end, uint32_t stack)
 {
     uint64_t pos = start;
-    int counted = 0;
     while (pos < end) {
         int inside = -1;
         uint64_t next = end;
@@ -146,8 +157,7 @@ static void m_commit(uint64_t t, uint64_t start, uint64_t end, uint32_t stack)
             pos = M.r[inside].end;
             continue;
         }
-        struct mrange nr = {pos, next, t, stack, counted ? 0u : 1u, 1};
-        counted = 1;
+        struct mrange nr = {pos, next, t, stack, 1};
         unsigned k = 0;
         while (k < M.nr && M.r[k].used)
             k++;
@@ -173,12 +183,12 @@ static void m_decommit(uint64_t t, uint64_t start, uint64_t end)
         b->a = r->t;
         b->size = oe - os;
         b->stack = r->stack;
-        b->count = os == r->start ? r->count : 0;
         b->addr = os;
         m_complete(b, t);
-        struct mrange left = {r->start, os, r->t, r->stack, r->count, 1};
-        struct mrange right = {oe, r->end, r->t, r->stack, 0, 1};
+        struct mrange left = {r->start, os, r->t, r->stack, 1};
+        struct mrange right = {oe, r->end, r->t, r->stack, 1};
         r->used = 0;
+        m_split_seen |= left.end > left.start || right.end > right.start;
         if (left.end > left.start)
             M.r[i] = left;
         if (right.end > right.start) {
@@ -233,8 +243,10 @@ static void m_apply(const struct ht_event *ev)
                 m_alloc(t, ev->heap, ev->addr, ev->size, ev->stack, 1);
             } else {
                 b->size = ev->size;
-                if (b->reallocs < 255)
-                    b->reallocs++;
+                b->inplace++;
+                if (M.nre < MAXRE)
+                    M.re[M.nre] = (struct mre){t, (unsigned)(b - M.b)};
+                M.nre++; /* past MAXRE the case fails (run_case) */
             }
         }
         break;
@@ -405,8 +417,17 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
         b->f = LIVE;
         b->size = M.r[i].end - M.r[i].start;
         b->stack = M.r[i].stack;
-        b->count = M.r[i].count;
     }
+    /* Realloc events inside the window, per block: the one that made it (at
+     * its alloc time) and the in-place ones at their own times. */
+    static unsigned re_in[MAXB];
+    memset(re_in, 0, sizeof(re_in));
+    for (unsigned i = 0; i < M.nre; i++)
+        if (M.re[i].t >= q->t1 && M.re[i].t <= q->t2)
+            re_in[M.re[i].b]++;
+    for (unsigned i = 0; i < nb; i++)
+        if (M.b[i].created && M.b[i].a >= q->t1 && M.b[i].a <= q->t2)
+            re_in[i]++;
     for (unsigned i = 0; i < nb; i++) {
         const struct mblock *b = &M.b[i];
         if (b->domain != q->domain)
@@ -429,12 +450,12 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
             snprintf(mrows[n].text, sizeof(mrows[n].text), "%s", text);
             n++;
         }
-        mrows[k].r.count[type] += b->count;
+        mrows[k].r.count[type] += 1;
         mrows[k].r.bytes[type] += b->size;
-        mrows[k].r.reallocs += b->reallocs;
-        total->count[type] += b->count;
+        mrows[k].r.reallocs += re_in[i];
+        total->count[type] += 1;
         total->bytes[type] += b->size;
-        total->reallocs += b->reallocs;
+        total->reallocs += re_in[i];
     }
     int whole = q->t1 == 0 && q->t2 >= M.now && q->size_min == 0 && q->size_max == UINT64_MAX &&
                 q->life_min == 0 && q->life_max == UINT64_MAX;
@@ -463,12 +484,69 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
     return n;
 }
 
-static int m_complete_flag(struct engine *e, const struct query *q)
+static uint64_t stat_re_evicted, stat_re_window, stat_pieces;
+
+/* The realloc ring holds the last life_ring in-place realloc events: does it
+ * still hold every one at or after t? */
+static int m_re_kept_from(uint64_t t)
 {
+    if (M.nre <= M.life_ring)
+        return 1;
+    return M.re[M.nre - M.life_ring - 1].t < t; /* the latest evicted is older */
+}
+
+/* Does the engine need the realloc ring's times for this block (README: a
+ * block answers from its own count when its whole life is inside the window
+ * and it has fewer than 127 in-place reallocs), and are they all still kept? */
+static int m_re_ok(const struct query *q, const struct mblock *b)
+{
+    if (b->domain != 0 || b->inplace == 0)
+        return 1;
+    if (b->a >= q->t1 && (b->f == LIVE ? q->t2 >= M.now : b->f <= q->t2) && b->inplace < 127)
+        return 1;
+    return m_re_kept_from(b->a > q->t1 ? b->a : q->t1);
+}
+
+static int m_kept(struct engine *e, const struct query *q, const struct mquery *mq,
+                  const struct mblock *b)
+{
+    if (b->domain != q->domain)
+        return 0;
+    if (b->size < q->size_min || (q->size_max != UINT64_MAX && b->size >= q->size_max))
+        return 0;
+    uint64_t life = b->f == LIVE ? UINT64_MAX : b->f - b->a;
+    if (life < q->life_min || (q->life_max != UINT64_MAX && life >= q->life_max))
+        return 0;
+    int type = m_type(q, b->a, b->f);
+    return type >= 0 && (q->types & (1u << type)) && m_required(e, mq, b->stack);
+}
+
+static int m_complete_flag(struct engine *e, const struct query *qin, const struct mquery *mq)
+{
+    struct query qc = *qin;
+    const struct query *q = &qc;
+    if (qc.t2 > M.now)
+        qc.t2 = M.now;
     int whole = q->t1 == 0 && q->t2 >= M.now && q->size_min == 0 && q->size_max == UINT64_MAX &&
                 q->life_min == 0 && q->life_max == UINT64_MAX;
-    if (whole && q->types == HT_TYPES_ALL && q->by != HT_BY_HEAP && q->by != HT_BY_TYPE)
+    if (whole && !q->list && q->by != HT_BY_HEAP) {
+        /* Exact per-stack totals; splitting reallocs by type needs the live
+         * blocks' counts. */
+        if (q->domain != 0 || (q->types == HT_TYPES_ALL && q->by != HT_BY_TYPE))
+            return 1;
+        for (unsigned i = 0; i < M.nb; i++)
+            if (M.b[i].domain == 0 && M.b[i].f == LIVE && m_required(e, mq, M.b[i].stack) &&
+                !m_re_ok(q, &M.b[i])) {
+                stat_re_evicted++;
+                return 0;
+            }
         return 1;
+    }
+    for (unsigned i = 0; i < M.nb; i++)
+        if (m_kept(e, q, mq, &M.b[i]) && !m_re_ok(q, &M.b[i])) {
+            stat_re_evicted++;
+            return 0;
+        }
     if (q->t2 >= M.now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI))))
         return 1;
     uint64_t cap = q->domain == 0 ? e->lim.life_ring : e->lim.commit_ring;
@@ -559,7 +637,7 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     if (engine_query(e, q, &res) != 0)
         return -1;
     int bad = 0;
-    int mc = m_complete_flag(e, q);
+    int mc = m_complete_flag(e, q, mq);
     if (mc != res.complete) {
         fprintf(stderr, "seed %llu: complete engine=%d model=%d\n",
                 (unsigned long long)seed_of_case, res.complete, mc);
@@ -647,6 +725,8 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     }
     stat_queries++;
     stat_incomplete += !res.complete;
+    stat_re_window += res.complete && res.total.reallocs && !res.exact_totals;
+    stat_pieces += res.complete && q->domain == HT_DOM_COMMIT && m_split_seen;
     stat_exact += res.exact_totals;
     /* Rows come sorted by the requested key, best first. */
     for (uint32_t i = 1; i < res.nrows && !bad; i++) {
@@ -698,16 +778,49 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
         q->top = (uint32_t)(1 + below(4));
 }
 
+static int g_heavy; /* this case reallocs in place often (fills the realloc ring) */
+
+/* Events queued by a burst (random_event), given out first. */
+static struct ht_event g_pend[4];
+static unsigned g_npend, g_next;
+
+/* A block reallocated in place and freed at its alloc time, then a new
+ * block at the same address and time: its reallocs must stay its own. */
+static void queue_same_time_burst(const struct ht_event *base)
+{
+    static const int kinds[4] = {HT_EV_ALLOC, HT_EV_REALLOC, HT_EV_FREE, HT_EV_ALLOC};
+    for (unsigned i = 0; i < 4; i++) {
+        g_pend[i] = *base;
+        g_pend[i].kind = (uint8_t)kinds[i];
+        g_pend[i].old_addr = kinds[i] == HT_EV_REALLOC ? base->addr : 0;
+        g_pend[i].size = 1 + below(100);
+    }
+    g_npend = 4;
+    g_next = 0;
+}
+
 static void random_event(struct engine *e, struct ht_event *ev, uint64_t *t)
 {
     (void)e;
+    if (g_next < g_npend) {
+        *ev = g_pend[g_next++];
+        return;
+    }
     memset(ev, 0, sizeof(*ev));
-    *t += below(4);
+    *t += g_heavy ? below(2) : below(4);                     /* heavy: many events at one time */
     ev->t = below(40) == 0 && *t > 10 ? *t - below(10) : *t; /* sometimes backwards */
     ev->heap = 0x1000 * (1 + below(3));
-    ev->addr = 0x100 + 16 * below(48);
+    ev->addr = 0x100 + 16 * below(g_heavy ? 6 : 48); /* heavy: addresses reused at once */
     ev->stack = stacks[below(24)];
+    if (g_heavy && below(20) == 0) {
+        ev->t = *t;
+        queue_same_time_burst(ev);
+        *ev = g_pend[g_next++];
+        return;
+    }
     uint64_t r = below(100);
+    if (g_heavy && r >= 35 && r < 60 && below(2))
+        r = 60; /* half the frees become reallocs */
     if (r < 35) {
         ev->kind = HT_EV_ALLOC;
         ev->size = below(50) == 0 ? (1ULL << 63) : below(30) == 0 ? 0 : 1 + below(100);
@@ -715,7 +828,7 @@ static void random_event(struct engine *e, struct ht_event *ev, uint64_t *t)
         ev->kind = HT_EV_FREE;
     } else if (r < 72) {
         ev->kind = HT_EV_REALLOC;
-        ev->old_addr = below(8) == 0 ? 0 : below(2) ? ev->addr : 0x100 + 16 * below(48);
+        ev->old_addr = below(8) == 0 ? 0 : g_heavy || below(2) ? ev->addr : 0x100 + 16 * below(48);
         if (below(10) == 0)
             ev->addr = 0;
         ev->size = 1 + below(120);
@@ -740,6 +853,7 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     rng_state = seed;
     seed_of_case = seed;
     memset(&M, 0, sizeof(M));
+    m_split_seen = 0;
     struct engine_limits lim;
     engine_limits_default(&lim);
     lim.table_cap = below(3) == 0 ? (uint32_t)(5 + below(40)) : 1000000;
@@ -747,7 +861,12 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     lim.commit_ring = below(3) == 0 ? 1 + below(50) : 1000000;
     lim.timeline_ns = 1 + below(20);
     lim.timeline_ring = 1 + below(30);
+    g_heavy = below(4) == 0;
+    g_npend = g_next = 0;
+    if (g_heavy && below(2))
+        lim.life_ring = 1 + below(60); /* and the realloc ring evicts */
     M.table_cap = lim.table_cap;
+    M.life_ring = lim.life_ring;
     struct engine e;
     if (engine_init(&e, &lim) != 0)
         return -1;
@@ -785,14 +904,18 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     }
     if (getenv("HT_TRACE")) {
         for (unsigned i = 0; i < M.nr; i++)
-            fprintf(stderr, "mr %u used=%d [%llx,%llx) t=%llu stack=%u count=%u\n", i, M.r[i].used,
+            fprintf(stderr, "mr %u used=%d [%llx,%llx) t=%llu stack=%u\n", i, M.r[i].used,
                     (unsigned long long)M.r[i].start, (unsigned long long)M.r[i].end,
-                    (unsigned long long)M.r[i].t, M.r[i].stack, M.r[i].count);
+                    (unsigned long long)M.r[i].t, M.r[i].stack);
         for (unsigned i = 0; i < e.commits.n; i++)
-            fprintf(stderr, "er [%llx,%llx) t=%llu stack=%u count=%u\n",
+            fprintf(stderr, "er [%llx,%llx) t=%llu stack=%u\n",
                     (unsigned long long)e.commits.r[i].start,
                     (unsigned long long)e.commits.r[i].end, (unsigned long long)e.commits.r[i].t,
-                    e.commits.r[i].stack, e.commits.r[i].count);
+                    e.commits.r[i].stack);
+    }
+    if (M.nre > MAXRE) {
+        fprintf(stderr, "seed %llu: the model's realloc list is full\n", (unsigned long long)seed);
+        bad = 1;
     }
     /* Counters and invariants. */
     if (!bad) {
@@ -843,11 +966,15 @@ static void run_many(unsigned cases, unsigned nevents, unsigned nqueries)
                 break;
         }
     }
-    printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu from exact totals, "
-           "%llu top-N, %llu through a skip cache\n",
+    printf("%u cases, %llu queries compared: %llu incomplete (horizon), %llu of them for "
+           "evicted realloc times, %llu from exact totals, %llu top-N, %llu through a skip "
+           "cache, %llu windows with reallocs, %llu commit queries after a split, %llu blocks "
+           "freed at their alloc time after an in-place realloc\n",
            cases, (unsigned long long)stat_queries, (unsigned long long)stat_incomplete,
-           (unsigned long long)stat_exact, (unsigned long long)stat_topn,
-           (unsigned long long)stat_cached);
+           (unsigned long long)stat_re_evicted, (unsigned long long)stat_exact,
+           (unsigned long long)stat_topn, (unsigned long long)stat_cached,
+           (unsigned long long)stat_re_window, (unsigned long long)stat_pieces,
+           (unsigned long long)stat_closed);
     if (failed)
         fprintf(stderr, "rerun one case: HT_SEED=<seed> HT_CASES=1 ./test-diff <case>\n");
     CHECK_EQ(failed, 0);

@@ -175,15 +175,15 @@ static void test_stack_intern_growth(void)
 }
 
 struct done_log {
-    uint64_t bytes, count, n;
+    uint64_t bytes, left, n;
 };
 
-static void done_cb(void *arg, const struct commit_range *p, uint64_t f)
+static void done_cb(void *arg, const struct commit_range *p, uint64_t f, unsigned left)
 {
     struct done_log *l = arg;
     (void)f;
     l->bytes += p->end - p->start;
-    l->count += p->count;
+    l->left += left;
     l->n++;
 }
 
@@ -192,22 +192,22 @@ static void test_commit_map_split(void)
     struct commit_map cm;
     commit_map_init(&cm, 100);
     uint64_t added, dropped;
-    CHECK_EQ(commit_map_commit(&cm, 0x10000, 0x20000, 1, 5, &added, &dropped), 1);
+    unsigned dropped_ranges;
+    CHECK_EQ(commit_map_commit(&cm, 0x10000, 0x20000, 1, 5, &added, &dropped, &dropped_ranges), 1);
     CHECK_EQ(added, 0x10000);
-    /* Decommit the middle: two pieces remain, the count stays on the first. */
+    /* Decommit the middle: two pieces remain, each a block. */
     struct done_log l = {0};
     CHECK_EQ(commit_map_decommit(&cm, 0x14000, 0x18000, 2, done_cb, &l), 0);
     CHECK_EQ(l.bytes, 0x4000);
-    CHECK_EQ(l.count, 0);
+    CHECK_EQ(l.left, 2);
     CHECK_EQ(cm.n, 2);
     CHECK_EQ(cm.bytes, 0xc000);
-    CHECK_EQ(cm.r[0].count + cm.r[1].count, 1);
     CHECK_EQ(cm.r[1].t, 1);
     /* Release everything and more: the uncommitted part is reported. */
     memset(&l, 0, sizeof(l));
     CHECK_EQ(commit_map_decommit(&cm, 0x0, 0x30000, 3, done_cb, &l), 0x30000 - 0xc000);
     CHECK_EQ(l.n, 2);
-    CHECK_EQ(l.count, 1);
+    CHECK_EQ(l.left, 0);
     CHECK_EQ(cm.n, 0);
     CHECK_EQ(cm.bytes, 0);
     commit_map_close(&cm);
@@ -218,15 +218,16 @@ static void test_commit_map_recommit(void)
     struct commit_map cm;
     commit_map_init(&cm, 100);
     uint64_t added, dropped;
-    commit_map_commit(&cm, 0x1000, 0x3000, 1, 5, &added, &dropped);
-    commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped);
-    /* Recommit over both and the gaps: only the gaps are new. */
-    CHECK_EQ(commit_map_commit(&cm, 0x0, 0x8000, 2, 6, &added, &dropped), 1);
+    unsigned dropped_ranges;
+    commit_map_commit(&cm, 0x1000, 0x3000, 1, 5, &added, &dropped, &dropped_ranges);
+    commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped, &dropped_ranges);
+    /* Recommit over both and the gaps: only the gaps are new, three ranges. */
+    CHECK_EQ(commit_map_commit(&cm, 0x0, 0x8000, 2, 6, &added, &dropped, &dropped_ranges), 3);
     CHECK_EQ(added, 0x8000 - 0x3000);
     CHECK_EQ(cm.bytes, 0x8000);
     CHECK_EQ(cm.n, 5);
     /* Fully committed already: nothing new, not counted. */
-    CHECK_EQ(commit_map_commit(&cm, 0x1000, 0x2000, 3, 7, &added, &dropped), 0);
+    CHECK_EQ(commit_map_commit(&cm, 0x1000, 0x2000, 3, 7, &added, &dropped, &dropped_ranges), 0);
     CHECK_EQ(added, 0);
     for (uint32_t i = 1; i < cm.n; i++)
         CHECK(cm.r[i - 1].end <= cm.r[i].start);
@@ -238,10 +239,12 @@ static void test_commit_map_cap(void)
     struct commit_map cm;
     commit_map_init(&cm, 2);
     uint64_t added, dropped;
-    commit_map_commit(&cm, 0x1000, 0x2000, 1, 5, &added, &dropped);
-    commit_map_commit(&cm, 0x3000, 0x4000, 1, 5, &added, &dropped);
-    CHECK_EQ(commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped), 0);
+    unsigned dropped_ranges;
+    commit_map_commit(&cm, 0x1000, 0x2000, 1, 5, &added, &dropped, &dropped_ranges);
+    commit_map_commit(&cm, 0x3000, 0x4000, 1, 5, &added, &dropped, &dropped_ranges);
+    CHECK_EQ(commit_map_commit(&cm, 0x5000, 0x6000, 1, 5, &added, &dropped, &dropped_ranges), 0);
     CHECK_EQ(dropped, 0x1000);
+    CHECK_EQ(dropped_ranges, 1);
     CHECK_EQ(added, 0);
     CHECK_EQ(cm.bytes, 0x2000);
     commit_map_close(&cm);
@@ -253,7 +256,7 @@ static void test_life_ring_wrap(void)
     life_ring_init(&r, 4);
     CHECK(life_ring_complete_from(&r, 0));
     for (uint64_t i = 1; i <= 10; i++) {
-        struct life_rec rec = {0, i * 10, 1, 1, 0, 0, 1};
+        struct life_rec rec = {.a = 0, .f = i * 10, .size = 1, .stack = 1};
         life_ring_push(&r, &rec);
     }
     CHECK_EQ(life_ring_len(&r), 4);
