@@ -121,7 +121,7 @@ int main(int argc, char **argv)
         (unsigned long long)alloc_table_memory(&e.table),
         (unsigned long long)agg_table_memory(&e.heap_agg), (unsigned long long)engine_memory(&e),
         (unsigned long long)stack_intern_memory(&e.si), q_whole, q_culled, q_window, q_frame,
-        life_ring_complete_from(&e.heap_life, e.now / 2) ? "true" : "false");
+        chunk_ring_complete_from(&e.heap_life, e.now / 2) ? "true" : "false");
     free(evs);
     workload_close(&w);
     engine_close(&e);

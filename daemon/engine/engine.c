@@ -54,7 +54,7 @@ int engine_init_budget(struct engine *e, const struct engine_limits *lim, struct
     timeline_init(&e->tl, lim->timeline_ring);
     e->heap_agg.acct = e->commit_agg.acct = m;
     e->commits.acct = m;
-    e->heap_life.acct = e->commit_life.acct = m;
+    e->heap_life.acct = e->commit_life.acct = e->re_ring.acct = m;
     e->tl.acct = m;
     return 0;
 fail_heaps:
@@ -75,9 +75,9 @@ void engine_close(struct engine *e)
     agg_table_close(&e->heap_agg);
     agg_table_close(&e->commit_agg);
     commit_map_close(&e->commits);
-    life_ring_close(&e->heap_life);
-    life_ring_close(&e->commit_life);
-    realloc_ring_close(&e->re_ring);
+    chunk_ring_close(&e->heap_life);
+    chunk_ring_close(&e->commit_life);
+    chunk_ring_close(&e->re_ring);
     timeline_close(&e->tl);
     ht_free(e->heaps);
     ht_free(e->heap_slots);
@@ -258,8 +258,8 @@ struct complete_ctx {
  */
 static void realloc_close(struct engine *e, unsigned hi, uint64_t addr, uint64_t t, unsigned n)
 {
-    struct realloc_ring *r = &e->re_ring;
-    uint64_t len = realloc_ring_len(r), found = 0, k = 0;
+    struct chunk_ring *r = &e->re_ring;
+    uint64_t len = chunk_ring_len(r), found = 0, k = 0;
     for (; k < len && k < RE_CLOSE_SCAN && (n >= HT_RE_INPLACE_MAX || found < n); k++) {
         struct realloc_rec *x = realloc_ring_at(r, len - 1 - k);
         if (x->t != t)
@@ -270,7 +270,7 @@ static void realloc_close(struct engine *e, unsigned hi, uint64_t addr, uint64_t
         }
     }
     if (k == RE_CLOSE_SCAN && k < len && (n >= HT_RE_INPLACE_MAX || found < n))
-        r->unresolved++;
+        e->re_unresolved++;
 }
 
 /* A live block stops being live at t: into the lifetime ring and the aggregates. */
@@ -570,12 +570,7 @@ uint64_t engine_memory_by(const struct engine *e, uint64_t out[MEM_KINDS])
 
 uint64_t engine_memory(const struct engine *e)
 {
-    return alloc_table_memory(&e->table) + agg_table_memory(&e->heap_agg) +
-           agg_table_memory(&e->commit_agg) + commit_map_memory(&e->commits) +
-           e->heap_life.alloc * sizeof(struct life_rec) +
-           e->commit_life.alloc * sizeof(struct life_rec) + e->tl.alloc * sizeof(struct tl_sample) +
-           e->re_ring.alloc * sizeof(struct realloc_rec) +
-           (uint64_t)e->heaps_alloc * sizeof(struct heap_info);
+    return mem_acct_total(&e->acct);
 }
 
 /* Table key of an event for prefetch hints; never creates a heap. */

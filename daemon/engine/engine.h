@@ -68,8 +68,9 @@ struct engine {
     struct alloc_table table;
     struct agg_table heap_agg, commit_agg;
     struct commit_map commits;
-    struct life_ring heap_life, commit_life;
-    struct realloc_ring re_ring; /* in-place reallocs, as many as heap_life holds blocks */
+    struct chunk_ring heap_life, commit_life;
+    struct chunk_ring re_ring; /* in-place reallocs, as many as heap_life holds blocks */
+    uint64_t re_unresolved;    /* closed blocks whose realloc events could not all be marked */
     struct timeline tl;
     /* Heaps by index; a small open-addressing map finds the index of a handle. */
     struct heap_info *heaps;
@@ -110,7 +111,7 @@ int engine_mark(struct engine *e, const char *name, uint64_t t);
 const struct mark *engine_mark_find(const struct engine *e, const char *name);
 /* Heap index of a handle, adding it if new; ALLOC_HEAP_FREE when the limit is reached. */
 unsigned engine_heap_index(struct engine *e, uint64_t handle);
-/* Memory held by table, aggregates, commit map and rings (not stacks). */
+/* Every byte the engine allocated and holds (all structures, stacks included). */
 uint64_t engine_memory(const struct engine *e);
 /* Every byte the engine allocated and holds, by structure (out[k] for each
  * enum mem_kind, indexes past the engine's own kinds left 0); returns the total. */

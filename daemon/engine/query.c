@@ -594,9 +594,9 @@ static int re_key_cmp(const void *pa, const void *pb)
  * memory sequential (a hash table of them was several times slower). */
 static void re_build(struct qctx *c)
 {
-    const struct realloc_ring *r = &c->e->re_ring;
-    uint64_t lo = realloc_ring_lower_bound(r, c->q->t1);
-    uint64_t hi = realloc_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
+    const struct chunk_ring *r = &c->e->re_ring;
+    uint64_t lo = chunk_ring_lower_bound(r, c->q->t1);
+    uint64_t hi = chunk_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
     c->re_built = 1;
     if (hi <= lo)
         return;
@@ -658,8 +658,8 @@ static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uin
     int all_in = a >= q->t1 && (f == LIVE ? q->t2 >= c->e->now : f <= q->t2);
     if (all_in && n < HT_RE_INPLACE_MAX)
         return k + n;
-    const struct realloc_ring *r = &c->e->re_ring;
-    if (!realloc_ring_complete_from(r, a > q->t1 ? a : q->t1) || r->unresolved)
+    const struct chunk_ring *r = &c->e->re_ring;
+    if (!chunk_ring_complete_from(r, a > q->t1 ? a : q->t1) || c->e->re_unresolved)
         c->re_incomplete = 1;
     return k + re_lookup(c, heap, addr, a, f != LIVE && f == a);
 }
@@ -719,7 +719,7 @@ static void live_heap_cb(const struct alloc_entry *en, void *arg)
 static void scan(struct qctx *c)
 {
     struct engine *e = c->e;
-    const struct life_ring *ring = c->q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
+    const struct chunk_ring *ring = c->q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
     if (c->q->domain == HT_DOM_HEAP) {
         alloc_table_foreach(&e->table, live_heap_cb, c);
     } else {
@@ -729,8 +729,8 @@ static void scan(struct qctx *c)
         }
     }
     /* Blocks freed before the window cannot be in it. */
-    uint64_t n = life_ring_len(ring);
-    for (uint64_t i = life_ring_lower_bound(ring, c->q->t1); i < n; i++) {
+    uint64_t n = chunk_ring_len(ring);
+    for (uint64_t i = chunk_ring_lower_bound(ring, c->q->t1); i < n; i++) {
         const struct life_rec *r = life_ring_at(ring, i);
         add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
     }
@@ -994,7 +994,7 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
     if (!c.memo || !c.gslots || (q->list && !c.heap))
         goto oom;
     int whole = whole_session(e, q);
-    const struct life_ring *ring = q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
+    const struct chunk_ring *ring = q->domain == HT_DOM_HEAP ? &e->heap_life : &e->commit_life;
     int ring_ok = 1;
     if (whole && !q->list && q->by != HT_BY_HEAP) {
         /* Exact: outstanding = AIFO, freed = AIFI, nothing before start (the
@@ -1012,7 +1012,7 @@ int engine_query(struct engine *e, const struct query *qin, struct query_result 
         /* Blocks freed by now are needed only for AIFI/AOFI, or when the
          * window ends before now; else the live blocks answer alone. */
         int live_only = q->t2 == e->now && !(q->types & ((1u << HT_AIFI) | (1u << HT_AOFI)));
-        ring_ok = live_only || life_ring_complete_from(ring, q->t1);
+        ring_ok = live_only || chunk_ring_complete_from(ring, q->t1);
     }
     res->complete = ring_ok && !c.re_incomplete;
     if (!ring_ok)

@@ -23,36 +23,63 @@ struct life_rec {
 };
 
 /*
- * Ring of the last cap completed blocks in free-time order. When a record is
- * overwritten, horizon becomes its free time: the ring then holds every
- * completed block with f > horizon, and nothing about older ones.
- * Storage comes in chunks as the ring fills, so an idle session costs little
- * and growth never copies (a realloc of a 100 MiB ring would need both copies).
+ * A chunked ring of fixed-size records in time order: the last cap records,
+ * each with a time at byte offset time_off. When a record is overwritten,
+ * horizon becomes its time: the ring then holds every record with a time
+ * after horizon, and nothing about older ones. Storage comes in chunks as the
+ * ring fills, so an idle session costs little and growth never copies (a
+ * realloc of a 100 MiB ring would need both copies). The lifetime rings
+ * (completed blocks in free-time order) and the realloc ring are such rings.
  */
-#define LIFE_CHUNK_SHIFT 12 /* 4 Ki records, 128 KiB, per chunk */
+#define LIFE_CHUNK_SHIFT 12 /* 4 Ki records per chunk */
 
-struct life_ring {
-    struct life_rec **chunks;
+struct chunk_ring {
+    unsigned char **chunks;
     uint64_t nchunks, chunk_slots;
     uint64_t alloc; /* records allocated */
     uint64_t cap;
     uint64_t pushed; /* total ever pushed; the ring holds min(pushed, cap) */
     uint64_t horizon;
     int evicted;
-    uint64_t dropped;      /* records not kept for lack of memory (or of byte budget) */
-    struct mem_acct *acct; /* growth charged here (MEM_lifetimes); NULL: unaccounted */
+    uint64_t dropped; /* records not kept for lack of memory (or of byte budget) */
+    uint32_t elem, time_off;
+    int kind;              /* what its growth is charged as (enum mem_kind) */
+    struct mem_acct *acct; /* growth charged here; NULL: unaccounted */
 };
 
-void life_ring_init(struct life_ring *r, uint64_t cap);
-void life_ring_close(struct life_ring *r);
-void life_ring_push(struct life_ring *r, const struct life_rec *rec);
-uint64_t life_ring_len(const struct life_ring *r);
-/* i-th record, oldest first, i < life_ring_len. */
-const struct life_rec *life_ring_at(const struct life_ring *r, uint64_t i);
-/* Index of the first record freed at or after t (records are in free-time order). */
-uint64_t life_ring_lower_bound(const struct life_ring *r, uint64_t t);
-/* Does the ring see every block freed at or after t? */
-int life_ring_complete_from(const struct life_ring *r, uint64_t t);
+void chunk_ring_init(struct chunk_ring *r, uint64_t cap, uint32_t elem, uint32_t time_off,
+                     int kind);
+void chunk_ring_close(struct chunk_ring *r);
+/* Where the next record (whose time is t) goes, overwriting the oldest once
+ * full; NULL when there is no memory for it (counted in dropped, and the ring
+ * then behaves as if the record was evicted at once). */
+void *chunk_ring_next(struct chunk_ring *r, uint64_t t);
+uint64_t chunk_ring_len(const struct chunk_ring *r);
+/* Index of the first record whose time is at or after t. */
+uint64_t chunk_ring_lower_bound(const struct chunk_ring *r, uint64_t t);
+/* Does the ring hold every record whose time is at or after t? */
+int chunk_ring_complete_from(const struct chunk_ring *r, uint64_t t);
+
+/* i-th record, oldest first, i < chunk_ring_len (inline: query scans call it per record). */
+static inline void *chunk_ring_at(const struct chunk_ring *r, uint64_t i)
+{
+    uint64_t idx = r->pushed <= r->cap ? i : (r->pushed + i) % r->cap;
+    return r->chunks[idx >> LIFE_CHUNK_SHIFT] +
+           (size_t)(idx & ((1u << LIFE_CHUNK_SHIFT) - 1)) * r->elem;
+}
+
+/* Completed blocks in free-time order, growth charged as MEM_lifetimes. */
+void life_ring_init(struct chunk_ring *r, uint64_t cap);
+static inline void life_ring_push(struct chunk_ring *r, const struct life_rec *rec)
+{
+    struct life_rec *slot = chunk_ring_next(r, rec->f);
+    if (slot)
+        *slot = *rec;
+}
+static inline const struct life_rec *life_ring_at(const struct chunk_ring *r, uint64_t i)
+{
+    return chunk_ring_at(r, i);
+}
 
 /*
  * In-place realloc events in time order, with the block each one resized
@@ -68,26 +95,18 @@ struct realloc_rec {
     uint8_t closed; /* the block was freed at its alloc time (see engine.c: realloc_close) */
 };
 
-struct realloc_ring {
-    struct realloc_rec **chunks;
-    uint64_t nchunks, chunk_slots;
-    uint64_t alloc, cap, pushed;
-    uint64_t horizon;
-    int evicted;
-    uint64_t dropped;    /* events not kept for lack of memory */
-    uint64_t unresolved; /* closed blocks whose events could not all be marked */
-};
-
-void realloc_ring_init(struct realloc_ring *r, uint64_t cap);
-void realloc_ring_close(struct realloc_ring *r);
-void realloc_ring_push(struct realloc_ring *r, const struct realloc_rec *rec);
-uint64_t realloc_ring_len(const struct realloc_ring *r);
-/* i-th event, oldest first, i < realloc_ring_len. */
-struct realloc_rec *realloc_ring_at(const struct realloc_ring *r, uint64_t i);
-/* Index of the first event at or after t. */
-uint64_t realloc_ring_lower_bound(const struct realloc_ring *r, uint64_t t);
-/* Does the ring hold every event at or after t? */
-int realloc_ring_complete_from(const struct realloc_ring *r, uint64_t t);
+/* Growth charged as MEM_lifetimes too: it holds as many events as the heap lifetime ring. */
+void realloc_ring_init(struct chunk_ring *r, uint64_t cap);
+static inline void realloc_ring_push(struct chunk_ring *r, const struct realloc_rec *rec)
+{
+    struct realloc_rec *slot = chunk_ring_next(r, rec->t);
+    if (slot)
+        *slot = *rec;
+}
+static inline struct realloc_rec *realloc_ring_at(const struct chunk_ring *r, uint64_t i)
+{
+    return chunk_ring_at(r, i);
+}
 
 #define HT_TIMELINE_HEAPS 8 /* heaps sampled one by one; the rest are summed in "other" */
 

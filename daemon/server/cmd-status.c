@@ -5,10 +5,10 @@
 
 #include <cjson/cJSON.h>
 
-static void ring_json(cJSON *parent, const char *key, const struct life_ring *r)
+static void ring_json(cJSON *parent, const char *key, const struct chunk_ring *r)
 {
     cJSON *o = cJSON_AddObjectToObject(parent, key);
-    cJSON_AddNumberToObject(o, "len", (double)life_ring_len(r));
+    cJSON_AddNumberToObject(o, "len", (double)chunk_ring_len(r));
     cJSON_AddNumberToObject(o, "cap", (double)r->cap);
     cJSON_AddNumberToObject(o, "pushed", (double)r->pushed);
     cJSON_AddBoolToObject(o, "evicted", r->evicted);
@@ -102,6 +102,7 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON *rings = cJSON_AddObjectToObject(d, "rings");
     ring_json(rings, "heap_lifetimes", &e->heap_life);
     ring_json(rings, "commit_lifetimes", &e->commit_life);
+    ring_json(rings, "realloc_events", &e->re_ring);
     cJSON *tl = cJSON_AddObjectToObject(rings, "timeline");
     cJSON_AddNumberToObject(tl, "len", (double)timeline_len(&e->tl));
     cJSON_AddNumberToObject(tl, "cap", (double)e->tl.cap);

@@ -180,7 +180,7 @@ static void test_realloc_same_time_unresolved(void)
     for (unsigned i = 0; i < 5000; i++)
         re(5, 0x2000, 0x2000, 10 + i, S1);
     ev(HT_EV_FREE, 5, 0x1000, 0, 0);
-    CHECK_EQ(E.re_ring.unresolved, 1);
+    CHECK_EQ(E.re_unresolved, 1);
     ev(HT_EV_ALLOC, 5, 0x1000, 16, S2);
     re(7, 0x1000, 0x1000, 17, S2);
     ev(HT_EV_ALLOC, 10, 0x9000, 8, S2);

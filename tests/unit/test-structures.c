@@ -252,24 +252,24 @@ static void test_commit_map_cap(void)
 
 static void test_life_ring_wrap(void)
 {
-    struct life_ring r;
+    struct chunk_ring r;
     life_ring_init(&r, 4);
-    CHECK(life_ring_complete_from(&r, 0));
+    CHECK(chunk_ring_complete_from(&r, 0));
     for (uint64_t i = 1; i <= 10; i++) {
         struct life_rec rec = {.a = 0, .f = i * 10, .size = 1, .stack = 1};
         life_ring_push(&r, &rec);
     }
-    CHECK_EQ(life_ring_len(&r), 4);
+    CHECK_EQ(chunk_ring_len(&r), 4);
     CHECK_EQ(life_ring_at(&r, 0)->f, 70);
     CHECK_EQ(life_ring_at(&r, 3)->f, 100);
     CHECK_EQ(r.horizon, 60);
-    CHECK_EQ(life_ring_lower_bound(&r, 0), 0);
-    CHECK_EQ(life_ring_lower_bound(&r, 80), 1);
-    CHECK_EQ(life_ring_lower_bound(&r, 81), 2);
-    CHECK_EQ(life_ring_lower_bound(&r, 101), 4);
-    CHECK(!life_ring_complete_from(&r, 60));
-    CHECK(life_ring_complete_from(&r, 61));
-    life_ring_close(&r);
+    CHECK_EQ(chunk_ring_lower_bound(&r, 0), 0);
+    CHECK_EQ(chunk_ring_lower_bound(&r, 80), 1);
+    CHECK_EQ(chunk_ring_lower_bound(&r, 81), 2);
+    CHECK_EQ(chunk_ring_lower_bound(&r, 101), 4);
+    CHECK(!chunk_ring_complete_from(&r, 60));
+    CHECK(chunk_ring_complete_from(&r, 61));
+    chunk_ring_close(&r);
 }
 
 static void test_timeline_wrap(void)
