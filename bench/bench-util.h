@@ -3,9 +3,25 @@
 #define BENCH_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BENCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BENCH_ASAN 1
+#endif
+#endif
+#ifdef BENCH_ASAN
+#include <sanitizer/allocator_interface.h>
+#elif defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static inline double now_s(void)
 {
@@ -32,10 +48,85 @@ static inline uint64_t arg_u64(int argc, char **argv, const char *name, uint64_t
     return dflt;
 }
 
+static inline const char *arg_str(int argc, char **argv, const char *name, const char *dflt)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    return dflt;
+}
+
+/* Heap bytes in use by the whole process, or -1 where that cannot be had.
+ * glibc: mallinfo2()'s uordblks (bytes in chunks handed out, headers
+ * included) plus hblkhd (bytes in blocks that malloc mmapped on its own:
+ * every large table). Under AddressSanitizer malloc is ASan's, which keeps
+ * its own count. Either counts every malloc'ed structure, whatever it is. */
+static inline double heap_in_use(void)
+{
+#if defined(BENCH_ASAN)
+    return (double)__sanitizer_get_current_allocated_bytes();
+#elif defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    struct mallinfo2 mi = mallinfo2();
+    return (double)mi.uordblks + (double)mi.hblkhd;
+#else
+    return -1;
+#endif
+}
+
+static inline const char *heap_measure_name(void)
+{
+#if defined(BENCH_ASAN)
+    return "asan";
+#elif defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    return "mallinfo2";
+#else
+    return "none";
+#endif
+}
+
+/* Resident bytes of a process (0: this one) from /proc/PID/statm, or -1. */
+static inline double rss_bytes(pid_t pid)
+{
+    char path[64];
+    if (pid)
+        snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+    else
+        snprintf(path, sizeof(path), "/proc/self/statm");
+    FILE *f = fopen(path, "r");
+    unsigned long long size, resident;
+    int ok = f && fscanf(f, "%llu %llu", &size, &resident) == 2;
+    if (f)
+        fclose(f);
+    return ok ? (double)resident * (double)sysconf(_SC_PAGESIZE) : -1;
+}
+
 static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* One query kind's latencies: the first run after the data was loaded
+ * (cold), then the same query repeated (warm). No best-of: every run is
+ * printed, with the median and the max of the warm ones. */
+#define WARM_RUNS_MAX 101
+
+struct qtimes {
+    double cold;
+    double warm[WARM_RUNS_MAX];
+    int nwarm;
+};
+
+static inline void qtimes_print(FILE *out, const char *name, const struct qtimes *t)
+{
+    double v[WARM_RUNS_MAX];
+    memcpy(v, t->warm, (size_t)t->nwarm * sizeof(double));
+    qsort(v, (size_t)t->nwarm, sizeof(double), cmp_double);
+    fprintf(out, "\"%s\":{\"cold_ms\":%.2f,\"warm_median_ms\":%.2f,\"warm_max_ms\":%.2f,\"warm_ms\":[",
+            name, t->cold, t->nwarm ? v[t->nwarm / 2] : -1, t->nwarm ? v[t->nwarm - 1] : -1);
+    for (int i = 0; i < t->nwarm; i++)
+        fprintf(out, "%s%.2f", i ? "," : "", t->warm[i]);
+    fprintf(out, "]}");
 }
 
 #endif
