@@ -11,7 +11,7 @@
  * or not a window (it reaches the session's start), fails the run.
  *
  * usage: ht-bench-engine [--events N] [--live N] [--stacks N] [--fresh 0|1]
- *        [--stream-rate EVENTS_PER_S] [--warm-runs N]
+ *        [--stream-rate EVENTS_PER_S] [--warm-runs N] [--life-ring N]
  *        HT_BENCH_UNBATCHED=1: apply events one by one.
  */
 #include "bench-util.h"
@@ -132,8 +132,9 @@ int main(int argc, char **argv)
     uint64_t nstacks = arg_u64(argc, argv, "--stacks", 100000);
     uint64_t rate = arg_u64(argc, argv, "--stream-rate", WORKLOAD_STREAM_RATE);
     int warm_runs = (int)arg_u64(argc, argv, "--warm-runs", 9);
-    if (warm_runs < 1 || warm_runs > WARM_RUNS_MAX || nstacks == 0 || nlive == 0) {
-        fprintf(stderr, "--warm-runs must be 1..%d, --stacks and --live at least 1\n",
+    if (warm_runs < 1 || warm_runs > WARM_RUNS_MAX || nstacks == 0 || nlive == 0 ||
+        arg_u64(argc, argv, "--life-ring", 1) == 0) {
+        fprintf(stderr, "--warm-runs must be 1..%d, --stacks, --live and --life-ring at least 1\n",
                 WARM_RUNS_MAX);
         return 2;
     }
@@ -142,6 +143,7 @@ int main(int argc, char **argv)
     engine_limits_default(&lim);
     lim.table_cap = (uint32_t)(nlive + 2 * WORKLOAD_PENDING + 1024);
     lim.max_stacks = (uint32_t)(nstacks + 16);
+    lim.life_ring = arg_u64(argc, argv, "--life-ring", lim.life_ring); /* the daemon's default */
     struct engine e;
     if (engine_init(&e, &lim) != 0)
         return 1;

@@ -59,6 +59,10 @@ size_t workload_preload(struct workload *w, struct ht_event *evs, size_t cap)
         struct ht_event *ev = &evs[n];
         memset(ev, 0, sizeof(*ev));
         ev->kind = HT_EV_ALLOC;
+        /* The last one after the quiet spell: a session that has applied
+         * the set is already at the churn's start (workload.h). */
+        if (w->preloaded + 1 == w->nlive && w->t + w->dt < WORKLOAD_CHURN_START_NS)
+            w->t = WORKLOAD_CHURN_START_NS - w->dt;
         ev->t = w->t;
         w->t += w->dt;
         ev->addr = w->next_addr;
@@ -77,6 +81,8 @@ size_t workload_preload(struct workload *w, struct ht_event *evs, size_t cap)
 size_t workload_churn(struct workload *w, struct ht_event *evs, size_t cap, uint64_t left)
 {
     size_t n = 0;
+    if (w->t < WORKLOAD_CHURN_START_NS)
+        w->t = WORKLOAD_CHURN_START_NS;
     while (n + 2 < cap && n < left) {
         struct ht_event *ev = &evs[n];
         memset(ev, 0, sizeof(*ev));

@@ -26,6 +26,11 @@ struct workload {
  * the daemon benchmark's 1M + 4M events then span 10 s, so a "-5s:" or
  * "-1s:" window lies inside the churn instead of covering the session. */
 #define WORKLOAD_STREAM_RATE 500000
+/* The churn starts this far into the stream at the earliest, the last
+ * allocation of the long-lived set just before it (a quiet spell between
+ * them): the longest window the benchmarks ask, "-5s:", is then a window
+ * (not the whole session) from the churn's first event on. */
+#define WORKLOAD_CHURN_START_NS 6000000000ULL
 
 /* Interns nstacks stacks of 8 address frames (distinct allocation sites) in
  * si. fresh: every block at a new address instead of reusing freed ones.
