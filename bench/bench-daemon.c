@@ -243,10 +243,10 @@ static const struct load_kind {
     int window;
 } load_kinds[NLOADS] = {
     {"none", NULL, 0},
-    {"top50", "\"top\":50", 0},                                 /* stacks: today's load */
-    {"aifo", "\"top\":50,\"type\":[\"AIFO\"]", 0},            /* stacks --type AIFO */
-    {"window_5s", "\"top\":50,\"range\":\"-5s:\"", 1},         /* stacks --range -5s: */
-    {"window_1s", "\"top\":50,\"range\":\"-1s:\"", 1},         /* stacks --range -1s: */
+    {"top50", "\"top\":50", 0},                        /* stacks: today's load */
+    {"aifo", "\"top\":50,\"type\":[\"AIFO\"]", 0},     /* stacks --type AIFO */
+    {"window_5s", "\"top\":50,\"range\":\"-5s:\"", 1}, /* stacks --range -5s: */
+    {"window_1s", "\"top\":50,\"range\":\"-1s:\"", 1}, /* stacks --range -1s: */
 };
 
 static char query_error[512]; /* the first query failure, for the report */
@@ -293,8 +293,9 @@ static int query_once(struct conn *c, int kind, const char *session, int id, dou
                       _Atomic int *sent)
 {
     char req[256];
-    int k = snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":"
-                                       "\"%s\",%s}}\n",
+    int k = snprintf(req, sizeof(req),
+                     "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":"
+                     "\"%s\",%s}}\n",
                      id, session, load_kinds[kind].args);
     double t0 = now_s();
     int rc = send_all(c->fd, req, (size_t)k);
@@ -406,8 +407,8 @@ static double status_number(const char *name, const char *obj, const char *key)
 {
     char req[128];
     static char line[1 << 20];
-    snprintf(req, sizeof(req), "{\"v\":1,\"id\":2,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n",
-             name);
+    snprintf(req, sizeof(req),
+             "{\"v\":1,\"id\":2,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n", name);
     if (request(sock_path, req, line, sizeof(line)) != 0)
         return -1;
     cJSON *root = cJSON_Parse(line);
@@ -431,8 +432,8 @@ static void session_drop(const char *name)
 {
     char req[160];
     static char line[1 << 16];
-    snprintf(req, sizeof(req), "{\"v\":1,\"id\":3,\"cmd\":\"drop\",\"args\":{\"session\":\"%s\"}}\n",
-             name);
+    snprintf(req, sizeof(req),
+             "{\"v\":1,\"id\":3,\"cmd\":\"drop\",\"args\":{\"session\":\"%s\"}}\n", name);
     request(sock_path, req, line, sizeof(line));
 }
 
@@ -569,8 +570,8 @@ static int loads_parse(const char *text, int *on)
     while (*text) {
         size_t len = strcspn(text, ",");
         int k = 0;
-        while (k < NLOADS && !(strlen(load_kinds[k].name) == len &&
-                               strncmp(load_kinds[k].name, text, len) == 0))
+        while (k < NLOADS &&
+               !(strlen(load_kinds[k].name) == len && strncmp(load_kinds[k].name, text, len) == 0))
             k++;
         if (k == NLOADS)
             return -1;
@@ -642,9 +643,10 @@ int main(int argc, char **argv)
     if (rounds < 1 || rounds > MAX_ROUNDS || nstacks == 0 || nlive == 0 || warm_runs < 1 ||
         warm_runs > WARM_RUNS_MAX || query_interval_ms < 1 ||
         loads_parse(arg_str(argc, argv, "--loads", "none,top50,aifo,window_5s,window_1s"), on)) {
-        fprintf(stderr, "--rounds must be 1..%d, --warm-runs 1..%d, --stacks, --live and "
-                        "--query-interval-ms at least 1, --loads a list of none, top50, aifo, "
-                        "window_5s, window_1s\n",
+        fprintf(stderr,
+                "--rounds must be 1..%d, --warm-runs 1..%d, --stacks, --live and "
+                "--query-interval-ms at least 1, --loads a list of none, top50, aifo, "
+                "window_5s, window_1s\n",
                 MAX_ROUNDS, WARM_RUNS_MAX);
         return 2;
     }
@@ -694,8 +696,8 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         if (daemon_config)
-            execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn",
-                  "--config", daemon_config, (char *)NULL);
+            execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn", "--config",
+                  daemon_config, (char *)NULL);
         else
             execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn",
                   (char *)NULL);
@@ -721,8 +723,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < NLOADS; k++)
         if (on[k])
             runs[nruns++] = k;
-    double eng_rate[MAX_ROUNDS], eng_whole[MAX_ROUNDS], ratio[MAX_ROUNDS],
-        whole_ratio[MAX_ROUNDS];
+    double eng_rate[MAX_ROUNDS], eng_whole[MAX_ROUNDS], ratio[MAX_ROUNDS], whole_ratio[MAX_ROUNDS];
     static double dmn_rate[NLOADS][MAX_ROUNDS], dmn_whole[NLOADS][MAX_ROUNDS],
         load_ratio[NLOADS][MAX_ROUNDS];
     long eng_faults[MAX_ROUNDS], dmn_faults[MAX_ROUNDS];

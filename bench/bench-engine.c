@@ -250,8 +250,9 @@ int main(int argc, char **argv)
         fresh ? "true" : "false", (unsigned long long)applied, applied / secs,
         round_rate[nround / 2], round_rate[nround - 1], secs * 1e9 / applied,
         (unsigned long long)live, (unsigned long long)nstk, (double)mem / live,
-        (unsigned long long)table_mem, (unsigned long long)agg_mem, (unsigned long long)engine_mem, (unsigned long long)stack_mem, q_whole, q_culled,
-        q_window, q_frame, half_complete ? "true" : "false");
+        (unsigned long long)table_mem, (unsigned long long)agg_mem, (unsigned long long)engine_mem,
+        (unsigned long long)stack_mem, q_whole, q_culled, q_window, q_frame,
+        half_complete ? "true" : "false");
     printf(",\"preload_events\":%llu,\"events_per_s_whole_run\":%.0f,\"stream_rate\":%llu,"
            "\"session_ns\":%llu,\"heap_measure\":\"%s\",\"engine_heap_bytes\":%.0f,"
            "\"engine_heap_bytes_per_live_alloc\":%.1f,\"skip_cache_heap_bytes\":%.0f,"
@@ -259,8 +260,8 @@ int main(int argc, char **argv)
            "\"warm_runs\":%d,\"user_queries\":{",
            (unsigned long long)preloaded, (preloaded + applied) / (pre_secs + secs),
            (unsigned long long)rate, (unsigned long long)now, heap_measure_name(), engine_heap,
-           heap_ok ? engine_heap / live : -1, skip_heap, rss_start, rss_loaded,
-           rss_loaded / live, warm_runs);
+           heap_ok ? engine_heap / live : -1, skip_heap, rss_start, rss_loaded, rss_loaded / live,
+           warm_runs);
     for (size_t k = 0; k < NUSER; k++) {
         if (k)
             printf(",");

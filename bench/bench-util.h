@@ -18,7 +18,9 @@
 #endif
 #endif
 #ifdef BENCH_ASAN
-#include <sanitizer/allocator_interface.h>
+/* ASan's allocator statistics (compiler-rt's sanitizer/allocator_interface.h,
+ * a header gcc does not install; libasan exports the function). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #elif defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -122,7 +124,8 @@ static inline void qtimes_print(FILE *out, const char *name, const struct qtimes
     double v[WARM_RUNS_MAX];
     memcpy(v, t->warm, (size_t)t->nwarm * sizeof(double));
     qsort(v, (size_t)t->nwarm, sizeof(double), cmp_double);
-    fprintf(out, "\"%s\":{\"cold_ms\":%.2f,\"warm_median_ms\":%.2f,\"warm_max_ms\":%.2f,\"warm_ms\":[",
+    fprintf(out,
+            "\"%s\":{\"cold_ms\":%.2f,\"warm_median_ms\":%.2f,\"warm_max_ms\":%.2f,\"warm_ms\":[",
             name, t->cold, t->nwarm ? v[t->nwarm / 2] : -1, t->nwarm ? v[t->nwarm - 1] : -1);
     for (int i = 0; i < t->nwarm; i++)
         fprintf(out, "%s%.2f", i ? "," : "", t->warm[i]);
