@@ -30,8 +30,9 @@
  * Before the rounds, on a fresh daemon, one session is loaded with the same
  * stream and no load: the daemon's RSS before and after, then each query
  * kind cold (the first of its kind) and --warm-runs times warm, as the
- * client sees them. Any query that fails, answers complete:false, or (a
- * window) reaches the session's start fails the run.
+ * client sees them, with the CPU time of the daemon's loop meanwhile (the
+ * machine may be shared: the wall clock counts others' time too). Any query that fails, answers
+ * complete:false, or (a window) reaches the session's start fails the run.
  *
  * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
  *        [--loads none,top50,aifo,window_5s,window_1s] [--stream-rate EVENTS_PER_S]
@@ -594,6 +595,19 @@ struct user_phase {
     int failed;
 };
 
+/* One user query: its latency as the client sees it, and the CPU time the
+ * daemon's loop thread spent meanwhile (nothing else runs on it then). The
+ * kernel adds a thread's run time when it stops running: the loop is given
+ * a millisecond to go back to waiting before it is read. 0 or 1 (failed). */
+static int user_query(struct conn *c, int kind, int id, pid_t pid, double *ms, double *cpu_ms)
+{
+    struct sched_ns s0 = schedstat(pid, pid);
+    int rc = query_once(c, kind, "queries", id, ms, NULL);
+    usleep(1000);
+    *cpu_ms = (double)(schedstat(pid, pid).run - s0.run) / 1e6;
+    return rc != 0;
+}
+
 static void user_queries(const struct buf *pre, uint64_t pre_end, const struct buf *churn,
                          pid_t pid, int warm_runs, struct user_phase *u)
 {
@@ -608,12 +622,14 @@ static void user_queries(const struct buf *pre, uint64_t pre_end, const struct b
         query_failed("user queries", "cannot connect", NULL);
         u->failed++;
     }
-    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++)
-        u->failed += query_once(&c, k, "queries", ++id, &u->t[k].cold, NULL) != 0;
+    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++) {
+        u->t[k].has_cpu = 1;
+        u->failed += user_query(&c, k, ++id, pid, &u->t[k].cold, &u->t[k].cold_cpu);
+    }
     for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++)
         for (u->t[k].nwarm = 0; u->t[k].nwarm < warm_runs && !u->failed; u->t[k].nwarm++)
-            u->failed +=
-                query_once(&c, k, "queries", ++id, &u->t[k].warm[u->t[k].nwarm], NULL) != 0;
+            u->failed += user_query(&c, k, ++id, pid, &u->t[k].warm[u->t[k].nwarm],
+                                    &u->t[k].warm_cpu[u->t[k].nwarm]);
     conn_close(&c);
     session_drop("queries");
 }
