@@ -234,7 +234,7 @@ int main(int argc, char **argv)
     int half_complete = life_ring_complete_from(&e.heap_life, e.now / 2);
     uint64_t engine_mem = engine_memory(&e), stack_mem = stack_intern_memory(&e.si),
              table_mem = alloc_table_memory(&e.table), agg_mem = agg_table_memory(&e.heap_agg),
-             nstk = e.si.nstacks - 1, now = e.now;
+             ring_len = life_ring_len(&e.heap_life), nstk = e.si.nstacks - 1, now = e.now;
 
     /* Every heap byte the engine holds, whatever structure it is in: what
      * closing it gives back (the same as in use after init and load minus
@@ -264,11 +264,12 @@ int main(int argc, char **argv)
            "\"session_ns\":%llu,\"heap_measure\":\"%s\",\"engine_heap_bytes\":%.0f,"
            "\"engine_heap_bytes_per_live_alloc\":%.1f,\"skip_cache_heap_bytes\":%.0f,"
            "\"rss_bytes_at_start\":%.0f,\"rss_bytes\":%.0f,\"rss_bytes_per_live_alloc\":%.1f,"
-           "\"events_per_cpu_s_whole_run\":%.0f,\"warm_runs\":%d,\"user_queries\":{",
+           "\"events_per_cpu_s_whole_run\":%.0f,\"life_ring_records\":%llu,\"warm_runs\":%d,\"user_"
+           "queries\":{",
            (unsigned long long)preloaded, (preloaded + applied) / (pre_secs + secs),
            (unsigned long long)rate, (unsigned long long)now, heap_measure_name(), engine_heap,
            heap_ok ? engine_heap / live : -1, skip_heap, rss_start, rss_loaded, rss_loaded / live,
-           (preloaded + applied) / apply_cpu, warm_runs);
+           (preloaded + applied) / apply_cpu, (unsigned long long)ring_len, warm_runs);
     for (size_t k = 0; k < NUSER; k++) {
         if (k)
             printf(",");
