@@ -1,26 +1,42 @@
 /*
  * ht-bench-daemon: sustained ingest through heaptraced while a client issues
- * a stacks query every 100 ms, against the engine alone on the same events.
+ * a stacks query every 100 ms, against the engine alone on the same events,
+ * and against the daemon with no queries, for each kind of query users ask.
  *
  * The workload is the engine benchmark's (bench/workload.c): a long-lived set
- * of --live allocations over --stacks stacks, then --events of churn. As in
- * the engine benchmark, the long-lived set is loaded first and not timed;
- * the churn is timed. Each round runs the engine alone (the same events,
- * already decoded, applied in the engine benchmark's batches) and the daemon
- * (a new session fed the binary stream over the control socket, a stacks
- * --top 50 query every 100 ms from a second connection, the session dropped
- * after), one first in even rounds and the other in odd ones.
+ * of --live allocations over --stacks stacks, then --events of churn, on a
+ * clock of --stream-rate events per second (the churn starts 6 s in). As in
+ * the engine benchmark, the churn is timed; the whole run (from the load
+ * request, the long-lived set included) is timed too. Each round runs the
+ * engine alone (the same events, already decoded, applied in the engine
+ * benchmark's batches) and the daemon once per load of --loads (a new
+ * session fed the binary stream over the control socket, the session
+ * dropped after): none; `stacks` (whole session, top 50: the load this
+ * benchmark always had, which daemon_vs_engine is measured under);
+ * `stacks --type AIFO`; `stacks --range -5s:`; `stacks --range -1s:`; each
+ * issued every --query-interval-ms from a second connection (at once if the
+ * last took longer). The order rotates from round to round.
  *
  * The machine is noisy: the engine alone runs at 7 or at 11 M events/s from
  * one round to the next, and the daemon likewise, independently. So rounds
- * are paired, the figure is the median of the per-round ratios, and there
- * are 15 rounds by default: with a quarter of single rounds under 0.80 (as
- * measured before the loop stopped reading every ring record), the median
- * of 5 rounds falls under it one run in ten, that of 15 one in sixty.
+ * are paired, the figure is the median of the per-round ratios (daemon vs
+ * engine, and each load vs none), and there are 15 rounds by default: with
+ * a quarter of single rounds under 0.80 (as measured before the loop
+ * stopped reading every ring record), the median of 5 rounds falls under it
+ * one run in ten, that of 15 one in sixty.
  * Each round also shows where its timed window went, for the engine's thread
  * and the daemon's loop: on a CPU, waiting for one, idle. Prints one JSON line.
  *
+ * Before the rounds, on a fresh daemon, one session is loaded with the same
+ * stream and no load: the daemon's RSS before and after, then each query
+ * kind cold (the first of its kind) and --warm-runs times warm, as the
+ * client sees them, with the CPU time of the daemon's loop meanwhile (the
+ * machine may be shared: the wall clock counts others' time too). Any query that fails, answers
+ * complete:false, or (a window) reaches the session's start fails the run.
+ *
  * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
+ *        [--loads none,top50,aifo,window_5s,window_1s] [--stream-rate EVENTS_PER_S]
+ *        [--query-interval-ms N] [--warm-runs N] [--daemon-config FILE]
  *        HT_BENCH_NO_QUERIES=1: no query load.  HT_BENCH_TEXT=1: also one round of
  *        the same stream as .htev text.
  */
@@ -30,6 +46,7 @@
 #include "htevb.h"
 #include "workload.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -158,40 +175,193 @@ static void send_chunks(int fd, const char *data, size_t len)
     }
 }
 
+/* A connection that reads replies frame by frame: a reply may come in
+ * several lines ("more":true on all but the last), and bytes past a line
+ * are kept for the next. */
+#define CONN_LINE_MAX (8u << 20) /* far above a top-50 reply */
+
+struct conn {
+    int fd;
+    char *buf;
+    size_t len, used;
+};
+
+static int conn_open(struct conn *c, const char *path)
+{
+    c->len = c->used = 0;
+    c->buf = malloc(CONN_LINE_MAX);
+    c->fd = c->buf ? connect_to(path) : -1;
+    return c->fd >= 0 ? 0 : -1;
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->buf);
+    c->fd = -1;
+    c->buf = NULL;
+}
+
+/* The next line, NUL-terminated in the connection's buffer (valid until
+ * the next call), or NULL on EOF, error or a line over CONN_LINE_MAX. */
+static char *conn_line(struct conn *c)
+{
+    memmove(c->buf, c->buf + c->used, c->len - c->used);
+    c->len -= c->used;
+    c->used = 0;
+    size_t scanned = 0;
+    for (;;) {
+        char *nl = memchr(c->buf + scanned, '\n', c->len - scanned);
+        if (nl) {
+            *nl = '\0';
+            c->used = (size_t)(nl - c->buf) + 1;
+            return c->buf;
+        }
+        scanned = c->len;
+        if (c->len == CONN_LINE_MAX)
+            return NULL;
+        ssize_t k = recv(c->fd, c->buf + c->len, CONN_LINE_MAX - c->len, 0);
+        if (k <= 0)
+            return NULL;
+        c->len += (size_t)k;
+    }
+}
+
+/* Does a reply line announce another frame? "more" comes before "data". */
+static int line_more(const char *line)
+{
+    const char *more = strstr(line, "\"more\":true"), *data = strstr(line, "\"data\":");
+    return more && (!data || more < data);
+}
+
+/* The query kinds, each a `heaptracectl stacks` request's arguments. */
+enum { LOAD_NONE, LOAD_TOP50, LOAD_AIFO, LOAD_W5, LOAD_W1, NLOADS };
+
+static const struct load_kind {
+    const char *name;
+    const char *args;
+    int window;
+} load_kinds[NLOADS] = {
+    {"none", NULL, 0},
+    {"top50", "\"top\":50", 0},                        /* stacks: today's load */
+    {"aifo", "\"top\":50,\"type\":[\"AIFO\"]", 0},     /* stacks --type AIFO */
+    {"window_5s", "\"top\":50,\"range\":\"-5s:\"", 1}, /* stacks --range -5s: */
+    {"window_1s", "\"top\":50,\"range\":\"-1s:\"", 1}, /* stacks --range -1s: */
+};
+
+static char query_error[512]; /* the first query failure, for the report */
+
+static void query_failed(const char *kind, const char *why, const char *line)
+{
+    if (!query_error[0])
+        snprintf(query_error, sizeof(query_error), "query %s: %s: %.300s", kind, why,
+                 line ? line : "(no reply)");
+}
+
+/* Is the reply (its first frame) an answer users can trust? A window must
+ * be complete and a window (t1 > 0: not the whole session, not answered
+ * from the exact totals); every kind must be complete and have rows. */
+static int reply_check(int kind, const char *first)
+{
+    cJSON *root = cJSON_Parse(first);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(d, "window");
+    const cJSON *t1 = cJSON_GetObjectItemCaseSensitive(w, "t1");
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(d, "rows");
+    const char *why = NULL;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "ok")))
+        why = "failed";
+    else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "complete")))
+        why = "answered complete:false";
+    else if (load_kinds[kind].window &&
+             (!cJSON_IsNumber(t1) || t1->valuedouble <= 0 ||
+              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "exact_totals"))))
+        why = "the window reaches the session's start, so it is no window (more --events or a "
+              "lower --stream-rate)";
+    else if (cJSON_GetArraySize(rows) == 0)
+        why = "answered no rows";
+    if (why)
+        query_failed(load_kinds[kind].name, why, first);
+    cJSON_Delete(root);
+    return why ? -1 : 0;
+}
+
+/* One query of a kind on c, timed as the client sees it: from the request
+ * to the last frame of the reply. 0, or -1 (a failed or untrustworthy
+ * answer: noted in query_error). */
+static int query_once(struct conn *c, int kind, const char *session, int id, double *ms,
+                      _Atomic int *sent)
+{
+    char req[256];
+    int k = snprintf(req, sizeof(req),
+                     "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":"
+                     "\"%s\",%s}}\n",
+                     id, session, load_kinds[kind].args);
+    double t0 = now_s();
+    int rc = send_all(c->fd, req, (size_t)k);
+    if (sent)
+        *sent = 1;
+    if (rc != 0) {
+        query_failed(load_kinds[kind].name, "send failed", NULL);
+        return -1;
+    }
+    char *first = NULL, *line;
+    while ((line = conn_line(c)) != NULL) {
+        if (!first)
+            first = strdup(line);
+        if (!line_more(line))
+            break;
+    }
+    *ms = (now_s() - t0) * 1000;
+    if (getenv("HT_BENCH_TRACE"))
+        fprintf(stderr, "query %s %.6f %.2f ms\n", load_kinds[kind].name, t0, *ms);
+    rc = -1;
+    if (!line || !first)
+        query_failed(load_kinds[kind].name, "the connection ended mid-reply", first);
+    else
+        rc = reply_check(kind, first);
+    free(first);
+    return rc;
+}
+
 static const char *sock_path;
 static char query_session[32];
-static volatile int querying;
-static double lat[100000];
-static int nlat, nfailed;
+static _Atomic int querying;
+static int query_interval_ms = 100;
+#define LAT_MAX 100000
+static double lat[NLOADS][LAT_MAX];
+static int nlat[NLOADS], nfailed[NLOADS];
+static int load_now; /* the kind the query thread issues */
+/* Set once the thread's first request is on the socket: the churn starts
+ * after it, so every load has at least one query inside its timed window. */
+static _Atomic int first_sent;
 
 static void *query_thread(void *arg)
 {
     (void)arg;
-    int fd = connect_to(sock_path);
-    static char line[1 << 22];
-    int id = 0;
-    while (querying && fd >= 0) {
-        double t0 = now_s();
-        char req[160];
-        int k = snprintf(
-            req, sizeof(req),
-            "{\"v\":1,\"id\":%d,\"cmd\":\"stacks\",\"args\":{\"session\":\"%s\",\"top\":50}}\n",
-            ++id, query_session);
-        if (send_all(fd, req, (size_t)k) != 0 || read_line(fd, line, sizeof(line)) < 0)
+    int kind = load_now, id = 0;
+    struct conn c;
+    if (conn_open(&c, sock_path) != 0) {
+        query_failed(load_kinds[kind].name, "cannot connect", NULL);
+        nfailed[kind]++;
+        conn_close(&c);
+        first_sent = 1;
+        return NULL;
+    }
+    while (querying) {
+        double t0 = now_s(), ms;
+        if (query_once(&c, kind, query_session, ++id, &ms, &first_sent) != 0) {
+            nfailed[kind]++;
             break;
-        double ms = (now_s() - t0) * 1000;
-        if (getenv("HT_BENCH_TRACE"))
-            fprintf(stderr, "query %.6f %.2f ms\n", t0, ms);
-        if (strstr(line, "\"ok\":true") && nlat < 100000)
-            lat[nlat++] = ms;
-        else
-            nfailed++;
-        double left = 0.1 - (now_s() - t0);
+        }
+        if (nlat[kind] < LAT_MAX)
+            lat[kind][nlat[kind]++] = ms;
+        double left = query_interval_ms / 1000.0 - (now_s() - t0);
         if (left > 0)
             usleep((useconds_t)(left * 1e6));
     }
-    if (fd >= 0)
-        close(fd);
+    conn_close(&c);
     return NULL;
 }
 
@@ -233,27 +403,59 @@ static double idle_pct(struct split s)
     return idle > 0 ? idle * 100 : 0;
 }
 
-/* The session's clock ("now") from its status, or 0. */
-static uint64_t session_now(const char *name)
+/* A number of the session's status (data.KEY or data.OBJ.KEY), or -1. */
+static double status_number(const char *name, const char *obj, const char *key)
 {
     char req[128];
     static char line[1 << 20];
-    snprintf(req, sizeof(req), "{\"v\":1,\"id\":2,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n",
-             name);
+    snprintf(req, sizeof(req),
+             "{\"v\":1,\"id\":2,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n", name);
     if (request(sock_path, req, line, sizeof(line)) != 0)
-        return 0;
-    const char *p = strstr(line, "\"now\":");
-    return p ? strtoull(p + 6, NULL, 10) : 0;
+        return -1;
+    cJSON *root = cJSON_Parse(line);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+    if (obj)
+        d = cJSON_GetObjectItemCaseSensitive(d, obj);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d, key);
+    double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    cJSON_Delete(root);
+    return x;
 }
+
+/* The session's clock ("now") from its status, or 0. */
+static uint64_t session_now(const char *name)
+{
+    double now = status_number(name, NULL, "now");
+    return now > 0 ? (uint64_t)now : 0;
+}
+
+static void session_drop(const char *name)
+{
+    char req[160];
+    static char line[1 << 16];
+    snprintf(req, sizeof(req),
+             "{\"v\":1,\"id\":3,\"cmd\":\"drop\",\"args\":{\"session\":\"%s\"}}\n", name);
+    request(sock_path, req, line, sizeof(line));
+}
+
+/* What one daemon run measured. */
+struct drun {
+    double churn_secs; /* the churn, under the query load */
+    double whole_secs; /* from the load request to the load summary */
+    long faults;       /* the daemon's minor faults during the churn */
+    struct split loop;
+};
 
 /* A new session gets the long-lived set; once the daemon has applied it
  * (its clock reached the set's last event) the churn is sent and timed,
- * under the query load, up to the load summary. Returns the timed seconds. */
-static double daemon_round(const char *name, const struct buf *pre, uint64_t pre_end,
-                           const struct buf *churn, int queries, pid_t pid, long *faults,
-                           struct split *loop)
+ * under the query load of kind load (LOAD_NONE: none), up to the load
+ * summary. The session is dropped after, unless keep. */
+static struct drun daemon_round(const char *name, const struct buf *pre, uint64_t pre_end,
+                                const struct buf *churn, int load, pid_t pid, int keep)
 {
     static char line[1 << 16];
+    struct drun r;
+    double w0 = now_s();
     int fd = connect_to(sock_path);
     char req[160];
     snprintf(req, sizeof(req), "{\"v\":1,\"id\":1,\"cmd\":\"load\",\"args\":{\"name\":\"%s\"}}\n",
@@ -268,9 +470,15 @@ static double daemon_round(const char *name, const struct buf *pre, uint64_t pre
         usleep(2000);
     snprintf(query_session, sizeof(query_session), "%s", name);
     pthread_t th;
+    int queries = load != LOAD_NONE;
     querying = queries;
-    if (queries)
+    load_now = load;
+    first_sent = 0;
+    if (queries) {
         pthread_create(&th, NULL, query_thread, NULL);
+        while (!first_sent)
+            usleep(100);
+    }
     long f0 = minflt(pid);
     struct sched_ns s0 = schedstat(pid, pid); /* the loop thread */
     double t0 = now_s();
@@ -279,30 +487,33 @@ static double daemon_round(const char *name, const struct buf *pre, uint64_t pre
     send_chunks(fd, churn->p, churn->len);
     send_all(fd, "0\n", 2);
     read_line(fd, line, sizeof(line)); /* the load summary: everything is applied */
-    double secs = now_s() - t0;
-    *loop = split_of(s0, schedstat(pid, pid), secs);
-    *faults = minflt(pid) - f0;
+    double t1 = now_s();
+    r.churn_secs = t1 - t0;
+    r.whole_secs = t1 - w0;
+    r.loop = split_of(s0, schedstat(pid, pid), r.churn_secs);
+    r.faults = minflt(pid) - f0;
     if (getenv("HT_BENCH_TRACE"))
-        fprintf(stderr, "churn %s to %.6f\n", name, t0 + secs);
+        fprintf(stderr, "churn %s to %.6f\n", name, t1);
     querying = 0;
     if (queries)
         pthread_join(th, NULL);
     close(fd);
-    snprintf(req, sizeof(req), "{\"v\":1,\"id\":3,\"cmd\":\"drop\",\"args\":{\"session\":\"%s\"}}\n",
-             name);
-    request(sock_path, req, line, sizeof(line));
-    return secs;
+    if (!keep)
+        session_drop(name);
+    return r;
 }
 
-/* The engine alone: the same long-lived set (not timed), then the churn. */
+/* The engine alone: the same long-lived set (timed apart), then the churn. */
 static double engine_round(const struct ht_event *pre, size_t npre, const struct ht_event *churn,
-                           size_t nchurn, long *faults, struct split *sp)
+                           size_t nchurn, long *faults, struct split *sp, double *whole_secs)
 {
     struct engine_limits lim;
     engine_limits_default(&lim); /* the daemon's defaults: the same caps */
     struct engine e;
+    double w0 = now_s();
     if (engine_init(&e, &lim) != 0)
         exit(1);
+    /* The feed's batches for a stream that defines stacks as it goes. */
     for (size_t off = 0; off < npre; off += 256)
         engine_apply_batch(&e, pre + off, npre - off < 256 ? npre - off : 256);
     long f0 = minflt(getpid());
@@ -313,7 +524,8 @@ static double engine_round(const struct ht_event *pre, size_t npre, const struct
     for (size_t off = 0; off < nchurn; off += ENGINE_BATCH)
         engine_apply_batch(&e, churn + off,
                            nchurn - off < ENGINE_BATCH ? nchurn - off : ENGINE_BATCH);
-    double secs = now_s() - t0;
+    double t1 = now_s(), secs = t1 - t0;
+    *whole_secs = t1 - w0;
     *sp = split_of(s0, schedstat(getpid(), tid), secs);
     *faults = minflt(getpid()) - f0;
     engine_close(&e);
@@ -326,11 +538,100 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+static void minmax(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int k = 1; k < n; k++) {
+        *lo = v[k] < *lo ? v[k] : *lo;
+        *hi = v[k] > *hi ? v[k] : *hi;
+    }
+}
+
+/* p-th percentile (0..100) of n sorted values, or -1. */
+static double pct(const double *v, int n, int p)
+{
+    if (n == 0)
+        return -1;
+    int i = (n * p) / 100;
+    return v[i < n ? i : n - 1];
+}
+
 static void text_of(const struct engine *e, const struct ht_event *evs, size_t n, struct buf *b)
 {
     char line[16384];
     for (size_t i = 0; i < n; i++)
         buf_put(b, line, htev_format(&evs[i], &e->si, line, sizeof(line)));
+}
+
+/* --loads: a comma list of kinds; none is always run (the ratios' base). */
+static int loads_parse(const char *text, int *on)
+{
+    for (int k = 0; k < NLOADS; k++)
+        on[k] = k == LOAD_NONE;
+    while (*text) {
+        size_t len = strcspn(text, ",");
+        int k = 0;
+        while (k < NLOADS &&
+               !(strlen(load_kinds[k].name) == len && strncmp(load_kinds[k].name, text, len) == 0))
+            k++;
+        if (k == NLOADS)
+            return -1;
+        on[k] = 1;
+        text += len + (text[len] == ',');
+    }
+    return 0;
+}
+
+/*
+ * The user queries on a fresh daemon, before any round: a session loaded
+ * with the long-lived set and the churn, no query load; the daemon's RSS
+ * before and after; then each query kind once, cold (the first of its kind
+ * on the session; the daemon warmed its cull cache during the load, as it
+ * always does), then each repeated warm_runs times, as the client sees them.
+ */
+struct user_phase {
+    struct qtimes t[NLOADS];
+    double rss_before, rss_loaded, live;
+    int failed;
+};
+
+/* One user query: its latency as the client sees it, and the CPU time the
+ * daemon's loop thread spent meanwhile (nothing else runs on it then). The
+ * kernel adds a thread's run time when it stops running: the loop is given
+ * a millisecond to go back to waiting before it is read. 0 or 1 (failed). */
+static int user_query(struct conn *c, int kind, int id, pid_t pid, double *ms, double *cpu_ms)
+{
+    struct sched_ns s0 = schedstat(pid, pid);
+    int rc = query_once(c, kind, "queries", id, ms, NULL);
+    usleep(1000);
+    *cpu_ms = (double)(schedstat(pid, pid).run - s0.run) / 1e6;
+    return rc != 0;
+}
+
+static void user_queries(const struct buf *pre, uint64_t pre_end, const struct buf *churn,
+                         pid_t pid, int warm_runs, struct user_phase *u)
+{
+    memset(u, 0, sizeof(*u));
+    u->rss_before = rss_bytes(pid);
+    daemon_round("queries", pre, pre_end, churn, LOAD_NONE, pid, 1);
+    u->rss_loaded = rss_bytes(pid);
+    u->live = status_number("queries", "heap", "outstanding_count");
+    struct conn c;
+    int id = 100;
+    if (conn_open(&c, sock_path) != 0) {
+        query_failed("user queries", "cannot connect", NULL);
+        u->failed++;
+    }
+    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++) {
+        u->t[k].has_cpu = 1;
+        u->failed += user_query(&c, k, ++id, pid, &u->t[k].cold, &u->t[k].cold_cpu);
+    }
+    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++)
+        for (u->t[k].nwarm = 0; u->t[k].nwarm < warm_runs && !u->failed; u->t[k].nwarm++)
+            u->failed += user_query(&c, k, ++id, pid, &u->t[k].warm[u->t[k].nwarm],
+                                    &u->t[k].warm_cpu[u->t[k].nwarm]);
+    conn_close(&c);
+    session_drop("queries");
 }
 
 int main(int argc, char **argv)
@@ -341,18 +642,37 @@ int main(int argc, char **argv)
             daemon = argv[i + 1];
     if (!daemon) {
         fprintf(stderr, "usage: ht-bench-daemon --daemon PATH [--events N] [--live N] "
-                        "[--stacks N] [--rounds N]\n");
+                        "[--stacks N] [--rounds N] [--loads none,top50,aifo,window_5s,window_1s] "
+                        "[--stream-rate EVENTS_PER_S] [--query-interval-ms N] [--warm-runs N] "
+                        "[--daemon-config FILE]\n");
         return 2;
     }
     uint64_t nevents = arg_u64(argc, argv, "--events", 4000000);
     uint64_t nlive = arg_u64(argc, argv, "--live", 1000000);
     uint64_t nstacks = arg_u64(argc, argv, "--stacks", 100000);
     int rounds = (int)arg_u64(argc, argv, "--rounds", 15);
-    if (rounds < 1 || rounds > MAX_ROUNDS || nstacks == 0) {
-        fprintf(stderr, "--rounds must be 1..%d and --stacks at least 1\n", MAX_ROUNDS);
+    uint64_t rate = arg_u64(argc, argv, "--stream-rate", WORKLOAD_STREAM_RATE);
+    int warm_runs = (int)arg_u64(argc, argv, "--warm-runs", 9);
+    query_interval_ms = (int)arg_u64(argc, argv, "--query-interval-ms", 100);
+    const char *daemon_config = arg_str(argc, argv, "--daemon-config", NULL);
+    int on[NLOADS];
+    if (rounds < 1 || rounds > MAX_ROUNDS || nstacks == 0 || nlive == 0 || warm_runs < 1 ||
+        warm_runs > WARM_RUNS_MAX || query_interval_ms < 1 ||
+        loads_parse(arg_str(argc, argv, "--loads", "none,top50,aifo,window_5s,window_1s"), on)) {
+        fprintf(stderr,
+                "--rounds must be 1..%d, --warm-runs 1..%d, --stacks, --live and "
+                "--query-interval-ms at least 1, --loads a list of none, top50, aifo, "
+                "window_5s, window_1s\n",
+                MAX_ROUNDS, WARM_RUNS_MAX);
         return 2;
     }
+    /* Today's load, the one the engine is compared with; none without queries. */
     int queries = !getenv("HT_BENCH_NO_QUERIES");
+    if (!queries)
+        for (int k = LOAD_TOP50; k < NLOADS; k++)
+            on[k] = 0;
+    int ref = queries ? LOAD_TOP50 : LOAD_NONE;
+    on[ref] = 1;
     signal(SIGPIPE, SIG_IGN);
 
     /* The events, decoded, and their binary stream (pre and churn apart). */
@@ -362,6 +682,7 @@ int main(int argc, char **argv)
     struct workload w;
     if (engine_init(&names, &lim) != 0 || workload_init(&w, &names.si, nlive, nstacks, 0) != 0)
         return 1;
+    workload_set_rate(&w, rate);
     struct ht_event *pre = malloc((nlive + 1) * sizeof(*pre));
     struct ht_event *churn = malloc((nevents + 2) * sizeof(*churn));
     size_t npre = 0, nchurn = 0;
@@ -390,7 +711,12 @@ int main(int argc, char **argv)
     sock_path = path;
     pid_t pid = fork();
     if (pid == 0) {
-        execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn", (char *)NULL);
+        if (daemon_config)
+            execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn", "--config",
+                  daemon_config, (char *)NULL);
+        else
+            execl(daemon, daemon, "--foreground", "--pipe", path, "--log-level", "warn",
+                  (char *)NULL);
         _exit(127);
     }
     int fd = -1;
@@ -402,44 +728,70 @@ int main(int argc, char **argv)
     }
     close(fd);
 
-    double eng_rate[MAX_ROUNDS], dmn_rate[MAX_ROUNDS], ratio[MAX_ROUNDS];
+    static struct user_phase up;
+    user_queries(&bin_pre, pre_end, &bin_churn, pid, warm_runs, &up);
+
+    /* Each round runs the engine alone and the daemon under each load, in
+     * an order that rotates from round to round: a load is compared with
+     * none, and the daemon with the engine, within the same round. */
+    int runs[1 + NLOADS], nruns = 0;
+    runs[nruns++] = -1; /* the engine */
+    for (int k = 0; k < NLOADS; k++)
+        if (on[k])
+            runs[nruns++] = k;
+    double eng_rate[MAX_ROUNDS], eng_whole[MAX_ROUNDS], ratio[MAX_ROUNDS], whole_ratio[MAX_ROUNDS];
+    static double dmn_rate[NLOADS][MAX_ROUNDS], dmn_whole[NLOADS][MAX_ROUNDS],
+        load_ratio[NLOADS][MAX_ROUNDS];
     long eng_faults[MAX_ROUNDS], dmn_faults[MAX_ROUNDS];
-    struct split eng_sp[MAX_ROUNDS], loop_sp[MAX_ROUNDS];
+    struct split eng_sp[MAX_ROUNDS];
     int under = 0; /* rounds under 0.80 */
     for (int k = 0; k < rounds; k++) {
-        char name[16];
-        snprintf(name, sizeof(name), "round%d", k);
-        double te = 0, td = 0;
-        for (int half = 0; half < 2; half++) {
-            if ((half + k) % 2 == 0)
-                te = engine_round(pre, npre, churn, nchurn, &eng_faults[k], &eng_sp[k]);
-            else
-                td = daemon_round(name, &bin_pre, pre_end, &bin_churn, queries, pid,
-                                  &dmn_faults[k], &loop_sp[k]);
+        struct drun dr[NLOADS];
+        double te = 0, tew = 0;
+        for (int i = 0; i < nruns; i++) {
+            int run = runs[(i + k) % nruns];
+            char name[32];
+            if (run < 0) {
+                te = engine_round(pre, npre, churn, nchurn, &eng_faults[k], &eng_sp[k], &tew);
+                continue;
+            }
+            snprintf(name, sizeof(name), "round%d-%s", k, load_kinds[run].name);
+            dr[run] = daemon_round(name, &bin_pre, pre_end, &bin_churn, run, pid, 0);
+            dmn_rate[run][k] = nchurn / dr[run].churn_secs;
+            dmn_whole[run][k] = (npre + nchurn) / dr[run].whole_secs;
         }
+        for (int i = 1; i < nruns; i++)
+            load_ratio[runs[i]][k] = dr[LOAD_NONE].churn_secs / dr[runs[i]].churn_secs;
         eng_rate[k] = nchurn / te;
-        dmn_rate[k] = nchurn / td;
-        ratio[k] = te / td;
+        eng_whole[k] = (npre + nchurn) / tew;
+        ratio[k] = te / dr[ref].churn_secs;
+        whole_ratio[k] = tew / dr[LOAD_NONE].whole_secs;
+        dmn_faults[k] = dr[ref].faults;
         under += ratio[k] < 0.80;
         /* Of each timed window: on a CPU, waiting for one (preempted), idle. */
         fprintf(stderr,
                 "round %d: engine %.2f M/s (cpu %.0f%%, waited %.0f%%), daemon %.2f M/s (loop: "
-                "cpu %.0f%%, waited %.0f%%, idle %.0f%%), ratio %.3f\n",
-                k, eng_rate[k] / 1e6, eng_sp[k].run * 100, eng_sp[k].wait * 100, dmn_rate[k] / 1e6,
-                loop_sp[k].run * 100, loop_sp[k].wait * 100,
-                idle_pct(loop_sp[k]), ratio[k]);
+                "cpu %.0f%%, waited %.0f%%, idle %.0f%%), ratio %.3f;",
+                k, eng_rate[k] / 1e6, eng_sp[k].run * 100, eng_sp[k].wait * 100,
+                dmn_rate[ref][k] / 1e6, dr[ref].loop.run * 100, dr[ref].loop.wait * 100,
+                idle_pct(dr[ref].loop), ratio[k]);
+        for (int i = 1; i < nruns; i++)
+            fprintf(stderr, " %s %.2f M/s (%.3f)", load_kinds[runs[i]].name,
+                    dmn_rate[runs[i]][k] / 1e6, load_ratio[runs[i]][k]);
+        fprintf(stderr, "\n");
     }
     double text_ratio = -1, text_rate = -1;
     if (getenv("HT_BENCH_TEXT")) {
         struct buf txt_pre = {0}, txt_churn = {0};
         text_of(&names, pre, npre, &txt_pre);
         text_of(&names, churn, nchurn, &txt_churn);
-        long ef, df;
-        struct split es, ls;
-        double te = engine_round(pre, npre, churn, nchurn, &ef, &es);
-        double td = daemon_round("text", &txt_pre, pre_end, &txt_churn, queries, pid, &df, &ls);
-        text_ratio = te / td;
-        text_rate = nchurn / td;
+        long ef;
+        struct split es;
+        double tw;
+        double te = engine_round(pre, npre, churn, nchurn, &ef, &es, &tw);
+        struct drun dr = daemon_round("text", &txt_pre, pre_end, &txt_churn, ref, pid, 0);
+        text_ratio = te / dr.churn_secs;
+        text_rate = nchurn / dr.churn_secs;
         free(txt_pre.p);
         free(txt_churn.p);
     }
@@ -450,38 +802,76 @@ int main(int argc, char **argv)
     unlink(path);
     rmdir(dir);
 
-    qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
-    double p50 = nlat ? lat[nlat / 2] : -1,
-           p99 = nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : -1,
-           pmax = nlat ? lat[nlat - 1] : -1;
-    double rmin = ratio[0], rmax = ratio[0];
-    for (int k = 1; k < rounds; k++) {
-        rmin = ratio[k] < rmin ? ratio[k] : rmin;
-        rmax = ratio[k] > rmax ? ratio[k] : rmax;
-    }
+    for (int k = 0; k < NLOADS; k++)
+        qsort(lat[k], (size_t)nlat[k], sizeof(double), cmp_double);
+    double rmin, rmax;
+    minmax(ratio, rounds, &rmin, &rmax);
     double ef_sum = 0, df_sum = 0;
     for (int k = 0; k < rounds; k++) {
         ef_sum += (double)eng_faults[k];
         df_sum += (double)dmn_faults[k];
     }
+    int failed = up.failed;
+    for (int k = 0; k < NLOADS; k++)
+        failed += nfailed[k];
+    for (int i = 1; i < nruns; i++)
+        if (runs[i] != LOAD_NONE && nlat[runs[i]] < rounds) {
+            query_failed(load_kinds[runs[i]].name, "fewer answers than rounds", NULL);
+            failed++;
+        }
     printf("{\"rounds\":%d,\"live\":%llu,\"stacks\":%llu,\"churn_events\":%zu,\"binary_bytes\":%zu,"
            "\"queries\":%s,\"engine_events_per_s\":%.0f,\"daemon_events_per_s\":%.0f,"
            "\"daemon_vs_engine\":%.3f,\"daemon_vs_engine_min\":%.3f,\"daemon_vs_engine_max\":%.3f,"
            "\"rounds_under_0_80\":%d,"
            "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"query_ms_max\":%.2f,\"query_count\":%d,"
            "\"query_failed\":%d,\"engine_faults_per_round\":%.0f,\"daemon_faults_per_round\":%.0f,"
-           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_engine\":%.3f,\"daemon_exit\":%d}\n",
+           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_engine\":%.3f,\"daemon_exit\":%d",
            rounds, (unsigned long long)nlive, (unsigned long long)nstacks, nchurn,
            bin_pre.len + bin_churn.len, queries ? "true" : "false", median(eng_rate, rounds),
-           median(dmn_rate, rounds), median(ratio, rounds), rmin, rmax, under, p50, p99, pmax, nlat,
-           nfailed, ef_sum / rounds, df_sum / rounds, text_rate, text_ratio,
+           median(dmn_rate[ref], rounds), median(ratio, rounds), rmin, rmax, under,
+           pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 50), pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 99),
+           pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 100), nlat[LOAD_TOP50], nfailed[LOAD_TOP50],
+           ef_sum / rounds, df_sum / rounds, text_rate, text_ratio,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    minmax(whole_ratio, rounds, &rmin, &rmax);
+    printf(",\"preload_events\":%zu,\"stream_rate\":%llu,\"query_interval_ms\":%d,"
+           "\"engine_events_per_s_whole_run\":%.0f,\"daemon_events_per_s_whole_run\":%.0f,"
+           "\"daemon_vs_engine_whole_run\":%.3f,\"daemon_vs_engine_whole_run_min\":%.3f,"
+           "\"daemon_vs_engine_whole_run_max\":%.3f,\"live_allocs\":%.0f,"
+           "\"daemon_rss_bytes_before\":%.0f,\"daemon_rss_bytes\":%.0f,"
+           "\"daemon_rss_bytes_per_live_alloc\":%.1f,\"loads\":{",
+           npre, (unsigned long long)rate, query_interval_ms, median(eng_whole, rounds),
+           median(dmn_whole[LOAD_NONE], rounds), median(whole_ratio, rounds), rmin, rmax, up.live,
+           up.rss_before, up.rss_loaded, up.live > 0 ? up.rss_loaded / up.live : -1);
+    for (int i = 1; i < nruns; i++) {
+        int k = runs[i];
+        printf("%s\"%s\":{\"events_per_s\":%.0f,\"events_per_s_whole_run\":%.0f", i > 1 ? "," : "",
+               load_kinds[k].name, median(dmn_rate[k], rounds), median(dmn_whole[k], rounds));
+        if (k != LOAD_NONE) {
+            minmax(load_ratio[k], rounds, &rmin, &rmax);
+            printf(",\"ratio_to_none\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f,"
+                   "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"query_ms_max\":%.2f,"
+                   "\"query_count\":%d,\"query_failed\":%d",
+                   median(load_ratio[k], rounds), rmin, rmax, pct(lat[k], nlat[k], 50),
+                   pct(lat[k], nlat[k], 99), pct(lat[k], nlat[k], 100), nlat[k], nfailed[k]);
+        }
+        printf("}");
+    }
+    printf("},\"warm_runs\":%d,\"user_queries\":{", warm_runs);
+    for (int k = LOAD_TOP50; k < NLOADS; k++) {
+        if (k > LOAD_TOP50)
+            printf(",");
+        qtimes_print(stdout, load_kinds[k].name, &up.t[k]);
+    }
+    printf("},\"user_queries_failed\":%d}\n", up.failed);
+    if (query_error[0])
+        fprintf(stderr, "ht-bench-daemon: %s\n", query_error);
     free(bin_pre.p);
     free(bin_churn.p);
     free(pre);
     free(churn);
     workload_close(&w);
     engine_close(&names);
-    /* A failed query or a daemon that did not exit cleanly fails the run. */
-    return nfailed == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    /* A failed or untrustworthy query or a daemon that did not exit cleanly fails the run. */
+    return failed == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

@@ -18,6 +18,7 @@ int workload_init(struct workload *w, struct stack_intern *si, uint64_t nlive, u
     memset(w, 0, sizeof(*w));
     w->rng = 88172645463325252ULL;
     w->t = 1;
+    w->dt = 1;
     w->next_addr = 0x100000000ULL;
     w->nlive = nlive;
     w->nstacks = nstacks;
@@ -38,6 +39,11 @@ int workload_init(struct workload *w, struct stack_intern *si, uint64_t nlive, u
     return 0;
 }
 
+void workload_set_rate(struct workload *w, uint64_t rate)
+{
+    w->dt = rate == 0 || rate >= 1000000000ULL ? 1 : 1000000000ULL / rate;
+}
+
 void workload_close(struct workload *w)
 {
     free(w->stacks);
@@ -53,7 +59,12 @@ size_t workload_preload(struct workload *w, struct ht_event *evs, size_t cap)
         struct ht_event *ev = &evs[n];
         memset(ev, 0, sizeof(*ev));
         ev->kind = HT_EV_ALLOC;
-        ev->t = w->t++;
+        /* The last one after the quiet spell: a session that has applied
+         * the set is already at the churn's start (workload.h). */
+        if (w->preloaded + 1 == w->nlive && w->t + w->dt < WORKLOAD_CHURN_START_NS)
+            w->t = WORKLOAD_CHURN_START_NS - w->dt;
+        ev->t = w->t;
+        w->t += w->dt;
         ev->addr = w->next_addr;
         w->next_addr += 48;
         ev->size = 16 + xrand(w) % 512;
@@ -70,10 +81,13 @@ size_t workload_preload(struct workload *w, struct ht_event *evs, size_t cap)
 size_t workload_churn(struct workload *w, struct ht_event *evs, size_t cap, uint64_t left)
 {
     size_t n = 0;
+    if (w->t < WORKLOAD_CHURN_START_NS)
+        w->t = WORKLOAD_CHURN_START_NS;
     while (n + 2 < cap && n < left) {
         struct ht_event *ev = &evs[n];
         memset(ev, 0, sizeof(*ev));
-        ev->t = w->t++;
+        ev->t = w->t;
+        w->t += w->dt;
         uint64_t r = xrand(w);
         if (w->head - w->tail < WORKLOAD_PENDING && (r & 1)) {
             ev->kind = HT_EV_ALLOC;
@@ -103,7 +117,8 @@ size_t workload_churn(struct workload *w, struct ht_event *evs, size_t cap, uint
             struct ht_event *re = &evs[++n];
             memset(re, 0, sizeof(*re));
             re->kind = HT_EV_ALLOC;
-            re->t = w->t++;
+            re->t = w->t;
+            w->t += w->dt;
             re->addr = victim;
             re->size = 64;
             re->stack = w->stacks[(r >> 20) % w->nstacks];
