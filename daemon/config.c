@@ -66,6 +66,7 @@ void config_defaults(struct ht_config *cfg)
     cfg->max_sessions = 16;
     cfg->max_clients = 256;
     cfg->client_output_cap = 16u << 20;
+    cfg->output_cap_total = 64u << 20;
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
     engine_limits_default(&cfg->limits);
@@ -198,6 +199,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_u32(o, "max_clients", &cfg->max_clients, err, errsz);
     if (!rc)
         rc = get_u64(o, "client_output_cap", &cfg->client_output_cap, 1, 0, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "output_cap_total", &cfg->output_cap_total, 1, 0, err, errsz);
     if (!rc)
         rc = get_u64(o, "timeline_interval", &interval, 0, 1, err, errsz);
     if (!rc)

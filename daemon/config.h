@@ -16,6 +16,7 @@ struct ht_config {
     uint32_t max_sessions;
     uint32_t max_clients;
     uint64_t client_output_cap;
+    uint64_t output_cap_total; /* every client's unread output together */
     uint32_t max_snapshots;
     uint32_t snapshot_top;
     struct engine_limits limits;
