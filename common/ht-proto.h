@@ -8,8 +8,10 @@
 struct cJSON;
 
 #define HT_PROTO_VERSION 1
-#define HT_REQUEST_MAX (64 * 1024)      /* bytes per request line, newline included */
-#define HT_FRAME_TARGET (256 * 1024)    /* replies bigger than this go out in several frames */
+#define HT_REQUEST_MAX (64 * 1024) /* bytes per request line, newline included */
+/* Replies bigger than this go out in several frames. Small enough that making
+ * one frame holds the daemon's loop for a few milliseconds. */
+#define HT_FRAME_TARGET (64 * 1024)
 #define HT_REPLY_MAX (64 * 1024 * 1024) /* a ctl refuses a single frame beyond this */
 
 struct ht_request {

@@ -112,13 +112,18 @@ static int write_line(struct client *c, char *line, size_t len)
 
 /* Move queued replies to libuv: lines at once (they were counted when
  * queued), a stream's next frame only while the client has read all but
- * CLIENT_OUT_LOW of what it was sent. */
+ * CLIENT_OUT_LOW of what it was sent, and one frame per call: each written
+ * frame asks for the next, so other clients get the loop in between. */
 static void client_pump(struct client *c)
 {
-    while (!c->closing && c->oq_head && (c->oq_head->line || c->out_pending < CLIENT_OUT_LOW)) {
+    int framed = 0;
+    while (!c->closing && c->oq_head &&
+           (c->oq_head->line || (!framed && c->out_pending < CLIENT_OUT_LOW))) {
         struct out_item *it = c->oq_head;
         char *line = it->line;
         int last = 1;
+        if (!line)
+            framed = 1;
         if (line) {
             c->oq_bytes -= it->len;
             c->srv->out_queued -= it->len;

@@ -151,7 +151,7 @@ uint64_t client_unread(const struct client *c);
 /* A reply stream's next frame is made only while the client has less than
  * this unread: a reader gets every frame, a client that stops reading holds
  * at most this much plus one frame. */
-#define CLIENT_OUT_LOW (2 * HT_FRAME_TARGET)
+#define CLIENT_OUT_LOW (512 * 1024)
 
 /* A reply produced one frame at a time (reply.c): its next frame is made when
  * the client has read the previous ones, so no request holds the loop for

@@ -403,7 +403,7 @@ struct reader {
 static char *reader_line(struct reader *r, size_t chunk, int delay_ms)
 {
     for (;;) {
-        char *nl = memchr(r->buf, '\n', r->len);
+        char *nl = r->len ? memchr(r->buf, '\n', r->len) : NULL;
         if (nl) {
             size_t n = (size_t)(nl - r->buf);
             char *line = malloc(n + 1);
