@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,22 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
  * the flush and the close succeeded. "-" or no -o is stdout. */
 struct out_file {
     const char *path;
-    char *tmp;
+    char *real; /* the path with symlinks resolved (NULL if it does not exist yet) */
+    char *tmp;  /* NULL when written in place (stdout, a device, a fifo) */
     FILE *f;
     int failed;
 };
+
+/* Not a regular file (/dev/null, a fifo, a terminal): written in place. */
+static int out_open_direct(struct out_file *o)
+{
+    o->f = fopen(o->path, "w");
+    if (!o->f) {
+        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
 static int out_open(struct ctl *c, struct out_file *o)
 {
@@ -43,13 +56,20 @@ static int out_open(struct ctl *c, struct out_file *o)
         return 0;
     }
     o->path = c->output;
-    const char *slash = strrchr(o->path, '/');
-    size_t dl = slash ? (size_t)(slash - o->path) + 1 : 0;
-    size_t n = strlen(o->path) + 16;
+    struct stat st;
+    int exists = stat(o->path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
+        return out_open_direct(o);
+    /* A symlink is followed: its target is replaced, not the link. */
+    o->real = realpath(o->path, NULL);
+    const char *target = o->real ? o->real : o->path;
+    const char *slash = strrchr(target, '/');
+    size_t dl = slash ? (size_t)(slash - target) + 1 : 0;
+    size_t n = strlen(target) + 16;
     o->tmp = malloc(n);
     if (!o->tmp)
         return -1;
-    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, o->path, o->path + dl);
+    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, target, target + dl);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
         fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
@@ -59,7 +79,8 @@ static int out_open(struct ctl *c, struct out_file *o)
     }
     mode_t mask = umask(0);
     umask(mask);
-    fchmod(fd, 0666 & ~mask); /* what fopen(path, "w") would have made */
+    /* The target's mode if it exists, else what fopen(path, "w") would make. */
+    fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
     o->f = fdopen(fd, "w");
     if (!o->f) {
         fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
@@ -105,6 +126,7 @@ static void out_abort(struct out_file *o)
     if (o->tmp)
         unlink(o->tmp);
     free(o->tmp);
+    free(o->real);
     memset(o, 0, sizeof(*o));
 }
 
@@ -122,16 +144,18 @@ static int out_commit(struct out_file *o)
         return rc;
     }
     int rc = 0;
-    if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)
+    if (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0))
         rc = out_fail(o);
     if (fclose(o->f) != 0 && rc == 0)
         rc = out_fail(o);
     o->f = NULL;
-    if (rc == 0 && rename(o->tmp, o->path) != 0)
+    const char *target = o->real ? o->real : o->path;
+    if (rc == 0 && o->tmp && rename(o->tmp, target) != 0)
         rc = out_fail(o);
-    if (rc != 0)
+    if (rc != 0 && o->tmp)
         unlink(o->tmp);
     free(o->tmp);
+    free(o->real);
     memset(o, 0, sizeof(*o));
     return rc;
 }

@@ -137,6 +137,13 @@ case_ctl_output_files() {
     ctl export --format csv -o "$T/ok.csv" || fail "export"
     eq "$(wc -l <"$T/ok.csv")" 10001 "export lines"
     eq "$(ls -A "$T" | grep -c '^\.ok\.csv\.')" 0 "temporary files left"
+    # Not a regular file: written in place. A symlink: its target is replaced.
+    ctl export --format csv -o /dev/null || fail "export to /dev/null"
+    [ -c /dev/null ] || fail "/dev/null replaced"
+    ln -s ok.csv "$T/link.csv"
+    ctl export --format collapsed -o "$T/link.csv" || fail "export through a symlink"
+    [ -L "$T/link.csv" ] || fail "the symlink was replaced"
+    eq "$(wc -l <"$T/ok.csv")" 10000 "collapsed lines written through the symlink"
 
     mkdir "$T/full"
     mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
