@@ -176,3 +176,16 @@ case_ctl_output_files() {
     umount "$T/full"
     stop_clean
 }
+
+# The daemon's unread output has a cap of its own (output_cap_total): a
+# subscriber that never reads is dropped at it, under its own counter and log.
+case_output_cap_total() {
+    printf '{"output_cap_total": "1MiB"}\n' >"$T/cfg.json"
+    start_daemon --config "$T/cfg.json"
+    load_demo
+    "$HT_TOOL" noread "$HEAPTRACE_PIPE" || fail "a client that never reads was not cut off"
+    grep -q "over output_cap_total (1048576): disconnected" "$T/daemon.log" ||
+        fail "not dropped at output_cap_total"
+    ctl ping >/dev/null || fail "daemon stopped serving"
+    stop_clean
+}
