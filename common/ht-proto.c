@@ -133,57 +133,243 @@ char *ht_reply_err(int64_t id, int err, const char *msg)
     return line;
 }
 
-/* The array member to split, if the reply is big enough to need it. */
-static cJSON *split_member(cJSON *data)
+int ht_sbuf_add(struct ht_sbuf *b, const char *s, size_t n)
+{
+    size_t max = b->max ? b->max : HT_REPLY_MAX;
+    if (b->len + n + 1 > max)
+        return HT_ETOOBIG;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = ht_realloc(b->p, cap);
+        if (!p)
+            return HT_ENOMEM;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+void ht_sbuf_free(struct ht_sbuf *b)
+{
+    ht_free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Number of items, counted once (cJSON_GetArraySize walks the list). */
+static int array_len(const cJSON *arr)
+{
+    int n = 0;
+    for (const cJSON *x = arr->child; x; x = x->next)
+        n++;
+    return n;
+}
+
+static cJSON *biggest_array(cJSON *obj, int *best_n)
 {
     cJSON *best = NULL;
+    cJSON *m;
+    cJSON_ArrayForEach(m, obj)
+    {
+        int n = cJSON_IsArray(m) ? array_len(m) : 0;
+        if (n > *best_n) {
+            best = m;
+            *best_n = n;
+        }
+    }
+    return best;
+}
+
+cJSON *ht_reply_split_member(cJSON *data, cJSON **outer)
+{
     int best_n = 0;
+    cJSON *best = biggest_array(data, &best_n);
+    *outer = NULL;
     cJSON *m;
     cJSON_ArrayForEach(m, data)
     {
-        if (cJSON_IsArray(m) && cJSON_GetArraySize(m) > best_n) {
-            best = m;
-            best_n = cJSON_GetArraySize(m);
+        cJSON *inner = cJSON_IsObject(m) ? biggest_array(m, &best_n) : NULL;
+        if (inner) {
+            best = inner;
+            *outer = m;
         }
     }
-    return best_n > 1 ? best : NULL;
+    return best;
+}
+
+/* Print obj with arr's items replaced by a marker, and split the text there.
+ * The marker is a raw \001: cJSON escapes control characters in strings, so
+ * it cannot occur anywhere else in the text. */
+static int print_split(cJSON *obj, cJSON *arr, char **pre, char **post)
+{
+    cJSON *saved = arr->child;
+    arr->child = NULL;
+    cJSON *marker = cJSON_CreateRaw("\001");
+    if (!marker) {
+        arr->child = saved;
+        return HT_ENOMEM;
+    }
+    cJSON_AddItemToArray(arr, marker);
+    char *text = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(marker);
+    arr->child = saved;
+    char *cut = text ? strchr(text, '\001') : NULL;
+    if (!cut) {
+        cJSON_free(text);
+        return HT_ENOMEM;
+    }
+    *cut = '\0';
+    *pre = ht_strdup(text);
+    *post = ht_strdup(cut + 1);
+    cJSON_free(text);
+    return *pre && *post ? 0 : HT_ENOMEM;
+}
+
+/* {"<outer>":{"<key>":[ and ]}} (keys escaped by cJSON). */
+static int print_cont(const cJSON *arr, const cJSON *outer, char **pre, char **post)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *in = outer ? cJSON_AddObjectToObject(o, outer->string) : o;
+    cJSON *a = in ? cJSON_AddArrayToObject(in, arr->string) : NULL;
+    int rc = a ? print_split(o, a, pre, post) : HT_ENOMEM;
+    cJSON_Delete(o);
+    return rc;
+}
+
+int ht_framer_init(struct ht_framer *f, int64_t id, cJSON *data, cJSON *arr, cJSON *outer,
+                   cJSON **items)
+{
+    memset(f, 0, sizeof(*f));
+    f->id = id;
+    *items = NULL;
+    if (!arr) {
+        char *text = cJSON_PrintUnformatted(data);
+        f->pre = text ? ht_strdup(text) : NULL;
+        cJSON_free(text);
+        f->post = ht_strdup("");
+        return f->pre && f->post ? 0 : HT_ENOMEM;
+    }
+    int rc = print_split(data, arr, &f->pre, &f->post);
+    if (rc == 0)
+        rc = print_cont(arr, outer, &f->cont_pre, &f->cont_post);
+    if (rc != 0)
+        return rc;
+    *items = arr->child;
+    arr->child = NULL;
+    return 0;
+}
+
+char *ht_framer_frame(struct ht_framer *f, const char *items, size_t n, int more)
+{
+    char env[96];
+    int el = snprintf(env, sizeof(env),
+                      "{\"v\":%d,\"id\":%lld,\"ok\":true,%s\"data\":", HT_PROTO_VERSION,
+                      (long long)f->id, more ? "\"more\":true," : "");
+    const char *pre = f->started ? f->cont_pre : f->pre;
+    const char *post = f->started ? f->cont_post : f->post;
+    f->started = 1;
+    size_t pl = strlen(pre), ql = strlen(post);
+    char *line = ht_malloc((size_t)el + pl + n + ql + 3);
+    if (!line)
+        return NULL;
+    char *p = line;
+    memcpy(p, env, (size_t)el);
+    p += el;
+    memcpy(p, pre, pl);
+    p += pl;
+    memcpy(p, items, n);
+    p += n;
+    memcpy(p, post, ql);
+    p += ql;
+    memcpy(p, "}\n", 3);
+    return line;
+}
+
+void ht_framer_close(struct ht_framer *f)
+{
+    ht_free(f->pre);
+    ht_free(f->post);
+    ht_free(f->cont_pre);
+    ht_free(f->cont_post);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Append item's text (comma-separated) to b; 0 or an error. */
+static int add_item_text(struct ht_sbuf *b, const cJSON *item)
+{
+    char *s = cJSON_PrintUnformatted(item);
+    if (!s)
+        return HT_ENOMEM;
+    int rc = b->len ? ht_sbuf_add(b, ",", 1) : 0;
+    if (rc == 0)
+        rc = ht_sbuf_add(b, s, strlen(s));
+    cJSON_free(s);
+    return rc;
+}
+
+/* Every frame, emitted as soon as it is full: the items are printed one by
+ * one, each once, and freed as they go (one pass over the chain). */
+static int frames_emit(struct ht_framer *f, cJSON *items, ht_emit_fn emit, void *arg)
+{
+    struct ht_sbuf b = {0};
+    int rc = 0;
+    do {
+        while (items && rc == 0 && (b.len == 0 || b.len < HT_FRAME_TARGET)) {
+            cJSON *x = items;
+            items = x->next;
+            x->next = x->prev = NULL;
+            rc = add_item_text(&b, x);
+            cJSON_Delete(x);
+        }
+        if (rc != 0)
+            break;
+        char *line = ht_framer_frame(f, b.p ? b.p : "", b.len, items != NULL);
+        b.len = 0;
+        rc = line ? emit(arg, line) : HT_ENOMEM;
+    } while (rc == 0 && items);
+    if (items)
+        items->prev = NULL;
+    cJSON_Delete(items);
+    ht_sbuf_free(&b);
+    return rc;
 }
 
 int ht_reply_frames(int64_t id, cJSON *data, ht_emit_fn emit, void *arg)
 {
-    char *whole = ht_reply_ok(id, cJSON_Duplicate(data, 1), 0);
-    if (!whole) {
-        cJSON_Delete(data);
-        return HT_ENOMEM;
-    }
-    cJSON *arr = strlen(whole) > HT_FRAME_TARGET ? split_member(data) : NULL;
-    if (!arr) {
-        cJSON_Delete(data);
-        return emit(arg, whole);
-    }
-    size_t total = strlen(whole);
-    ht_free(whole);
-    int n = cJSON_GetArraySize(arr);
-    int per = (int)((double)n * HT_FRAME_TARGET / (double)total);
-    if (per < 1)
-        per = 1;
-    /* First frame: everything, with the array cut to its first items. */
-    cJSON *rest = cJSON_CreateArray();
-    while (cJSON_GetArraySize(arr) > per)
-        cJSON_AddItemToArray(rest, cJSON_DetachItemFromArray(arr, per));
-    char key[64];
-    snprintf(key, sizeof(key), "%s", arr->string);
-    int rc = emit(arg, ht_reply_ok(id, data, cJSON_GetArraySize(rest) > 0));
-    while (rc == 0 && cJSON_GetArraySize(rest) > 0) {
-        cJSON *part = cJSON_CreateArray();
-        while (cJSON_GetArraySize(part) < per && cJSON_GetArraySize(rest) > 0)
-            cJSON_AddItemToArray(part, cJSON_DetachItemFromArray(rest, 0));
-        cJSON *frame = cJSON_CreateObject();
-        cJSON_AddItemToObject(frame, key, part);
-        rc = emit(arg, ht_reply_ok(id, frame, cJSON_GetArraySize(rest) > 0));
-    }
-    cJSON_Delete(rest);
+    cJSON *outer;
+    cJSON *arr = ht_reply_split_member(data, &outer);
+    struct ht_framer f;
+    cJSON *items = NULL;
+    int rc = ht_framer_init(&f, id, data, arr, outer, &items);
+    cJSON_Delete(data);
+    if (rc == 0)
+        rc = frames_emit(&f, items, emit, arg);
+    else
+        cJSON_Delete(items);
+    ht_framer_close(&f);
     return rc;
+}
+
+/* Move next's items to the end of dst in one pass: the chains are spliced. */
+static void array_append(cJSON *dst, cJSON *src)
+{
+    cJSON *first = src->child;
+    if (!first)
+        return;
+    src->child = NULL;
+    if (!dst->child) {
+        dst->child = first;
+        return;
+    }
+    cJSON *last = dst->child->prev; /* cJSON keeps the tail in child->prev */
+    cJSON *src_last = first->prev;
+    last->next = first;
+    first->prev = last;
+    dst->child->prev = src_last;
 }
 
 void ht_reply_merge(cJSON *into, cJSON *next)
@@ -192,9 +378,9 @@ void ht_reply_merge(cJSON *into, cJSON *next)
     cJSON_ArrayForEach(m, next)
     {
         cJSON *dst = cJSON_GetObjectItemCaseSensitive(into, m->string);
-        if (!cJSON_IsArray(m) || !cJSON_IsArray(dst))
-            continue;
-        while (cJSON_GetArraySize(m) > 0)
-            cJSON_AddItemToArray(dst, cJSON_DetachItemFromArray(m, 0));
+        if (cJSON_IsArray(m) && cJSON_IsArray(dst))
+            array_append(dst, m);
+        else if (cJSON_IsObject(m) && cJSON_IsObject(dst))
+            ht_reply_merge(dst, m);
     }
 }

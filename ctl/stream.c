@@ -5,8 +5,13 @@
 #include "ht-units.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
@@ -20,22 +25,139 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
     return rc != 0 ? rc : ctl_read_frame(c, *id, ack);
 }
 
-static FILE *open_output(struct ctl *c)
+/* An output file, written with the user's own rights (never by the daemon):
+ * opened only once the daemon accepted the request, filled under a temporary
+ * name in the same directory, renamed over the target only when every write,
+ * the flush and the close succeeded. "-" or no -o is stdout. */
+struct out_file {
+    const char *path;
+    char *real; /* the path with symlinks resolved (NULL if it does not exist yet) */
+    char *tmp;  /* NULL when written in place (stdout, a device, a fifo) */
+    FILE *f;
+    int failed;
+};
+
+/* Not a regular file (/dev/null, a fifo, a terminal): written in place. */
+static int out_open_direct(struct out_file *o)
 {
-    if (!c->output || !strcmp(c->output, "-"))
-        return stdout;
-    /* Written with the user's own rights, never by the daemon. */
-    FILE *f = fopen(c->output, "w");
-    if (!f)
-        perror(c->output);
-    return f;
+    o->f = fopen(o->path, "w");
+    if (!o->f) {
+        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
-static int close_output(FILE *f)
+static int out_open(struct ctl *c, struct out_file *o)
 {
-    if (f == stdout)
-        return fflush(f) == 0 ? 0 : -1;
-    return fclose(f) == 0 ? 0 : -1;
+    memset(o, 0, sizeof(*o));
+    if (!c->output || !strcmp(c->output, "-")) {
+        o->f = stdout;
+        return 0;
+    }
+    o->path = c->output;
+    struct stat st;
+    int exists = stat(o->path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
+        return out_open_direct(o);
+    /* A symlink is followed: its target is replaced, not the link. */
+    o->real = realpath(o->path, NULL);
+    const char *target = o->real ? o->real : o->path;
+    const char *slash = strrchr(target, '/');
+    size_t dl = slash ? (size_t)(slash - target) + 1 : 0;
+    size_t n = strlen(target) + 16;
+    o->tmp = malloc(n);
+    if (!o->tmp)
+        return -1;
+    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, target, target + dl);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    /* The target's mode if it exists, else what fopen(path, "w") would make. */
+    fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
+    o->f = fdopen(fd, "w");
+    if (!o->f) {
+        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Report the first failure with the system's message; later writes are skipped. */
+static int out_fail(struct out_file *o)
+{
+    if (!o->failed)
+        fprintf(stderr, "heaptracectl: %s: %s\n", o->path ? o->path : "standard output",
+                strerror(errno ? errno : EIO));
+    o->failed = 1;
+    return -1;
+}
+
+static int out_write(struct out_file *o, const char *s, size_t n)
+{
+    if (o->failed)
+        return -1;
+    errno = 0;
+    if (n && fwrite(s, 1, n, o->f) != n)
+        return out_fail(o);
+    return 0;
+}
+
+static int out_puts(struct out_file *o, const char *s)
+{
+    return out_write(o, s, strlen(s));
+}
+
+/* Drop a failed or refused output: the target is left as it was. */
+static void out_abort(struct out_file *o)
+{
+    if (o->f && o->f != stdout)
+        fclose(o->f);
+    if (o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->real);
+    memset(o, 0, sizeof(*o));
+}
+
+/* Flush, sync and close, then rename over the target. 0 or -1 (reported). */
+static int out_commit(struct out_file *o)
+{
+    if (o->failed) {
+        out_abort(o);
+        return -1;
+    }
+    errno = 0;
+    if (o->f == stdout) {
+        int rc = fflush(stdout) == 0 ? 0 : out_fail(o);
+        memset(o, 0, sizeof(*o));
+        return rc;
+    }
+    int rc = 0;
+    if (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0))
+        rc = out_fail(o);
+    if (fclose(o->f) != 0 && rc == 0)
+        rc = out_fail(o);
+    o->f = NULL;
+    const char *target = o->real ? o->real : o->path;
+    if (rc == 0 && o->tmp && rename(o->tmp, target) != 0)
+        rc = out_fail(o);
+    if (rc != 0 && o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->real);
+    memset(o, 0, sizeof(*o));
+    return rc;
 }
 
 int ctl_load(struct ctl *c)
@@ -120,50 +242,89 @@ static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
                                                                  : counted;
 }
 
+/* Ctrl-C ends a recording: the connection is shut (async-signal-safe), the
+ * read loop sees its end, and what was recorded is kept. */
+static volatile sig_atomic_t record_interrupted;
+static int record_fd = -1;
+
+static void record_signal_cb(int sig)
+{
+    (void)sig;
+    record_interrupted = 1;
+    if (record_fd >= 0)
+        shutdown(record_fd, SHUT_RDWR);
+}
+
+static void record_signals(int fd)
+{
+    record_fd = fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = record_signal_cb;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
+static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost)
+{
+    cJSON *e = cJSON_Parse(line);
+    int rc = EXIT_OK;
+    *lost = record_lost_total(e, *lost);
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "ok")))
+        rc = ctl_print_error(e);
+    else if (!c->json && c->output && strcmp(c->output, "-"))
+        fprintf(stderr, "recorded %llu events to %s (%s)\n", (unsigned long long)events, c->output,
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(e, "data"), "end")));
+    cJSON_Delete(e);
+    return rc;
+}
+
 int ctl_record(struct ctl *c)
 {
-    FILE *out = open_output(c);
-    if (!out)
-        return EXIT_CMD;
     int64_t id;
     cJSON *env;
     int rc = open_stream(c, "record", &id, &env);
-    if (rc != 0) {
-        close_output(out);
-        return rc;
-    }
+    if (rc != 0)
+        return rc; /* refused: no file was touched */
     cJSON_Delete(env);
+    struct out_file out;
+    if (out_open(c, &out) != 0)
+        return EXIT_CMD;
+    record_signals(c->conn.fd);
     uint64_t events = 0, lost = 0;
     for (;;) {
         char *line = conn_read_line(&c->conn, HT_REPLY_MAX);
         if (!line) {
-            fprintf(stderr, "heaptracectl: the daemon closed the connection\n");
-            rc = EXIT_UNREACHABLE;
+            if (record_interrupted) {
+                fprintf(stderr, "heaptracectl: interrupted: %llu events recorded\n",
+                        (unsigned long long)events);
+            } else {
+                fprintf(stderr, "heaptracectl: the daemon closed the connection\n");
+                rc = EXIT_UNREACHABLE;
+            }
             break;
         }
         if (strncmp(line, "{\"v\":", 5) == 0) {
-            /* The envelope that ends the recording. */
-            cJSON *e = cJSON_Parse(line);
+            rc = record_end(c, line, events, &lost);
             free(line);
-            lost = record_lost_total(e, lost);
-            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "ok")))
-                rc = ctl_print_error(e);
-            else if (!c->json && out != stdout)
-                fprintf(stderr, "recorded %llu events to %s (%s)\n", (unsigned long long)events,
-                        c->output,
-                        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-                            cJSON_GetObjectItemCaseSensitive(e, "data"), "end")));
-            cJSON_Delete(e);
             break;
         }
-        fputs(line, out);
-        fputc('\n', out);
-        uint64_t gap = record_lost_count(line);
+        int wrc = out_puts(&out, line);
+        uint64_t gap = wrc == 0 ? record_lost_count(line) : 0;
+        free(line);
+        if (wrc != 0 || out_write(&out, "\n", 1) != 0) {
+            /* The disk is full (or gone): stop here, loudly. */
+            out_abort(&out);
+            return EXIT_CMD;
+        }
         lost += gap;
         events += gap == 0;
-        free(line);
     }
-    if (close_output(out) != 0 && rc == 0)
+    /* What was recorded is kept, even if the daemon went away. */
+    if (out_commit(&out) != 0 && rc == EXIT_OK)
         rc = EXIT_CMD;
     /* The recording is kept: its gaps are marked in it. */
     if (lost > 0) {
@@ -177,37 +338,182 @@ int ctl_record(struct ctl *c)
     return rc;
 }
 
-int ctl_export(struct ctl *c)
+/* An export's JSON "result" written as it comes: the array cut across the
+ * frames is opened in the first frame's text and its items follow, printed
+ * as cJSON_Print would have printed them in place. */
+struct json_out {
+    char *post; /* the first frame's text after its items */
+    char *key;
+    int indent; /* tabs added after each newline of an item */
+    int nitems;
+};
+
+static int json_item_write(struct out_file *o, struct json_out *j, const cJSON *item)
 {
-    cJSON *data = NULL;
-    int rc = ctl_call(c, "export", c->args, &data);
-    c->args = NULL;
+    char *s = cJSON_Print(item);
+    if (!s)
+        return -1;
+    int rc = j->nitems++ ? out_puts(o, ", ") : 0;
+    for (char *p = s, *nl; rc == 0 && *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        if (!nl) {
+            rc = out_puts(o, p);
+            break;
+        }
+        rc = out_write(o, p, (size_t)(nl - p) + 1);
+        for (int k = 0; rc == 0 && k < j->indent; k++)
+            rc = out_write(o, "\t", 1);
+    }
+    cJSON_free(s);
+    return rc;
+}
+
+static int json_items_write(struct out_file *o, struct json_out *j, const cJSON *arr)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr)
+    {
+        if (json_item_write(o, j, x) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The first frame's result, cut at its array key (the one the next frame carries). */
+static int json_open(struct out_file *o, struct json_out *j, cJSON *result, const char *key)
+{
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(result, key);
+    if (!cJSON_IsArray(arr))
+        return -1;
+    cJSON *items = arr->child;
+    arr->child = NULL;
+    cJSON_AddItemToArray(arr, cJSON_CreateRaw("\001")); /* cannot occur in printed JSON */
+    char *text = cJSON_Print(result);
+    cJSON_Delete(arr->child);
+    arr->child = items;
+    char *cut = text ? strchr(text, '\001') : NULL;
+    if (!cut) {
+        cJSON_free(text);
+        return -1;
+    }
+    *cut = '\0';
+    const char *line = strrchr(text, '\n');
+    j->indent = 1;
+    for (line = line ? line + 1 : text; *line == '\t'; line++)
+        j->indent++;
+    j->post = strdup(cut + 1);
+    int rc = out_puts(o, text);
+    cJSON_free(text);
+    if (!j->post || rc != 0)
+        return -1;
+    return json_items_write(o, j, arr);
+}
+
+/* The key of the array a continuation frame of the JSON export carries. */
+static char *cont_key(const cJSON *data)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(data, "result");
+    const cJSON *m = r ? r->child : NULL;
+    return m && cJSON_IsArray(m) ? strdup(m->string) : NULL;
+}
+
+static int lines_write(struct out_file *o, const cJSON *lines)
+{
+    const cJSON *l;
+    cJSON_ArrayForEach(l, lines)
+    {
+        if (!cJSON_IsString(l) || out_puts(o, l->valuestring) != 0 || out_write(o, "\n", 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Read the next frame of id: its data (detached) and whether more follow. */
+static int next_frame(struct ctl *c, int64_t id, cJSON **data, int *more)
+{
+    cJSON *env;
+    int rc = ctl_read_frame(c, id, &env);
     if (rc != 0)
         return rc;
-    FILE *out = open_output(c);
-    if (!out) {
-        cJSON_Delete(data);
+    *more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "more"));
+    *data = cJSON_DetachItemFromObjectCaseSensitive(env, "data");
+    cJSON_Delete(env);
+    return *data ? EXIT_OK : EXIT_CMD;
+}
+
+/* A JSON export: printed whole if it came in one frame, else streamed. */
+static int export_json(struct ctl *c, int64_t id, struct out_file *o, cJSON *first, int more)
+{
+    cJSON *result = cJSON_GetObjectItemCaseSensitive(first, "result");
+    if (!more) {
+        char *s = cJSON_Print(result);
+        int rc = s ? out_puts(o, s) : -1;
+        cJSON_free(s);
+        return rc == 0 && out_write(o, "\n", 1) == 0 ? EXIT_OK : EXIT_CMD;
+    }
+    struct json_out j = {0};
+    cJSON *d = NULL;
+    int rc = next_frame(c, id, &d, &more);
+    if (rc == EXIT_OK && (!(j.key = cont_key(d)) || json_open(o, &j, result, j.key) != 0))
+        rc = EXIT_CMD;
+    while (rc == EXIT_OK) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "result");
+        if (json_items_write(o, &j, cJSON_GetObjectItemCaseSensitive(r, j.key)) != 0)
+            rc = EXIT_CMD;
+        cJSON_Delete(d);
+        d = NULL;
+        if (rc != EXIT_OK || !more)
+            break;
+        rc = next_frame(c, id, &d, &more);
+    }
+    cJSON_Delete(d);
+    if (rc == EXIT_OK && (out_puts(o, j.post) != 0 || out_write(o, "\n", 1) != 0))
+        rc = EXIT_CMD;
+    free(j.post);
+    free(j.key);
+    return rc;
+}
+
+/* Lines (csv, collapsed) are written frame by frame: memory stays one frame. */
+static int export_lines(struct ctl *c, int64_t id, struct out_file *o, cJSON *d, int more)
+{
+    int rc = lines_write(o, cJSON_GetObjectItemCaseSensitive(d, "lines")) ? EXIT_CMD : EXIT_OK;
+    while (rc == EXIT_OK && more) {
+        cJSON *n = NULL;
+        rc = next_frame(c, id, &n, &more);
+        if (rc == EXIT_OK && lines_write(o, cJSON_GetObjectItemCaseSensitive(n, "lines")) != 0)
+            rc = EXIT_CMD;
+        cJSON_Delete(n);
+    }
+    return rc;
+}
+
+int ctl_export(struct ctl *c)
+{
+    int64_t id;
+    int rc = ctl_send(c, "export", c->args, &id);
+    c->args = NULL;
+    cJSON *d = NULL;
+    int more = 0;
+    if (rc == EXIT_OK)
+        rc = next_frame(c, id, &d, &more);
+    if (rc != EXIT_OK)
+        return rc; /* refused: no file was touched */
+    struct out_file out;
+    if (out_open(c, &out) != 0) {
+        cJSON_Delete(d);
         return EXIT_CMD;
     }
-    const cJSON *lines = cJSON_GetObjectItemCaseSensitive(data, "lines");
-    const cJSON *result = cJSON_GetObjectItemCaseSensitive(data, "result");
-    if (lines) {
-        const cJSON *l;
-        cJSON_ArrayForEach(l, lines)
-        {
-            fputs(l->valuestring, out);
-            fputc('\n', out);
-        }
-    } else if (result) {
-        char *s = cJSON_Print(result);
-        if (s) {
-            fputs(s, out);
-            fputc('\n', out);
-            cJSON_free(s);
-        }
+    if (cJSON_GetObjectItemCaseSensitive(d, "lines"))
+        rc = export_lines(c, id, &out, d, more);
+    else
+        rc = export_json(c, id, &out, d, more);
+    cJSON_Delete(d);
+    if (rc != EXIT_OK) {
+        out_abort(&out);
+        return rc;
     }
-    cJSON_Delete(data);
-    return close_output(out) == 0 ? EXIT_OK : EXIT_CMD;
+    return out_commit(&out) == 0 ? EXIT_OK : EXIT_CMD;
 }
 
 int ctl_top(struct ctl *c)

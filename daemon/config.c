@@ -73,6 +73,7 @@ void config_defaults(struct ht_config *cfg)
     cfg->max_clients_per_uid = 32;
     cfg->root_clients = 16;
     cfg->recorder_cap = 4u << 20;
+    cfg->output_cap_total = 64u << 20;
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
     cfg->session_memory_budget = 512ull << 20;
@@ -232,6 +233,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_u64_in(o, "root_clients", &cfg->root_clients, err, errsz);
     if (!rc)
         rc = get_u64(o, "recorder_output_cap", &cfg->recorder_cap, 1, 0, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "output_cap_total", &cfg->output_cap_total, 1, 0, err, errsz);
     if (!rc)
         rc = get_u64(o, "timeline_interval", &interval, 0, 1, err, errsz);
     if (!rc)

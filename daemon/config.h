@@ -26,6 +26,7 @@ struct ht_config {
     /* Unread bytes past which a recorder's events become a "lost" gap (the
      * smaller of this and client_output_cap applies). */
     uint64_t recorder_cap;
+    uint64_t output_cap_total; /* every client's unread output together */
     uint32_t max_snapshots;
     uint32_t snapshot_top;
     uint64_t session_memory_budget; /* bytes one session may hold (0: no limit) */

@@ -6,6 +6,7 @@
 #include "query-args.h"
 
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,39 +37,118 @@ static const char *sort_field(const char *sort)
     return "outstanding";
 }
 
-/* The row's label: its frames (outermost first, joined by sep) or its key. */
-static void row_label(const cJSON *row, const char *sep, int outermost_first, int csv, char *out,
-                      size_t outsz)
+/* One frame into a label: ';' separates frames in collapsed stacks, '"' is
+ * doubled inside a CSV field. */
+static int label_frame(struct ht_sbuf *out, const char *f, int csv)
+{
+    int rc = 0;
+    for (const char *p = f, *q; rc == 0 && *p; p = q) {
+        q = p + strcspn(p, csv ? "\"" : ";");
+        rc = ht_sbuf_add(out, p, (size_t)(q - p));
+        if (rc == 0 && *q)
+            rc = ht_sbuf_add(out, csv ? "\"\"" : ":", csv ? 2 : 1);
+        q += *q != '\0';
+    }
+    return rc;
+}
+
+/* The row's label: its frames (outermost first, joined by sep) or its key,
+ * whole (a buffer grows up to HT_REPLY_MAX: nothing is cut silently). */
+static int row_label(const cJSON *row, const char *sep, int outermost_first, int csv,
+                     struct ht_sbuf *out)
 {
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(row, "frames");
-    size_t n = 0;
-    out[0] = '\0';
     if (!frames) {
         static const char *const keys[] = {"frame", "image", "heap", "type"};
         for (int k = 0; k < 4; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, keys[k]);
             if (cJSON_IsString(v))
-                snprintf(out, outsz, "%s", v->valuestring);
+                return label_frame(out, v->valuestring, csv);
         }
-        return;
+        return 0;
     }
-    int count = cJSON_GetArraySize(frames);
-    for (int i = 0; i < count && n + 8 < outsz; i++) {
-        const cJSON *f = cJSON_GetArrayItem(frames, outermost_first ? count - 1 - i : i);
+    /* cJSON keeps the last item in child->prev: walk either way in one pass. */
+    const cJSON *first = frames->child;
+    const cJSON *f = outermost_first && first ? first->prev : first;
+    int rc = 0;
+    for (int i = 0; f && rc == 0; i++) {
         if (i)
-            n += (size_t)snprintf(out + n, outsz - n, "%s", sep);
-        for (const char *p = f->valuestring; *p && n + 4 < outsz; p++) {
-            char ch = *p;
-            if (!csv && ch == ';')
-                ch = ':'; /* ';' separates frames in collapsed stacks */
-            if (csv && ch == '"')
-                out[n++] = '"';
-            out[n++] = ch;
-        }
-        out[n] = '\0';
+            rc = ht_sbuf_add(out, sep, strlen(sep));
+        if (rc == 0 && cJSON_IsString(f))
+            rc = label_frame(out, f->valuestring, csv);
+        f = outermost_first ? (f == first ? NULL : f->prev) : f->next;
     }
+    return rc;
 }
 
+static int sbuf_printf(struct ht_sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int sbuf_printf(struct ht_sbuf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    return n < 0 ? HT_ENOMEM
+                 : ht_sbuf_add(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+#define CSV_SAMPLES_HEADER "t_ns,heap_bytes,heap_count,committed_bytes,private_bytes"
+#define CSV_ROWS_HEADER                                                                            \
+    "rank,stack,count,size,impacting,outstanding,outstanding_count,reallocs,"                      \
+    "aifi_count,aifi_size,aifo_count,aifo_size,aofi_count,aofi_size,"                              \
+    "aofo_count,aofo_size"
+
+static int sample_csv_line(const cJSON *x, struct ht_sbuf *line)
+{
+    return sbuf_printf(line, "%lld,%lld,%lld,%lld,%lld", (long long)value_of(x, "t"),
+                       (long long)value_of(x, "heap"), (long long)value_of(x, "heap_count"),
+                       (long long)value_of(x, "committed"),
+                       (long long)value_of(x, "private_bytes"));
+}
+
+/* flamegraph.pl / speedscope: "outer;...;inner value"; 1 made, 0 when the
+ * row has no value, or an error. */
+static int collapsed_line(const cJSON *r, const char *field, struct ht_sbuf *line)
+{
+    int64_t v = value_of(r, field);
+    if (v <= 0)
+        return 0;
+    int rc = row_label(r, ";", 1, 0, line);
+    if (rc == 0 && line->len == 0)
+        rc = ht_sbuf_add(line, "[no stack]", 10);
+    if (rc == 0)
+        rc = sbuf_printf(line, " %lld", (long long)v);
+    return rc == 0 ? 1 : rc;
+}
+
+static int csv_line(const cJSON *r, int rank, struct ht_sbuf *line)
+{
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(r, "types");
+    int64_t tc[4] = {0}, ts[4] = {0};
+    static const char *const tn[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(types, tn[k]);
+        tc[k] = value_of(t, "count");
+        ts[k] = value_of(t, "size");
+    }
+    int rc = sbuf_printf(line, "%d,\"", rank);
+    if (rc == 0)
+        rc = row_label(r, " <- ", 0, 1, line);
+    if (rc == 0)
+        rc = sbuf_printf(
+            line, "\",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
+            (long long)value_of(r, "count"), (long long)value_of(r, "size"),
+            (long long)value_of(r, "impacting"), (long long)value_of(r, "outstanding"),
+            (long long)value_of(r, "outstanding_count"), (long long)value_of(r, "reallocs"),
+            (long long)tc[0], (long long)ts[0], (long long)tc[1], (long long)ts[1],
+            (long long)tc[2], (long long)ts[2], (long long)tc[3], (long long)ts[3]);
+    return rc;
+}
+
+/* A snapshot's rows (or samples) as lines (snapshots are small: built whole). */
 static cJSON *render(const cJSON *result, const char *format, const char *sort)
 {
     cJSON *d = cJSON_CreateObject();
@@ -79,61 +159,152 @@ static cJSON *render(const cJSON *result, const char *format, const char *sort)
     }
     cJSON *lines = cJSON_AddArrayToObject(d, "lines");
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(result, "rows");
-    const cJSON *samples = cJSON_GetObjectItemCaseSensitive(result, "samples");
-    char label[8192], line[8448];
-    if (samples) {
-        if (!strcmp(format, "collapsed"))
-            return cJSON_Delete(d), NULL;
-        add_line(lines, "t_ns,heap_bytes,heap_count,committed_bytes,private_bytes");
-        const cJSON *x;
-        cJSON_ArrayForEach(x, samples)
-        {
-            snprintf(line, sizeof(line), "%lld,%lld,%lld,%lld,%lld", (long long)value_of(x, "t"),
-                     (long long)value_of(x, "heap"), (long long)value_of(x, "heap_count"),
-                     (long long)value_of(x, "committed"), (long long)value_of(x, "private_bytes"));
-            add_line(lines, line);
-        }
-        return d;
-    }
     const char *field = sort_field(sort);
-    if (!strcmp(format, "csv"))
-        add_line(lines, "rank,stack,count,size,impacting,outstanding,outstanding_count,reallocs,"
-                        "aifi_count,aifi_size,aifo_count,aifo_size,aofi_count,aofi_size,"
-                        "aofo_count,aofo_size");
-    int rank = 0;
+    int csv = !strcmp(format, "csv");
+    if (csv)
+        add_line(lines, CSV_ROWS_HEADER);
+    struct ht_sbuf line = {0};
+    int rank = 0, rc = 0;
     const cJSON *r;
     cJSON_ArrayForEach(r, rows)
     {
-        rank++;
-        if (!strcmp(format, "collapsed")) {
-            /* flamegraph.pl / speedscope: "outer;...;inner value". */
-            int64_t v = value_of(r, field);
-            if (v <= 0)
-                continue;
-            row_label(r, ";", 1, 0, label, sizeof(label));
-            snprintf(line, sizeof(line), "%s %lld", label[0] ? label : "[no stack]", (long long)v);
-            add_line(lines, line);
-            continue;
-        }
-        row_label(r, " <- ", 0, 1, label, sizeof(label));
-        const cJSON *types = cJSON_GetObjectItemCaseSensitive(r, "types");
-        int64_t tc[4] = {0}, ts[4] = {0};
-        static const char *const tn[] = {"AIFI", "AIFO", "AOFI", "AOFO"};
-        for (int k = 0; k < 4; k++) {
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(types, tn[k]);
-            tc[k] = value_of(t, "count");
-            ts[k] = value_of(t, "size");
-        }
-        snprintf(line, sizeof(line),
-                 "%d,\"%s\",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
-                 rank, label, (long long)value_of(r, "count"), (long long)value_of(r, "size"),
-                 (long long)value_of(r, "impacting"), (long long)value_of(r, "outstanding"),
-                 (long long)value_of(r, "outstanding_count"), (long long)value_of(r, "reallocs"),
-                 (long long)tc[0], (long long)ts[0], (long long)tc[1], (long long)ts[1],
-                 (long long)tc[2], (long long)ts[2], (long long)tc[3], (long long)ts[3]);
-        add_line(lines, line);
+        line.len = 0;
+        rc = csv ? csv_line(r, ++rank, &line) : collapsed_line(r, field, &line);
+        if (rc < 0)
+            break;
+        if (csv || rc == 1)
+            add_line(lines, line.p);
+    }
+    ht_sbuf_free(&line);
+    if (rc < 0) {
+        cJSON_Delete(d);
+        return NULL;
     }
     return d;
+}
+
+/* A line as a JSON string item of "lines". */
+static int line_item(const char *line, struct ht_sbuf *out)
+{
+    cJSON *s = cJSON_CreateString(line);
+    char *text = s ? cJSON_PrintUnformatted(s) : NULL;
+    cJSON_Delete(s);
+    int rc = text ? ht_sbuf_add(out, text, strlen(text)) : HT_ENOMEM;
+    cJSON_free(text);
+    return rc == 0 ? 1 : rc;
+}
+
+static int csv_fmt(const void *arg, const cJSON *row, uint32_t rank, struct ht_sbuf *out)
+{
+    struct ht_sbuf line = {0};
+    (void)arg;
+    int rc = csv_line(row, (int)rank, &line);
+    if (rc == 0)
+        rc = line_item(line.p, out);
+    ht_sbuf_free(&line);
+    return rc;
+}
+
+static int collapsed_fmt(const void *arg, const cJSON *row, uint32_t rank, struct ht_sbuf *out)
+{
+    struct ht_sbuf line = {0};
+    (void)rank;
+    int rc = collapsed_line(row, arg, &line);
+    if (rc == 1)
+        rc = line_item(line.p, out);
+    ht_sbuf_free(&line);
+    return rc;
+}
+
+static int sample_csv_fmt(const void *arg, const cJSON *x, uint32_t rank, struct ht_sbuf *out)
+{
+    struct ht_sbuf line = {0};
+    (void)arg;
+    (void)rank;
+    int rc = sample_csv_line(x, &line);
+    if (rc == 0)
+        rc = line_item(line.p, out);
+    ht_sbuf_free(&line);
+    return rc;
+}
+
+/* {"format":F,"result":head} for json (the items go in result's array
+ * named key), {"format":F,"lines":[]} otherwise. */
+static cJSON *export_data(const char *format, cJSON *head, const char *key, cJSON **arr,
+                          cJSON **outer)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "format", format);
+    if (!strcmp(format, "json")) {
+        cJSON_AddItemToObject(d, "result", head);
+        *outer = head;
+        *arr = cJSON_GetObjectItemCaseSensitive(head, key);
+    } else {
+        cJSON_Delete(head);
+        *outer = NULL;
+        *arr = cJSON_AddArrayToObject(d, "lines");
+    }
+    return d;
+}
+
+static int export_timeline(struct cmd_ctx *ctx, const char *format)
+{
+    if (!strcmp(format, "collapsed"))
+        return cmd_error(ctx, HT_EBADARG,
+                         "the timeline has no collapsed-stack form: use csv or json");
+    char err[256];
+    cJSON *targs = cJSON_CreateObject();
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "range");
+    if (r)
+        cJSON_AddStringToObject(targs, "range", r->valuestring);
+    cJSON *head;
+    struct tl_span sp;
+    int rc = timeline_head(ctx->s, targs, &head, &sp, err, sizeof(err));
+    cJSON_Delete(targs);
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
+    cJSON *arr, *outer;
+    cJSON *d = export_data(format, head, "samples", &arr, &outer);
+    int csv = !strcmp(format, "csv");
+    return samples_reply(ctx, &sp, d, arr, outer, csv ? sample_csv_fmt : NULL, NULL,
+                         csv ? "\"" CSV_SAMPLES_HEADER "\"" : NULL);
+}
+
+static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what, const char *sort)
+{
+    struct qargs *qa = ht_malloc(sizeof(*qa));
+    if (!qa)
+        return cmd_error(ctx, HT_ENOMEM, "out of memory");
+    /* Exports want everything: the top defaults to the maximum. */
+    cJSON *qargs_obj = cJSON_Duplicate(ctx->req->args, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
+    cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
+    if (!cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
+        cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
+    char err[256];
+    struct session *s = ctx->s;
+    int rc = qargs_parse(qa, s, ctx->srv->cfg, qargs_obj,
+                         strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err, sizeof(err));
+    struct query_result res;
+    if (rc == 0 && engine_query(&s->eng, &qa->q, &res) != 0) {
+        rc = HT_ENOMEM;
+        snprintf(err, sizeof(err), "out of memory running the query");
+    }
+    cJSON_Delete(qargs_obj);
+    if (rc != 0) {
+        ht_free(qa);
+        return cmd_error(ctx, rc, "%s", err);
+    }
+    cJSON *arr, *outer;
+    cJSON *d = export_data(format, rows_head(s, &qa->q, &res), "rows", &arr, &outer);
+    if (!strcmp(format, "csv"))
+        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, csv_fmt, NULL, "\"" CSV_ROWS_HEADER "\"");
+    else if (!strcmp(format, "collapsed"))
+        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, collapsed_fmt, sort_field(sort), NULL);
+    else
+        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, NULL, NULL, NULL);
+    ht_free(qa);
+    return rc;
 }
 
 int cmd_export(struct cmd_ctx *ctx)
@@ -171,45 +342,15 @@ int cmd_export(struct cmd_ctx *ctx)
         }
         result = cJSON_Duplicate(part, 1);
     } else if (!strcmp(what, "timeline")) {
-        char err[256];
-        cJSON *targs = cJSON_CreateObject();
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(args, "range");
-        if (r)
-            cJSON_AddStringToObject(targs, "range", r->valuestring);
-        int rc = timeline_build(s, targs, &result, err, sizeof(err));
-        cJSON_Delete(targs);
-        if (rc != 0)
-            return cmd_error(ctx, rc, "%s", err);
+        return export_timeline(ctx, format);
     } else {
-        struct qargs *qa = ht_malloc(sizeof(*qa));
-        if (!qa)
-            return cmd_error(ctx, HT_ENOMEM, "out of memory");
-        /* Exports want everything: the top defaults to the maximum. */
-        cJSON *qargs_obj = cJSON_Duplicate(args, 1);
-        cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
-        cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
-        if (!cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
-            cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
-        char err[256];
-        int rc =
-            qargs_parse(qa, s, ctx->srv->cfg, qargs_obj,
-                        strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err, sizeof(err));
-        struct query_result res;
-        if (rc == 0 && engine_query(&s->eng, &qa->q, &res) == 0) {
-            result = query_result_json(s, &qa->q, &res);
-            query_result_free(&res);
-        }
-        cJSON_Delete(qargs_obj);
-        ht_free(qa);
-        if (rc != 0)
-            return cmd_error(ctx, rc, "%s", err);
+        return export_rows(ctx, format, what, sort);
     }
     if (!result)
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
     cJSON *d = render(result, format, sort);
     cJSON_Delete(result);
     if (!d)
-        return cmd_error(ctx, HT_EBADARG,
-                         "the timeline has no collapsed-stack form: use csv or json");
+        return cmd_error(ctx, HT_ENOMEM, "out of memory rendering the snapshot");
     return cmd_reply(ctx, d);
 }

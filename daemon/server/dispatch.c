@@ -39,19 +39,6 @@ int dispatch_complete(void)
     return 1;
 }
 
-static int emit_cb(void *arg, char *line)
-{
-    return client_send(arg, line);
-}
-
-int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
-{
-    if (!data)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
-    ht_reply_frames(ctx->req->id, data, emit_cb, ctx->c);
-    return 0;
-}
-
 int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
 {
     char msg[512];

@@ -330,6 +330,42 @@ cJSON *quality_json(struct session *s)
     return o;
 }
 
+cJSON *query_row_json(struct session *s, const struct query *q, const struct query_row *r)
+{
+    char buf[32];
+    cJSON *o = cJSON_CreateObject();
+    if (q->list) {
+        cJSON_AddNumberToObject(o, "alloc_time", (double)r->a);
+        if (r->f != UINT64_MAX)
+            cJSON_AddNumberToObject(o, "free_time", (double)r->f);
+        else
+            cJSON_AddNullToObject(o, "free_time");
+        cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
+    } else {
+        switch (q->by) {
+        case HT_BY_FRAME:
+            cJSON_AddStringToObject(o, "frame", frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
+            break;
+        case HT_BY_IMAGE: {
+            const char *m = r->key ? stack_intern_strget(&s->eng.si, (uint32_t)r->key) : NULL;
+            cJSON_AddStringToObject(o, "image", m ? m : "?");
+            break;
+        }
+        case HT_BY_HEAP:
+            hex_json(o, "heap", r->key);
+            break;
+        case HT_BY_TYPE:
+            cJSON_AddStringToObject(o, "type", ht_type_names[r->key]);
+            break;
+        default:
+            cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
+            break;
+        }
+    }
+    figures_json(o, r);
+    return o;
+}
+
 cJSON *query_result_json(struct session *s, const struct query *q, const struct query_result *res)
 {
     cJSON *d = cJSON_CreateObject();
@@ -350,42 +386,8 @@ cJSON *query_result_json(struct session *s, const struct query *q, const struct 
     cJSON_AddBoolToObject(d, "exact_totals", res->exact_totals);
     cJSON_AddNumberToObject(d, "groups", (double)res->ngroups);
     cJSON *rows = cJSON_AddArrayToObject(d, "rows");
-    char buf[32];
-    for (uint32_t i = 0; i < res->nrows; i++) {
-        const struct query_row *r = &res->rows[i];
-        cJSON *o = cJSON_CreateObject();
-        if (q->list) {
-            cJSON_AddNumberToObject(o, "alloc_time", (double)r->a);
-            if (r->f != UINT64_MAX)
-                cJSON_AddNumberToObject(o, "free_time", (double)r->f);
-            else
-                cJSON_AddNullToObject(o, "free_time");
-            cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
-        } else {
-            switch (q->by) {
-            case HT_BY_FRAME:
-                cJSON_AddStringToObject(o, "frame",
-                                        frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
-                break;
-            case HT_BY_IMAGE: {
-                const char *m = r->key ? stack_intern_strget(&s->eng.si, (uint32_t)r->key) : NULL;
-                cJSON_AddStringToObject(o, "image", m ? m : "?");
-                break;
-            }
-            case HT_BY_HEAP:
-                hex_json(o, "heap", r->key);
-                break;
-            case HT_BY_TYPE:
-                cJSON_AddStringToObject(o, "type", ht_type_names[r->key]);
-                break;
-            default:
-                cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
-                break;
-            }
-        }
-        figures_json(o, r);
-        cJSON_AddItemToArray(rows, o);
-    }
+    for (uint32_t i = 0; i < res->nrows; i++)
+        cJSON_AddItemToArray(rows, query_row_json(s, q, &res->rows[i]));
     cJSON *total = cJSON_AddObjectToObject(d, "total");
     figures_json(total, &res->total);
     cJSON_AddItemToObject(d, "quality", quality_json(s));

@@ -17,12 +17,23 @@ struct write_req {
     size_t len;
 };
 
+/* A queued reply: a line, or a stream that makes its frames when asked. */
+struct out_item {
+    struct out_item *next;
+    char *line;
+    size_t len;
+    struct reply_src *src;
+};
+
+static void out_queue_clear(struct client *c);
+
 static void client_free_if_closed(struct client *c)
 {
     if (--c->pending_closes > 0)
         return;
     ht_free(c->in);
     ht_free(c->after);
+    ht_free(c->held);
     ht_free(c);
 }
 
@@ -50,48 +61,47 @@ void client_close(struct client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv->nclients--;
+    out_queue_clear(c);
     c->pending_closes = 2;
     uv_close((uv_handle_t *)&c->timer, client_handle_closed_cb);
     uv_close((uv_handle_t *)&c->pipe, client_handle_closed_cb);
 }
 
-static void write_cb(uv_write_t *req, int status)
+/* Bytes queued to all clients also count in the daemon-wide memory budget
+ * that sessions grow against (read there from the decoder threads). */
+static void out_queued_add(struct server *srv, int64_t delta)
 {
-    struct write_req *w = (struct write_req *)req;
-    struct client *c = w->c;
-    c->out_pending -= w->len;
-    c->srv->out_queued -= w->len;
-    atomic_store_explicit(&c->srv->mem.outside, c->srv->out_queued, memory_order_relaxed);
-    if (status < 0 && status != UV_ECANCELED)
-        log_debug("client %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(status));
-    ht_free(w->line);
-    ht_free(w);
-    if (c->out_pending == 0 && c->close_when_flushed)
-        client_close(c);
+    srv->out_queued += (uint64_t)delta;
+    atomic_store_explicit(&srv->mem.outside, srv->out_queued, memory_order_relaxed);
 }
 
-int client_send(struct client *c, char *line)
+uint64_t client_unread(const struct client *c)
 {
-    if (!line)
-        return HT_ENOMEM;
-    if (c->closing) {
-        ht_free(line);
-        return UV_EPIPE;
-    }
-    size_t len = strlen(line);
-    if (c->out_pending + len > c->srv->cfg->client_output_cap) {
-        /* The client does not read: drop it rather than grow without bound. */
-        log_warn("client %llu: %llu bytes unread, over the %llu byte cap: disconnected",
-                 (unsigned long long)c->id, (unsigned long long)c->out_pending,
-                 (unsigned long long)c->srv->cfg->client_output_cap);
-        c->srv->clients_dropped_slow++;
-        ht_free(line);
-        client_close(c);
-        return UV_ENOBUFS;
-    }
+    return c->out_pending + c->oq_bytes;
+}
+
+/* Nothing queued, being written or held: the client is answered. */
+static int client_flushed(const struct client *c)
+{
+    return !c->oq_head && c->out_pending == 0 && c->held_len == 0;
+}
+
+/* Requests wait while the client has replies queued or a backlog: they are
+ * answered in order, and a client cannot pile up work it does not read. */
+static int client_busy(const struct client *c)
+{
+    return c->oq_head || c->out_pending >= CLIENT_OUT_LOW;
+}
+
+static void write_cb(uv_write_t *req, int status);
+
+/* Hand a line to libuv; it counts as unread until its write completes. */
+static int write_line(struct client *c, char *line, size_t len)
+{
     struct write_req *w = ht_malloc(sizeof(*w));
     if (!w) {
         ht_free(line);
+        client_close(c);
         return HT_ENOMEM;
     }
     w->c = c;
@@ -106,16 +116,200 @@ int client_send(struct client *c, char *line)
         return rc;
     }
     c->out_pending += len;
-    c->srv->out_queued += len;
-    /* Queued output counts in the daemon-wide budget that sessions grow against. */
-    atomic_store_explicit(&c->srv->mem.outside, c->srv->out_queued, memory_order_relaxed);
+    out_queued_add(c->srv, (int64_t)len);
     return 0;
+}
+
+/* Move queued replies to libuv: lines at once (they were counted when
+ * queued), a stream's next frame only while the client has read all but
+ * CLIENT_OUT_LOW of what it was sent, and one frame per call: each written
+ * frame asks for the next, so other clients get the loop in between. */
+static void client_pump(struct client *c)
+{
+    int framed = 0;
+    while (!c->closing && c->oq_head &&
+           (c->oq_head->line || (!framed && c->out_pending < CLIENT_OUT_LOW))) {
+        struct out_item *it = c->oq_head;
+        char *line = it->line;
+        int last = 1;
+        if (!line)
+            framed = 1;
+        if (line) {
+            c->oq_bytes -= it->len;
+            out_queued_add(c->srv, -(int64_t)(it->len));
+        } else {
+            line = reply_src_next(it->src, &last);
+        }
+        if (last) {
+            c->oq_head = it->next;
+            if (!c->oq_head)
+                c->oq_tail = NULL;
+            if (it->src && it->src->frames > 1)
+                log_debug("client %llu: reply sent as %llu frames, %llu bytes, slowest frame "
+                          "%.2f ms",
+                          (unsigned long long)c->id, (unsigned long long)it->src->frames,
+                          (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6);
+            if (it->src)
+                reply_src_free(it->src);
+            ht_free(it);
+        }
+        if (!line) {
+            log_warn("client %llu: out of memory making a reply frame: disconnected",
+                     (unsigned long long)c->id);
+            client_close(c);
+            return;
+        }
+        write_line(c, line, strlen(line));
+    }
+}
+
+static void out_queue_clear(struct client *c)
+{
+    while (c->oq_head) {
+        struct out_item *it = c->oq_head;
+        c->oq_head = it->next;
+        if (it->line) {
+            out_queued_add(c->srv, -(int64_t)(it->len));
+            ht_free(it->line);
+        }
+        if (it->src)
+            reply_src_free(it->src);
+        ht_free(it);
+    }
+    c->oq_tail = NULL;
+    c->oq_bytes = 0;
+}
+
+static void out_queue_push(struct client *c, struct out_item *it)
+{
+    it->next = NULL;
+    if (c->oq_tail)
+        c->oq_tail->next = it;
+    else
+        c->oq_head = it;
+    c->oq_tail = it;
+}
+
+/* Requests read while the client was busy run now, in order. */
+static void client_release_held(struct client *c)
+{
+    char *held = c->held;
+    size_t n = c->held_len;
+    c->held = NULL;
+    c->held_len = 0;
+    client_feed(c, held, n);
+    ht_free(held);
+    if (c->closing || c->held_len || c->eof)
+        return;
+    if (c->mode == CLIENT_LINES || c->mode == CLIENT_SKIP ||
+        (c->mode == CLIENT_STREAM && !load_stream_full(c)))
+        client_resume(c);
+}
+
+/* Output moved on: more frames, held requests, or the end of a client that
+ * is done (half-closed and answered, or closing once flushed). */
+static void client_output_moved(struct client *c)
+{
+    client_pump(c);
+    if (!c->closing && c->held_len && !client_busy(c))
+        client_release_held(c);
+    if (c->closing || !client_flushed(c))
+        return;
+    if (c->close_when_flushed ||
+        (c->eof && !c->recording && !c->topping && !c->loading && c->mode != CLIENT_STREAM))
+        client_close(c);
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    struct write_req *w = (struct write_req *)req;
+    struct client *c = w->c;
+    c->out_pending -= w->len;
+    out_queued_add(c->srv, -(int64_t)(w->len));
+    ht_free(w->line);
+    ht_free(w);
+    if (status < 0) {
+        /* The client is gone: nothing more it was sent can arrive. */
+        if (status != UV_ECANCELED) {
+            log_debug("client %llu: write failed: %s", (unsigned long long)c->id,
+                      uv_strerror(status));
+            client_close(c);
+        }
+        return;
+    }
+    if (!c->closing)
+        client_output_moved(c);
+}
+
+/* Unread output past a cap: the client does not read, drop it rather than grow. */
+static int client_over_cap(struct client *c, size_t len)
+{
+    const struct ht_config *cfg = c->srv->cfg;
+    uint64_t unread = client_unread(c);
+    if (unread + len > cfg->client_output_cap) {
+        log_warn("client %llu: %llu bytes unread, over the %llu byte cap: disconnected",
+                 (unsigned long long)c->id, (unsigned long long)unread,
+                 (unsigned long long)cfg->client_output_cap);
+        c->srv->clients_dropped_slow++;
+        return 1;
+    }
+    /* A reader holds at most CLIENT_OUT_LOW and a frame: it is never the one dropped. */
+    if (c->srv->out_queued + len > cfg->output_cap_total && unread > CLIENT_OUT_LOW) {
+        log_warn("client %llu: %llu bytes unread while the daemon holds %llu, over "
+                 "output_cap_total (%llu): disconnected",
+                 (unsigned long long)c->id, (unsigned long long)unread,
+                 (unsigned long long)c->srv->out_queued, (unsigned long long)cfg->output_cap_total);
+        c->srv->clients_dropped_output_total++;
+        return 1;
+    }
+    return 0;
+}
+
+int client_send(struct client *c, char *line)
+{
+    if (!line)
+        return HT_ENOMEM;
+    if (c->closing) {
+        ht_free(line);
+        return UV_EPIPE;
+    }
+    size_t len = strlen(line);
+    if (client_over_cap(c, len)) {
+        ht_free(line);
+        client_close(c);
+        return UV_ENOBUFS;
+    }
+    if (!c->oq_head)
+        return write_line(c, line, len);
+    struct out_item *it = ht_calloc(1, sizeof(*it));
+    if (!it) {
+        ht_free(line);
+        return HT_ENOMEM;
+    }
+    it->line = line;
+    it->len = len;
+    c->oq_bytes += len;
+    out_queued_add(c->srv, (int64_t)(len));
+    out_queue_push(c, it);
+    return 0;
+}
+
+void client_send_src(struct client *c, struct reply_src *r)
+{
+    struct out_item *it = c->closing ? NULL : ht_calloc(1, sizeof(*it));
+    if (!it) {
+        reply_src_free(r);
+        return;
+    }
+    it->src = r;
+    out_queue_push(c, it);
+    client_pump(c);
 }
 
 void client_send_then_close(struct client *c, char *line)
 {
     c->close_when_flushed = 1;
-    if (client_send(c, line) == 0 && c->out_pending == 0)
+    if (client_send(c, line) == 0 && client_flushed(c))
         client_close(c);
 }
 
@@ -132,6 +326,23 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof(read_buf);
 }
 
+/* Keep the rest of what was read until the client's replies drained; stop
+ * reading it meanwhile (its requests wait in the socket). */
+static void client_hold(struct client *c, const char *buf, size_t n)
+{
+    char *nb = ht_realloc(c->held, c->held_len + n);
+    if (!nb) {
+        log_warn("client %llu: out of memory holding its requests: disconnected",
+                 (unsigned long long)c->id);
+        client_close(c);
+        return;
+    }
+    memcpy(nb + c->held_len, buf, n);
+    c->held = nb;
+    c->held_len += n;
+    client_pause(c);
+}
+
 /* Line mode: complete requests are dispatched; an over-long line is refused
  * with ETOOBIG and skipped up to its newline, and the client stays. */
 void client_feed(struct client *c, const char *buf, size_t n)
@@ -143,6 +354,10 @@ void client_feed(struct client *c, const char *buf, size_t n)
         }
         const char *nl = memchr(buf, '\n', n);
         size_t take = nl ? (size_t)(nl - buf) + 1 : n;
+        if (nl && c->mode == CLIENT_LINES && client_busy(c)) {
+            client_hold(c, buf, n);
+            return;
+        }
         if (c->mode == CLIENT_SKIP) {
             if (nl)
                 c->mode = CLIENT_LINES;
@@ -181,7 +396,8 @@ void client_pause(struct client *c)
 
 void client_resume(struct client *c)
 {
-    if (c->paused && !c->closing) {
+    /* Held requests go first; a half-closed client has nothing more to read. */
+    if (c->paused && !c->closing && !c->held_len && !c->eof) {
         c->paused = 0;
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
     }
@@ -195,8 +411,15 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         /* A load stream waits while its feed has less room than one read. */
         if (c->mode == CLIENT_STREAM && !c->closing && load_stream_full(c))
             client_pause(c);
-    } else if (nread < 0)
-        client_close(c); /* EOF or error; a partial line is dropped with the client */
+    } else if (nread == UV_EOF && c->mode != CLIENT_STREAM) {
+        /* Half-closed (shutdown(SHUT_WR), socat, nc -N): every complete
+         * request is answered and flushed first; a partial line is dropped. */
+        c->eof = 1;
+        uv_read_stop(stream);
+        client_output_moved(c);
+    } else if (nread < 0) {
+        client_close(c); /* error, or EOF in the middle of a load stream */
+    }
     (void)buf;
 }
 
@@ -334,10 +557,10 @@ static void connection_cb(uv_stream_t *server, int status)
 /* A client waiting for nothing (no load, subscription or output) that sent
  * no complete request for client_idle_ns holds a slot for nothing: closed,
  * with a line saying why. */
-static int client_idle(const struct client *c, uint64_t now, uint64_t idle_ms)
+static int client_idle_expired(const struct client *c, uint64_t now, uint64_t idle_ms)
 {
     if (c->closing || c->close_when_flushed || c->loading || c->recording || c->topping ||
-        c->out_pending > 0 || c->mode == CLIENT_STREAM || c->mode == CLIENT_DRAINING)
+        !client_flushed(c) || c->mode == CLIENT_STREAM || c->mode == CLIENT_DRAINING)
         return 0;
     return now - c->last_request >= idle_ms;
 }
@@ -348,7 +571,7 @@ static void idle_cb(uv_timer_t *t)
     uint64_t now = uv_now(srv->loop), idle_ms = srv->cfg->client_idle_ns / 1000000;
     for (struct client *c = srv->clients, *next; c; c = next) {
         next = c->next;
-        if (!client_idle(c, now, idle_ms))
+        if (!client_idle_expired(c, now, idle_ms))
             continue;
         srv->clients_idle_closed++;
         log_debug("client %llu: no request for %llu ms: closed", (unsigned long long)c->id,

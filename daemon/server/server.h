@@ -15,6 +15,8 @@
 struct cJSON;
 struct session;
 struct server;
+struct cmd_ctx;
+struct tl_span;
 
 /* Where a client's bytes go once a request switched it out of line mode. */
 enum client_mode {
@@ -38,7 +40,14 @@ struct client {
     enum client_mode mode;
     char *in; /* unparsed input, at most HT_REQUEST_MAX (+ a stream chunk header) */
     size_t in_len;
-    uint64_t out_pending; /* bytes queued to write, capped by config */
+    uint64_t out_pending; /* bytes handed to libuv and not yet read by the client */
+    /* Replies waiting for the client to read what came before (reply.c):
+     * lines and reply streams, in request order. */
+    struct out_item *oq_head, *oq_tail;
+    uint64_t oq_bytes; /* bytes of the queued lines */
+    char *held;        /* requests read while output was backed up, run once it drained */
+    size_t held_len;
+    int eof; /* the client shut its writing side: answer what it sent, then close */
     /* Stream (load) state. */
     struct session *loading;
     int64_t load_req_id;
@@ -135,7 +144,8 @@ struct server {
     /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
     uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
         clients_idle_closed;
-    uint64_t out_queued;   /* bytes queued to all clients, not yet written */
+    uint64_t out_queued;                   /* every client's unread output bytes */
+    uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
 };
 
@@ -144,9 +154,52 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
 /* Close every session, client and handle; the loop then ends by itself. */
 void server_stop(struct server *srv);
 
-/* Queue a line (taken over, freed when written) to a client. Closes the
- * client instead when its queued output would pass the cap. 0 or an error. */
+/* Queue a line (taken over, freed when written) to a client, after the
+ * replies already queued. Closes the client instead when its unread output
+ * would pass client_output_cap, or when the daemon's would pass
+ * output_cap_total while this client holds more than CLIENT_OUT_LOW. 0 or an
+ * error. */
 int client_send(struct client *c, char *line);
+/* Bytes sent to the client that it has not read yet (queued or in libuv). */
+uint64_t client_unread(const struct client *c);
+/* A reply stream's next frame is made only while the client has less than
+ * this unread: a reader gets every frame, a client that stops reading holds
+ * at most this much plus one frame. */
+#define CLIENT_OUT_LOW (512 * 1024)
+
+/* A reply produced one frame at a time (reply.c): its next frame is made when
+ * the client has read the previous ones, so no request holds the loop for
+ * longer than one frame takes. */
+struct reply_src {
+    struct ht_framer fr;
+    /* Append the next item's JSON text to out (empty): 1 added, 0 no more
+     * items, or an error (the reply then ends with an error envelope, err). */
+    int (*item)(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz);
+    void (*free)(struct reply_src *r); /* frees r itself */
+    struct ht_sbuf ahead;              /* the next item, made early: it says if more come */
+    int done;
+    const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
+    uint64_t frames, bytes, slowest_ns; /* for the debug log: the loop's longest hold */
+};
+/* How a stream turns one row (or sample) into its item: 1 added to out, 0
+ * skipped, or an error. NULL means the row's JSON itself. */
+typedef int (*reply_fmt_fn)(const void *arg, const struct cJSON *row, uint32_t rank,
+                            struct ht_sbuf *out);
+/* Append row as the item fmt makes of it (see reply_fmt_fn). */
+int reply_item_add(const struct cJSON *row, reply_fmt_fn fmt, const void *arg, uint32_t rank,
+                   struct ht_sbuf *out);
+/* Cut data's array arr (in data, or in its member outer) for r and queue r
+ * to the client; data is freed. Returns 0 (an error was answered). */
+int reply_start(struct cmd_ctx *ctx, struct reply_src *r, struct cJSON *data, struct cJSON *arr,
+                struct cJSON *outer);
+/* Queue a reply stream (taken over) after the client's other replies. */
+void client_send_src(struct client *c, struct reply_src *r);
+/* The next frame of r (*last = 1 when it is the last one, or an error
+ * envelope ended it); NULL when out of memory. */
+char *reply_src_next(struct reply_src *r, int *last);
+void reply_src_free(struct reply_src *r);
+/* The session with this id, NULL once it was dropped (a stream checks each item). */
+struct session *session_by_id(struct server *srv, uint32_t id);
 void client_close(struct client *c);
 /* Stop / restart reading a client (a load stream waits for its feed). */
 void client_pause(struct client *c);
@@ -233,9 +286,33 @@ int cmd_shutdown(struct cmd_ctx *ctx);
 
 /* stacks and commits differ only in the domain (cmd-stacks.c). */
 int cmd_query_domain(struct cmd_ctx *ctx, int domain);
-/* Timeline reply data for args (range, step) (cmd-timeline.c; export uses it too). */
-int timeline_build(struct session *s, const struct cJSON *args, struct cJSON **out, char *err,
-                   size_t errsz);
+/* Send a query's rows a frame at a time (cmd-stacks.c): data is the reply
+ * around them (its array arr, in data or in its member outer, is where they
+ * go); res is taken over. Returns 0 (an error was answered). */
+int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *res,
+               struct cJSON *data, struct cJSON *arr, struct cJSON *outer, reply_fmt_fn fmt,
+               const void *fmt_arg, const char *lead);
+/* A query's reply data around its rows: every member, "rows" empty. */
+struct cJSON *rows_head(struct session *s, const struct query *q, const struct query_result *res);
+/* The same for the timeline's samples in a span (cmd-timeline.c). */
+int samples_reply(struct cmd_ctx *ctx, const struct tl_span *sp, struct cJSON *data,
+                  struct cJSON *arr, struct cJSON *outer, reply_fmt_fn fmt, const void *fmt_arg,
+                  const char *lead);
+/* The timeline's samples in [t1, t2], one per step (cmd-timeline.c; export uses it too). */
+struct tl_span {
+    uint64_t t1, t2, step;
+    uint64_t next;   /* the step's next sample time */
+    uint64_t last_t; /* time of the last sample sent */
+    int started;
+};
+/* Reply data for args (range, step) with an empty "samples" array, and the
+ * span its samples come from. 0 or HT_EBADARG with err. */
+int timeline_head(struct session *s, const struct cJSON *args, struct cJSON **out,
+                  struct tl_span *sp, char *err, size_t errsz);
+/* The span's next sample (NULL at its end): a binary search by time, so a
+ * ring that moved on since the last call is followed. */
+const struct tl_sample *timeline_next(struct session *s, struct tl_span *sp);
+struct cJSON *timeline_sample_json(struct session *s, const struct tl_sample *x);
 
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);

@@ -258,8 +258,12 @@ static void record_send(struct session *s, struct client *c, const char *buf, si
     const struct ht_config *cfg = s->srv->cfg;
     uint64_t cap =
         cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
-    /* 128: room for the gap's own line. */
-    if (c->out_pending > 0 && c->out_pending + len + 128 > cap) {
+    /* 128: room for the gap's own line. A recorder that holds unread output
+     * while the daemon's queued output is at its total cap takes a gap too,
+     * instead of being disconnected for it. */
+    uint64_t unread = client_unread(c);
+    if (unread > 0 && (unread + len + 128 > cap ||
+                       s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
         c->rec_lost += n;
         c->rec_lost_total += n;
         s->recorder_lost += n;

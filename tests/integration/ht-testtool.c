@@ -1,11 +1,11 @@
 /*
  * Test helper for the integration suite:
  *   norm                    JSON on stdin -> formatted, wall-clock fields removed
- *   get PATH                print a value of JSON on stdin ("rows.0.frame")
+ *   get PATH...             print values of JSON on stdin ("rows.0.frame"; "rows.#" a length)
  *   raw SOCK                send stdin's bytes as they are, print every reply line (2 s idle)
  *   bigline SOCK N          a request line of N bytes, then a ping: both must be answered
  *   partial SOCK            half a request without newline, then disconnect
- *   noread SOCK             pour queries without reading: the daemon must cut us off
+ *   noread SOCK             subscribe to top and never read: the daemon must cut us off
  *   concurrent SOCK N Q     N clients at once, Q stacks queries each; every reply ok
  *   halfload SOCK FILE      start a load, send half of FILE, disconnect
  *   pausedload SOCK FILE NAME [GO]  load FILE as NAME: half, a 400 ms pause (or until
@@ -25,6 +25,14 @@
  *                           to TARGET over it (an attacker racing the daemon's start)
  *   longnames E N LEN       .htev to stdout: E allocs, each with N new names of LEN bytes
  *   manyallocs N            binary stream to stdout: N allocs, none freed, no stacks
+ *   stall SOCK SECONDS      pour stacks queries for SECONDS without reading: must not be
+ *                           cut off (backpressure), the daemon keeps serving others
+ *   slowread SOCK REQ CHUNK MS  send the request line REQ, read its reply CHUNK bytes
+ *                           every MS ms; prints frames, items of the cut arrays, bytes
+ *   pingwatch SOCK STOPFILE MAXMS  ping every 10 ms until STOPFILE exists; fails if a
+ *                           ping took over MAXMS ms (prints the slowest)
+ *   halfclose SOCK N [REQ]  N pipelined pings (and REQ), then shutdown(SHUT_WR); reads to
+ *                           EOF; prints the answers, frames and items of REQ's reply
  */
 #include "ht-commands.h"
 #include "ht-text.h"
@@ -40,6 +48,8 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -136,25 +146,27 @@ static int cmd_norm(void)
     return 0;
 }
 
-static int cmd_get(const char *path)
+/* One value of root by path (see "get" at the top); 0 or 1 if missing. */
+static int get_print(cJSON *root, const char *path)
 {
-    size_t n;
-    char *text = read_all(stdin, &n);
-    cJSON *root = cJSON_Parse(text), *o = root;
-    free(text);
+    cJSON *o = root;
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", path);
     for (char *save, *tok = strtok_r(buf, ".", &save); o && tok; tok = strtok_r(NULL, ".", &save)) {
+        if (!strcmp(tok, "#") && cJSON_IsArray(o)) { /* "rows.#": the array's length */
+            printf("%d\n", cJSON_GetArraySize(o));
+            return 0;
+        }
         if (cJSON_IsArray(o))
             o = cJSON_GetArrayItem(o, atoi(tok));
         else
             o = cJSON_GetObjectItemCaseSensitive(o, tok);
     }
-    int rc = 0;
     if (!o) {
         puts("(missing)");
-        rc = 1;
-    } else if (cJSON_IsString(o)) {
+        return 1;
+    }
+    if (cJSON_IsString(o)) {
         puts(o->valuestring);
     } else if (cJSON_IsNumber(o)) {
         printf("%.0f\n", o->valuedouble);
@@ -163,6 +175,19 @@ static int cmd_get(const char *path)
         puts(s);
         free(s);
     }
+    return 0;
+}
+
+/* Every path's value, one a line, from a single parse. */
+static int cmd_get(int npaths, char **paths)
+{
+    size_t n;
+    char *text = read_all(stdin, &n);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    int rc = 0;
+    for (int i = 0; i < npaths; i++)
+        rc |= get_print(root, paths[i]);
     cJSON_Delete(root);
     return rc;
 }
@@ -209,29 +234,20 @@ static int cmd_partial(const char *sock)
 static int cmd_noread(const char *sock)
 {
     int fd = connect_to(sock);
+    /* Replies wait for a client that does not read (backpressure); what a
+     * subscription pushes cannot wait: past the cap the daemon drops us. */
     const char *q =
-        "{\"v\":1,\"id\":1,\"cmd\":\"stacks\",\"args\":{\"top\":10000,\"no_default_cull\":true}}\n";
+        "{\"v\":1,\"id\":1,\"cmd\":\"top\",\"args\":{\"interval\":\"10ms\",\"top\":1000}}\n";
+    send_all(fd, q, strlen(q));
     time_t start = time(NULL);
-    long sent = 0;
-    /* Keep writing until the daemon drops us (EPIPE/ECONNRESET) or 60 s pass. */
-    while (time(NULL) - start < 60) {
-        struct pollfd p = {fd, POLLOUT, 0};
+    int cut = 0;
+    while (!cut && time(NULL) - start < 60) {
+        struct pollfd p = {fd, 0, 0};
         if (poll(&p, 1, 1000) < 0)
             break;
-        if (p.revents & (POLLERR | POLLHUP))
-            break;
-        if (!(p.revents & POLLOUT))
-            continue;
-        ssize_t k = send(fd, q, strlen(q), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (k <= 0)
-            break;
-        sent++;
+        cut = (p.revents & (POLLERR | POLLHUP)) != 0;
     }
-    int cut = time(NULL) - start < 60;
-    printf("noread: sent %ld requests, %s\n", sent,
-           cut ? "disconnected by the daemon" : "never cut off");
+    printf("noread: %s\n", cut ? "disconnected by the daemon" : "never cut off");
     close(fd);
     return cut ? 0 : 1;
 }
@@ -333,6 +349,13 @@ static int cmd_halfload(const char *sock, const char *file)
     return 0;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int cmd_pausedload(const char *sock, const char *file, const char *name, const char *go)
 {
     FILE *f = fopen(file, "rb");
@@ -404,12 +427,6 @@ static int cmd_req(const char *sock, const char *line)
     return n == 1 ? 0 : 1;
 }
 
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct held {
     int fd;
@@ -617,13 +634,205 @@ static int cmd_manyallocs(long n)
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+
+static int cmd_stall(const char *sock, int seconds)
+{
+    int fd = connect_to(sock);
+    const char *q =
+        "{\"v\":1,\"id\":1,\"cmd\":\"stacks\",\"args\":{\"top\":10000,\"no_default_cull\":true}}\n";
+    double end = now_ms() + seconds * 1e3;
+    long sent = 0;
+    int cut = 0;
+    while (now_ms() < end && !cut) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 100) < 0)
+            break;
+        if (p.revents & (POLLERR | POLLHUP))
+            cut = 1;
+        else if (p.revents & POLLOUT) {
+            ssize_t k = send(fd, q, strlen(q), MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0)
+                sent++;
+            else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                cut = 1;
+        }
+    }
+    printf("stall: sent %ld requests, %s\n", sent, cut ? "cut off" : "still connected");
+    close(fd);
+    return cut;
+}
+
+/* Reply lines of one request, as they come. */
+struct reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static char *reader_line(struct reader *r, size_t chunk, int delay_ms)
+{
+    for (;;) {
+        char *nl = r->len ? memchr(r->buf, '\n', r->len) : NULL;
+        if (nl) {
+            size_t n = (size_t)(nl - r->buf);
+            char *line = malloc(n + 1);
+            memcpy(line, r->buf, n);
+            line[n] = '\0';
+            memmove(r->buf, nl + 1, r->len - n - 1);
+            r->len -= n + 1;
+            return line;
+        }
+        if (r->len + chunk + 1 > r->cap) {
+            r->cap = (r->len + chunk + 1) * 2;
+            r->buf = realloc(r->buf, r->cap);
+        }
+        if (delay_ms)
+            usleep((useconds_t)delay_ms * 1000);
+        ssize_t k = recv(r->fd, r->buf + r->len, chunk, 0);
+        if (k <= 0)
+            return NULL;
+        r->len += (size_t)k;
+    }
+}
+
+/* Items of the arrays a reply cuts across frames. */
+static long frame_items(const cJSON *data)
+{
+    static const char *const keys[] = {"rows", "samples", "lines"};
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(data, "result");
+    long n = 0;
+    for (int k = 0; k < 3; k++) {
+        n += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(data, keys[k]));
+        if (in)
+            n += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(in, keys[k]));
+    }
+    return n;
+}
+
+/* Read one reply (until a frame without more); 0 if every frame was ok. */
+static int read_reply(struct reader *r, size_t chunk, int delay_ms, long *frames, long *items,
+                      long *bytes)
+{
+    for (;;) {
+        char *line = reader_line(r, chunk, delay_ms);
+        if (!line) {
+            fprintf(stderr, "reply ended without its last frame\n");
+            return 1;
+        }
+        *bytes += (long)strlen(line) + 1;
+        cJSON *env = cJSON_Parse(line);
+        free(line);
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "ok"))) {
+            fprintf(stderr, "bad frame %ld\n", *frames);
+            cJSON_Delete(env);
+            return 1;
+        }
+        (*frames)++;
+        *items += frame_items(cJSON_GetObjectItemCaseSensitive(env, "data"));
+        int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "more"));
+        cJSON_Delete(env);
+        if (!more)
+            return 0;
+    }
+}
+
+static int cmd_slowread(const char *sock, const char *req, size_t chunk, int delay_ms)
+{
+    struct reader r = {connect_to(sock), NULL, 0, 0};
+    char line[4096];
+    int n = snprintf(line, sizeof(line), "%s\n", req);
+    send_all(r.fd, line, (size_t)n);
+    long frames = 0, items = 0, bytes = 0;
+    int rc = read_reply(&r, chunk, delay_ms, &frames, &items, &bytes);
+    printf("frames %ld items %ld bytes %ld\n", frames, items, bytes);
+    close(r.fd);
+    free(r.buf);
+    return rc;
+}
+
+static int cmd_pingwatch(const char *sock, const char *stopfile, double max_ms)
+{
+    struct reader r = {connect_to(sock), NULL, 0, 0};
+    const char *ping = "{\"v\":1,\"id\":7,\"cmd\":\"ping\"}\n";
+    /* A ping that waits ten times the limit (at least 2 s) has failed already. */
+    double wait_ms = max_ms * 10 > 2000 ? max_ms * 10 : 2000;
+    struct timeval tv = {(time_t)(wait_ms / 1e3), 0};
+    setsockopt(r.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    double worst = 0;
+    long pings = 0;
+    struct stat st;
+    double give_up = now_ms() + 300e3;
+    while (stat(stopfile, &st) != 0 && now_ms() < give_up) {
+        double t0 = now_ms();
+        send_all(r.fd, ping, strlen(ping));
+        char *line = reader_line(&r, 4096, 0);
+        if (!line || !strstr(line, "\"ok\":true")) {
+            fprintf(stderr, "pingwatch: no answer within %.0f ms after %ld pings\n", wait_ms,
+                    pings);
+            return 1;
+        }
+        free(line);
+        double dt = now_ms() - t0;
+        if (dt > worst)
+            worst = dt;
+        pings++;
+        usleep(10000);
+    }
+    printf("pingwatch: %ld pings, slowest %.1f ms (limit %.0f)\n", pings, worst, max_ms);
+    close(r.fd);
+    free(r.buf);
+    return pings > 0 && worst <= max_ms ? 0 : 1;
+}
+
+static int cmd_halfclose(const char *sock, long n, const char *req)
+{
+    struct reader r = {connect_to(sock), NULL, 0, 0};
+    const char *ping = "{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n";
+    size_t pl = strlen(ping), rl = req ? strlen(req) + 1 : 0;
+    size_t total = pl * (size_t)n + rl;
+    char *all = malloc(total + 1);
+    for (long i = 0; i < n; i++)
+        memcpy(all + pl * (size_t)i, ping, pl);
+    if (req) {
+        memcpy(all + pl * (size_t)n, req, rl - 1);
+        all[total - 1] = '\n';
+    }
+    /* Sent from a child so the pipe never deadlocks against our reading. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        send_all(r.fd, all, total);
+        shutdown(r.fd, SHUT_WR);
+        _exit(0);
+    }
+    long answers = 0, frames = 0, items = 0, bytes = 0;
+    int rc = 0;
+    for (long i = 0; i < n; i++) {
+        char *line = reader_line(&r, 65536, 0);
+        if (!line)
+            break;
+        answers += strstr(line, "\"ok\":true") != NULL;
+        free(line);
+    }
+    if (req)
+        rc = read_reply(&r, 65536, 0, &frames, &items, &bytes);
+    char *extra = reader_line(&r, 65536, 0);
+    printf("answers %ld frames %ld items %ld bytes %ld%s\n", answers, frames, items, bytes,
+           extra ? " (and more lines)" : "");
+    free(extra);
+    waitpid(pid, NULL, 0);
+    close(r.fd);
+    free(r.buf);
+    free(all);
+    return rc || answers != n;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "norm"))
         return cmd_norm();
     if (argc >= 3 && !strcmp(argv[1], "get"))
-        return cmd_get(argv[2]);
+        return cmd_get(argc - 2, argv + 2);
     if (argc >= 3 && !strcmp(argv[1], "raw"))
         return cmd_raw(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "bigline"))
@@ -654,6 +863,14 @@ int main(int argc, char **argv)
         return cmd_manyallocs(atol(argv[2]));
     if (argc >= 5 && !strcmp(argv[1], "longnames"))
         return cmd_longnames(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+    if (argc >= 4 && !strcmp(argv[1], "stall"))
+        return cmd_stall(argv[2], atoi(argv[3]));
+    if (argc >= 6 && !strcmp(argv[1], "slowread"))
+        return cmd_slowread(argv[2], argv[3], (size_t)atol(argv[4]), atoi(argv[5]));
+    if (argc >= 5 && !strcmp(argv[1], "pingwatch"))
+        return cmd_pingwatch(argv[2], argv[3], atof(argv[4]));
+    if (argc >= 4 && !strcmp(argv[1], "halfclose"))
+        return cmd_halfclose(argv[2], atol(argv[3]), argc >= 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }

@@ -1,0 +1,166 @@
+/* Replies made one frame at a time: the frames of a big reply are built when
+ * the client has read the previous ones (server.c asks), never all at once. */
+#include "server.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+struct session *session_by_id(struct server *srv, uint32_t id)
+{
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+/* Make the next item ahead unless it is there or the items ended. */
+static int ahead_fill(struct reply_src *r, char *err, size_t errsz)
+{
+    if (r->ahead.len || r->done)
+        return 0;
+    if (r->lead) {
+        int rc = ht_sbuf_add(&r->ahead, r->lead, strlen(r->lead));
+        r->lead = NULL;
+        return rc;
+    }
+    int rc = r->item(r, &r->ahead, err, errsz);
+    if (rc <= 0)
+        r->done = 1;
+    return rc < 0 ? rc : 0;
+}
+
+/* Items joined by commas until the next one would pass HT_FRAME_TARGET (a
+ * frame holds at least one item). */
+static int frame_items(struct reply_src *r, struct ht_sbuf *items, char *err, size_t errsz)
+{
+    int rc;
+    while ((rc = ahead_fill(r, err, errsz)) == 0 && r->ahead.len) {
+        if (items->len && items->len + 1 + r->ahead.len > HT_FRAME_TARGET)
+            break;
+        if (items->len && (rc = ht_sbuf_add(items, ",", 1)) != 0)
+            break;
+        if ((rc = ht_sbuf_add(items, r->ahead.p, r->ahead.len)) != 0)
+            break;
+        r->ahead.len = 0;
+    }
+    if (rc == HT_ETOOBIG || rc == HT_ENOMEM)
+        snprintf(err, errsz, "%s making the reply",
+                 rc == HT_ENOMEM ? "out of memory" : "an item too big");
+    return rc;
+}
+
+char *reply_src_next(struct reply_src *r, int *last)
+{
+    uint64_t t0 = uv_hrtime();
+    struct ht_sbuf items = {0};
+    char err[256] = "";
+    int rc = frame_items(r, &items, err, sizeof(err));
+    char *line;
+    if (rc != 0) {
+        /* The frames already sent had more:true: this envelope ends the reply. */
+        *last = 1;
+        line = ht_reply_err(r->fr.id, rc, err);
+    } else {
+        *last = r->ahead.len == 0;
+        line = ht_framer_frame(&r->fr, items.p ? items.p : "", items.len, !*last);
+    }
+    ht_sbuf_free(&items);
+    uint64_t dt = uv_hrtime() - t0;
+    r->frames++;
+    r->bytes += line ? strlen(line) : 0;
+    if (dt > r->slowest_ns)
+        r->slowest_ns = dt;
+    return line;
+}
+
+void reply_src_free(struct reply_src *r)
+{
+    ht_framer_close(&r->fr);
+    ht_sbuf_free(&r->ahead);
+    r->free(r);
+}
+
+/* A reply already built as cJSON: its biggest array is printed item by item. */
+struct json_src {
+    struct reply_src base;
+    cJSON *data;  /* what is left around the cut array */
+    cJSON *items; /* the cut array's items not yet sent */
+};
+
+static int json_item(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz)
+{
+    struct json_src *j = (struct json_src *)r;
+    (void)err;
+    (void)errsz;
+    cJSON *x = j->items;
+    if (!x)
+        return 0;
+    j->items = x->next;
+    x->next = x->prev = NULL;
+    char *s = cJSON_PrintUnformatted(x);
+    cJSON_Delete(x);
+    int rc = s ? ht_sbuf_add(out, s, strlen(s)) : HT_ENOMEM;
+    cJSON_free(s);
+    return rc == 0 ? 1 : rc;
+}
+
+static void json_free(struct reply_src *r)
+{
+    struct json_src *j = (struct json_src *)r;
+    cJSON_Delete(j->items);
+    cJSON_Delete(j->data);
+    ht_free(j);
+}
+
+int reply_item_add(const cJSON *row, reply_fmt_fn fmt, const void *arg, uint32_t rank,
+                   struct ht_sbuf *out)
+{
+    if (!row)
+        return HT_ENOMEM;
+    if (fmt)
+        return fmt(arg, row, rank, out);
+    char *s = cJSON_PrintUnformatted(row);
+    int rc = s ? ht_sbuf_add(out, s, strlen(s)) : HT_ENOMEM;
+    cJSON_free(s);
+    return rc == 0 ? 1 : rc;
+}
+
+int reply_start(struct cmd_ctx *ctx, struct reply_src *r, cJSON *data, cJSON *arr, cJSON *outer)
+{
+    cJSON *items = NULL;
+    int rc = data ? ht_framer_init(&r->fr, ctx->req->id, data, arr, outer, &items) : HT_ENOMEM;
+    cJSON_Delete(items); /* the stream makes its own */
+    cJSON_Delete(data);
+    if (rc != 0) {
+        reply_src_free(r);
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    }
+    client_send_src(ctx->c, r);
+    return 0;
+}
+
+int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
+{
+    if (!data)
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    struct json_src *j = ht_calloc(1, sizeof(*j));
+    if (!j) {
+        cJSON_Delete(data);
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    }
+    j->data = data;
+    j->base.item = json_item;
+    j->base.free = json_free;
+    cJSON *outer;
+    cJSON *arr = ht_reply_split_member(data, &outer);
+    if (ht_framer_init(&j->base.fr, ctx->req->id, data, arr, outer, &j->items) != 0) {
+        reply_src_free(&j->base);
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    }
+    client_send_src(ctx->c, &j->base);
+    return 0;
+}
