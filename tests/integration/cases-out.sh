@@ -187,5 +187,6 @@ case_output_cap_total() {
     grep -q "over output_cap_total (1048576): disconnected" "$T/daemon.log" ||
         fail "not dropped at output_cap_total"
     ctl ping >/dev/null || fail "daemon stopped serving"
+    eq "$(ctl --json version | jget clients.dropped_output_total)" 1 "counted as dropped_output_total"
     stop_clean
 }
