@@ -5,7 +5,8 @@
  * is the bytes one client sends: request lines, and after a load its chunked
  * stream. They go down a socketpair into the client's pipe, read by the
  * server's own read callback (client_feed, dispatch_request, the handlers,
- * load framing, the feed thread), while the replies are read and discarded.
+ * load framing, the feed thread), while the replies are read back: each
+ * line must be a reply of the protocol.
  *
  * Per input: the input is written and read to its end (the loop waits only
  * on the feed's thread, never on a clock), the client disconnects, every
@@ -20,7 +21,7 @@
 #include "replay.h"
 #include "server.h"
 
-#include <errno.h>
+#include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -207,8 +208,56 @@ static struct client *client_open(int fd)
     return c;
 }
 
-/* HT_FUZZ_ECHO=1 shows the replies on stderr (to check a seed does what it
- * should); otherwise they are read and dropped. */
+/* Every reply line must be a JSON object of the protocol: {"v":1,"id":N,
+ * "ok":true,...} or {"v":1,"id":N,"ok":false,"err":"E...","msg":"..."}. A
+ * line longer than REPLY_CHECK_MAX is not checked. */
+#define REPLY_CHECK_MAX (32u << 20)
+
+static char *reply_line;
+static size_t reply_len;
+static int reply_skip; /* inside a line too long to check */
+
+static void reply_check(const char *line, size_t len)
+{
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "v");
+    int good = cJSON_IsObject(o) && cJSON_IsNumber(v) && v->valuedouble == HT_PROTO_VERSION &&
+               cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "id")) && cJSON_IsBool(ok) &&
+               (cJSON_IsTrue(ok) || (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "err")) &&
+                                     cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "msg"))));
+    cJSON_Delete(o);
+    if (!good) {
+        fprintf(stderr, "fuzz-dispatch: not a protocol reply: %.*s\n", (int)(len < 400 ? len : 400),
+                line);
+        abort();
+    }
+}
+
+static void reply_bytes(const char *buf, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(buf, '\n', n);
+        size_t take = nl ? (size_t)(nl - buf) + 1 : n;
+        if (!reply_skip && reply_len + take > REPLY_CHECK_MAX)
+            reply_skip = 1;
+        if (!reply_skip) {
+            memcpy(reply_line + reply_len, buf, take);
+            reply_len += take;
+        }
+        if (nl) {
+            if (!reply_skip)
+                reply_check(reply_line, reply_len - 1);
+            reply_len = 0;
+            reply_skip = 0;
+        }
+        buf += take;
+        n -= take;
+    }
+}
+
+/* HT_FUZZ_ECHO=1 also shows the replies on stderr (to check that a seed
+ * does what it should). */
 static void drain_replies(int fd)
 {
     static int echo = -1;
@@ -216,9 +265,11 @@ static void drain_replies(int fd)
         echo = getenv("HT_FUZZ_ECHO") != NULL;
     char buf[65536];
     ssize_t k;
-    while ((k = read(fd, buf, sizeof(buf))) > 0)
+    while ((k = read(fd, buf, sizeof(buf))) > 0) {
         if (echo)
             fwrite(buf, 1, (size_t)k, stderr);
+        reply_bytes(buf, (size_t)k);
+    }
 }
 
 static size_t unread_bytes(int fd)
@@ -272,6 +323,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!demo_bytes) {
         log_open(-1, NULL); /* below LOG_ERROR: the log stays quiet */
         demo_read();
+        reply_line = malloc(REPLY_CHECK_MAX);
+        if (!reply_line)
+            abort();
     }
     if (!w.up)
         world_up();
@@ -283,7 +337,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (client_alive(c))
         client_close(c);
     settle(sv[1]);
+    drain_replies(sv[1]);
     close(sv[1]);
+    /* A reply cut short by the close is not checked. */
+    reply_len = 0;
+    reply_skip = 0;
     /* Sessions the input made go; the demo session stays unless it changed. */
     for (struct session *s = w.srv.sessions, *next; s; s = next) {
         next = s->next;
@@ -303,4 +361,6 @@ __attribute__((destructor)) static void world_exit(void)
         world_down();
     free(demo_bytes);
     demo_bytes = NULL;
+    free(reply_line);
+    reply_line = NULL;
 }
