@@ -45,6 +45,7 @@ struct world {
     struct server srv;
     struct session *demo;
     uint32_t demo_marks;
+    uint32_t demo_next_id;
     int up;
 };
 
@@ -132,6 +133,7 @@ static void world_up(void)
     uv_timer_init(&w.loop, &srv->tick);
     w.demo = demo_session(srv);
     w.demo_marks = w.demo->eng.nmarks;
+    w.demo_next_id = srv->next_session_id;
     w.up = 1;
 }
 
@@ -349,6 +351,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             session_drop(s);
     }
     uv_run(&w.loop, UV_RUN_NOWAIT);
+    /* The next input's sessions get the same ids (2, 3, ...). */
+    w.srv.next_session_id = w.demo_next_id;
+    w.srv.next_client_id = 0;
     if (world_dirty())
         world_down();
     return 0;
