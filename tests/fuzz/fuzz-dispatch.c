@@ -300,6 +300,26 @@ static void run_input(struct client *c, int us, int them, const uint8_t *data, s
     }
 }
 
+/* A top subscription's first frame is due at once; a short interval (at
+ * most TOP_WAIT_MS) gets TOP_FRAMES more, each waited for. */
+#define TOP_FRAMES 2
+#define TOP_WAIT_MS 20
+
+static void top_frames(struct client *c, int them)
+{
+    uv_run(&w.loop, UV_RUN_NOWAIT);
+    for (int i = 0; i < TOP_FRAMES; i++) {
+        if (!client_alive(c) || !c->topping || uv_timer_get_due_in(&c->timer) > TOP_WAIT_MS)
+            return;
+        uint64_t seq = c->top_seq;
+        for (int turn = 0; turn < 64 && client_alive(c) && c->topping && c->top_seq == seq;
+             turn++) {
+            drain_replies(them);
+            uv_run(&w.loop, UV_RUN_ONCE);
+        }
+    }
+}
+
 /* Every load ends (its client is gone), is applied, and gets a tick. */
 static void settle(int them)
 {
@@ -336,6 +356,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     struct client *c = client_open(sv[0]);
     run_input(c, sv[0], sv[1], data, size);
+    top_frames(c, sv[1]);
     if (client_alive(c))
         client_close(c);
     settle(sv[1]);
