@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct write_req {
     uv_write_t req;
     struct client *c;
@@ -518,21 +517,15 @@ static void client_admit(struct server *srv, struct client *c)
         client_refuse(c, rc, why);
         return;
     }
-    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
+    client_start(c);
 }
 
-static void connection_cb(uv_stream_t *server, int status)
+struct client *client_new(struct server *srv)
 {
-    struct server *srv = server->data;
-    if (status < 0) {
-        accept_failed(srv, status);
-        return;
-    }
     struct client *c = ht_calloc(1, sizeof(*c));
     if (!c || !(c->in = ht_malloc(HT_REQUEST_MAX + 64))) {
         ht_free(c);
-        log_error("out of memory accepting a client");
-        return;
+        return NULL;
     }
     c->srv = srv;
     c->id = ++srv->next_client_id;
@@ -547,6 +540,26 @@ static void connection_cb(uv_stream_t *server, int status)
         srv->clients->prev = c;
     srv->clients = c;
     srv->nclients++;
+    return c;
+}
+
+void client_start(struct client *c)
+{
+    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
+}
+
+static void connection_cb(uv_stream_t *server, int status)
+{
+    struct server *srv = server->data;
+    if (status < 0) {
+        accept_failed(srv, status);
+        return;
+    }
+    struct client *c = client_new(srv);
+    if (!c) {
+        log_error("out of memory accepting a client");
+        return;
+    }
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
         client_close(c);
         return;
@@ -601,44 +614,50 @@ static void tick_cb(uv_timer_t *t)
         session_check_triggers(s);
 }
 
-int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
+void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
 {
     memset(srv, 0, sizeof(*srv));
     srv->loop = loop;
     srv->cfg = cfg;
     mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
-    char err[256];
-    int rc = endpoint_prepare(cfg->endpoint, err, sizeof(err));
-    if (rc != 0) {
-        log_error("%s", err);
-        return rc;
-    }
     uv_pipe_init(loop, &srv->listener, 0);
     srv->listener.data = srv;
-    rc = endpoint_bind(&srv->listener, cfg->endpoint);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 128, connection_cb);
-    if (rc != 0) {
-        log_error("cannot listen on %s: %s", cfg->endpoint, uv_strerror(rc));
-        uv_close((uv_handle_t *)&srv->listener, NULL);
-        return rc;
-    }
-    srv->listening = 1;
     uv_signal_init(loop, &srv->sigint);
     uv_signal_init(loop, &srv->sigterm);
     uv_signal_init(loop, &srv->sigpipe);
     srv->sigint.data = srv->sigterm.data = srv->sigpipe.data = srv;
+    uv_timer_init(loop, &srv->tick);
+    srv->tick.data = srv;
+    uv_timer_init(loop, &srv->idle);
+    srv->idle.data = srv;
+}
+
+int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
+{
+    server_init(srv, loop, cfg);
+    char err[640];
+    int rc = endpoint_prepare(cfg->endpoint, err, sizeof(err));
+    if (rc == 0) {
+        rc = endpoint_bind(&srv->listener, cfg->endpoint);
+        if (rc == 0)
+            rc = uv_listen((uv_stream_t *)&srv->listener, 128, connection_cb);
+        if (rc != 0)
+            snprintf(err, sizeof(err), "cannot listen on %s: %s", cfg->endpoint, uv_strerror(rc));
+        else
+            srv->listening = 1;
+    }
+    if (rc != 0) {
+        log_error("%s", err);
+        server_stop(srv); /* closes the handles server_init made */
+        return rc;
+    }
     uv_signal_start(&srv->sigint, signal_cb, SIGINT);
     uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
     uv_signal_start(&srv->sigpipe, signal_cb, SIGPIPE);
-    uv_timer_init(loop, &srv->tick);
-    srv->tick.data = srv;
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
     /* Idle clients are looked for four times per timeout, at most once a second. */
     uint64_t idle_ms = cfg->client_idle_ns / 1000000, every = idle_ms / 4;
     every = every < 10 ? 10 : every > 1000 ? 1000 : every;
-    uv_timer_init(loop, &srv->idle);
-    srv->idle.data = srv;
     uv_timer_start(&srv->idle, idle_cb, every, every);
     log_info("listening on %s", cfg->endpoint);
     return 0;
@@ -653,8 +672,8 @@ void server_stop(struct server *srv)
         client_close(srv->clients);
     while (srv->sessions)
         session_drop(srv->sessions);
+    uv_close((uv_handle_t *)&srv->listener, NULL);
     if (srv->listening) {
-        uv_close((uv_handle_t *)&srv->listener, NULL);
         endpoint_cleanup(srv->cfg->endpoint);
         srv->listening = 0;
     }

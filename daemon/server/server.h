@@ -149,8 +149,18 @@ struct server {
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
 };
 
-/* Start listening on cfg->endpoint. 0 or an error (already running, bad path). */
+/* The server's state and handles on loop, not listening and with no timer or
+ * signal started (server_stop closes them). */
+void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
+/* server_init, then listen on cfg->endpoint and start the timers and signal
+ * handlers. 0 or an error (already running, bad path); on error the handles
+ * are closed and the loop ends by itself. */
 int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
+/* A client on the server's list with its handles initialised (not yet
+ * connected), or NULL when out of memory; client_start starts reading it once
+ * its pipe is connected. */
+struct client *client_new(struct server *srv);
+void client_start(struct client *c);
 /* Close every session, client and handle; the loop then ends by itself. */
 void server_stop(struct server *srv);
 

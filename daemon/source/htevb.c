@@ -170,6 +170,13 @@ static long record_size(const unsigned char *p, size_t n)
     }
 }
 
+/* The time of the next event: times never go backwards, so a step past
+ * 2^64-1 ns stays at the end of time rather than wrapping to the start. */
+static uint64_t time_step(uint64_t last, uint64_t dt)
+{
+    return dt > UINT64_MAX - last ? UINT64_MAX : last + dt;
+}
+
 static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
 {
     uint64_t x = 0;
@@ -238,7 +245,7 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
     if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
         return -1;
-    ev.t = r->last_t += vals[0];
+    ev.t = r->last_t = time_step(r->last_t, vals[0]);
     if (stack)
         stack_from_map(r, stack, &ev);
     fn(arg, &ev);
@@ -327,7 +334,7 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
             q = get_varint(q, &stack);
         if (f & F_TID)
             get_varint(q, &tid);
-        ev.t = r->last_t += dt;
+        ev.t = r->last_t = time_step(r->last_t, dt);
         ev.tid = (uint32_t)tid;
         ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
         if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
