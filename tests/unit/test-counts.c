@@ -1,5 +1,6 @@
 /* Counts (issue 8, items 12-14): realloc counts per window, commit pieces, the complete flag. */
 #include "engine.h"
+#include "ht-test-engine.h"
 #include "ht-test.h"
 #include "query.h"
 
@@ -15,28 +16,17 @@ static void setup(uint64_t ring)
     lim.life_ring = ring;
     lim.commit_ring = ring;
     engine_init(&E, &lim);
-    uint64_t f1[] = {0x111, 0x999}, f2[] = {0x222, 0x999};
-    S1 = stack_intern_get(&E.si, f1, 2);
-    S2 = stack_intern_get(&E.si, f2, 2);
+    hte_two_stacks(&E, &S1, &S2);
 }
 
 static void ev(int kind, uint64_t t, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {
-        .kind = (uint8_t)kind, .t = t, .heap = 1, .addr = addr, .size = size, .stack = stack};
-    engine_apply(&E, &e);
+    hte_event(&E, kind, t, 1, addr, size, stack);
 }
 
 static void re(uint64_t t, uint64_t old, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {.kind = HT_EV_REALLOC,
-                         .t = t,
-                         .heap = 1,
-                         .addr = addr,
-                         .old_addr = old,
-                         .size = size,
-                         .stack = stack};
-    engine_apply(&E, &e);
+    hte_realloc(&E, t, old, addr, size, stack);
 }
 
 /* A query's result with the window [t1, t2] and the given types/by; 0 on success. */
@@ -44,12 +34,7 @@ static int run(struct query_result *res, int domain, uint64_t t1, uint64_t t2, u
                int by)
 {
     struct query q;
-    query_init(&q);
-    q.domain = domain;
-    q.t1 = t1;
-    q.t2 = t2;
-    q.types = types;
-    q.by = by;
+    hte_query(&q, domain, t1, t2, types, by);
     return engine_query(&E, &q, res);
 }
 

@@ -1,6 +1,7 @@
 /* Engine semantics one by one: realloc, heap destroy, caps, bad input, timeline, marks, horizon. */
 #include "engine.h"
 #include "ht-error.h"
+#include "ht-test-engine.h"
 #include "ht-test.h"
 #include "query.h"
 
@@ -16,28 +17,17 @@ static void setup(uint32_t table_cap, uint64_t ring)
     lim.timeline_ns = 100;
     lim.timeline_ring = 4;
     engine_init(&E, &lim);
-    uint64_t f1[] = {0x111, 0x999}, f2[] = {0x222, 0x999};
-    S1 = stack_intern_get(&E.si, f1, 2);
-    S2 = stack_intern_get(&E.si, f2, 2);
+    hte_two_stacks(&E, &S1, &S2);
 }
 
 static void ev(int kind, uint64_t t, uint64_t heap, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {
-        .kind = (uint8_t)kind, .t = t, .heap = heap, .addr = addr, .size = size, .stack = stack};
-    engine_apply(&E, &e);
+    hte_event(&E, kind, t, heap, addr, size, stack);
 }
 
 static void realloc_ev(uint64_t t, uint64_t old, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    struct ht_event e = {.kind = HT_EV_REALLOC,
-                         .t = t,
-                         .heap = 1,
-                         .addr = addr,
-                         .old_addr = old,
-                         .size = size,
-                         .stack = stack};
-    engine_apply(&E, &e);
+    hte_realloc(&E, t, old, addr, size, stack);
 }
 
 static const struct agg *agg_of(uint32_t s)

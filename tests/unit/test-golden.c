@@ -1,5 +1,6 @@
 /* Golden: the MemoryTestApp stream answers what WPA shows in seed 000. */
 #include "engine.h"
+#include "ht-test-engine.h"
 #include "ht-test.h"
 #include "query.h"
 #include "replay.h"
@@ -47,12 +48,7 @@ static int run(int domain, uint64_t t1, uint64_t t2, unsigned types, int by, str
     frame_pat_parse("ntdll!", 6, &cull[1]);
     frame_pat_parse("ucrtbase!", 9, &cull[2]);
     struct query q;
-    query_init(&q);
-    q.domain = domain;
-    q.t1 = t1;
-    q.t2 = t2;
-    q.types = types;
-    q.by = by;
+    hte_query(&q, domain, t1, t2, types, by);
     q.sort = HT_SORT_IMPACT;
     q.cull = cull;
     q.ncull = 3;
