@@ -19,6 +19,15 @@ static void top_tick_cb(uv_timer_t *t)
     struct session *s = c->topping;
     if (!s || c->closing)
         return;
+    /* A refreshing view: while the client has not read what it was sent (the
+     * last frame, or a reply queued on the same connection), this refresh is
+     * skipped rather than queued behind it. Queued, frames of a big session
+     * (1000 rows of deep stacks: 11 MiB) pass client_output_cap within a few
+     * ticks and cut off a client that reads. */
+    if (c->oq_head || client_unread(c) > 0) {
+        c->srv->top_frames_skipped++;
+        return;
+    }
     cJSON *d = session_top_json(s, HT_DOM_HEAP, c->top_rows);
     if (!d)
         return;

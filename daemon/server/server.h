@@ -146,6 +146,7 @@ struct server {
         clients_idle_closed;
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
+    uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
 };
 
