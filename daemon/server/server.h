@@ -62,6 +62,7 @@ struct client {
     uint32_t top_rows;
     uint64_t top_left; /* frames still to send, 0 = unlimited */
     uint64_t top_seq;
+    uint64_t top_unread, top_progress_ms; /* unread at the last refresh, when it last fell */
     struct client *sub_next; /* in the session's subscriber list */
     /* record: events of the gap not yet reported in the stream, and of all gaps. */
     uint64_t rec_lost, rec_lost_total;
@@ -181,6 +182,7 @@ struct reply_src {
     int done;
     const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
     uint64_t frames, bytes, slowest_ns; /* for the debug log: the loop's longest hold */
+    uint64_t held; /* bytes the source holds (a query's rows): queued output until freed */
 };
 /* How a stream turns one row (or sample) into its item: 1 added to out, 0
  * skipped, or an error. NULL means the row's JSON itself. */
