@@ -636,7 +636,6 @@ static int cmd_manyallocs(long n)
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-
 static int cmd_holdreplies(const char *sock, int n, const char *req, const char *stopfile)
 {
     int fds[256];
