@@ -125,7 +125,9 @@ static int get_u64(const cJSON *o, const char *key, uint64_t *out, int size_ok, 
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
         return 0;
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0) {
+    /* 2^64 and above do not convert (undefined behaviour: 1e300 read as 0
+     * or 2^63 depending on the compiler): refused like any bad value. */
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0) {
         *out = (uint64_t)v->valuedouble;
         return 0;
     }
@@ -279,6 +281,22 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         snprintf(err, errsz,
                  "config: client_idle_timeout must be at least 1ms and "
                  "recorder_output_cap at least 1 byte");
+        return HT_EBADARG;
+    }
+    /* Below this, every client is cut off at its first reply of any size
+     * (0 was accepted: the daemon ran and closed every connection unanswered). */
+    if (cfg->client_output_cap < CONFIG_OUTPUT_CAP_MIN) {
+        snprintf(err, errsz, "config: client_output_cap must be at least %u bytes",
+                 CONFIG_OUTPUT_CAP_MIN);
+        return HT_EBADARG;
+    }
+    /* The engine takes every due sample on the loop when an event arrives
+     * (take_due_samples: up to timeline_ring of them per event): with 1ns and
+     * a ring of 1e8, a 30 s stream froze the loop for minutes. */
+    if (interval < CONFIG_TIMELINE_NS_MIN || tring > CONFIG_TIMELINE_RING_MAX) {
+        snprintf(err, errsz,
+                 "config: timeline_interval must be at least 1ms and timeline_ring at most %u",
+                 CONFIG_TIMELINE_RING_MAX);
         return HT_EBADARG;
     }
     if (interval == 0 || life == 0 || cring == 0 || tring == 0) {

@@ -12,6 +12,13 @@ enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Patterns in the default cull list (cull_list_file): every query applies
  * all of them besides its own, so they have room of their own. */
 #define HT_CULL_DEFAULT_MAX 1024
+/* The least client_output_cap: one reply frame (HT_FRAME_TARGET, 64 KiB);
+ * below, ordinary replies cut off a client that reads. */
+#define CONFIG_OUTPUT_CAP_MIN (64u << 10)
+/* timeline_interval and timeline_ring: the samples one event can make the
+ * loop take (config_load says why). */
+#define CONFIG_TIMELINE_NS_MIN 1000000ULL
+#define CONFIG_TIMELINE_RING_MAX (16u << 20)
 
 struct ht_config {
     char endpoint[512];

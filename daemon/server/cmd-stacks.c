@@ -62,6 +62,7 @@ int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *
     x->q.list = q->list;
     x->q.by = q->by;
     x->res = *res;
+    x->base.held = sizeof(*x) + (uint64_t)res->nrows * sizeof(res->rows[0]);
     x->fmt = fmt;
     x->fmt_arg = fmt_arg;
     x->base.item = rows_item;

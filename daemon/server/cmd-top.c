@@ -12,6 +12,8 @@
  * longest interval worth a live view. */
 #define TOP_INTERVAL_MIN 10000000ULL
 #define TOP_INTERVAL_MAX 86400000000000ULL
+/* A subscriber that read no byte for this long is not waited for. */
+#define TOP_STALL_MS 3000
 
 static void top_tick_cb(uv_timer_t *t)
 {
@@ -19,6 +21,23 @@ static void top_tick_cb(uv_timer_t *t)
     struct session *s = c->topping;
     if (!s || c->closing)
         return;
+    /* A refreshing view: while the client reads what it was sent (the last
+     * frame, or a reply queued on the same connection), a refresh is skipped
+     * rather than queued behind it. Queued, frames of a big session (1000
+     * rows of deep stacks: 11 MiB) passed client_output_cap within a few
+     * ticks and cut off a ctl that reads. A client that read nothing for
+     * TOP_STALL_MS is sent the refresh anyway: the output caps drop it.
+     * Progress is libuv's write queue falling (partial writes of a frame
+     * count; a write's callback comes only once all of it is written). */
+    uint64_t unread = client_unread(c), now = uv_now(c->srv->loop);
+    uint64_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) + c->oq_bytes;
+    if (unread == 0 || queued < c->top_unread)
+        c->top_progress_ms = now;
+    c->top_unread = queued;
+    if ((c->oq_head || unread > 0) && now - c->top_progress_ms < TOP_STALL_MS) {
+        c->srv->top_frames_skipped++;
+        return;
+    }
     cJSON *d = session_top_json(s, HT_DOM_HEAP, c->top_rows);
     if (!d)
         return;
@@ -61,6 +80,8 @@ int cmd_top(struct cmd_ctx *ctx)
     ctx->c->topping = ctx->s;
     ctx->c->sub_req_id = ctx->req->id;
     ctx->c->top_seq = 0;
+    ctx->c->top_unread = 0;
+    ctx->c->top_progress_ms = uv_now(ctx->srv->loop);
     ctx->c->sub_next = ctx->s->subs;
     ctx->s->subs = ctx->c;
     uint64_t ms = interval / 1000000ULL;

@@ -35,8 +35,9 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(cl, "idle_closed", (double)srv->clients_idle_closed);
     cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);
     cJSON_AddNumberToObject(cl, "dropped_output_total", (double)srv->clients_dropped_output_total);
+    cJSON_AddNumberToObject(cl, "top_frames_skipped", (double)srv->top_frames_skipped);
     /* The daemon-wide byte budget: every session's memory plus queued client output. */
-        cJSON *m = cJSON_AddObjectToObject(d, "memory");
+    cJSON *m = cJSON_AddObjectToObject(d, "memory");
     cJSON_AddNumberToObject(m, "budget", (double)srv->mem.limit);
     cJSON_AddNumberToObject(m, "used", (double)(mem_budget_used(&srv->mem) + srv->out_queued));
     cJSON_AddNumberToObject(m, "sessions", (double)mem_budget_used(&srv->mem));

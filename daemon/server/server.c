@@ -148,8 +148,10 @@ static void client_pump(struct client *c)
                           "%.2f ms",
                           (unsigned long long)c->id, (unsigned long long)it->src->frames,
                           (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6);
-            if (it->src)
+            if (it->src) {
+                out_queued_add(c->srv, -(int64_t)it->src->held);
                 reply_src_free(it->src);
+            }
             ht_free(it);
         }
         if (!line) {
@@ -171,8 +173,10 @@ static void out_queue_clear(struct client *c)
             out_queued_add(c->srv, -(int64_t)(it->len));
             ht_free(it->line);
         }
-        if (it->src)
+        if (it->src) {
+            out_queued_add(c->srv, -(int64_t)it->src->held);
             reply_src_free(it->src);
+        }
         ht_free(it);
     }
     c->oq_tail = NULL;
@@ -301,6 +305,10 @@ void client_send_src(struct client *c, struct reply_src *r)
         return;
     }
     it->src = r;
+    /* What the stream holds until its last frame (10k rows: 1.2 MiB) counts
+     * in the daemon's budget like its queued bytes: 200 clients that never
+     * read a stacks reply held 250 MB that no budget saw. */
+    out_queued_add(c->srv, (int64_t)r->held);
     out_queue_push(c, it);
     client_pump(c);
 }

@@ -62,6 +62,7 @@ struct client {
     uint32_t top_rows;
     uint64_t top_left; /* frames still to send, 0 = unlimited */
     uint64_t top_seq;
+    uint64_t top_unread, top_progress_ms; /* unread at the last refresh, when it last fell */
     struct client *sub_next; /* in the session's subscriber list */
     /* record: events of the gap not yet reported in the stream, and of all gaps. */
     uint64_t rec_lost, rec_lost_total;
@@ -146,6 +147,7 @@ struct server {
         clients_idle_closed;
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
+    uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
 };
 
@@ -190,6 +192,7 @@ struct reply_src {
     int done;
     const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
     uint64_t frames, bytes, slowest_ns; /* for the debug log: the loop's longest hold */
+    uint64_t held; /* bytes the source holds (a query's rows): queued output until freed */
 };
 /* How a stream turns one row (or sample) into its item: 1 added to out, 0
  * skipped, or an error. NULL means the row's JSON itself. */

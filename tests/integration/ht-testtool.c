@@ -33,6 +33,8 @@
  *                           ping took over MAXMS ms (prints the slowest)
  *   halfclose SOCK N [REQ]  N pipelined pings (and REQ), then shutdown(SHUT_WR); reads to
  *                           EOF; prints the answers, frames and items of REQ's reply
+ *   holdreplies SOCK N REQ STOPFILE  N connections each send REQ and never read, until
+ *                           STOPFILE exists (60 s at most); prints "holding N"
  */
 #include "ht-commands.h"
 #include "ht-text.h"
@@ -634,6 +636,26 @@ static int cmd_manyallocs(long n)
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+static int cmd_holdreplies(const char *sock, int n, const char *req, const char *stopfile)
+{
+    int fds[256];
+    if (n < 1 || n > 256)
+        return 2;
+    char line[4096];
+    snprintf(line, sizeof(line), "%s\n", req);
+    for (int i = 0; i < n; i++) {
+        fds[i] = connect_to(sock);
+        if (fds[i] < 0 || send_all(fds[i], line, strlen(line)) != 0)
+            return 1;
+    }
+    printf("holding %d\n", n);
+    fflush(stdout);
+    for (int t = 0; t < 6000 && access(stopfile, F_OK) != 0; t++)
+        usleep(10000);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return 0;
+}
 
 static int cmd_stall(const char *sock, int seconds)
 {
@@ -871,6 +893,8 @@ int main(int argc, char **argv)
         return cmd_pingwatch(argv[2], argv[3], atof(argv[4]));
     if (argc >= 4 && !strcmp(argv[1], "halfclose"))
         return cmd_halfclose(argv[2], atol(argv[3]), argc >= 5 ? argv[4] : NULL);
+    if (argc >= 6 && !strcmp(argv[1], "holdreplies"))
+        return cmd_holdreplies(argv[2], atoi(argv[3]), argv[4], argv[5]);
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }
