@@ -24,11 +24,9 @@ struct rows_src {
 static int rows_item(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz)
 {
     struct rows_src *x = (struct rows_src *)r;
-    struct session *s = session_by_id(x->srv, x->session);
-    if (!s) {
-        snprintf(err, errsz, "session %u was dropped while the reply was sent", x->session);
+    struct session *s = reply_session(x->srv, x->session, err, errsz);
+    if (!s)
         return HT_ENOSESSION;
-    }
     int rc = 0;
     while (rc == 0 && x->next < x->res.nrows) {
         uint32_t i = x->next++;

@@ -128,11 +128,9 @@ struct samples_src {
 static int samples_item(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz)
 {
     struct samples_src *t = (struct samples_src *)r;
-    struct session *s = session_by_id(t->srv, t->session);
-    if (!s) {
-        snprintf(err, errsz, "session %u was dropped while its timeline was sent", t->session);
+    struct session *s = reply_session(t->srv, t->session, err, errsz);
+    if (!s)
         return HT_ENOSESSION;
-    }
     int rc = 0;
     const struct tl_sample *x;
     while (rc == 0 && (x = timeline_next(s, &t->span))) {

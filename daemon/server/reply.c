@@ -9,11 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
-struct session *session_by_id(struct server *srv, uint32_t id)
+struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz)
 {
     for (struct session *s = srv->sessions; s; s = s->next)
         if (s->id == id)
             return s;
+    snprintf(err, errsz, "session %u was dropped while the reply was sent", id);
     return NULL;
 }
 

@@ -211,8 +211,9 @@ void client_send_src(struct client *c, struct reply_src *r);
  * envelope ended it); NULL when out of memory. */
 char *reply_src_next(struct reply_src *r, int *last);
 void reply_src_free(struct reply_src *r);
-/* The session with this id, NULL once it was dropped (a stream checks each item). */
-struct session *session_by_id(struct server *srv, uint32_t id);
+/* The session a streamed reply reads from, or NULL with the message for a
+ * session dropped while its reply was sent. */
+struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz);
 void client_close(struct client *c);
 /* Stop / restart reading a client (a load stream waits for its feed). */
 void client_pause(struct client *c);
