@@ -138,9 +138,12 @@ void mem_free(struct mem_acct *m, int kind, void *p, size_t n)
     ht_free(p);
     if (!m || n == 0)
         return;
-    m->bytes[kind] -= n < m->bytes[kind] ? n : m->bytes[kind];
+    /* Give back only what was charged under kind: the budget and the
+     * per-structure figures must stay equal whatever the caller passes. */
+    uint64_t back = n < m->bytes[kind] ? n : m->bytes[kind];
+    m->bytes[kind] -= back;
     if (m->budget)
-        mem_budget_give(m->budget, n);
+        mem_budget_give(m->budget, back);
     /* Memory came back: the next growth may try the allocator again. */
     m->backoff_left = 0;
 }
