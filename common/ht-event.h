@@ -16,7 +16,9 @@
     X(PRIVATE_BYTES, "private_bytes")                                                              \
     X(LOST, "lost")                                                                                \
     X(PROCESS, "process")                                                                          \
-    X(EXIT, "exit")
+    X(EXIT, "exit")                                                                                \
+    X(MODULE_LOAD, "module_load")                                                                  \
+    X(MODULE_UNLOAD, "module_unload")
 
 enum ht_event_kind {
     HT_EV_NONE = 0,
@@ -43,8 +45,14 @@ enum ht_event_kind {
  *   lost:          size = number of events lost
  *   process:       size = pid
  *   exit:          size = exit code
+ *   module_load:   addr = start of the module's lowest mapping, size = bytes
+ *                  up to the end of its highest, old_addr = load bias (address
+ *                  minus ELF/PE virtual address), heap = string id of its path,
+ *                  old_size = string id of its build id in hex (0 = none)
+ *   module_unload: addr = start, as at its load
  * t is nanoseconds since the session started. stack is an id of the
- * session's stack interner (0 = no stack).
+ * session's stack interner (0 = no stack); module events' string ids are ids
+ * of the same interner.
  */
 struct ht_event {
     uint64_t t;

@@ -1,0 +1,168 @@
+/*
+ * The one interface every event source implements (ARCHITECTURE.md "Sources
+ * and sessions"): recorded streams (replay), eBPF attach, the LD_PRELOAD
+ * shim, ETW. A session owns one source; the source hands events to the
+ * session through a sink the session implements, and the session schedules
+ * the draining on the loop.
+ *
+ * Adding a backend is one folder under daemon/source/ and one line in
+ * sources.def. Nothing here includes a server or protocol header: a source
+ * knows the engine's event record and interner, never a client.
+ *
+ * Threads: every function here and every sink callback runs on the loop
+ * thread. A source may run threads of its own (decoder, ring consumer); they
+ * reach the loop through the event ring (evring.h) and its ready callback.
+ */
+#ifndef SOURCE_H
+#define SOURCE_H
+
+#include "ht-event.h"
+#include "mem-acct.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct cJSON;
+struct source;
+struct stack_intern;
+
+/* What a source can do; a backend serves one or more. */
+enum source_mode {
+    SOURCE_STREAM = 1 << 0, /* a byte stream handed over by the session (load) */
+    SOURCE_PID = 1 << 1,    /* attach to a running process (start --pid) */
+    SOURCE_IMAGE = 1 << 2,  /* every new process of an image name (start --exe) */
+    SOURCE_LAUNCH = 1 << 3, /* start a program under tracing (run) */
+};
+
+/* How live sources take stacks. */
+enum source_stacks {
+    SOURCE_STACKS_DEFAULT = 0, /* the backend's default (frame pointers for eBPF) */
+    SOURCE_STACKS_FP,          /* frame-pointer walk */
+    SOURCE_STACKS_DWARF,       /* copy of the stack top, unwound with DWARF CFI */
+    SOURCE_STACKS_NONE,        /* no stacks */
+};
+
+/* The process a source traces (or the stream's "process" line). Strings are
+ * valid for the call only. */
+struct source_process {
+    uint64_t pid;   /* 0 when unknown (a stream without one) */
+    const char *name; /* image name ("MemoryTestApp.exe", "memorytestapp"), "" if unknown */
+    const char *wall; /* wall time the trace starts, ISO 8601, "" if unknown */
+};
+
+/* Implemented by the session. Every callback runs on the loop thread. */
+struct source_sink {
+    void *arg;
+    /* The engine's interner: stack and string ids in events handed to
+     * events() are its ids (a threaded source's private ids are remapped by
+     * the event ring before they get here). */
+    struct stack_intern *si;
+    /* Events to apply, in order. Nonzero to stop draining (the session
+     * stopped): the rest stays with the source. */
+    int (*events)(void *arg, struct ht_event *evs, size_t n);
+    /* The process is known (or changed: a stream's later "process" line). */
+    void (*process)(void *arg, const struct source_process *p);
+    /* The source has more to drain: call source_drain on a later loop
+     * iteration (the session schedules it, so no source holds the loop). */
+    void (*ready)(void *arg);
+    /* Nothing more will come: the target exited, the stream ended, the
+     * backend failed. Called once, after the last event was drained. reason
+     * is for people ("target exited (code 0)", "end of stream"). */
+    void (*ended)(void *arg, const char *reason);
+};
+
+/* What the session asks for: the request's arguments, already validated. */
+struct source_params {
+    enum source_mode mode;
+    uint64_t pid;          /* SOURCE_PID */
+    const char *image;     /* SOURCE_IMAGE */
+    char *const *argv;     /* SOURCE_LAUNCH: NULL-terminated */
+    enum source_stacks stacks;
+    uint32_t stack_depth;  /* frames kept, 1..HT_STACK_MAX_DEPTH */
+    int no_heap, no_virtual;
+    /* The session's limits and budget: the source's own memory (rings,
+     * private interner, symbol caches) is charged to budget. */
+    uint32_t max_stacks, max_strings, max_name_len;
+    struct mem_budget *budget;
+    uint64_t sample_ns; /* how often a live source samples private bytes */
+};
+
+/* Counters every source keeps; a field a source has no use for stays 0.
+ * Reported by status and in every reply's data quality. */
+#define SOURCE_ERRORS_KEPT 16
+struct source_stats {
+    uint64_t bytes, lines, events, malformed; /* input taken (streams) / records decoded */
+    uint64_t lost;      /* events the source knows it lost (kernel ring full, ...) */
+    uint64_t mem[MEM_KINDS];         /* the source's own memory, by structure */
+    uint64_t over_budget[MEM_KINDS]; /* growths refused at a byte budget */
+    uint64_t no_memory[MEM_KINDS];   /* growths refused: allocation failed or backing off */
+    uint64_t alloc_failures;
+    uint64_t stack_table_drops; /* stacks not interned at max_stacks */
+    uint64_t string_drops;      /* names not interned at max_strings */
+    uint64_t long_names;        /* distinct names cut at max_name_len */
+    uint32_t nerrors;
+    struct {
+        uint64_t line;
+        char msg[160];
+    } errors[SOURCE_ERRORS_KEPT]; /* the first malformed records, for the report */
+};
+
+struct source_ops {
+    const char *name;    /* "replay", "bpf", ... as in sources.def */
+    unsigned modes;      /* enum source_mode bits */
+    const char *summary; /* one line for version and help */
+    /* Can this backend work here and now (privileges, kernel support)? 0, or
+     * an HT_E* / UV_E* error with why in err. NULL: always. */
+    int (*available)(char *err, size_t errsz);
+    /* Check params and prepare; nothing is attached and no thread runs yet.
+     * 0, or an error with a message for people in err (nothing left behind). */
+    int (*open)(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                const struct source_sink *sink, char *err, size_t errsz);
+    /* Begin producing. On error nothing stays attached. */
+    int (*start)(struct source *s, char *err, size_t errsz);
+    /* Hand up to budget records to the sink. 1: more remain (the source asks
+     * again through sink->ready), 0: nothing ready now, -1: the sink asked to stop. */
+    int (*drain)(struct source *s, size_t budget);
+    /* Stop producing and detach from the target (no probe, link or handle
+     * left behind). What was produced may still be drained. Idempotent. */
+    void (*stop)(struct source *s);
+    /* Free everything (stops first). No callback comes after it. */
+    void (*close)(struct source *s);
+    /* A copy of the counters. */
+    void (*stats)(struct source *s, struct source_stats *st);
+    /* Backend-specific status ("probes": [...], ring size, stack mode), or
+     * NULL (optional). */
+    struct cJSON *(*status_json)(struct source *s);
+    /* SOURCE_STREAM only (NULL otherwise): input bytes that fit now, copy
+     * them in, end of input. */
+    size_t (*space)(struct source *s);
+    size_t (*write)(struct source *s, const char *buf, size_t n);
+    void (*close_input)(struct source *s);
+    /* Live sources: text of an address frame, "module!symbol" (or
+     * "module!+0xoff" when the module has no symbol there), into buf; NULL
+     * when the address is in no known module. Runs on the loop when a reply
+     * needs the frame; the source caches what it resolves. NULL: addresses
+     * stay "0x...". */
+    const char *(*symbolize)(struct source *s, uint64_t addr, char *buf, size_t bufsz);
+};
+
+/* Every source object starts with this. */
+struct source {
+    const struct source_ops *ops;
+    struct source_sink sink;
+};
+
+/* The registration list (sources.def), in order of preference. */
+#define X(name, ops) extern const struct source_ops ops;
+#include "sources.def"
+#undef X
+extern const struct source_ops *const source_list[];
+extern const unsigned source_count;
+
+/* The first source serving mode (or the one called name, when not NULL), or
+ * NULL with why in err: no backend built for the mode, or the named one does
+ * not serve it. */
+const struct source_ops *source_pick(unsigned mode, const char *name, char *err, size_t errsz);
+
+#endif
