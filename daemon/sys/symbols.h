@@ -1,0 +1,48 @@
+/*
+ * Symbolizer for a live process (Linux: elfutils libdwfl + libiberty's
+ * demangler). Lazy: nothing is read until an address is asked for; each
+ * module's symbol table is loaded once, sorted, and cached by build id, so
+ * every lookup after the first is a binary search. Single-threaded (the
+ * loop thread): the caller serialises.
+ */
+#ifndef SYMBOLS_H
+#define SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sym_cache;
+struct mem_acct;
+
+/* A symbolizer for pid; modules come from add_module (or, when none was
+ * added for an address, from a fresh read of /proc/PID/maps). acct (may be
+ * NULL) is charged for the caches under MEM kind `kind`. 0 or UV_ENOMEM. */
+int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind);
+void sym_cache_free(struct sym_cache *c);
+
+/* A module mapped at [start, end) with this load bias, path and build id
+ * (hex, "" if none): a module_load event. 0 or an error. */
+int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
+                         const char *path, const char *build_id);
+/* The module at start was unmapped (module_unload): its addresses no longer
+ * resolve (its symbols stay cached by build id). */
+void sym_cache_remove_module(struct sym_cache *c, uint64_t start);
+
+/* Text of the code address addr (a return address: looked up as addr - 1
+ * when is_return), "module!function" with the module's file name and the
+ * function demangled (C++ and Rust), "module!+0xOFF" when the module has no
+ * symbol there; NULL when no module holds addr. buf holds the result. */
+const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
+                              size_t bufsz);
+/* Source file and line of addr (is_return as above), when the module has
+ * line info. 0, or UV_ENOENT. */
+int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file,
+                       size_t filesz, unsigned *line);
+
+/* Counters for status: modules loaded, symbols held, lookups, failures. */
+struct sym_stats {
+    uint64_t modules, symbols, lookups, misses, load_errors, bytes;
+};
+void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);
+
+#endif
