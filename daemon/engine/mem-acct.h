@@ -41,7 +41,10 @@
     X(decoder_stacks, "the load decoder's private stack interner")                                 \
     X(decoder_strings, "the load decoder's private string interner")                               \
     X(decoder_buffers, "the load decoder's rings, stack cache and id maps")                        \
-    X(snapshots, "snapshots (cJSON trees, estimated)")
+    X(snapshots, "snapshots (cJSON trees, estimated)")                                             \
+    X(modules, "module list (module load events)")                                                 \
+    X(symbols, "symbol caches of live sources (per module, by build id)")                          \
+    X(source_buffers, "a live source's own tables: region map, thread state, unwinder")
 
 enum mem_kind {
 #define X(name, doc) MEM_##name,
