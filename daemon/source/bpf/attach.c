@@ -1,0 +1,178 @@
+/* Loading the eBPF program and attaching it to a process: uprobes on the allocator, syscall
+ * tracepoints. */
+#include "tracer-int.h"
+
+#include "heaptrace.skel.h"
+#include "ht-alloc.h"
+#include "ht-error.h"
+
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *bpf_libbpf_last(void);
+
+#define TRACEFS "/sys/kernel/tracing"
+
+/* The per-syscall tracepoints need tracefs; it is not mounted on every host
+ * (linux-backend.md section 1): the daemon is root, so mount it. 1 when the
+ * syscalls' events are there. */
+static int tracefs_ready(void)
+{
+    struct stat st;
+    if (stat(TRACEFS "/events/syscalls/sys_enter_mmap", &st) == 0)
+        return 1;
+    if (mount("nodev", TRACEFS, "tracefs", 0, NULL) != 0)
+        return 0;
+    return stat(TRACEFS "/events/syscalls/sys_enter_mmap", &st) == 0;
+}
+
+static void programs_choose(struct bpf_tracer *t)
+{
+    struct heaptrace_bpf *s = t->skel;
+    struct bpf_program *tps[] = {
+        s->progs.ht_enter_mmap,     s->progs.ht_exit_mmap,     s->progs.ht_enter_munmap,
+        s->progs.ht_exit_munmap,    s->progs.ht_enter_mremap,  s->progs.ht_exit_mremap,
+        s->progs.ht_enter_mprotect, s->progs.ht_exit_mprotect, s->progs.ht_enter_brk,
+        s->progs.ht_exit_brk,
+    };
+    t->tracepoints = t->p.no_virtual ? 0 : tracefs_ready() ? 1 : 2;
+    for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
+        bpf_program__set_autoload(tps[i], t->tracepoints == 1);
+    bpf_program__set_autoload(s->progs.ht_sys_enter_btf, t->tracepoints == 2);
+    bpf_program__set_autoload(s->progs.ht_sys_exit_btf, t->tracepoints == 2);
+}
+
+int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    uint64_t t0 = bpf_now_ns();
+    t->skel = heaptrace_bpf__open();
+    if (!t->skel) {
+        int rc = -errno;
+        snprintf(err, errsz, "cannot open the BPF program: %s (%s)", strerror(errno),
+                 bpf_libbpf_last());
+        return uv_translate_sys_error(-rc);
+    }
+    t->skel->rodata->target_tgid = (uint32_t)t->p.pid;
+    t->skel->rodata->stack_mode = t->p.stacks;
+    t->skel->rodata->wake_bytes = t->p.ring_bytes / 4;
+    int rc = bpf_map__set_max_entries(t->skel->maps.events, t->p.ring_bytes);
+    if (rc == 0) {
+        programs_choose(t);
+        rc = heaptrace_bpf__load(t->skel);
+    }
+    if (rc) {
+        snprintf(err, errsz, "cannot load the BPF program: %s (libbpf: %s)", strerror(-rc),
+                 bpf_libbpf_last());
+        return uv_translate_sys_error(-rc);
+    }
+    t->load_ns = bpf_now_ns() - t0;
+    return 0;
+}
+
+static int link_keep(struct bpf_tracer *t, struct bpf_link *l)
+{
+    if (t->nlinks == t->links_alloc) {
+        uint32_t na = t->links_alloc ? t->links_alloc * 2 : 64;
+        struct bpf_link **nl = ht_realloc(t->links, na * sizeof(*nl));
+        if (!nl) {
+            bpf_link__destroy(l);
+            return UV_ENOMEM;
+        }
+        t->links = nl;
+        t->links_alloc = na;
+    }
+    t->links[t->nlinks++] = l;
+    return 0;
+}
+
+static int uprobe_attach(struct bpf_tracer *t, struct bpf_program *prog,
+                         const struct resolve_point *pt, int ret, char *err, size_t errsz)
+{
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = pt->fn);
+    struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, (pid_t)t->p.pid, pt->attach_path,
+                                                         pt->file_offset, &opts);
+    if (!l) {
+        int e = errno;
+        snprintf(err, errsz, "cannot attach a %s to %s+%u in %s: %s (libbpf: %s)",
+                 ret ? "uretprobe" : "uprobe", pt->name, pt->probe_off, pt->module, strerror(e),
+                 bpf_libbpf_last());
+        return uv_translate_sys_error(e);
+    }
+    return link_keep(t, l);
+}
+
+static int points_attach(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    int rc = resolve_points(t->p.pid, &t->points, &t->npoints, err, errsz);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < t->npoints; i++) {
+        const struct resolve_point *pt = &t->points[i];
+        if (pt->fn == HB_FN_FREE) {
+            rc = uprobe_attach(t, t->skel->progs.ht_free, pt, 0, err, errsz);
+        } else {
+            rc = uprobe_attach(t, t->skel->progs.ht_enter, pt, 0, err, errsz);
+            if (!rc)
+                rc = uprobe_attach(t, t->skel->progs.ht_return, pt, 1, err, errsz);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int syscalls_attach(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    struct bpf_object *obj = t->skel->obj;
+    struct bpf_program *prog;
+    bpf_object__for_each_program(prog, obj)
+    {
+        if (!bpf_program__autoload(prog) || bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE)
+            continue;
+        struct bpf_link *l = bpf_program__attach(prog);
+        if (!l) {
+            int e = errno;
+            snprintf(err, errsz, "cannot attach %s: %s (libbpf: %s)", bpf_program__name(prog),
+                     strerror(e), bpf_libbpf_last());
+            return uv_translate_sys_error(e);
+        }
+        int rc = link_keep(t, l);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int pid_gone(struct bpf_tracer *t)
+{
+    struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 1;
+}
+
+int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    uint64_t t0 = bpf_now_ns();
+    int rc = 0;
+    if (!t->p.no_heap)
+        rc = points_attach(t, err, errsz);
+    if (!rc && t->tracepoints)
+        rc = syscalls_attach(t, err, errsz);
+    /* The process may have exited while we read its maps or attached: its
+     * files and probes are then gone, whatever the error said. */
+    if (pid_gone(t)) {
+        snprintf(err, errsz, "process %llu exited during attach", (unsigned long long)t->p.pid);
+        rc = UV_ESRCH;
+    }
+    if (rc) {
+        bpf_tracer_detach(t);
+        return rc;
+    }
+    t->attach_ns = bpf_now_ns() - t0;
+    return 0;
+}

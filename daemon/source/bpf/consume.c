@@ -1,0 +1,271 @@
+/* Converting eBPF ring records into heaptrace events. */
+#include "consume.h"
+
+#include "heaptrace-bpf.h"
+#include "stack-intern.h"
+#include "unwind.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+/* Regions tracked by the consumer: bounded, a glibc thread arena is one region. */
+#define REGIONS_CAP (1u << 20)
+
+/* -errno results of syscalls are in [-4095, -1] (include/linux/err.h MAX_ERRNO). */
+#define SYS_FAILED(ret) ((ret) >= (uint64_t)-4095)
+
+void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
+                       uint32_t stack_depth)
+{
+    memset(c, 0, sizeof(*c));
+    c->emit = *emit;
+    c->t0 = t0;
+    c->stack_depth =
+        stack_depth && stack_depth <= HT_STACK_MAX_DEPTH ? stack_depth : HT_STACK_MAX_DEPTH;
+    c->page_size = 4096;
+    regions_init(&c->regions, REGIONS_CAP);
+}
+
+void bpf_consumer_close(struct bpf_consumer *c)
+{
+    regions_close(&c->regions);
+}
+
+/* The record being converted: its event template and stack. */
+struct cur {
+    struct bpf_consumer *c;
+    const struct hb_rec *rec;
+    struct ht_event base;
+    int stopped;
+};
+
+static void stack_set(struct bpf_consumer *c, struct ht_event *ev, const struct hb_rec *rec,
+                      const void *tail, size_t tail_len)
+{
+    uint64_t frames[HB_MAX_FRAMES];
+    unsigned n = 0;
+    if (rec->flags & HB_F_DWARF) {
+        if (!c->uw || tail_len < sizeof(struct hb_regs))
+            return;
+        struct hb_regs regs;
+        memcpy(&regs, tail, sizeof(regs));
+        n = unwinder_run(c->uw, rec->tid, &regs, (const uint8_t *)tail + sizeof(regs),
+                         tail_len - sizeof(regs), frames, HB_MAX_FRAMES);
+        if (n == 0)
+            c->unwind_failures++;
+    } else {
+        n = rec->nframes;
+        memcpy(frames, tail, (size_t)n * sizeof(uint64_t));
+        if (rec->flags & HB_F_TRUNCATED)
+            ev->flags |= HT_EVF_TRUNCATED;
+    }
+    if (n > c->stack_depth) {
+        n = c->stack_depth;
+        ev->flags |= HT_EVF_TRUNCATED;
+    }
+    if (n == 0)
+        return;
+    ev->stack = c->emit.stack(c->emit.arg, frames, n);
+    if (ev->stack == 0)
+        ev->flags |= HT_EVF_STACK_DROPPED;
+}
+
+static int emit(struct cur *k, uint8_t kind, uint64_t addr, uint64_t size, int with_stack)
+{
+    struct ht_event ev = k->base;
+    ev.kind = kind;
+    ev.addr = addr;
+    ev.size = size;
+    if (!with_stack) {
+        ev.stack = 0;
+        ev.flags &= (uint8_t) ~(HT_EVF_TRUNCATED | HT_EVF_STACK_DROPPED);
+    }
+    if (k->stopped || k->c->emit.event(k->c->emit.arg, &ev)) {
+        k->stopped = 1;
+        return -1;
+    }
+    k->c->events++;
+    return 0;
+}
+
+static int alloc_record(struct cur *k)
+{
+    const struct hb_rec *r = k->rec;
+    uint64_t ptr = r->ret, size = r->args[0], old = 0;
+    int realloc_like = 0;
+    switch (r->fn) {
+    case HB_FN_MALLOC:
+        break;
+    case HB_FN_PVALLOC:
+        size = (size + k->c->page_size - 1) & ~(k->c->page_size - 1);
+        break;
+    case HB_FN_CALLOC:
+        size = r->args[0] * r->args[1];
+        break;
+    case HB_FN_MEMALIGN:
+        size = r->args[1];
+        break;
+    case HB_FN_POSIX_MEMALIGN:
+        ptr = r->ret == 0 ? r->args[3] : 0;
+        size = r->args[2];
+        break;
+    case HB_FN_REALLOC:
+        old = r->args[0];
+        size = r->args[1];
+        realloc_like = 1;
+        break;
+    case HB_FN_REALLOCARRAY:
+        old = r->args[0];
+        size = r->args[1] * r->args[2];
+        realloc_like = 1;
+        break;
+    default:
+        k->c->malformed++;
+        return 0;
+    }
+    if (realloc_like && old) {
+        if (ptr == 0) /* failed, or realloc(p, 0) freed p (glibc) */
+            return size == 0 ? emit(k, HT_EV_FREE, old, 0, 0) : 0;
+        struct ht_event ev = k->base;
+        ev.kind = HT_EV_REALLOC;
+        ev.addr = ptr;
+        ev.old_addr = old;
+        ev.size = size;
+        if (k->c->emit.event(k->c->emit.arg, &ev))
+            return -1;
+        k->c->events++;
+        return 0;
+    }
+    return ptr ? emit(k, HT_EV_ALLOC, ptr, size, 1) : 0;
+}
+
+/* A piece of a mapping that went away or was replaced. */
+static void piece_gone(void *arg, const struct region *old)
+{
+    struct cur *k = arg;
+    if (!old->heap && old->committed)
+        emit(k, HT_EV_RELEASE, old->start, old->end - old->start, 0);
+}
+
+/* A piece whose protection flipped between PROT_NONE and accessible. */
+static void piece_flipped(void *arg, const struct region *old)
+{
+    struct cur *k = arg;
+    if (old->committed)
+        emit(k, HT_EV_DECOMMIT, old->start, old->end - old->start, 0);
+    else
+        emit(k, HT_EV_COMMIT, old->start, old->end - old->start, 1);
+}
+
+static uint64_t page_up(struct bpf_consumer *c, uint64_t len)
+{
+    return (len + c->page_size - 1) & ~(c->page_size - 1);
+}
+
+static void mmap_record(struct cur *k)
+{
+    struct bpf_consumer *c = k->c;
+    const struct hb_rec *r = k->rec;
+    uint64_t addr = r->ret, len = page_up(c, r->args[1]);
+    unsigned prot = (unsigned)r->args[2], flags = (unsigned)r->args[3];
+    if (SYS_FAILED(addr))
+        return;
+    int anon_private = (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE;
+    if ((prot & PROT_EXEC) && !(flags & MAP_ANONYMOUS))
+        c->exec_mapped = 1;
+    if (!anon_private) {
+        /* File or shared mappings are not private commit; one placed over a
+         * known region ends that region. */
+        regions_unmap(&c->regions, addr, addr + len, piece_gone, k);
+        return;
+    }
+    int heap = (r->flags & HB_F_IN_ALLOC) != 0;
+    int committed = (prot & PROT_WRITE) != 0;
+    regions_map(&c->regions, addr, addr + len, heap, committed, piece_gone, k);
+    if (!heap && committed)
+        emit(k, HT_EV_COMMIT, addr, len, 1);
+}
+
+static void mremap_record(struct cur *k)
+{
+    struct bpf_consumer *c = k->c;
+    const struct hb_rec *r = k->rec;
+    uint64_t old = r->args[0], old_len = page_up(c, r->args[1]);
+    uint64_t new_len = page_up(c, r->args[2]), addr = r->ret;
+    if (SYS_FAILED(addr))
+        return;
+    const struct region *g = regions_find(&c->regions, old);
+    if (!g)
+        return; /* mapped before we attached: unknown */
+    int heap = g->heap, committed = g->committed;
+    regions_unmap(&c->regions, old, old + old_len, heap ? NULL : piece_gone, k);
+    regions_map(&c->regions, addr, addr + new_len, heap, committed, piece_gone, k);
+    if (!heap && committed)
+        emit(k, HT_EV_COMMIT, addr, new_len, 1);
+}
+
+static void syscall_record(struct cur *k)
+{
+    struct bpf_consumer *c = k->c;
+    const struct hb_rec *r = k->rec;
+    switch (r->kind) {
+    case HB_REC_MMAP:
+        mmap_record(k);
+        break;
+    case HB_REC_MUNMAP:
+        if (r->ret == 0)
+            regions_unmap(&c->regions, r->args[0], r->args[0] + page_up(c, r->args[1]), piece_gone,
+                          k);
+        break;
+    case HB_REC_MPROTECT:
+        if (r->ret == 0)
+            regions_protect(&c->regions, r->args[0], r->args[0] + page_up(c, r->args[1]),
+                            (r->args[2] & PROT_WRITE) != 0, piece_flipped, k);
+        break;
+    case HB_REC_MREMAP:
+        mremap_record(k);
+        break;
+    case HB_REC_BRK:
+        /* The main heap's break: glibc's own, its blocks are heap events. */
+        c->brk_calls++;
+        break;
+    }
+}
+
+static size_t tail_size(const struct hb_rec *r)
+{
+    if (r->flags & HB_F_DWARF)
+        return sizeof(struct hb_regs) + r->stack_len;
+    return (size_t)r->nframes * sizeof(uint64_t);
+}
+
+int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size)
+{
+    struct hb_rec rec;
+    if (size < sizeof(rec)) {
+        c->malformed++;
+        return 0;
+    }
+    memcpy(&rec, data, sizeof(rec));
+    size_t tail = tail_size(&rec);
+    if (size - sizeof(rec) < tail || rec.nframes > HB_MAX_FRAMES || rec.stack_len > HB_STACK_COPY ||
+        rec.kind < HB_REC_ALLOC || rec.kind > HB_REC_BRK) {
+        c->malformed++;
+        return 0;
+    }
+    c->records++;
+    struct cur k = {.c = c, .rec = &rec};
+    k.base.t = rec.t > c->t0 ? rec.t - c->t0 : 0;
+    k.base.tid = rec.tid;
+    k.base.heap = BPF_HEAP;
+    int wants_stack = rec.kind == HB_REC_ALLOC || rec.kind == HB_REC_MMAP ||
+                      rec.kind == HB_REC_MPROTECT || rec.kind == HB_REC_MREMAP;
+    if (wants_stack && tail)
+        stack_set(c, &k.base, &rec, (const uint8_t *)data + sizeof(rec), tail);
+    if (rec.kind == HB_REC_ALLOC)
+        return alloc_record(&k);
+    if (rec.kind == HB_REC_FREE)
+        return rec.args[0] ? emit(&k, HT_EV_FREE, rec.args[0], 0, 0) : 0;
+    syscall_record(&k);
+    return k.stopped ? -1 : 0;
+}

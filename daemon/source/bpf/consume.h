@@ -1,0 +1,51 @@
+/*
+ * Records of the eBPF ring (heaptrace-bpf.h) into heaptrace events: the
+ * allocator calls as heap events, the mmap family through the region table
+ * as commits (linux-backend.md section 7), stacks interned through the emit
+ * callbacks. Independent of the ring and the kernel, so tests feed it
+ * synthetic records.
+ *
+ * Threads: one owner (the consumer thread).
+ */
+#ifndef HT_BPF_CONSUME_H
+#define HT_BPF_CONSUME_H
+
+#include "ht-event.h"
+#include "regions.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct unwinder;
+
+/* Where converted events go (the event ring, or a test's arrays). */
+struct bpf_emit {
+    void *arg;
+    /* One event; nonzero to stop (the ring was told to quit). */
+    int (*event)(void *arg, const struct ht_event *ev);
+    /* Id of a stack (innermost first), 0 when it could not be interned. */
+    uint32_t (*stack)(void *arg, const uint64_t *frames, unsigned n);
+};
+
+/* The heap handle of every heap event: a Linux process has one C heap. */
+#define BPF_HEAP 1
+
+struct bpf_consumer {
+    struct bpf_emit emit;
+    uint64_t t0;          /* monotonic ns the session's time counts from */
+    uint32_t stack_depth; /* frames kept, 1..HT_STACK_MAX_DEPTH */
+    uint64_t page_size;
+    struct regions regions;
+    struct unwinder *uw; /* --stacks dwarf; NULL otherwise */
+    int exec_mapped;     /* an executable file mapping appeared: rescan the modules */
+    uint64_t records, events, malformed, brk_calls, unwind_failures;
+};
+
+void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
+                       uint32_t stack_depth);
+void bpf_consumer_close(struct bpf_consumer *c);
+/* Convert one record of size bytes. 0; -1 when emit->event asked to stop;
+ * a record too short for what it claims is counted in malformed and skipped (0). */
+int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size);
+
+#endif

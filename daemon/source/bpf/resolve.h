@@ -1,0 +1,38 @@
+/*
+ * Which allocator entry points a process actually calls: the objects it
+ * maps, in the dynamic linker's symbol-resolution order (the executable,
+ * preloaded libraries, then DT_NEEDED breadth first, then the rest), and for
+ * each function the first object that defines it. So jemalloc or tcmalloc
+ * linked into the executable or preloaded is found, not only libc.
+ */
+#ifndef HT_BPF_RESOLVE_H
+#define HT_BPF_RESOLVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RESOLVE_PATH_MAX 4200
+
+/* One place to attach. */
+struct resolve_point {
+    char attach_path[RESOLVE_PATH_MAX]; /* a path the kernel opens: /proc/PID/map_files/... */
+    char module[RESOLVE_PATH_MAX];      /* the module's path as the process maps it */
+    const char *name;                   /* the first function found at this address */
+    uint64_t file_offset;               /* of the probe (function + probe_off) */
+    uint64_t addr;                      /* runtime address of the function */
+    unsigned probe_off;                 /* bytes past the entry (prologue.h) */
+    unsigned fn;                        /* enum hb_fn */
+    unsigned aliases;                   /* other names found at the same address */
+};
+
+/* The allocator functions of pid, one point per distinct address, as an
+ * array the caller frees with ht_free. 0; UV_ENOENT/UV_ESRCH (no such
+ * process), UV_ENOENT with "no allocator symbol" in err, or another error,
+ * with a message for people in err. */
+int resolve_points(uint64_t pid, struct resolve_point **out, size_t *n, char *err, size_t errsz);
+
+/* The enum hb_fn of an allocator symbol name (0 if not one), and whether it
+ * is an operator delete (probed only where the allocator defines it). */
+unsigned resolve_fn_of(const char *name, int *is_delete);
+
+#endif

@@ -1,0 +1,295 @@
+/* The eBPF consumer thread: ring records to events, lost counts, modules, private bytes, exit. */
+#include "tracer-int.h"
+
+#include "heaptrace.skel.h"
+#include "ht-alloc.h"
+#include "procmem.h"
+#include "unwind.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+/* The consumer wakes this often when the kernel side does not wake it
+ * (wakeups only past a quarter of the ring: linux-backend.md section 4). */
+#define POLL_MS 10
+
+static uint64_t now_rel(struct bpf_tracer *t)
+{
+    uint64_t n = bpf_now_ns();
+    return n > t->t0 ? n - t->t0 : 0;
+}
+
+static int put(struct bpf_tracer *t, const struct ht_event *ev)
+{
+    if (t->sink.emit.event(t->sink.emit.arg, ev))
+        return -1;
+    t->cons.events++;
+    return 0;
+}
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+    struct bpf_tracer *t = ctx;
+    return bpf_consume_record(&t->cons, data, size) ? -ECANCELED : 0;
+}
+
+static int module_put(struct bpf_tracer *t, const struct procmaps_module *m, int load)
+{
+    struct ht_event ev = {.t = now_rel(t), .addr = m->start};
+    ev.kind = load ? HT_EV_MODULE_LOAD : HT_EV_MODULE_UNLOAD;
+    if (load) {
+        ev.size = m->end - m->start;
+        ev.old_addr = m->bias;
+        ev.heap = t->sink.str(t->sink.emit.arg, m->path, (unsigned)strlen(m->path));
+        if (m->build_id[0])
+            ev.old_size = t->sink.str(t->sink.emit.arg, m->build_id, (unsigned)strlen(m->build_id));
+    }
+    return put(t, &ev);
+}
+
+static int module_in(const struct procmaps_module *ms, size_t n, const struct procmaps_module *m)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ms[i].start == m->start && strcmp(ms[i].path, m->path) == 0)
+            return 1;
+    return 0;
+}
+
+/* Read the module list again and report what changed. */
+static int modules_scan(struct bpf_tracer *t)
+{
+    struct procmaps_module *ms;
+    size_t n;
+    if (procmaps_modules(t->p.pid, &ms, &n))
+        return 0; /* gone: the exit comes through the pidfd */
+    int rc = 0;
+    for (size_t i = 0; i < t->nmods && !rc; i++)
+        if (!module_in(ms, n, &t->mods[i]))
+            rc = module_put(t, &t->mods[i], 0);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!module_in(t->mods, t->nmods, &ms[i]))
+            rc = module_put(t, &ms[i], 1);
+    ht_free(t->mods);
+    t->mods = ms;
+    t->nmods = n;
+    if (t->cons.uw)
+        unwinder_refresh(t->cons.uw);
+    return rc;
+}
+
+/* Records the ring had no room for, summed over CPUs; new ones become a lost event. */
+static int lost_check(struct bpf_tracer *t)
+{
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0 || ncpu > 4096)
+        return 0;
+    uint64_t vals[ncpu], sum = 0;
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &zero, vals))
+        return 0;
+    for (int i = 0; i < ncpu; i++)
+        sum += vals[i];
+    if (sum <= t->lost_seen)
+        return 0;
+    struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_LOST, .size = sum - t->lost_seen};
+    t->lost_seen = sum;
+    return put(t, &ev);
+}
+
+static int private_sample(struct bpf_tracer *t)
+{
+    uint64_t now = bpf_now_ns();
+    if (now < t->next_sample)
+        return 0;
+    t->next_sample = now + t->p.sample_ns;
+    struct procmem pm;
+    if (procmem_read(t->p.pid, &pm))
+        return 0;
+    struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_PRIVATE_BYTES, .size = pm.private_bytes};
+    return put(t, &ev);
+}
+
+static void stats_publish(struct bpf_tracer *t)
+{
+    uv_mutex_lock(&t->stats_lock);
+    t->st.records = t->cons.records;
+    t->st.events = t->cons.events;
+    t->st.malformed = t->cons.malformed;
+    t->st.unwind_failures = t->cons.unwind_failures;
+    t->st.lost = t->lost_seen;
+    t->st.region_drops = t->cons.regions.drops;
+    t->st.regions = t->cons.regions.n;
+    uv_mutex_unlock(&t->stats_lock);
+}
+
+/* The exit status of a zombie not yet reaped by its parent: field 52 of
+ * /proc/PID/stat (proc(5), "exit_code", since Linux 3.5). -1 when gone. */
+static int exit_code_read(uint64_t pid, int *status)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t r = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (r <= 0)
+        return -1;
+    buf[r] = 0;
+    char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    if (!p || p[1] != ' ' || p[2] != 'Z')
+        return -1;
+    int field = 3; /* p + 2 is field 3 (state) */
+    for (p += 2; *p && field < 52; p++)
+        if (*p == ' ')
+            field++;
+    if (field != 52)
+        return -1;
+    *status = atoi(p);
+    return 0;
+}
+
+/* PIDFD_GET_INFO with PIDFD_INFO_EXIT (Linux 6.15, include/uapi/linux/pidfd.h):
+ * the exit status of any process, once it was reaped, through its pidfd.
+ * Defined here: the build host's headers may predate it. */
+struct ht_pidfd_info {
+    uint64_t mask, cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code;
+};
+#define HT_PIDFD_INFO_EXIT (1ULL << 3)
+#define HT_PIDFD_GET_INFO _IOWR(0xFF, 11, struct ht_pidfd_info)
+
+static int exit_code_pidfd(int pidfd, int *status)
+{
+    struct ht_pidfd_info info = {.mask = HT_PIDFD_INFO_EXIT};
+    if (ioctl(pidfd, HT_PIDFD_GET_INFO, &info) != 0 || !(info.mask & HT_PIDFD_INFO_EXIT))
+        return -1;
+    *status = info.exit_code;
+    return 0;
+}
+
+/* The exit status: from the zombie's /proc entry while its parent has not
+ * reaped it, else from the pidfd once reaped (a short race between the
+ * pidfd waking us and either being there). */
+static int exit_status(struct bpf_tracer *t, int *status)
+{
+    for (int i = 0; i < 20; i++) {
+        if (exit_code_read(t->p.pid, status) == 0 || exit_code_pidfd(t->pidfd, status) == 0)
+            return 0;
+        usleep(5000);
+    }
+    return -1;
+}
+
+static void exit_report(struct bpf_tracer *t, char *reason, size_t sz)
+{
+    int status;
+    struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_EXIT};
+    if (exit_status(t, &status) == 0) {
+        if ((status & 0x7f) == 0) {
+            ev.size = (uint64_t)((status >> 8) & 0xff);
+            snprintf(reason, sz, "target exited (code %d)", (status >> 8) & 0xff);
+        } else {
+            ev.size = 128u + (uint64_t)(status & 0x7f);
+            snprintf(reason, sz, "target killed by signal %d", status & 0x7f);
+        }
+    } else {
+        /* Neither the zombie nor the pidfd told: an older kernel and a parent that reaped it. */
+        snprintf(reason, sz, "target exited (exit code unknown)");
+    }
+    put(t, &ev);
+}
+
+static void process_report(struct bpf_tracer *t)
+{
+    char path[64], name[64] = "";
+    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)t->p.pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, name, sizeof(name) - 1);
+        close(fd);
+        name[r > 0 ? r : 0] = 0;
+        name[strcspn(name, "\n")] = 0;
+    }
+    t->sink.process(t->sink.emit.arg, t->p.pid, name);
+}
+
+static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (evs[i].data.fd == t->pidfd)
+            return 1;
+    return 0;
+}
+
+void bpf_tracer_thread(void *arg)
+{
+    struct bpf_tracer *t = arg;
+    char reason[128] = "tracing stopped";
+    process_report(t);
+    int stop = modules_scan(t);
+    while (!stop && !atomic_load(&t->quit)) {
+        struct epoll_event evs[4];
+        int n = epoll_wait(t->epfd, evs, 4, POLL_MS);
+        int exited = n > 0 && target_exited(t, evs, n);
+        stop = ring_buffer__consume(t->rb) == -ECANCELED;
+        if (!stop && t->cons.exec_mapped) {
+            t->cons.exec_mapped = 0;
+            stop = modules_scan(t);
+        }
+        if (!stop)
+            stop = lost_check(t) || private_sample(t);
+        stats_publish(t);
+        if (exited && !stop) {
+            ring_buffer__consume(t->rb);
+            lost_check(t);
+            exit_report(t, reason, sizeof(reason));
+            stop = 1;
+        }
+        t->sink.idle(t->sink.emit.arg);
+    }
+    stats_publish(t);
+    t->done_called = 1;
+    t->sink.done(t->sink.emit.arg, reason);
+}
+
+int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, char *err,
+                   size_t errsz)
+{
+    t->sink = *sink;
+    t->t0 = bpf_now_ns();
+    bpf_consumer_init(&t->cons, &sink->emit, t->t0, t->p.stack_depth);
+    int rc = 0;
+    if (t->p.stacks == HB_STACKS_DWARF && (rc = unwinder_new(&t->cons.uw, t->p.pid))) {
+        snprintf(err, errsz, "cannot set up the DWARF unwinder for process %llu: %s",
+                 (unsigned long long)t->p.pid, uv_strerror(rc));
+        return rc;
+    }
+    t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ring_cb, t, NULL);
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!t->rb || t->epfd < 0) {
+        snprintf(err, errsz, "cannot set up the ring buffer consumer: %s", strerror(errno));
+        return uv_translate_sys_error(errno);
+    }
+    struct epoll_event e = {.events = EPOLLIN};
+    e.data.fd = ring_buffer__epoll_fd(t->rb);
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, e.data.fd, &e);
+    e.data.fd = t->pidfd;
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->pidfd, &e);
+    rc = uv_thread_create(&t->thread, bpf_tracer_thread, t);
+    if (rc) {
+        snprintf(err, errsz, "cannot start the consumer thread: %s", uv_strerror(rc));
+        return rc;
+    }
+    t->running = 1;
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* The tracer's insides, shared by tracer.c, attach.c and run.c (not for other users). */
+#ifndef HT_BPF_TRACER_INT_H
+#define HT_BPF_TRACER_INT_H
+
+#include "procmaps.h"
+#include "resolve.h"
+#include "tracer.h"
+
+#include <stdatomic.h>
+#include <uv.h>
+
+struct heaptrace_bpf;
+struct bpf_link;
+struct ring_buffer;
+
+struct bpf_tracer {
+    struct bpf_tracer_params p;
+    struct heaptrace_bpf *skel;
+    struct bpf_link **links;
+    uint32_t nlinks, links_alloc;
+    struct resolve_point *points;
+    size_t npoints;
+    int pidfd;
+    int registered;
+    int tracepoints; /* 1 per-syscall, 2 tp_btf, 0 none */
+    uint64_t load_ns, attach_ns;
+
+    /* Consumer thread. */
+    struct bpf_tracer_sink sink;
+    struct bpf_consumer cons;
+    struct ring_buffer *rb;
+    uv_thread_t thread;
+    int running;
+    atomic_int quit;
+    int epfd;
+    uint64_t t0;
+    uint64_t lost_seen; /* drops already reported */
+    uint64_t next_sample;
+    struct procmaps_module *mods; /* as last reported (module events) */
+    size_t nmods;
+    int done_called;
+
+    /* Copies for stats from other threads. */
+    uv_mutex_t stats_lock;
+    struct bpf_tracer_stats st;
+};
+
+uint64_t bpf_now_ns(void);
+/* Load the skeleton with the tracer's settings (attach.c). */
+int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz);
+/* Consumer thread body (run.c). */
+void bpf_tracer_thread(void *arg);
+
+#endif

@@ -1,0 +1,271 @@
+/* The eBPF tracer's life: checks, the one-tracer-per-PID registry, stats. */
+#include "tracer-int.h"
+
+#include "heaptrace.skel.h"
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "unwind.h"
+
+#include <bpf/libbpf.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* PIDs traced now, process-wide: a second attach to one would double every event. */
+#define REGISTRY_MAX 64
+static uv_mutex_t registry_lock;
+static uv_once_t registry_once = UV_ONCE_INIT;
+static uint64_t registry[REGISTRY_MAX];
+
+static void registry_init(void)
+{
+    uv_mutex_init(&registry_lock);
+}
+
+static int registry_add(uint64_t pid)
+{
+    int rc = HT_EFULL;
+    uv_once(&registry_once, registry_init);
+    uv_mutex_lock(&registry_lock);
+    for (int i = 0; i < REGISTRY_MAX; i++)
+        if (registry[i] == pid) {
+            rc = HT_EEXIST;
+            goto out;
+        }
+    for (int i = 0; i < REGISTRY_MAX; i++)
+        if (registry[i] == 0) {
+            registry[i] = pid;
+            rc = 0;
+            break;
+        }
+out:
+    uv_mutex_unlock(&registry_lock);
+    return rc;
+}
+
+static void registry_remove(uint64_t pid)
+{
+    uv_once(&registry_once, registry_init);
+    uv_mutex_lock(&registry_lock);
+    for (int i = 0; i < REGISTRY_MAX; i++)
+        if (registry[i] == pid)
+            registry[i] = 0;
+    uv_mutex_unlock(&registry_lock);
+}
+
+uint64_t bpf_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cap_has(const struct __user_cap_data_struct *d, unsigned cap)
+{
+    return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+int bpf_tracer_available(char *err, size_t errsz)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capget, &h, d) != 0) {
+        snprintf(err, errsz, "cannot read the daemon's capabilities: %s", strerror(errno));
+        return uv_translate_sys_error(errno);
+    }
+    /* Loading tracing programs needs CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN,
+     * kernels before 5.8); probing another user's process needs CAP_SYS_PTRACE. */
+    int bpf_ok = cap_has(d, CAP_SYS_ADMIN) || (cap_has(d, CAP_BPF) && cap_has(d, CAP_PERFMON));
+    if (!bpf_ok) {
+        snprintf(err, errsz,
+                 "the eBPF backend needs root, or CAP_BPF and CAP_PERFMON (the daemon runs "
+                 "as uid %u without them)",
+                 (unsigned)geteuid());
+        return HT_EPERM;
+    }
+    if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+        snprintf(err, errsz,
+                 "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s): the eBPF backend needs a "
+                 "kernel built with CONFIG_DEBUG_INFO_BTF=y",
+                 strerror(errno));
+        return HT_ENOTSUP;
+    }
+    return 0;
+}
+
+/* Keep libbpf's last warning for error messages instead of printing it. */
+static __thread char libbpf_last[256];
+
+static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    if (level == LIBBPF_DEBUG)
+        return 0;
+    int n = vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
+    if (n > 0 && libbpf_last[strlen(libbpf_last) - 1] == '\n')
+        libbpf_last[strlen(libbpf_last) - 1] = 0;
+    return n;
+}
+
+const char *bpf_libbpf_last(void);
+const char *bpf_libbpf_last(void)
+{
+    return libbpf_last;
+}
+
+static int pid_open(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    t->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)t->p.pid, 0);
+    if (t->pidfd >= 0)
+        return 0;
+    int rc = uv_translate_sys_error(errno);
+    if (errno == ESRCH)
+        snprintf(err, errsz, "no process %llu", (unsigned long long)t->p.pid);
+    else
+        snprintf(err, errsz, "cannot watch process %llu (pidfd_open): %s",
+                 (unsigned long long)t->p.pid, strerror(errno));
+    return rc;
+}
+
+int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, char *err,
+                   size_t errsz)
+{
+    int rc = bpf_tracer_available(err, errsz);
+    if (rc)
+        return rc;
+    if (p->pid == 0 || p->pid > 0x7fffffff) {
+        snprintf(err, errsz, "invalid PID %llu", (unsigned long long)p->pid);
+        return HT_EBADARG;
+    }
+    struct bpf_tracer *t = ht_calloc(1, sizeof(*t));
+    if (!t) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    t->p = *p;
+    if (!t->p.ring_bytes)
+        t->p.ring_bytes = 16u << 20;
+    if (!t->p.sample_ns)
+        t->p.sample_ns = 1000000000u;
+    t->pidfd = -1;
+    t->epfd = -1;
+    uv_mutex_init(&t->stats_lock);
+    libbpf_set_print(libbpf_print_cb);
+    rc = pid_open(t, err, errsz);
+    if (rc)
+        goto fail;
+    rc = registry_add(p->pid);
+    if (rc) {
+        snprintf(err, errsz,
+                 rc == HT_EEXIST ? "process %llu is already traced by this daemon"
+                                 : "too many processes traced at once (%llu not attached)",
+                 (unsigned long long)p->pid);
+        goto fail;
+    }
+    t->registered = 1;
+    rc = bpf_tracer_load(t, err, errsz);
+    if (rc)
+        goto fail;
+    *out = t;
+    return 0;
+fail:
+    bpf_tracer_free(t);
+    return rc;
+}
+
+void bpf_tracer_detach(struct bpf_tracer *t)
+{
+    for (uint32_t i = 0; i < t->nlinks; i++)
+        bpf_link__destroy(t->links[i]);
+    t->nlinks = 0;
+}
+
+void bpf_tracer_free(struct bpf_tracer *t)
+{
+    if (!t)
+        return;
+    bpf_tracer_detach(t);
+    if (t->running) {
+        atomic_store(&t->quit, 1);
+        uv_thread_join(&t->thread);
+        t->running = 0;
+    }
+    if (t->rb)
+        ring_buffer__free(t->rb);
+    if (t->skel)
+        heaptrace_bpf__destroy(t->skel);
+    if (t->pidfd >= 0)
+        close(t->pidfd);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    if (t->registered)
+        registry_remove(t->p.pid);
+    unwinder_free(t->cons.uw);
+    bpf_consumer_close(&t->cons);
+    ht_free(t->mods);
+    ht_free(t->links);
+    ht_free(t->points);
+    uv_mutex_destroy(&t->stats_lock);
+    ht_free(t);
+}
+
+void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st)
+{
+    uv_mutex_lock(&t->stats_lock);
+    *st = t->st;
+    uv_mutex_unlock(&t->stats_lock);
+    st->links = t->nlinks;
+    st->probes = (uint32_t)t->npoints;
+    st->attach_ns = t->attach_ns;
+    st->load_ns = t->load_ns;
+    st->tracepoints = t->tracepoints;
+}
+
+static const char *const fn_names[HB_FN_COUNT] = {
+    "",         "malloc",         "calloc",  "realloc", "reallocarray",
+    "memalign", "posix_memalign", "pvalloc", "free",
+};
+static const char *const stack_names[] = {"none", "fp", "dwarf"};
+
+struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
+{
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    if (!o || !arr) {
+        cJSON_Delete(o);
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "stacks", stack_names[t->p.stacks % 3]);
+    cJSON_AddNumberToObject(o, "ring_bytes", t->p.ring_bytes);
+    cJSON_AddStringToObject(o, "syscalls",
+                            t->tracepoints == 1   ? "tracepoints"
+                            : t->tracepoints == 2 ? "tp_btf"
+                                                  : "off");
+    cJSON_AddNumberToObject(o, "links", t->nlinks);
+    cJSON_AddNumberToObject(o, "attach_ms", (double)t->attach_ns / 1e6);
+    for (size_t i = 0; i < t->npoints; i++) {
+        const struct resolve_point *pt = &t->points[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        cJSON_AddStringToObject(e, "function", pt->name);
+        cJSON_AddStringToObject(e, "as", fn_names[pt->fn < HB_FN_COUNT ? pt->fn : 0]);
+        cJSON_AddStringToObject(e, "module", pt->module);
+        cJSON_AddNumberToObject(e, "probe_offset", pt->probe_off);
+        cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddItemToObject(o, "probes", arr);
+    return o;
+}

@@ -1,0 +1,76 @@
+/*
+ * One eBPF attachment to a process: the checks (privileges, BTF, the
+ * process, one tracer per PID), the skeleton and its links, and the
+ * consumer thread that turns ring records into events (consume.h). Used by
+ * the session's source (bpf-source.c) and by the ht-bpf-dump tool.
+ *
+ * Threads: bpf_tracer_new/attach/run/detach/free and the stats on the
+ * caller's thread (the loop); the sink callbacks run on the consumer thread.
+ */
+#ifndef HT_BPF_TRACER_H
+#define HT_BPF_TRACER_H
+
+#include "consume.h"
+#include "heaptrace-bpf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bpf_tracer;
+struct cJSON;
+
+struct bpf_tracer_params {
+    uint64_t pid;
+    enum hb_stacks stacks;
+    uint32_t stack_depth; /* frames kept */
+    uint64_t sample_ns;   /* private bytes sampling period; 0: 1 s */
+    uint32_t ring_bytes;  /* a power of two; 0: 16 MiB */
+    int no_heap;          /* no allocator probes (mappings only) */
+    int no_virtual;       /* no mmap-family tracepoints */
+};
+
+/* Called on the consumer thread. */
+struct bpf_tracer_sink {
+    struct bpf_emit emit; /* events and stacks; emit.arg is the sink's */
+    /* Id of a string (module paths, build ids), 0 when it could not be interned. */
+    uint32_t (*str)(void *arg, const char *s, unsigned len);
+    /* The process, once at the start. */
+    void (*process)(void *arg, uint64_t pid, const char *name);
+    /* Everything emitted so far should be made visible (going idle). */
+    void (*idle)(void *arg);
+    /* The end: the target exited (reason says how), or the tracer was told
+     * to quit. Called once, last. */
+    void (*done)(void *arg, const char *reason);
+};
+
+struct bpf_tracer_stats {
+    uint64_t records, events, malformed, lost, unwind_failures;
+    uint64_t region_drops, regions;
+    uint32_t probes, links;
+    uint64_t attach_ns; /* resolving + attaching */
+    uint64_t load_ns;   /* skeleton open + load */
+    int tracepoints;    /* 1: per-syscall tracepoints, 2: tp_btf fallback, 0: none */
+};
+
+/* Checks and loads the program; nothing is attached yet. 0, or an error
+ * (UV_EPERM, UV_ESRCH, HT_EEXIST, HT_ENOTSUP, ...) with a message in err. */
+int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, char *err,
+                   size_t errsz);
+/* Find the allocator, attach every probe and tracepoint. On error nothing stays attached. */
+int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz);
+/* Start the consumer thread. */
+int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, char *err,
+                   size_t errsz);
+/* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
+void bpf_tracer_detach(struct bpf_tracer *t);
+/* Detach, stop and join the consumer (its done callback runs if it had not),
+ * free the skeleton, leave the PID registry. */
+void bpf_tracer_free(struct bpf_tracer *t);
+void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st);
+/* "probes": [{"fn","module","offset","probe_off"}...] and the settings. */
+struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t);
+
+/* Can the backend run here (privileges, BTF)? 0 or an error with why. */
+int bpf_tracer_available(char *err, size_t errsz);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * DWARF unwinding of the stack copies --stacks dwarf takes (linux-backend.md
+ * section 3): elfutils' libdwfl over the target's modules, with a memory
+ * callback serving the copied top of the stack. ~5 us a stack.
+ * Threads: one owner (the consumer thread).
+ */
+#ifndef HT_BPF_UNWIND_H
+#define HT_BPF_UNWIND_H
+
+#include "heaptrace-bpf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct unwinder;
+
+/* An unwinder for pid's modules as mapped now. 0, or a UV_E* error. */
+int unwinder_new(struct unwinder **out, uint64_t pid);
+void unwinder_free(struct unwinder *u);
+/* The modules changed (dlopen): read them again on the next unwind. */
+void unwinder_refresh(struct unwinder *u);
+/* Frames (innermost first: regs' ip, then return addresses) of thread tid
+ * from regs and len bytes of stack copied at regs->r[7]. The count, at most max. */
+unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *regs,
+                      const uint8_t *stack, size_t len, uint64_t *frames, unsigned max);
+
+#endif
