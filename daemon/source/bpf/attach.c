@@ -41,7 +41,7 @@ static void programs_choose(struct bpf_tracer *t)
         s->progs.ht_enter_mprotect, s->progs.ht_exit_mprotect, s->progs.ht_enter_brk,
         s->progs.ht_exit_brk,
     };
-    t->tracepoints = t->p.no_virtual ? 0 : tracefs_ready() ? 1 : 2;
+    t->tracepoints = t->p.no_virtual ? 0 : !t->p.force_tp_btf && tracefs_ready() ? 1 : 2;
     for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
         bpf_program__set_autoload(tps[i], t->tracepoints == 1);
     bpf_program__set_autoload(s->progs.ht_sys_enter_btf, t->tracepoints == 2);
@@ -61,6 +61,7 @@ int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz)
     t->skel->rodata->target_tgid = (uint32_t)t->p.pid;
     t->skel->rodata->stack_mode = t->p.stacks;
     t->skel->rodata->wake_bytes = t->p.ring_bytes / 4;
+    t->skel->rodata->probe_floor = (uint32_t) !!t->p.probe_floor;
     int rc = bpf_map__set_max_entries(t->skel->maps.events, t->p.ring_bytes);
     if (rc == 0) {
         programs_choose(t);
@@ -99,8 +100,15 @@ static int uprobe_attach(struct bpf_tracer *t, struct bpf_program *prog,
                                                          pt->file_offset, &opts);
     if (!l) {
         int e = errno;
-        snprintf(err, errsz, "cannot attach a %s to %s+%u in %s: %s (libbpf: %s)",
+        /* The kernel keys uprobes by file and offset for the whole system:
+         * another tracer's probe there with a USDT semaphore (bcc's
+         * memleak registers one) makes ours fail with EINVAL and logs
+         * "ref_ctr_offset mismatch" (kernel/events/uprobes.c). */
+        snprintf(err, errsz, "cannot attach a %s to %s+%u in %s: %s%s (libbpf: %s)",
                  ret ? "uretprobe" : "uprobe", pt->name, pt->probe_off, pt->module, strerror(e),
+                 e == EINVAL ? "; another tracer may hold a uprobe there (dmesg: "
+                               "\"ref_ctr_offset mismatch\")"
+                             : "",
                  bpf_libbpf_last());
         return uv_translate_sys_error(e);
     }

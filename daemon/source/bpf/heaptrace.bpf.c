@@ -21,12 +21,15 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 target_tgid = 0;
 const volatile __u32 stack_mode = HB_STACKS_FP;
 const volatile __u64 wake_bytes = 4 << 20; /* a quarter of the ring */
+/* Every program returns at once: the bare cost of the probes (benchmarks). */
+const volatile __u32 probe_floor = 0;
 
 /* Nested allocator calls kept per thread (realloc -> malloc, new -> malloc). */
 #define DEPTH_MAX 8
 
 struct frame {
     __u64 args[3];
+    __u64 sp; /* at entry: a later entry at or above it means this call was left */
     __u32 fn;
     __u32 pad;
 };
@@ -92,7 +95,7 @@ static const struct thread_state zero_state;
 
 static __always_inline int is_target(void)
 {
-    return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+    return !probe_floor && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
 static __always_inline struct scratch *scratch_get(void)
@@ -199,11 +202,38 @@ static __always_inline struct thread_state *thread_get(__u32 tid, int create)
     return bpf_map_lookup_elem(&threads, &tid);
 }
 
-static __always_inline __u32 thread_depth(void)
+/* An index into the depth stack the verifier can see bounded: clang drops a
+ * plain mask after a range check and reuses the unmasked register. */
+static __always_inline __u64 slot(__u64 d)
+{
+    asm volatile("%0 &= 7" : "+r"(d));
+    return d;
+}
+
+/* Calls left without a return (an exception through operator new, a
+ * longjmp) would hold the depth up forever and silence the thread: an entry
+ * whose stack pointer is at or above a pending frame's was made after that
+ * frame was left (a nested call runs strictly below it). */
+static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp)
+{
+    __u32 d = ts->depth;
+#pragma unroll
+    for (int i = 0; i < DEPTH_MAX; i++) {
+        if (d == 0 || d > DEPTH_MAX)
+            break;
+        if (ts->frames[slot(d - 1)].sp > sp)
+            break;
+        d--;
+    }
+    ts->depth = d;
+    return d;
+}
+
+static __always_inline __u32 thread_depth(__u64 sp)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
-    return ts ? ts->depth : 0;
+    return ts ? depth_live(ts, sp) : 0;
 }
 
 /* Entry of an allocating function: remember its arguments (the cookie says
@@ -216,9 +246,11 @@ int BPF_KPROBE(ht_enter, __u64 a0, __u64 a1, __u64 a2)
     struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 1);
     if (!ts)
         return 0;
-    __u32 d = ts->depth;
+    __u64 sp = PT_REGS_SP(ctx);
+    __u32 d = depth_live(ts, sp);
     if (d < DEPTH_MAX) {
-        struct frame *f = &ts->frames[d & (DEPTH_MAX - 1)];
+        struct frame *f = &ts->frames[slot(d)];
+        f->sp = sp;
         f->fn = (__u32)bpf_get_attach_cookie(ctx);
         f->args[0] = a0;
         f->args[1] = a1;
@@ -241,7 +273,7 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
         return 0; /* entered before we attached */
     __u32 d = ts->depth - 1;
     ts->depth = d;
-    if (d != 0 || d >= DEPTH_MAX)
+    if (d != 0)
         return 0;
     struct scratch *s = scratch_get();
     if (!s)
@@ -268,7 +300,7 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
 SEC("uprobe")
 int BPF_KPROBE(ht_free, __u64 p)
 {
-    if (!is_target() || p == 0 || thread_depth() != 0)
+    if (!is_target() || p == 0 || thread_depth(PT_REGS_SP(ctx)) != 0)
         return 0;
     struct hb_rec r;
     rec_init(&r, HB_REC_FREE);
@@ -345,7 +377,9 @@ static __always_inline void sys_exit(void *ctx, __u64 id, long ret)
     s->rec.args[4] = st->args[4];
     s->rec.ret = ret;
     bpf_map_delete_elem(&syscalls, &tid);
-    if (thread_depth() != 0)
+    /* A syscall runs below any allocator frame it is inside: the user sp. */
+    struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (thread_depth(BPF_CORE_READ(uregs, sp)) != 0)
         s->rec.flags |= HB_F_IN_ALLOC;
     __u64 extra = 0;
     /* A mapping made outside the allocator may be a commit: keep its stack

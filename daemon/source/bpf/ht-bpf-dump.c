@@ -95,7 +95,7 @@ static void done_cb(void *arg, const char *reason)
 static void usage(void)
 {
     fprintf(stderr, "usage: ht-bpf-dump --pid PID [--stacks fp|dwarf|none] [--depth N] "
-                    "[--seconds S] [--ring-mb N] [--quiet] [--status]\n");
+                    "[--seconds S] [--ring-mb N] [--quiet] [--status] [--floor]\n");
     exit(2);
 }
 
@@ -135,6 +135,8 @@ int main(int argc, char **argv)
             p.ring_bytes = (uint32_t)atoi(argv[++i]) << 20;
         else if (!strcmp(a, "--quiet"))
             d.quiet = 1;
+        else if (!strcmp(a, "--floor"))
+            p.probe_floor = 1;
         else if (!strcmp(a, "--status"))
             show_status = 1;
         else

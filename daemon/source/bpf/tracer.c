@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -111,6 +112,15 @@ static __thread char libbpf_last[256];
 
 static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
+    static int verbose = -1;
+    if (verbose < 0)
+        verbose = getenv("HT_BPF_DEBUG") != NULL; /* libbpf's whole log on stderr */
+    if (verbose) {
+        va_list copy;
+        va_copy(copy, ap);
+        vfprintf(stderr, fmt, copy);
+        va_end(copy);
+    }
     if (level == LIBBPF_DEBUG)
         return 0;
     int n = vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
@@ -192,16 +202,21 @@ void bpf_tracer_detach(struct bpf_tracer *t)
     t->nlinks = 0;
 }
 
-void bpf_tracer_free(struct bpf_tracer *t)
+void bpf_tracer_stop(struct bpf_tracer *t)
 {
-    if (!t)
-        return;
-    bpf_tracer_detach(t);
     if (t->running) {
         atomic_store(&t->quit, 1);
         uv_thread_join(&t->thread);
         t->running = 0;
     }
+}
+
+void bpf_tracer_free(struct bpf_tracer *t)
+{
+    if (!t)
+        return;
+    bpf_tracer_detach(t);
+    bpf_tracer_stop(t);
     if (t->rb)
         ring_buffer__free(t->rb);
     if (t->skel)

@@ -27,6 +27,8 @@ struct bpf_tracer_params {
     uint32_t ring_bytes;  /* a power of two; 0: 16 MiB */
     int no_heap;          /* no allocator probes (mappings only) */
     int no_virtual;       /* no mmap-family tracepoints */
+    int force_tp_btf;     /* take the tp_btf fallback even with tracefs (tests) */
+    int probe_floor;      /* programs that return at once: the probes' bare cost (benchmarks) */
 };
 
 /* Called on the consumer thread. */
@@ -63,6 +65,10 @@ int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, cha
                    size_t errsz);
 /* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
 void bpf_tracer_detach(struct bpf_tracer *t);
+/* Stop the consumer thread and join it (its done callback runs if it had
+ * not); what it converted stays with the sink. Idempotent. The caller makes
+ * sure a sink callback blocked on room can return (evring_quit). */
+void bpf_tracer_stop(struct bpf_tracer *t);
 /* Detach, stop and join the consumer (its done callback runs if it had not),
  * free the skeleton, leave the PID registry. */
 void bpf_tracer_free(struct bpf_tracer *t);

@@ -17,6 +17,7 @@ struct seen {
     struct stack_intern si;
     uint64_t alloc777, alloc555, alloc2048, alloc_big, realloc7777, frees, commits64k, releases64k,
         big_commits, exits, exit_code, modules, stacked;
+    uint64_t cxx_allocs, cxx_first_frames[8], exe_lo, exe_hi;
     uint64_t addrs[64];
     unsigned naddrs;
     char reason[128];
@@ -39,8 +40,17 @@ static int addr_drop(struct seen *s, uint64_t a)
     return 0;
 }
 
+static uint64_t frame0(struct seen *s, uint32_t stack)
+{
+    unsigned depth;
+    const uint64_t *f = stack_intern_frames(&s->si, stack, &depth);
+    return f && depth ? f[0] : 0;
+}
+
 static void alloc_seen(struct seen *s, const struct ht_event *ev)
 {
+    if (ev->size == 333 || ev->size == 444)
+        s->cxx_first_frames[s->cxx_allocs++ & 7] = frame0(s, ev->stack);
     uint64_t *c = ev->size == 777          ? &s->alloc777
                   : ev->size == 555        ? &s->alloc555
                   : ev->size == 2048       ? &s->alloc2048
@@ -132,6 +142,8 @@ struct child {
     FILE *to, *from;
 };
 
+static const char *target_path = BPF_TARGET;
+
 static int child_start(struct child *c)
 {
     int in[2], out[2];
@@ -143,7 +155,7 @@ static int child_start(struct child *c)
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
-        execl(BPF_TARGET, BPF_TARGET, (char *)NULL);
+        execl(target_path, target_path, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -194,6 +206,20 @@ static void kernel_objects(unsigned *progs, unsigned *links)
         (*links)++;
 }
 
+/* The kernel frees programs and links after an RCU grace period (tracing
+ * programs after an RCU tasks one): give it up to two seconds to get back
+ * to the counts before. */
+static void kernel_objects_settle(unsigned progs0, unsigned links0, unsigned *progs,
+                                  unsigned *links)
+{
+    for (int i = 0; i < 200; i++) {
+        kernel_objects(progs, links);
+        if (*progs == progs0 && *links == links0)
+            return;
+        usleep(10000);
+    }
+}
+
 static struct bpf_tracer_sink sink_of(struct seen *s)
 {
     struct bpf_tracer_sink k = {
@@ -212,21 +238,46 @@ static void wait_done(struct seen *s, int ms)
         usleep(10000);
 }
 
-static void test_exact_counts(void)
+/* The address range of the executable's mappings in pid. */
+static int exe_range(pid_t pid, uint64_t *lo, uint64_t *hi)
 {
-    need_root();
-    static struct seen s;
-    uv_mutex_init(&s.lock);
-    stack_intern_init(&s.si, 4096, 4096);
+    char path[64], exe[512], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    *lo = UINT64_MAX;
+    *hi = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long a, b;
+        if (strstr(line, exe) && sscanf(line, "%llx-%llx", &a, &b) == 2) {
+            *lo = a < *lo ? a : *lo;
+            *hi = b > *hi ? b : *hi;
+        }
+    }
+    if (f)
+        fclose(f);
+    return *hi ? 0 : -1;
+}
+
+/* Attach with p to a fresh target, let it run and exit; the events into s. */
+static void run_target(struct bpf_tracer_params *p, struct seen *s, struct bpf_tracer_stats *st,
+                       int *status)
+{
+    uv_mutex_init(&s->lock);
+    stack_intern_init(&s->si, 4096, 4096);
     unsigned progs0, links0, progs1, links1;
     kernel_objects(&progs0, &links0);
     struct child c;
     CHECK(child_start(&c) == 0);
-    struct bpf_tracer_params p = {
-        .pid = (uint64_t)c.pid, .stacks = HB_STACKS_FP, .stack_depth = 64};
+    p->pid = (uint64_t)c.pid;
+    exe_range(c.pid, &s->exe_lo, &s->exe_hi);
     struct bpf_tracer *t;
     char err[512];
-    int rc = bpf_tracer_new(&t, &p, err, sizeof(err));
+    int rc = bpf_tracer_new(&t, p, err, sizeof(err));
     if (rc)
         fprintf(stderr, "%s\n", err);
     CHECK_EQ(rc, 0);
@@ -234,22 +285,36 @@ static void test_exact_counts(void)
     if (rc)
         fprintf(stderr, "%s\n", err);
     CHECK_EQ(rc, 0);
-    struct bpf_tracer_sink k = sink_of(&s);
+    struct bpf_tracer_sink k = sink_of(s);
     CHECK_EQ(bpf_tracer_run(t, &k, err, sizeof(err)), 0);
     child_say(&c);
     char line[64];
     CHECK(fgets(line, sizeof(line), c.from) != NULL);
     child_say(&c); /* exit with 7; not reaped until the tracer saw it */
-    wait_done(&s, 5000);
-    int status = child_reap(&c);
-    struct bpf_tracer_stats st;
-    bpf_tracer_stats(t, &st);
+    wait_done(s, 5000);
+    *status = child_reap(&c);
+    bpf_tracer_stats(t, st);
     kernel_objects(&progs1, &links1);
     CHECK(progs1 > progs0);
     bpf_tracer_free(t);
-    printf("reason: %s; probes %u links %u records %llu lost %llu attach %.1f ms\n", s.reason,
-           st.probes, st.links, (unsigned long long)st.records, (unsigned long long)st.lost,
-           st.attach_ns / 1e6);
+    printf("reason: %s; probes %u links %u records %llu lost %llu attach %.1f ms\n", s->reason,
+           st->probes, st->links, (unsigned long long)st->records, (unsigned long long)st->lost,
+           st->attach_ns / 1e6);
+    kernel_objects_settle(progs0, links0, &progs1, &links1);
+    CHECK_EQ(progs1, progs0);
+    CHECK_EQ(links1, links0);
+}
+
+static void test_exact_counts(void)
+{
+    need_root();
+    static struct seen s;
+    struct bpf_tracer_params p = {.stacks = HB_STACKS_FP, .stack_depth = 64};
+    struct bpf_tracer_stats st;
+    int status = 0;
+    run_target(&p, &s, &st, &status);
+    if (ht_test_failed)
+        return;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 7);
     CHECK(atomic_load(&s.done));
     CHECK_EQ(s.alloc777, 6); /* 5 malloc + calloc(3, 259) */
@@ -268,9 +333,50 @@ static void test_exact_counts(void)
     CHECK(s.modules >= 2);
     CHECK_EQ(st.lost, 0);
     CHECK_STR(s.reason, "target exited (code 7)");
-    kernel_objects(&progs1, &links1);
-    CHECK_EQ(progs1, progs0);
-    CHECK_EQ(links1, links0);
+    stack_intern_close(&s.si);
+}
+
+/* operator new is probed (its malloc nests: one event), and the stack at
+ * its return starts in the C++ caller, not in libstdc++. */
+static void test_cxx_new_once(void)
+{
+    need_root();
+    static struct seen s;
+    struct bpf_tracer_params p = {.stacks = HB_STACKS_FP, .stack_depth = 64};
+    struct bpf_tracer_stats st;
+    int status = 0;
+    target_path = BPF_TARGET_CXX;
+    run_target(&p, &s, &st, &status);
+    if (ht_test_failed)
+        return;
+    CHECK_EQ(s.cxx_allocs, 6);
+    CHECK(s.exe_hi > 0);
+    for (int i = 0; i < 6; i++)
+        CHECK(s.cxx_first_frames[i] >= s.exe_lo && s.cxx_first_frames[i] < s.exe_hi);
+    CHECK_EQ(s.exit_code, 7);
+    stack_intern_close(&s.si);
+}
+
+/* The syscalls through tp_btf/sys_enter+exit (no tracefs), DWARF stacks. */
+static void test_tp_btf_dwarf(void)
+{
+    need_root();
+    static struct seen s;
+    struct bpf_tracer_params p = {.stacks = HB_STACKS_DWARF, .stack_depth = 64, .force_tp_btf = 1};
+    struct bpf_tracer_stats st;
+    int status = 0;
+    run_target(&p, &s, &st, &status);
+    if (ht_test_failed)
+        return;
+    CHECK_EQ(st.tracepoints, 2);
+    CHECK_EQ(s.alloc777, 6);
+    CHECK_EQ(s.frees, 7);
+    CHECK_EQ(s.stacked, 9);
+    CHECK_EQ(s.commits64k, 1);
+    CHECK_EQ(s.releases64k, 1);
+    CHECK_EQ(s.big_commits, 0);
+    CHECK_EQ(s.exit_code, 7);
+    CHECK_EQ(st.unwind_failures, 0);
     stack_intern_close(&s.si);
 }
 
@@ -289,7 +395,7 @@ static void test_nothing_left(void)
     CHECK_EQ(bpf_tracer_attach(t, err, sizeof(err)), 0);
     kernel_objects(&progs1, &links1);
     bpf_tracer_free(t); /* never run: freed straight after attach */
-    kernel_objects(&progs2, &links2);
+    kernel_objects_settle(progs0, links0, &progs2, &links2);
     kill(c.pid, SIGKILL);
     child_reap(&c);
     printf("programs %u -> %u -> %u, links %u -> %u -> %u\n", progs0, progs1, progs2, links0,
@@ -333,4 +439,5 @@ static void test_no_such_pid(void)
     CHECK(strstr(err, "no process") != NULL);
 }
 
-HT_TEST_MAIN(T(exact_counts), T(nothing_left), T(already_attached), T(no_such_pid))
+HT_TEST_MAIN(T(exact_counts), T(tp_btf_dwarf), T(cxx_new_once), T(nothing_left),
+             T(already_attached), T(no_such_pid))

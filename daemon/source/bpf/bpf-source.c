@@ -1,0 +1,332 @@
+/*
+ * The eBPF source (source.h, mode SOURCE_PID): the tracer (tracer.h)
+ * attached to a running process, its consumer thread producing into the
+ * event ring, drained by the session on the loop; frames symbolized lazily
+ * through the process's symbol cache (symbols.h).
+ *
+ * Threads: the ops run on the loop; the tracer's consumer thread runs the
+ * producer callbacks below (the *_cb functions up to the loop side).
+ */
+#include "evring.h"
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "source.h"
+#include "stack-intern.h"
+#include "symbols.h"
+#include "tracer.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Records in flight between the consumer thread and the loop. */
+#define BPF_RING_EVENTS (1u << 16)
+
+struct bpf_source {
+    struct source base;
+    struct evring *ring;
+    struct bpf_tracer *tracer;
+    struct sym_cache *syms;
+    struct mem_acct acct;     /* the symbol cache */
+    struct source_sink outer; /* the session's sink; base.sink wraps it */
+    uint64_t pid;
+    int started, stopped, ended;
+    char reason[160];
+    uv_mutex_t mu; /* reason: written by the consumer, read by the loop */
+};
+
+/* Producer side: the tracer's sink, on its consumer thread. */
+
+static int event_cb(void *arg, const struct ht_event *ev)
+{
+    struct bpf_source *s = arg;
+    return evring_put(s->ring, ev) != 0;
+}
+
+static uint32_t stack_cb(void *arg, const uint64_t *frames, unsigned n)
+{
+    struct bpf_source *s = arg;
+    return stack_intern_get(evring_si(s->ring), frames, n);
+}
+
+static uint32_t str_cb(void *arg, const char *str, unsigned len)
+{
+    struct bpf_source *s = arg;
+    return stack_intern_str(evring_si(s->ring), str, len);
+}
+
+static void process_cb(void *arg, uint64_t pid, const char *name)
+{
+    struct bpf_source *s = arg;
+    evring_process(s->ring, pid, name, "");
+}
+
+static void idle_cb(void *arg)
+{
+    struct bpf_source *s = arg;
+    evring_publish(s->ring);
+}
+
+static void done_cb(void *arg, const char *reason)
+{
+    struct bpf_source *s = arg;
+    uv_mutex_lock(&s->mu);
+    snprintf(s->reason, sizeof(s->reason), "%s", reason);
+    uv_mutex_unlock(&s->mu);
+    evring_done(s->ring);
+}
+
+/* Loop side. */
+
+static void ring_ready(void *data)
+{
+    struct bpf_source *s = data;
+    if (s->outer.ready)
+        s->outer.ready(s->outer.arg);
+}
+
+/* Module events teach the symbol cache before the session sees them, so
+ * frames still resolve after the process is gone. */
+static int events_cb(void *arg, struct ht_event *evs, size_t n)
+{
+    struct bpf_source *s = arg;
+    for (size_t i = 0; s->syms && i < n; i++) {
+        const struct ht_event *ev = &evs[i];
+        if (ev->kind == HT_EV_MODULE_LOAD) {
+            const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
+            const char *bid =
+                ev->old_size ? stack_intern_strget(s->outer.si, (uint32_t)ev->old_size) : "";
+            sym_cache_add_module(s->syms, ev->addr, ev->addr + ev->size, ev->old_addr,
+                                 path ? path : "", bid ? bid : "");
+        } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
+            sym_cache_remove_module(s->syms, ev->addr);
+        }
+    }
+    return s->outer.events(s->outer.arg, evs, n);
+}
+
+static void process_fwd(void *arg, const struct source_process *p)
+{
+    struct bpf_source *s = arg;
+    if (s->outer.process)
+        s->outer.process(s->outer.arg, p);
+}
+
+static int bpf_src_available(char *err, size_t errsz)
+{
+    return bpf_tracer_available(err, errsz);
+}
+
+static enum hb_stacks stacks_of(enum source_stacks st)
+{
+    switch (st) {
+    case SOURCE_STACKS_DWARF:
+        return HB_STACKS_DWARF;
+    case SOURCE_STACKS_NONE:
+        return HB_STACKS_NONE;
+    default:
+        return HB_STACKS_FP;
+    }
+}
+
+static void bpf_src_close(struct source *base);
+
+static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                        const struct source_sink *sink, char *err, size_t errsz)
+{
+    *out = NULL;
+    if (p->mode != SOURCE_PID) {
+        snprintf(err, errsz, "the eBPF source attaches to a running process (start --pid)");
+        return HT_ENOTSUP;
+    }
+    struct bpf_source *s = ht_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    s->base.ops = &source_bpf_ops;
+    s->outer = *sink;
+    s->base.sink = *sink;
+    s->base.sink.arg = s;
+    s->base.sink.events = events_cb;
+    s->base.sink.process = process_fwd;
+    s->pid = p->pid;
+    uv_mutex_init(&s->mu);
+    mem_acct_init(&s->acct, p->budget);
+    struct bpf_tracer_params tp = {
+        .pid = p->pid,
+        .stacks = stacks_of(p->stacks),
+        .stack_depth = p->stack_depth,
+        .sample_ns = p->sample_ns,
+        .no_heap = p->no_heap,
+        .no_virtual = p->no_virtual,
+    };
+    int rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
+    if (rc)
+        goto fail;
+    struct evring_limits lim = {BPF_RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
+                                p->budget};
+    rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
+        goto fail;
+    }
+    /* Without a symbol cache frames stay addresses: not a reason to refuse. */
+    if (sym_cache_new(&s->syms, p->pid, &s->acct, MEM_symbols) != 0)
+        s->syms = NULL;
+    *out = &s->base;
+    return 0;
+fail:
+    bpf_src_close(&s->base);
+    return rc;
+}
+
+static int bpf_src_start(struct source *base, char *err, size_t errsz)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->started)
+        return 0;
+    int rc = bpf_tracer_attach(s->tracer, err, errsz);
+    if (rc)
+        return rc;
+    struct bpf_tracer_sink k = {
+        .emit = {.arg = s, .event = event_cb, .stack = stack_cb},
+        .str = str_cb,
+        .process = process_cb,
+        .idle = idle_cb,
+        .done = done_cb,
+    };
+    rc = bpf_tracer_run(s->tracer, &k, err, errsz);
+    if (rc) {
+        bpf_tracer_detach(s->tracer);
+        return rc;
+    }
+    s->started = 1;
+    return 0;
+}
+
+static int bpf_src_drain(struct source *base, size_t budget)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->ended || !s->ring)
+        return 0;
+    int rc = evring_drain(s->ring, &s->base.sink, budget);
+    if (rc < 0)
+        return -1;
+    if (rc == 0 && evring_finished(s->ring)) {
+        char reason[160];
+        s->ended = 1;
+        uv_mutex_lock(&s->mu);
+        snprintf(reason, sizeof(reason), "%s", s->reason[0] ? s->reason : "tracing stopped");
+        uv_mutex_unlock(&s->mu);
+        if (s->outer.ended)
+            s->outer.ended(s->outer.arg, reason);
+        return 0;
+    }
+    return rc;
+}
+
+/* Links first (the target runs at full speed again at once), then the
+ * consumer: a put waiting for room returns when the ring quits. */
+static void bpf_src_stop(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->stopped || !s->tracer)
+        return;
+    s->stopped = 1;
+    bpf_tracer_detach(s->tracer);
+    if (s->ring)
+        evring_quit(s->ring);
+    bpf_tracer_stop(s->tracer);
+}
+
+static void bpf_src_close(struct source *base)
+{
+    if (!base)
+        return;
+    struct bpf_source *s = (struct bpf_source *)base;
+    bpf_src_stop(base);
+    bpf_tracer_free(s->tracer);
+    if (s->ring)
+        evring_free(s->ring);
+    if (s->syms)
+        sym_cache_free(s->syms);
+    mem_acct_close(&s->acct);
+    uv_mutex_destroy(&s->mu);
+    ht_free(s);
+}
+
+static void bpf_src_stats(struct source *base, struct source_stats *st)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    struct bpf_tracer_stats ts;
+    memset(st, 0, sizeof(*st));
+    if (s->ring)
+        evring_producer_stats(s->ring, st);
+    if (!s->tracer)
+        return;
+    bpf_tracer_stats(s->tracer, &ts);
+    st->events = ts.events;
+    st->malformed = ts.malformed;
+    st->lost = ts.lost;
+    for (int k = 0; k < MEM_KINDS; k++) {
+        st->mem[k] += s->acct.bytes[k];
+        st->over_budget[k] += s->acct.over_budget[k];
+        st->no_memory[k] += s->acct.no_memory[k];
+    }
+}
+
+static struct cJSON *bpf_src_status_json(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    cJSON *o = s->tracer ? bpf_tracer_status_json(s->tracer) : NULL;
+    if (!o)
+        return NULL;
+    struct bpf_tracer_stats ts;
+    bpf_tracer_stats(s->tracer, &ts);
+    cJSON_AddNumberToObject(o, "records", (double)ts.records);
+    cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
+    cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
+    cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
+    cJSON_AddNumberToObject(o, "region_drops", (double)ts.region_drops);
+    cJSON_AddNumberToObject(o, "unwind_failures", (double)ts.unwind_failures);
+    if (s->syms) {
+        struct sym_stats ss;
+        sym_cache_stats(s->syms, &ss);
+        cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
+        if (sy) {
+            cJSON_AddNumberToObject(sy, "modules", (double)ss.modules);
+            cJSON_AddNumberToObject(sy, "symbols", (double)ss.symbols);
+            cJSON_AddNumberToObject(sy, "lookups", (double)ss.lookups);
+            cJSON_AddNumberToObject(sy, "misses", (double)ss.misses);
+        }
+    }
+    return o;
+}
+
+/* Frames are return addresses (taken at the allocator's return, or by the
+ * unwinder): looked up as addr - 1. */
+static const char *bpf_src_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    return s->syms ? sym_cache_resolve(s->syms, addr, 1, buf, bufsz) : NULL;
+}
+
+const struct source_ops source_bpf_ops = {
+    .name = "bpf",
+    .modes = SOURCE_PID,
+    .summary = "eBPF uprobes on the allocator and mmap-family tracepoints of a running process "
+               "(Linux, root)",
+    .available = bpf_src_available,
+    .open = bpf_src_open,
+    .start = bpf_src_start,
+    .drain = bpf_src_drain,
+    .stop = bpf_src_stop,
+    .close = bpf_src_close,
+    .stats = bpf_src_stats,
+    .status_json = bpf_src_status_json,
+    .space = NULL,
+    .write = NULL,
+    .close_input = NULL,
+    .symbolize = bpf_src_symbolize,
+};
