@@ -8,6 +8,7 @@
 
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -163,6 +164,19 @@ static int pid_gone(struct bpf_tracer *t)
     return poll(&pfd, 1, 0) == 1;
 }
 
+static void name_read(struct bpf_tracer *t)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)t->p.pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t r = read(fd, t->name, sizeof(t->name) - 1);
+    close(fd);
+    t->name[r > 0 ? r : 0] = 0;
+    t->name[strcspn(t->name, "\n")] = 0;
+}
+
 int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
 {
     uint64_t t0 = bpf_now_ns();
@@ -171,6 +185,14 @@ int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
         rc = points_attach(t, err, errsz);
     if (!rc && t->tracepoints)
         rc = syscalls_attach(t, err, errsz);
+    /* Read before the process can go: the consumer reports them first. */
+    if (!rc) {
+        name_read(t);
+        ht_free(t->mods);
+        t->mods = NULL;
+        t->nmods = 0;
+        procmaps_modules(t->p.pid, &t->mods, &t->nmods);
+    }
     /* The process may have exited while we read its maps or attached: its
      * files and probes are then gone, whatever the error said. */
     if (pid_gone(t)) {

@@ -209,18 +209,15 @@ static void exit_report(struct bpf_tracer *t, char *reason, size_t sz)
     put(t, &ev);
 }
 
-static void process_report(struct bpf_tracer *t)
+/* The modules and name read at attach (a short-lived target may be gone by
+ * the time this thread runs): the session's first events. */
+static int start_report(struct bpf_tracer *t)
 {
-    char path[64], name[64] = "";
-    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)t->p.pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, name, sizeof(name) - 1);
-        close(fd);
-        name[r > 0 ? r : 0] = 0;
-        name[strcspn(name, "\n")] = 0;
-    }
-    t->sink.process(t->sink.emit.arg, t->p.pid, name);
+    int rc = 0;
+    t->sink.process(t->sink.emit.arg, t->p.pid, t->name);
+    for (size_t i = 0; i < t->nmods && !rc; i++)
+        rc = module_put(t, &t->mods[i], 1);
+    return rc;
 }
 
 static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, int n)
@@ -235,8 +232,7 @@ void bpf_tracer_thread(void *arg)
 {
     struct bpf_tracer *t = arg;
     char reason[128] = "tracing stopped";
-    process_report(t);
-    int stop = modules_scan(t);
+    int stop = start_report(t);
     while (!stop && !atomic_load(&t->quit)) {
         struct epoll_event evs[4];
         int n = epoll_wait(t->epfd, evs, 4, POLL_MS);
