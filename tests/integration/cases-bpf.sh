@@ -3,8 +3,9 @@
 # the real daemon and ctl, and nothing left in the kernel after stop.
 # Sourced by run.sh.
 
+# HT_BPF_TARGET: another build of bpf-target.c (bpf-target-je: linked with jemalloc).
 bpf_target() {
-    echo "$(dirname "$HT_DAEMON")/../tests/unit/bpf/bpf-target"
+    echo "${HT_BPF_TARGET:-$(dirname "$HT_DAEMON")/../tests/unit/bpf/bpf-target}"
 }
 
 # Skips (77) where live tracing cannot run: call after start_daemon.
@@ -50,20 +51,21 @@ bpf_wait_line() {
     fail "target did not print $1"
 }
 
-# The row of `stacks --by frame` whose frame ends in $1: "count outstanding_count outstanding".
+# The rows of `stacks --by frame` whose frame ends in $1, summed (each call
+# site is its own frame: an address): "count outstanding_count outstanding".
 bpf_frame_row() {
-    local n i f
+    local n i f c=0 oc=0 o=0
     n=$(jget rows.# <"$T/stacks.json")
     for i in $(seq 0 $((n - 1))); do
         f=$(jget "rows.$i.frame" <"$T/stacks.json")
         case "$f" in
         *"$1")
-            echo "$(jget "rows.$i.count" <"$T/stacks.json") $(jget "rows.$i.outstanding_count" \
-                <"$T/stacks.json") $(jget "rows.$i.outstanding" <"$T/stacks.json")"
-            return 0 ;;
+            c=$((c + $(jget "rows.$i.count" <"$T/stacks.json")))
+            oc=$((oc + $(jget "rows.$i.outstanding_count" <"$T/stacks.json")))
+            o=$((o + $(jget "rows.$i.outstanding" <"$T/stacks.json"))) ;;
         esac
     done
-    echo "none"
+    echo "$c $oc $o"
 }
 
 case_bpf_attach_counts() {

@@ -213,8 +213,9 @@ static void exit_report(struct bpf_tracer *t, char *reason, size_t sz)
  * the time this thread runs): the session's first events. */
 static int start_report(struct bpf_tracer *t)
 {
-    int rc = 0;
     t->sink.process(t->sink.emit.arg, t->p.pid, t->name);
+    struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = t->p.pid};
+    int rc = put(t, &ev);
     for (size_t i = 0; i < t->nmods && !rc; i++)
         rc = module_put(t, &t->mods[i], 1);
     return rc;
@@ -252,6 +253,10 @@ void bpf_tracer_thread(void *arg)
             stop = 1;
         }
         t->sink.idle(t->sink.emit.arg);
+    }
+    if (!stop) { /* told to quit: what the ring holds still counts */
+        ring_buffer__consume(t->rb);
+        lost_check(t);
     }
     stats_publish(t);
     t->done_called = 1;

@@ -18,12 +18,15 @@ struct bpf_tracer {
     struct heaptrace_bpf *skel;
     struct bpf_link **links;
     uint32_t nlinks, links_alloc;
+    int *link_fds; /* uprobe_multi links, made with the raw syscall */
+    uint32_t nfds, fds_alloc;
+    int multi; /* the programs were loaded for uprobe_multi */
     struct resolve_point *points;
     size_t npoints;
     int pidfd;
     int registered;
     int tracepoints; /* 1 per-syscall, 2 tp_btf, 0 none */
-    uint64_t load_ns, attach_ns;
+    uint64_t load_ns, attach_ns, detach_ns;
 
     /* Consumer thread. */
     struct bpf_tracer_sink sink;

@@ -197,40 +197,60 @@ fail:
 
 void bpf_tracer_detach(struct bpf_tracer *t)
 {
+    if (t->nlinks == 0 && t->nfds == 0)
+        return;
+    uint64_t t0 = bpf_now_ns();
     for (uint32_t i = 0; i < t->nlinks; i++)
         bpf_link__destroy(t->links[i]);
     t->nlinks = 0;
+    for (uint32_t i = 0; i < t->nfds; i++)
+        close(t->link_fds[i]);
+    t->nfds = 0;
+    t->detach_ns = bpf_now_ns() - t0;
+}
+
+/* Everything the kernel holds for the tracer: links, programs, maps (the
+ * ring's memory), the pidfd, the PID's place in the registry. */
+static void kernel_release(struct bpf_tracer *t)
+{
+    if (t->rb)
+        ring_buffer__free(t->rb);
+    t->rb = NULL;
+    if (t->skel)
+        heaptrace_bpf__destroy(t->skel);
+    t->skel = NULL;
+    if (t->pidfd >= 0)
+        close(t->pidfd);
+    t->pidfd = -1;
+    if (t->epfd >= 0)
+        close(t->epfd);
+    t->epfd = -1;
+    if (t->registered)
+        registry_remove(t->p.pid);
+    t->registered = 0;
 }
 
 void bpf_tracer_stop(struct bpf_tracer *t)
 {
+    bpf_tracer_detach(t);
     if (t->running) {
         atomic_store(&t->quit, 1);
         uv_thread_join(&t->thread);
         t->running = 0;
     }
+    kernel_release(t);
 }
 
 void bpf_tracer_free(struct bpf_tracer *t)
 {
     if (!t)
         return;
-    bpf_tracer_detach(t);
     bpf_tracer_stop(t);
-    if (t->rb)
-        ring_buffer__free(t->rb);
-    if (t->skel)
-        heaptrace_bpf__destroy(t->skel);
-    if (t->pidfd >= 0)
-        close(t->pidfd);
-    if (t->epfd >= 0)
-        close(t->epfd);
-    if (t->registered)
-        registry_remove(t->p.pid);
     unwinder_free(t->cons.uw);
     bpf_consumer_close(&t->cons);
     ht_free(t->mods);
     ht_free(t->links);
+    ht_free(t->link_fds);
     ht_free(t->points);
     uv_mutex_destroy(&t->stats_lock);
     ht_free(t);
@@ -241,10 +261,12 @@ void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st)
     uv_mutex_lock(&t->stats_lock);
     *st = t->st;
     uv_mutex_unlock(&t->stats_lock);
-    st->links = t->nlinks;
+    st->links = t->nlinks + t->nfds;
+    st->multi = t->multi;
     st->probes = (uint32_t)t->npoints;
     st->attach_ns = t->attach_ns;
     st->load_ns = t->load_ns;
+    st->detach_ns = t->detach_ns;
     st->tracepoints = t->tracepoints;
 }
 
@@ -268,7 +290,8 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
                             t->tracepoints == 1   ? "tracepoints"
                             : t->tracepoints == 2 ? "tp_btf"
                                                   : "off");
-    cJSON_AddNumberToObject(o, "links", t->nlinks);
+    cJSON_AddNumberToObject(o, "links", t->nlinks + t->nfds);
+    cJSON_AddBoolToObject(o, "uprobe_multi", t->multi);
     cJSON_AddNumberToObject(o, "attach_ms", (double)t->attach_ns / 1e6);
     for (size_t i = 0; i < t->npoints; i++) {
         const struct resolve_point *pt = &t->points[i];

@@ -29,6 +29,7 @@ struct bpf_tracer_params {
     int no_virtual;       /* no mmap-family tracepoints */
     int force_tp_btf;     /* take the tp_btf fallback even with tracefs (tests) */
     int probe_floor;      /* programs that return at once: the probes' bare cost (benchmarks) */
+    int no_multi;         /* one perf-event link per probe even where uprobe_multi exists (tests) */
 };
 
 /* Called on the consumer thread. */
@@ -51,7 +52,9 @@ struct bpf_tracer_stats {
     uint32_t probes, links;
     uint64_t attach_ns; /* resolving + attaching */
     uint64_t load_ns;   /* skeleton open + load */
+    uint64_t detach_ns; /* destroying the links */
     int tracepoints;    /* 1: per-syscall tracepoints, 2: tp_btf fallback, 0: none */
+    int multi;          /* uprobe_multi links */
 };
 
 /* Checks and loads the program; nothing is attached yet. 0, or an error
@@ -65,9 +68,11 @@ int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, cha
                    size_t errsz);
 /* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
 void bpf_tracer_detach(struct bpf_tracer *t);
-/* Stop the consumer thread and join it (its done callback runs if it had
- * not); what it converted stays with the sink. Idempotent. The caller makes
- * sure a sink callback blocked on room can return (evring_quit). */
+/* Detach, stop the consumer thread and join it (its done callback runs if
+ * it had not), then give back everything the kernel holds (programs, maps,
+ * the PID's registration); what was converted stays with the sink, the
+ * stats and status stay readable. Idempotent. The caller makes sure a sink
+ * callback blocked on room can return (evring_quit). */
 void bpf_tracer_stop(struct bpf_tracer *t);
 /* Detach, stop and join the consumer (its done callback runs if it had not),
  * free the skeleton, leave the PID registry. */
