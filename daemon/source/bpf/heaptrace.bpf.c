@@ -23,6 +23,9 @@ const volatile __u32 stack_mode = HB_STACKS_FP;
 const volatile __u64 wake_bytes = 4 << 20; /* a quarter of the ring */
 /* Every program returns at once: the bare cost of the probes (benchmarks). */
 const volatile __u32 probe_floor = 0;
+/* The target's [uprobes] page, where return probes' trampoline lives: set
+ * by the consumer once the page appears (the first probe hit maps it). */
+volatile __u64 tramp_lo = 0, tramp_hi = 0;
 
 /* Nested allocator calls kept per thread (realloc -> malloc, new -> malloc). */
 #define DEPTH_MAX 8
@@ -212,16 +215,20 @@ static __always_inline __u64 slot(__u64 d)
 
 /* Calls left without a return (an exception through operator new, a
  * longjmp) would hold the depth up forever and silence the thread: an entry
- * whose stack pointer is at or above a pending frame's was made after that
- * frame was left (a nested call runs strictly below it). */
-static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp)
+ * whose stack pointer is above a pending frame's was made after that frame
+ * was left (a nested call runs below it). At the same stack pointer it is
+ * either a tail call (operator new[] jumping to operator new: the return
+ * address there is the return probe's trampoline, chained) or a new call
+ * after the frame was left. */
+static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp, int chained)
 {
     __u32 d = ts->depth;
 #pragma unroll
     for (int i = 0; i < DEPTH_MAX; i++) {
         if (d == 0 || d > DEPTH_MAX)
             break;
-        if (ts->frames[slot(d - 1)].sp > sp)
+        __u64 fsp = ts->frames[slot(d - 1)].sp;
+        if (fsp > sp || (fsp == sp && chained))
             break;
         d--;
     }
@@ -229,11 +236,27 @@ static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp)
     return d;
 }
 
-static __always_inline __u32 thread_depth(__u64 sp)
+/* Is the return address at sp the return probes' trampoline (a tail call
+ * from a probed function)? Unknown until the consumer found the
+ * trampoline's page (~10 ms after the first hit): meanwhile a tail call
+ * counts as leaving the pending frame, which keeps the counts right but
+ * starts that event's stack inside the allocator (operator new[] -> new). */
+static __always_inline int chained_at(__u64 sp)
+{
+    __u64 ra = 0;
+    if (!tramp_hi || bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+        return 0;
+    return ra >= tramp_lo && ra < tramp_hi;
+}
+
+/* The live depth of the thread at sp (chained: ask chained_at). */
+static __always_inline __u32 thread_depth(__u64 sp, int chained)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
-    return ts ? depth_live(ts, sp) : 0;
+    if (!ts)
+        return 0;
+    return depth_live(ts, sp, chained && chained_at(sp));
 }
 
 /* Entry of an allocating function: remember its arguments (the cookie says
@@ -247,7 +270,7 @@ int BPF_KPROBE(ht_enter, __u64 a0, __u64 a1, __u64 a2)
     if (!ts)
         return 0;
     __u64 sp = PT_REGS_SP(ctx);
-    __u32 d = depth_live(ts, sp);
+    __u32 d = depth_live(ts, sp, chained_at(sp));
     if (d < DEPTH_MAX) {
         struct frame *f = &ts->frames[slot(d)];
         f->sp = sp;
@@ -300,7 +323,10 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
 SEC("uprobe")
 int BPF_KPROBE(ht_free, __u64 p)
 {
-    if (!is_target() || p == 0 || thread_depth(PT_REGS_SP(ctx)) != 0)
+    if (!is_target() || p == 0)
+        return 0;
+    __u64 sp = PT_REGS_SP(ctx);
+    if (thread_depth(sp, 1) != 0)
         return 0;
     struct hb_rec r;
     rec_init(&r, HB_REC_FREE);
@@ -379,7 +405,7 @@ static __always_inline void sys_exit(void *ctx, __u64 id, long ret)
     bpf_map_delete_elem(&syscalls, &tid);
     /* A syscall runs below any allocator frame it is inside: the user sp. */
     struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    if (thread_depth(BPF_CORE_READ(uregs, sp)) != 0)
+    if (thread_depth(BPF_CORE_READ(uregs, sp), 0) != 0)
         s->rec.flags |= HB_F_IN_ALLOC;
     __u64 extra = 0;
     /* A mapping made outside the allocator may be a commit: keep its stack

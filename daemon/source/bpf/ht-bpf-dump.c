@@ -94,8 +94,9 @@ static void done_cb(void *arg, const char *reason)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: ht-bpf-dump --pid PID [--stacks fp|dwarf|none] [--depth N] "
-                    "[--seconds S] [--ring-mb N] [--quiet] [--status] [--floor]\n");
+    fprintf(stderr,
+            "usage: ht-bpf-dump --pid PID [--stacks fp|dwarf|none] [--depth N] "
+            "[--seconds S] [--ring-mb N] [--quiet] [--status] [--floor] [--single-links]\n");
     exit(2);
 }
 
@@ -135,6 +136,8 @@ int main(int argc, char **argv)
             p.ring_bytes = (uint32_t)atoi(argv[++i]) << 20;
         else if (!strcmp(a, "--quiet"))
             d.quiet = 1;
+        else if (!strcmp(a, "--single-links"))
+            p.no_multi = 1;
         else if (!strcmp(a, "--floor"))
             p.probe_floor = 1;
         else if (!strcmp(a, "--status"))

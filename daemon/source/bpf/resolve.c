@@ -15,12 +15,16 @@
 #include <uv.h>
 
 /* The functions probed. operator new (every variant) takes the size first,
- * so it reads as malloc; its depth frame makes the malloc it calls a nested,
- * silent call, and the stack at its return starts at the C++ caller. */
+ * so it reads as malloc. new and delete are probed only where the module
+ * defining malloc defines them too (tcmalloc, jemalloc): libstdc++'s call
+ * malloc and free, probed already. Not probing them there also matters for
+ * correctness: a return probe replaces the return address with its
+ * trampoline, which the C++ unwinder cannot step through, so a bad_alloc
+ * thrown by a probed operator new terminates the target. */
 static const struct {
     const char *name;
     unsigned fn;
-    int is_delete;
+    int is_cxx; /* operator new or delete */
 } alloc_syms[] = {
     {"malloc", HB_FN_MALLOC, 0},
     {"calloc", HB_FN_CALLOC, 0},
@@ -32,14 +36,14 @@ static const struct {
     {"memalign", HB_FN_MEMALIGN, 0},
     {"valloc", HB_FN_MALLOC, 0},
     {"pvalloc", HB_FN_PVALLOC, 0},
-    {"_Znwm", HB_FN_MALLOC, 0},
-    {"_Znam", HB_FN_MALLOC, 0},
-    {"_ZnwmRKSt9nothrow_t", HB_FN_MALLOC, 0},
-    {"_ZnamRKSt9nothrow_t", HB_FN_MALLOC, 0},
-    {"_ZnwmSt11align_val_t", HB_FN_MALLOC, 0},
-    {"_ZnamSt11align_val_t", HB_FN_MALLOC, 0},
-    {"_ZnwmSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 0},
-    {"_ZnamSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 0},
+    {"_Znwm", HB_FN_MALLOC, 1},
+    {"_Znam", HB_FN_MALLOC, 1},
+    {"_ZnwmRKSt9nothrow_t", HB_FN_MALLOC, 1},
+    {"_ZnamRKSt9nothrow_t", HB_FN_MALLOC, 1},
+    {"_ZnwmSt11align_val_t", HB_FN_MALLOC, 1},
+    {"_ZnamSt11align_val_t", HB_FN_MALLOC, 1},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
     {"_ZdlPv", HB_FN_FREE, 1},
     {"_ZdaPv", HB_FN_FREE, 1},
     {"_ZdlPvm", HB_FN_FREE, 1},
@@ -75,7 +79,7 @@ unsigned resolve_fn_of(const char *name, int *is_delete)
     for (size_t i = 0; i < NSYMS; i++)
         if (strcmp(alloc_syms[i].name, name) == 0) {
             if (is_delete)
-                *is_delete = alloc_syms[i].is_delete;
+                *is_delete = alloc_syms[i].fn == HB_FN_FREE && alloc_syms[i].is_cxx;
             return alloc_syms[i].fn;
         }
     return 0;
@@ -317,8 +321,8 @@ static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_
     return 0;
 }
 
-/* For each function, the first module in order defining it; delete only where
- * malloc itself is defined (libstdc++'s delete calls free, probed already). */
+/* For each function, the first module in order defining it; C++ operators
+ * only where malloc itself is defined (see alloc_syms). */
 static void points_pick(struct ctx *c, struct resolve_point *pts, size_t *np)
 {
     size_t malloc_mod = (size_t)-1;
@@ -329,7 +333,7 @@ static void points_pick(struct ctx *c, struct resolve_point *pts, size_t *np)
                 continue;
             if (k == 0)
                 malloc_mod = mi;
-            if (!alloc_syms[k].is_delete || mi == malloc_mod)
+            if (!alloc_syms[k].is_cxx || mi == malloc_mod)
                 point_add(c, pts, np, mi, k);
             break;
         }

@@ -32,7 +32,7 @@ struct resolve_point {
 int resolve_points(uint64_t pid, struct resolve_point **out, size_t *n, char *err, size_t errsz);
 
 /* The enum hb_fn of an allocator symbol name (0 if not one), and whether it
- * is an operator delete (probed only where the allocator defines it). */
+ * is an operator delete. */
 unsigned resolve_fn_of(const char *name, int *is_delete);
 
 #endif

@@ -130,6 +130,27 @@ static void stats_publish(struct bpf_tracer *t)
     uv_mutex_unlock(&t->stats_lock);
 }
 
+static int tramp_cb(void *arg, const struct procmaps_entry *e)
+{
+    struct bpf_tracer *t = arg;
+    if (strcmp(e->path, "[uprobes]") != 0)
+        return 0;
+    t->skel->bss->tramp_lo = e->start;
+    t->skel->bss->tramp_hi = e->end;
+    t->tramp_found = 1;
+    return 1;
+}
+
+/* Tell the kernel side where the return probes' trampoline is: the page
+ * appears at the first probe hit, so looked for once records come, every
+ * 10 ms until found. */
+static void tramp_find(struct bpf_tracer *t)
+{
+    if (t->tramp_found || t->cons.records == 0)
+        return;
+    procmaps_each(t->p.pid, tramp_cb, t);
+}
+
 /* The exit status of a zombie not yet reaped by its parent: field 52 of
  * /proc/PID/stat (proc(5), "exit_code", since Linux 3.5). -1 when gone. */
 static int exit_code_read(uint64_t pid, int *status)
@@ -245,6 +266,7 @@ void bpf_tracer_thread(void *arg)
         }
         if (!stop)
             stop = lost_check(t) || private_sample(t);
+        tramp_find(t);
         stats_publish(t);
         if (exited && !stop) {
             ring_buffer__consume(t->rb);

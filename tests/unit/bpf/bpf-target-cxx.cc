@@ -1,5 +1,7 @@
-// A C++ target for the live eBPF test: after a line on stdin, 4 new char[333]
-// and 2 nothrow new char[444], all deleted; then waits for a line and exits 7.
+// A C++ target for the live eBPF test: after a line on stdin, 4 new
+// char[333] and 2 nothrow new char[444], a new[] that throws bad_alloc
+// (caught), one new char[555] after it, all deleted; then waits for a line
+// and exits 7.
 #include <cstdio>
 #include <new>
 #include <unistd.h>
@@ -19,6 +21,16 @@ __attribute__((noinline)) static void use_new()
     }
 }
 
+__attribute__((noinline)) static void after_throw()
+{
+    try {
+        sink = new char[(size_t)1 << 62]; // fails: bad_alloc through new[] and new
+    } catch (const std::bad_alloc &) {
+    }
+    sink = new char[555]; // the frames the exception left must not hide this one
+    delete[] sink;
+}
+
 int main()
 {
     char line[16];
@@ -27,6 +39,7 @@ int main()
     if (!fgets(line, sizeof(line), stdin))
         return 1;
     use_new();
+    after_throw();
     printf("done\n");
     if (!fgets(line, sizeof(line), stdin))
         return 1;
