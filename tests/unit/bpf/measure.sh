@@ -22,7 +22,10 @@ run() { # $1: label, rest: ht-bpf-dump options or "plain"
     if [ "$1" != plain ]; then
         "$dump" --pid "$pid" --quiet "$@" >"$dumpout" &
         dpid=$!
-        while ! grep -q attached "$dumpout"; do sleep 0.05; done
+        while ! grep -q attached "$dumpout"; do
+            kill -0 "$dpid" 2>/dev/null || { echo "$label: ht-bpf-dump failed" >&2; kill "$pid"; return 1; }
+            sleep 0.05
+        done
     fi
     echo go >&3
     while ! grep -q ns_per_pair "$out"; do sleep 0.05; done
