@@ -33,8 +33,12 @@
 struct sym_entry {
     uint64_t start; /* ELF virtual address */
     uint32_t size;
-    uint32_t name; /* offset in the image's names */
+    uint32_t name; /* offset in the image's names, or SYM_DEMANGLED|offset in its dem */
 };
+
+/* The entry's name was demangled once and kept (lookups then copy it). */
+#define SYM_DEMANGLED 0x80000000u
+#define SYM_DEM_MAX (64u << 20) /* demangled names kept per image */
 
 /* One ELF file, shared by every module with its build id. */
 struct sym_image {
@@ -43,7 +47,10 @@ struct sym_image {
     uint32_t nsyms, capsyms; /* aliases merged: nsyms <= capsyms, the size allocated */
     char *names;
     size_t names_len;
-    Dwfl *dwfl; /* for line info only, opened on demand */
+    char *dem; /* demangled names, filled as lookups meet them */
+    size_t dem_len, dem_cap;
+    char soname[64]; /* DT_SONAME, "" when none */
+    Dwfl *dwfl;      /* for line info only, opened on demand */
     Dwfl_Module *mod;
 };
 
@@ -120,6 +127,7 @@ static void image_free(struct sym_cache *c, struct sym_image *im)
         dwfl_end(im->dwfl);
     acct_free(c, im->syms, (size_t)im->capsyms * sizeof *im->syms);
     acct_free(c, im->names, im->names_len);
+    acct_free(c, im->dem, im->dem_cap);
     acct_free(c, im, sizeof *im);
 }
 
@@ -462,6 +470,32 @@ static int image_load_symbols(struct sym_cache *c, struct sym_image *im, Dwfl_Mo
     return 0;
 }
 
+/* DT_SONAME from the .dynamic section (strip keeps it). */
+static void image_soname(struct sym_image *im, Dwfl_Module *mod)
+{
+    GElf_Addr bias;
+    Elf *e = dwfl_module_getelf(mod, &bias);
+    Elf_Scn *scn = NULL;
+    while (e && (scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || sh.sh_entsize == 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize && i < 4096; i++) {
+            GElf_Dyn dyn;
+            if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag == DT_NULL)
+                break;
+            const char *so =
+                dyn.d_tag == DT_SONAME ? elf_strptr(e, sh.sh_link, dyn.d_un.d_val) : NULL;
+            if (so && strlen(so) < sizeof im->soname) {
+                strcpy(im->soname, so);
+                return;
+            }
+        }
+        return;
+    }
+}
+
 static int image_find(const struct sym_cache *c, const char *build_id)
 {
     if (!build_id[0])
@@ -517,6 +551,7 @@ static int mod_load(struct sym_cache *c, struct sym_module *m)
         goto end_dwfl;
     memset(im, 0, sizeof *im);
     strcpy(im->key, bid);
+    image_soname(im, mod);
     err = image_load_symbols(c, im, mod);
     if (err == 0 && (err = images_add(c, im)) >= 0) {
         idx = err;
@@ -541,7 +576,7 @@ static struct sym_image *mod_image(struct sym_cache *c, struct sym_module *m)
     return m->image >= 0 ? c->images[m->image] : NULL;
 }
 
-static const struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr)
+static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr)
 {
     size_t lo = 0, hi = im->nsyms;
     while (lo < hi) {
@@ -553,7 +588,7 @@ static const struct sym_entry *image_lookup(const struct sym_image *im, uint64_t
     }
     /* A few steps back cover a function that holds smaller symbols. */
     for (size_t i = lo, steps = 0; i > 0 && steps < 4; i--, steps++) {
-        const struct sym_entry *e = &im->syms[i - 1];
+        struct sym_entry *e = &im->syms[i - 1];
         if (vaddr - e->start < e->size)
             return e;
     }
@@ -570,21 +605,58 @@ static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
     return m;
 }
 
-static const char *base_name(const char *path)
+/* The module's file name, or its soname when the file name is the soname
+ * with a version after it ("libstdc++.so.6.0.30" reads "libstdc++.so.6", as
+ * the cull list names it). */
+static const char *module_name(const char *path, const struct sym_image *im)
 {
     const char *b = strrchr(path, '/');
-    return b ? b + 1 : path;
+    b = b ? b + 1 : path;
+    size_t sl = im ? strlen(im->soname) : 0;
+    if (sl && strncmp(b, im->soname, sl) == 0 && b[sl] == '.')
+        return im->soname;
+    return b;
 }
 
-static void put_name(char *buf, size_t bufsz, const char *module, const char *name)
+/* Keep text in the image's demangled names: its offset, or -1 (cap, memory). */
+static int64_t dem_keep(struct sym_cache *c, struct sym_image *im, const char *text)
 {
-    char *dem = NULL;
-    /* C++ (_Z) and Rust (_R, and legacy _ZN...17h<hash>E) names; the style
-     * is left to libiberty's auto-detection, which tries Rust first. */
-    if (name[0] == '_' && (name[1] == 'Z' || name[1] == 'R'))
-        dem = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
-    snprintf(buf, bufsz, "%s!%s", module, dem ? dem : name);
+    size_t len = strlen(text) + 1;
+    if (im->dem_len + len > im->dem_cap) {
+        size_t cap = im->dem_cap ? im->dem_cap * 2 : 4096;
+        while (cap < im->dem_len + len)
+            cap *= 2;
+        if (cap > SYM_DEM_MAX)
+            return -1;
+        char *d = mem_realloc(c->acct, c->kind, im->dem, im->dem_cap, cap);
+        if (!d)
+            return -1;
+        c->st.bytes += cap - im->dem_cap;
+        im->dem = d;
+        im->dem_cap = cap;
+    }
+    memcpy(im->dem + im->dem_len, text, len);
+    im->dem_len += len;
+    return (int64_t)(im->dem_len - len);
+}
+
+/* The entry's name for output: C++ (_Z) and Rust (_R, and legacy
+ * _ZN...17h<hash>E) names demangled once, the style left to libiberty's
+ * auto-detection (which tries Rust first), and kept. */
+static const char *entry_name(struct sym_cache *c, struct sym_image *im, struct sym_entry *e)
+{
+    if (e->name & SYM_DEMANGLED)
+        return im->dem + (e->name & ~SYM_DEMANGLED);
+    const char *name = im->names + e->name;
+    if (name[0] != '_' || (name[1] != 'Z' && name[1] != 'R'))
+        return name;
+    char *dem = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
+    int64_t off = dem_keep(c, im, dem ? dem : name);
     free(dem); /* libiberty allocates with malloc */
+    if (off < 0)
+        return name;
+    e->name = SYM_DEMANGLED | (uint32_t)off;
+    return im->dem + off;
 }
 
 const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
@@ -602,13 +674,13 @@ const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return,
     }
     struct sym_image *im = mod_image(c, m);
     uint64_t vaddr = addr - m->bias;
-    const struct sym_entry *e = im ? image_lookup(im, vaddr) : NULL;
+    struct sym_entry *e = im ? image_lookup(im, vaddr) : NULL;
     if (!e) {
         c->st.misses++;
-        snprintf(buf, bufsz, "%s!+0x%" PRIx64, base_name(m->path), vaddr);
+        snprintf(buf, bufsz, "%s!+0x%" PRIx64, module_name(m->path, im), vaddr);
         return buf;
     }
-    put_name(buf, bufsz, base_name(m->path), im->names + e->name);
+    snprintf(buf, bufsz, "%s!%s", module_name(m->path, im), entry_name(c, im, e));
     return buf;
 }
 
