@@ -107,7 +107,9 @@ int main(int argc, char **argv)
         if (procmaps_each((uint64_t)getpid(), text_cb, &maps[i]) != 0 || !maps[i].start)
             continue;
         char name[512];
-        uint64_t probe = i == 0 ? (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "malloc")
+        /* libc's malloc even when a sanitizer interposes one. */
+        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+        uint64_t probe = i == 0 ? (uint64_t)(uintptr_t)(libc ? dlsym(libc, "malloc") : NULL)
                                 : (uint64_t)(uintptr_t)(cxx ? dlsym(cxx, "_Znwm") : NULL);
         double cold = bench_cold(probe, runs, name, sizeof name);
         printf("%-16s cold: %8.0f us for the first lookup (median of %d; %s)\n", maps[i].name, cold,

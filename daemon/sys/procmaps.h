@@ -13,7 +13,7 @@
 
 #define PROCMAPS_PATH_MAX 4096
 #define PROCMAPS_BUILD_ID_MAX 64 /* bytes; hex text is twice that plus NUL */
-#define PROCMAPS_MODULES_MAX 8192
+#define PROCMAPS_MODULES_MAX 4096
 
 struct procmaps_entry {
     uint64_t start, end, offset, inode;

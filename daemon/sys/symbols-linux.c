@@ -20,7 +20,7 @@
 
 /* Caps: modules mapped at once, distinct images (files) cached, functions and
  * name bytes per image (a large C++ library has ~10^6 symbols). */
-#define SYM_MODULES_MAX 8192
+#define SYM_MODULES_MAX 4096
 #define SYM_IMAGES_MAX 4096
 #define SYM_PER_IMAGE_MAX (4u << 20)
 #define SYM_NAMES_MAX (256u << 20)
@@ -49,8 +49,9 @@ struct sym_image {
     size_t names_len;
     char *dem; /* demangled names, filled as lookups meet them */
     size_t dem_len, dem_cap;
-    char soname[64]; /* DT_SONAME, "" when none */
-    Dwfl *dwfl;      /* for line info only, opened on demand */
+    char soname[64];  /* DT_SONAME, "" when none */
+    Dwfl *dwfl;       /* for line info only, opened on demand */
+    int lines_failed; /* its file gave no Dwfl: not retried */
     Dwfl_Module *mod;
 };
 
@@ -58,8 +59,9 @@ struct sym_module {
     uint64_t start, end, bias, first_map_end; /* first_map_end 0: not known yet */
     char *path;
     char build_id[2 * PROCMAPS_BUILD_ID_MAX + 1];
-    int image;     /* index in images; -1 not loaded; -2 failed to load */
-    int from_maps; /* found by a maps scan, not added by the source */
+    int image;      /* index in images; -1 not loaded; -2 failed to load */
+    int from_maps;  /* found by a maps scan, not added by the source */
+    uint64_t inode; /* of the file, once known (keys an image without build id) */
 };
 
 struct sym_cache {
@@ -259,6 +261,7 @@ static void mods_rescan(struct sym_cache *c)
                                .end = v[i].end,
                                .bias = v[i].bias,
                                .first_map_end = v[i].first_map_end,
+                               .inode = v[i].inode,
                                .path = v[i].path,
                                .image = -1,
                                .from_maps = 1};
@@ -301,6 +304,7 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
         if (!f.first_map_end)
             return UV_ENOENT;
         m->first_map_end = pm.first_map_end = f.first_map_end;
+        m->inode = f.inode;
         pm.inode = f.inode;
         pm.deleted = f.deleted;
     }
@@ -524,6 +528,16 @@ static int images_add(struct sym_cache *c, struct sym_image *im)
     return (int)c->nimages - 1;
 }
 
+/* A file without build id is known by its inode and path (a hash of it), so
+ * that re-reading the maps finds its image again. */
+static void image_key_nobid(const struct sym_module *m, char *key, size_t sz)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = m->path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(key, sz, "@%" PRIx64 ":%016" PRIx64, m->inode, h);
+}
+
 /* Load the module's image (or find it by build id). Its index, or an error. */
 static int mod_load(struct sym_cache *c, struct sym_module *m)
 {
@@ -538,8 +552,10 @@ static int mod_load(struct sym_cache *c, struct sym_module *m)
     if (!d)
         return HT_EBADARG;
     /* The file's own build id decides (a module event may be stale). */
-    char bid[sizeof m->build_id];
-    build_id_hex(mod, bid, sizeof bid);
+    char bid[sizeof m->build_id + 32];
+    build_id_hex(mod, bid, sizeof m->build_id);
+    if (!bid[0])
+        image_key_nobid(m, bid, sizeof bid);
     idx = image_find(c, bid);
     if (idx >= 0) {
         dwfl_end(d);
@@ -693,14 +709,18 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
     struct sym_image *im = m ? mod_image(c, m) : NULL;
     if (!im)
         return UV_ENOENT;
+    if (!im->dwfl && im->lines_failed)
+        return UV_ENOENT;
     if (!im->dwfl) {
         /* Line tables stay loaded for this image from now on. */
+        im->lines_failed = 1;
         int fd = mod_open(c, m);
         if (fd < 0)
             return UV_ENOENT;
         im->dwfl = image_report(fd, m->path, &im->mod);
         if (!im->dwfl)
             return UV_ENOENT;
+        im->lines_failed = 0;
     }
     Dwfl_Line *l = dwfl_module_getsrc(im->mod, addr - m->bias);
     int ln = 0;

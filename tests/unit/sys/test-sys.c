@@ -98,6 +98,13 @@ static void child_stop(struct child *ch)
     ch->pid = 0;
 }
 
+/* libc's own function even when a sanitizer interposes malloc. */
+static uint64_t libc_sym(const char *name)
+{
+    void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    return h ? (uint64_t)(uintptr_t)dlsym(h, name) : 0;
+}
+
 static const char *resolve(struct sym_cache *c, uint64_t addr, int is_return)
 {
     static char buf[1024];
@@ -316,8 +323,7 @@ static void test_mem_charged(void)
     mem_acct_init(&a, &b);
     CHECK(sym_cache_new(&c, (uint64_t)getpid(), &a, MEM_symbols) == 0);
     char buf[256];
-    CHECK_STR(sym_cache_resolve(c, (uint64_t)(uintptr_t)&malloc, 0, buf, sizeof buf),
-              "libc.so.6!malloc");
+    CHECK_STR(sym_cache_resolve(c, libc_sym("malloc"), 0, buf, sizeof buf), "libc.so.6!malloc");
     sym_cache_stats(c, &st);
     CHECK(st.bytes > 100000);
     CHECK_EQ(a.bytes[MEM_symbols], st.bytes);
@@ -328,7 +334,7 @@ static void test_mem_charged(void)
     mem_budget_init(&b, NULL, 64 << 10);
     mem_acct_init(&a, &b);
     CHECK(sym_cache_new(&c, (uint64_t)getpid(), &a, MEM_symbols) == 0);
-    const char *r = sym_cache_resolve(c, (uint64_t)(uintptr_t)&malloc, 0, buf, sizeof buf);
+    const char *r = sym_cache_resolve(c, libc_sym("malloc"), 0, buf, sizeof buf);
     CHECK(r == NULL || strncmp(r, "libc.so.6!", 10) == 0);
     sym_cache_stats(c, &st);
     CHECK(st.load_errors >= 1 && a.over_budget[MEM_symbols] >= 1);
@@ -385,7 +391,7 @@ static void test_build_ids(void)
     CHECK(ids.exe[0] && ids.libc[0]);
     CHECK(procmaps_modules((uint64_t)getpid(), &v, &n) == 0);
     const struct procmaps_module *exe = find_module(v, n, (uint64_t)(uintptr_t)&test_build_ids);
-    const struct procmaps_module *libc = find_module(v, n, (uint64_t)(uintptr_t)&malloc);
+    const struct procmaps_module *libc = find_module(v, n, libc_sym("malloc"));
     CHECK(exe && libc);
     CHECK_STR(exe->build_id, ids.exe);
     CHECK_STR(libc->build_id, ids.libc);
@@ -543,6 +549,33 @@ static void test_malformed_elf(void)
     CHECK(system(cmd) == 0);
 }
 
+/* A file without build id: its image is found again after the maps are re-read. */
+static void test_no_build_id(void)
+{
+    struct child ch;
+    struct sym_cache *c = NULL;
+    struct sym_stats st;
+    struct procmaps_module *v = NULL;
+    size_t n = 0;
+    CHECK(child_start(&ch, HELPER_NOBID) == 0);
+    CHECK(procmaps_modules((uint64_t)ch.pid, &v, &n) == 0);
+    uint64_t leaf = child_addr(&ch, "ht_sym_leaf_one");
+    const struct procmaps_module *m = find_module(v, n, leaf);
+    CHECK(m && m->build_id[0] == '\0');
+    CHECK(sym_cache_new(&c, (uint64_t)ch.pid, NULL, MEM_symbols) == 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_STR(resolve(c, leaf, 0), "ht-sym-helper-nobid!ht_sym_leaf_one");
+        usleep(120000);
+        CHECK(resolve(c, 16, 0) == NULL); /* re-reads the maps */
+    }
+    CHECK_STR(resolve(c, leaf, 0), "ht-sym-helper-nobid!ht_sym_leaf_one");
+    sym_cache_stats(c, &st);
+    CHECK_EQ(st.modules, 1);
+    ht_free(v);
+    sym_cache_free(c);
+    child_stop(&ch);
+}
+
 /* ---- private bytes ---- */
 
 static void test_procmem_grows(void)
@@ -596,7 +629,7 @@ int main(int argc, char **argv)
         T(resolve_c),       T(resolve_cpp),   T(added_modules), T(deleted_replaced),
         T(stripped_dynsym), T(minidebuginfo), T(lineinfo),      T(mem_charged),
         T(build_ids),       T(maps_paths),    T(malformed_elf), T(procmem_grows),
-        T(dead_pid),
+        T(dead_pid),        T(no_build_id),
     };
     return ht_test_run(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
