@@ -62,6 +62,7 @@ struct sym_module {
     int image;      /* index in images; -1 not loaded; -2 failed to load */
     int from_maps;  /* found by a maps scan, not added by the source */
     uint64_t inode; /* of the file, once known (keys an image without build id) */
+    int deleted;    /* the maps said " (deleted)": never open it by path */
 };
 
 struct sym_cache {
@@ -262,6 +263,7 @@ static void mods_rescan(struct sym_cache *c)
                                .bias = v[i].bias,
                                .first_map_end = v[i].first_map_end,
                                .inode = v[i].inode,
+                               .deleted = v[i].deleted,
                                .path = v[i].path,
                                .image = -1,
                                .from_maps = 1};
@@ -294,7 +296,10 @@ static int find_map_cb(void *arg, const struct procmaps_entry *e)
 /* A descriptor of the module's file as the process maps it, or an error. */
 static int mod_open(struct sym_cache *c, struct sym_module *m)
 {
-    struct procmaps_module pm = {.start = m->start, .first_map_end = m->first_map_end};
+    struct procmaps_module pm = {.start = m->start,
+                                 .first_map_end = m->first_map_end,
+                                 .inode = m->inode,
+                                 .deleted = m->deleted};
     if (!m->first_map_end) {
         /* A module from the source names its range, not its first mapping's. */
         struct find_map f = {.start = m->start};
@@ -304,9 +309,8 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
         if (!f.first_map_end)
             return UV_ENOENT;
         m->first_map_end = pm.first_map_end = f.first_map_end;
-        m->inode = f.inode;
-        pm.inode = f.inode;
-        pm.deleted = f.deleted;
+        m->inode = pm.inode = f.inode;
+        m->deleted = pm.deleted = f.deleted;
     }
     snprintf(pm.path, sizeof pm.path, "%s", m->path);
     return procmaps_open_module(c->pid, &pm);
@@ -377,18 +381,33 @@ static int entry_cmp(const void *a, const void *b)
     return 0;
 }
 
+/* Does alias b win over a (same address)? Rank, then the larger size, then
+ * the shorter and lower name: the same choice on every load. */
+static int alias_better(const struct sym_entry *a, const struct sym_entry *b, const char *names)
+{
+    uint32_t ra = a->size >> 24, rb = b->size >> 24;
+    uint32_t sa = a->size & 0xffffff, sb = b->size & 0xffffff;
+    if (ra != rb)
+        return rb < ra;
+    if (sa != sb)
+        return sb > sa;
+    const char *na = names + a->name, *nb = names + b->name;
+    size_t la = strlen(na), lb = strlen(nb);
+    if (la != lb)
+        return lb < la;
+    return strcmp(nb, na) < 0;
+}
+
 /* Sort by address; of the aliases at one address keep the best-ranked name,
  * whose rank rides in the top byte of size while sorting. */
-static uint32_t entries_finish(struct sym_entry *v, uint32_t n)
+static uint32_t entries_finish(struct sym_entry *v, uint32_t n, const char *names)
 {
     qsort(v, n, sizeof *v, entry_cmp);
     uint32_t out = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (out > 0 && v[out - 1].start == v[i].start) {
-            struct sym_entry *k = &v[out - 1];
-            uint32_t rk = k->size >> 24, ri = v[i].size >> 24;
-            if (ri < rk || (ri == rk && (v[i].size & 0xffffff) > (k->size & 0xffffff)))
-                *k = v[i];
+            if (alias_better(&v[out - 1], &v[i], names))
+                v[out - 1] = v[i];
             continue;
         }
         v[out++] = v[i];
@@ -469,7 +488,7 @@ static int image_load_symbols(struct sym_cache *c, struct sym_image *im, Dwfl_Mo
         off += len + 1;
         k++;
     }
-    im->nsyms = entries_finish(im->syms, k);
+    im->nsyms = entries_finish(im->syms, k, im->names);
     c->st.symbols += im->nsyms;
     return 0;
 }
