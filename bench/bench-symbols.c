@@ -5,6 +5,7 @@
 #include "symbols.h"
 
 #include <dlfcn.h>
+#include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,10 +95,37 @@ static void bench_warm(const struct text_map *t, uint64_t lookups)
     sym_cache_free(c);
 }
 
+/* The same addresses through libdwfl per call (dwfl_addrmodule +
+ * dwfl_module_addrinfo), as linux-backend.md section 6 measured it. */
+static void bench_dwfl(const struct text_map *t, uint64_t lookups)
+{
+    static char *dip = "/usr/lib/debug";
+    static const Dwfl_Callbacks cbs = {.find_elf = dwfl_linux_proc_find_elf,
+                                       .find_debuginfo = dwfl_standard_find_debuginfo,
+                                       .debuginfo_path = &dip};
+    Dwfl *d = dwfl_begin(&cbs);
+    if (!d || dwfl_linux_proc_report(d, getpid()) != 0 || dwfl_report_end(d, NULL, NULL) != 0)
+        return;
+    srand(1);
+    uint64_t named = 0, t0 = now_ns();
+    for (uint64_t i = 0; i < lookups; i++) {
+        uint64_t a = t->start + ((uint64_t)rand() * 7919u) % (t->end - t->start);
+        Dwfl_Module *m = dwfl_addrmodule(d, a);
+        GElf_Off off;
+        GElf_Sym sym;
+        named += m && dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL) != NULL;
+    }
+    uint64_t dt = now_ns() - t0;
+    printf("%-16s libdwfl per call: %8.0f ns/lookup (%" PRIu64 " of %" PRIu64 " named)\n", t->name,
+           (double)dt / (double)lookups, named, lookups);
+    dwfl_end(d);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t lookups = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     int runs = argc > 2 ? atoi(argv[2]) : 9;
+    uint64_t dwfl_lookups = argc > 3 ? strtoull(argv[3], NULL, 10) : 2000;
     /* libstdc++ for demangled C++ names. */
     void *cxx = dlopen("libstdc++.so.6", RTLD_NOW);
     if (!cxx)
@@ -115,6 +143,8 @@ int main(int argc, char **argv)
         printf("%-16s cold: %8.0f us for the first lookup (median of %d; %s)\n", maps[i].name, cold,
                runs, name);
         bench_warm(&maps[i], lookups);
+        if (dwfl_lookups)
+            bench_dwfl(&maps[i], dwfl_lookups);
     }
     return 0;
 }

@@ -111,11 +111,11 @@ static const char *resolve(struct sym_cache *c, uint64_t addr, int is_return)
     return sym_cache_resolve(c, addr, is_return, buf, sizeof buf);
 }
 
-/* Build id of a file as elfutils' own readelf prints it (independent of ours). */
+/* Build id of a file as elfutils' readelf (or binutils') prints it, independent of ours. */
 static int readelf_build_id(const char *path, char *out, size_t sz)
 {
     char cmd[4200], line[512];
-    snprintf(cmd, sizeof cmd, "eu-readelf -n '%s' 2>/dev/null", path);
+    snprintf(cmd, sizeof cmd, "eu-readelf -n '%s' 2>/dev/null || readelf -n '%s'", path, path);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
