@@ -158,10 +158,10 @@ static int reader_lines(struct reader *r, int (*cb)(void *, const struct procmap
             break;
         *nl = '\0';
         struct procmaps_entry e;
-        int skip = r->skipping;
+        int skip = r->skipping || (size_t)(nl - (r->buf + pos)) > LINE_MAX_LEN;
         r->skipping = 0;
         if (!skip && parse_line(r->buf + pos, &e) == 0) {
-            if (e.deleted)
+            if (e.deleted && r->pid)
                 check_deleted(r->pid, &e);
             if (cb(arg, &e))
                 return 1;
@@ -177,19 +177,14 @@ static int reader_lines(struct reader *r, int (*cb)(void *, const struct procmap
     return 0;
 }
 
-int procmaps_each(uint64_t pid, int (*cb)(void *arg, const struct procmaps_entry *e), void *arg)
+/* pid 0: text not from /proc (a test's), no file-system check of names. */
+static int each_fd(int fd, uint64_t pid, int (*cb)(void *arg, const struct procmaps_entry *e),
+                   void *arg)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%" PRIu64 "/maps", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sys_err(errno);
     int err = 0;
     struct reader r = {.pid = pid, .buf = ht_malloc(LINE_MAX_LEN + READ_CHUNK + 1)};
-    if (!r.buf) {
-        err = UV_ENOMEM;
-        goto close_fd;
-    }
+    if (!r.buf)
+        return UV_ENOMEM;
     for (;;) {
         ssize_t got = read(fd, r.buf + r.len, READ_CHUNK);
         if (got < 0 && errno == EINTR)
@@ -211,7 +206,22 @@ int procmaps_each(uint64_t pid, int (*cb)(void *arg, const struct procmaps_entry
             break;
     }
     ht_free(r.buf);
-close_fd:
+    return err;
+}
+
+int procmaps_parse_fd(int fd, int (*cb)(void *arg, const struct procmaps_entry *e), void *arg)
+{
+    return each_fd(fd, 0, cb, arg);
+}
+
+int procmaps_each(uint64_t pid, int (*cb)(void *arg, const struct procmaps_entry *e), void *arg)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%" PRIu64 "/maps", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sys_err(errno);
+    int err = each_fd(fd, pid, cb, arg);
     close(fd);
     return err;
 }

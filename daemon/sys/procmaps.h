@@ -30,6 +30,10 @@ struct procmaps_entry {
  * UV_EACCES, or another UV_E* error. */
 int procmaps_each(uint64_t pid, int (*cb)(void *arg, const struct procmaps_entry *e), void *arg);
 
+/* The same parser on maps text read from fd to its end (tests, fuzzers): a
+ * name ending in " (deleted)" is taken as deleted without checking. */
+int procmaps_parse_fd(int fd, int (*cb)(void *arg, const struct procmaps_entry *e), void *arg);
+
 /* One ELF object mapped from a file. */
 struct procmaps_module {
     uint64_t start, end;    /* lowest mapping start, highest mapping end */

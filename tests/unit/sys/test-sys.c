@@ -502,6 +502,92 @@ static void test_maps_paths(void)
     CHECK(system(cmd) == 0);
 }
 
+struct collect {
+    int n;
+    struct procmaps_entry e[8];
+    char paths[8][64];
+};
+
+static int collect_cb(void *arg, const struct procmaps_entry *e)
+{
+    struct collect *c = arg;
+    if (c->n < 8) {
+        c->e[c->n] = *e;
+        snprintf(c->paths[c->n], sizeof c->paths[0], "%s", e->path);
+        c->e[c->n].path = c->paths[c->n];
+    }
+    c->n++;
+    return 0;
+}
+
+static int tmp_with(const char *text, size_t len)
+{
+    FILE *f = tmpfile();
+    if (!f || fwrite(text, 1, len, f) != len || fflush(f) != 0)
+        return -1;
+    int fd = dup(fileno(f));
+    fclose(f);
+    lseek(fd, 0, SEEK_SET);
+    return fd;
+}
+
+/* Text no kernel writes: only the well-formed lines come out, nothing overruns. */
+static void test_maps_hostile(void)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *t = malloc(cap);
+    CHECK(t);
+#define ADD(...) len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__)
+    ADD("00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/dbus daemon\n");
+    ADD("00500000-00501000 r--p 00000000 08:02 1 /");
+    memset(t + len, 'a', 20000);
+    len += 20000;
+    ADD("\nzzzz\n1-0 r--p 0 0:0 0 x\n11111111111111111-2 r--p 0 0:0 0 x\n");
+    ADD("600000-601000 rw-p 00000000 00:00 0 /");
+    memset(t + len, 'b', 200000); /* longer than a read */
+    len += 200000;
+    ADD("\n7f00-7f10 rw-s 00001000 fd:01 99 /tmp/x y (deleted)\n");
+    ADD("7f10-7f20 rw-p 00000000 00:00 0 \n");
+    ADD("7ffc0000-7ffc1000 rw-p 00000000 00:00 0                          [stack]\n");
+    ADD("ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]");
+#undef ADD
+    int fd = tmp_with(t, len);
+    CHECK(fd >= 0);
+    struct collect c = {0};
+    CHECK(procmaps_parse_fd(fd, collect_cb, &c) == 0);
+    close(fd);
+    CHECK_EQ(c.n, 5);
+    CHECK(c.e[0].start == 0x400000 && c.e[0].end == 0x452000 && c.e[0].inode == 173521);
+    CHECK(c.e[0].prot == (PROT_READ | PROT_EXEC) && !c.e[0].shared);
+    CHECK_STR(c.e[0].path, "/usr/bin/dbus daemon");
+    CHECK(c.e[1].deleted && c.e[1].shared && c.e[1].offset == 0x1000);
+    CHECK_STR(c.e[1].path, "/tmp/x y");
+    CHECK_STR(c.e[2].path, "");
+    CHECK_STR(c.e[3].path, "[stack]");
+    CHECK(c.e[4].start == 0xffffffffff600000ull && c.e[4].prot == PROT_EXEC);
+    CHECK_STR(c.e[4].path, "[vsyscall]");
+    /* Random bytes and random mutations of good lines. */
+    srand(3);
+    for (int round = 0; round < 200; round++) {
+        len = 0;
+        while (len < 60000) {
+            const char *good = "7f00-7f10 r-xp 00000000 fd:01 99 /lib/a.so\n";
+            size_t gl = strlen(good);
+            memcpy(t + len, good, gl);
+            for (int k = rand() % 4; k > 0; k--)
+                t[len + (size_t)rand() % gl] = (char)(rand() % 3 ? rand() % 128 : rand());
+            len += gl;
+        }
+        fd = tmp_with(t, len);
+        CHECK(fd >= 0);
+        struct collect r = {0};
+        CHECK(procmaps_parse_fd(fd, collect_cb, &r) == 0);
+        close(fd);
+        CHECK(r.n > 0);
+    }
+    free(t);
+}
+
 /* Not ELF, and ELF cut short: never a crash; the first is no module. */
 static void test_malformed_elf(void)
 {
@@ -629,7 +715,7 @@ int main(int argc, char **argv)
         T(resolve_c),       T(resolve_cpp),   T(added_modules), T(deleted_replaced),
         T(stripped_dynsym), T(minidebuginfo), T(lineinfo),      T(mem_charged),
         T(build_ids),       T(maps_paths),    T(malformed_elf), T(procmem_grows),
-        T(dead_pid),        T(no_build_id),
+        T(dead_pid),        T(no_build_id),   T(maps_hostile),
     };
     return ht_test_run(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
