@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 struct procmem {
-    uint64_t private_bytes;                      /* VmData + VmStk */
+    uint64_t private_bytes; /* VmData + VmStk */
     uint64_t vm_data, vm_stk, rss_anon, vm_swap; /* bytes */
 };
 

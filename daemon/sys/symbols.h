@@ -21,7 +21,10 @@ int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, i
 void sym_cache_free(struct sym_cache *c);
 
 /* A module mapped at [start, end) with this load bias, path and build id
- * (hex, "" if none): a module_load event. 0 or an error. */
+ * (hex, "" if none): a module_load event. It replaces the modules it
+ * overlaps; its file is opened (map_files of the mapping at start) on the
+ * first lookup, unless an image with that build id is cached. 0, HT_EBADARG,
+ * HT_EFULL (module cap) or UV_ENOMEM. */
 int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
                          const char *path, const char *build_id);
 /* The module at start was unmapped (module_unload): its addresses no longer
