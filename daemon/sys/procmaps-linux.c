@@ -344,9 +344,18 @@ int procmaps_open_module(uint64_t pid, const struct procmaps_module *m)
     char path[PROCMAPS_PATH_MAX + 64];
     snprintf(path, sizeof path, "/proc/%" PRIu64 "/map_files/%" PRIx64 "-%" PRIx64, pid, m->start,
              m->first_map_end);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0)
-        return fd;
+    /* A process can map a device; opening one can have effects, so only a
+     * regular file is opened (stat follows the link without opening). */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return UV_EINVAL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0) {
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+            return fd;
+        close(fd);
+        return UV_EINVAL;
+    }
     int err = sys_err(errno);
     /* The fallback names the path the process mapped: useless when that file
      * is gone or was replaced (the inode tells), and never a non-file. */
@@ -355,10 +364,11 @@ int procmaps_open_module(uint64_t pid, const struct procmaps_module *m)
     if ((size_t)snprintf(path, sizeof path, "/proc/%" PRIu64 "/root%s", pid, m->path) >=
         sizeof path)
         return err;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return UV_ENOENT;
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return sys_err(errno);
-    struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (m->inode && st.st_ino != m->inode)) {
         close(fd);
         return UV_ENOENT;

@@ -612,10 +612,22 @@ static void test_malformed_elf(void)
     void *pc = mmap(NULL, 12288, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     CHECK(pj != MAP_FAILED && pc != MAP_FAILED);
+    /* A device mapping is never opened as a module. */
+    fd = open("/dev/zero", O_RDONLY);
+    void *pz = fd >= 0 ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (fd >= 0)
+        close(fd);
+    CHECK(pz != MAP_FAILED);
     struct procmaps_module *v = NULL;
     size_t n = 0;
     CHECK(procmaps_modules((uint64_t)getpid(), &v, &n) == 0);
     CHECK(find_module(v, n, (uint64_t)(uintptr_t)pj) == NULL);
+    CHECK(find_module(v, n, (uint64_t)(uintptr_t)pz) == NULL);
+    struct procmaps_module zm = {.start = (uint64_t)(uintptr_t)pz,
+                                 .first_map_end = (uint64_t)(uintptr_t)pz + 4096};
+    snprintf(zm.path, sizeof zm.path, "/dev/zero");
+    CHECK_EQ(procmaps_open_module((uint64_t)getpid(), &zm), UV_EINVAL);
+    munmap(pz, 4096);
     ht_free(v);
     struct sym_cache *c = NULL;
     CHECK(sym_cache_new(&c, (uint64_t)getpid(), NULL, MEM_symbols) == 0);
