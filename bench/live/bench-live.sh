@@ -25,6 +25,11 @@
 #                      malloc entry and return probes and free at +3, linux-backend.md section 2;
 #                      set it to what `heaptracectl status --json` lists as probes)
 #   --stacks MODE      heaptrace's --stacks (default: its default)
+#   --bcc-kernel-source DIR  BCC_KERNEL_SOURCE for memleak: bcc compiles its program at run time
+#                      against kernel headers, and these hosts have none for their kernel. A merged
+#                      tree of Debian's linux-headers-*-common and -amd64 (cp -rs both into DIR)
+#                      gets it compiled; on this host memleak 0.26 then fails to attach its realloc
+#                      uprobe (EINVAL) and the row stays empty with that reason.
 #   --keep             keep the work directory (logs, raw results)
 # Runtime with the defaults: about 2-4 minutes on these hosts (each probe hit costs 5-18 us).
 set -u
@@ -38,6 +43,7 @@ CONFIGS=plain,heaptrace,floor,memleak,heaptrack
 PROBES=malloc+0:entry,malloc+0:ret,free+3:entry
 STACKS=
 KEEP=0
+BCC_SRC=
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -48,6 +54,7 @@ while [ $# -gt 0 ]; do
     --configs) CONFIGS=$2; shift 2 ;;
     --probes) PROBES=$2; shift 2 ;;
     --stacks) STACKS=$2; shift 2 ;;
+    --bcc-kernel-source) BCC_SRC=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
     *) echo "bench-live: unknown option $1" >&2; exit 2 ;;
@@ -177,11 +184,11 @@ run_one() {
         wait_for "$W/$tag.tool" '"attached"' "$tpid" 20 || {
             NOTE[floor]="probe-floor: $(head -n 1 "$W/$tag.tool")"; kill "$apid"; wait "$apid" 2>/dev/null; return 1; } ;;
     memleak)
-        memleak-bpfcc -p "$apid" 3600 >"$W/$tag.tool" 2>&1 &
+        env ${BCC_SRC:+BCC_KERNEL_SOURCE=$BCC_SRC} memleak-bpfcc -p "$apid" 3600 >"$W/$tag.tool" 2>&1 &
         tpid=$!
         CHILDREN+=("$tpid")
         wait_for "$W/$tag.tool" 'Attaching to pid' "$tpid" 60 || {
-            NOTE[memleak]="memleak-bpfcc failed: $(grep -m1 -i 'unable\|error\|exception' "$W/$tag.tool")"
+            NOTE[memleak]="memleak-bpfcc failed: $(grep -m1 -i 'unable\|error\|cannot' "$W/$tag.tool")"
             kill "$tpid" 2>/dev/null; kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
         sleep 0.5 ;;
     heaptrack)
