@@ -21,7 +21,8 @@
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc - 3 > MAX_PROBES) {
-        fprintf(stderr, "usage: probe-floor OBJ PID FILE:OFFSET:entry|ret ... (at most %d)\n", MAX_PROBES);
+        fprintf(stderr, "usage: probe-floor OBJ PID FILE:OFFSET:entry|ret ... (at most %d)\n",
+                MAX_PROBES);
         return 2;
     }
     int pid = atoi(argv[2]), rc = 1, n = 0;

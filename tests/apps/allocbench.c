@@ -105,14 +105,16 @@ static void *worker_main(void *arg)
         uint32_t r = rnd(&s);
         size_t n = (r & 7) ? 8 + (r >> 8) % 257 : 8 + (r >> 8) % 4089;
         unsigned slot = (unsigned)i % WINDOW;
-        free(live[slot]); /* free(NULL) the first WINDOW times: every malloc pairs with a free below */
+        free(live[slot]); /* free(NULL) the first WINDOW times: every malloc pairs with a free below
+                           */
         live[slot] = level1(n);
         bench_sink = live[slot];
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
     for (unsigned k = 0; k < WINDOW; k++)
         free(live[k]);
-    w->ns_per_pair = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)w->pairs;
+    w->ns_per_pair =
+        ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)w->pairs;
     return NULL;
 }
 
@@ -150,8 +152,8 @@ int main(int argc, char **argv)
         pthread_join(w[k].tid, NULL);
         sum += w[k].ns_per_pair;
     }
-    printf("{\"threads\":%d,\"pairs\":%ld,\"ns_per_pair\":%.1f,\"thread_ns_per_pair\":[", threads, pairs,
-           sum / threads);
+    printf("{\"threads\":%d,\"pairs\":%ld,\"ns_per_pair\":%.1f,\"thread_ns_per_pair\":[", threads,
+           pairs, sum / threads);
     for (int k = 0; k < threads; k++)
         printf("%s%.1f", k ? "," : "", w[k].ns_per_pair);
     printf("]}\n");

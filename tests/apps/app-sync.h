@@ -50,7 +50,8 @@ static __attribute__((unused)) long long app_sync_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)(t.tv_sec - app_sync_t0.tv_sec) * 1000000000LL + (t.tv_nsec - app_sync_t0.tv_nsec);
+    return (long long)(t.tv_sec - app_sync_t0.tv_sec) * 1000000000LL +
+           (t.tv_nsec - app_sync_t0.tv_nsec);
 }
 
 /* One JSON line on stdout, flushed (the test reads it while we wait). */

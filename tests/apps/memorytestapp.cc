@@ -85,7 +85,8 @@ extern "C" __attribute__((noinline)) void InnerLoopOperation(void)
 extern "C" __attribute__((noinline)) void ManipulateTemporaryBuffer(int k)
 {
     spike_start_ns[k] = app_sync_now_ns();
-    char *buf = (char *)commit_or_die(mmap(NULL, COMMIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    char *buf = (char *)commit_or_die(
+        mmap(NULL, COMMIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     for (size_t off = 0; off < COMMIT; off += 256 * 1024) /* touch a few pages */
         buf[off] = (char)k;
     sink = buf;
@@ -124,7 +125,8 @@ int main(int argc, char **argv)
             int s = step == 2 ? 0 : 1;
             /* main calls mmap itself, as the article's main calls VirtualAlloc. */
             steady_ns[s] = app_sync_now_ns();
-            steady[s] = commit_or_die(mmap(NULL, COMMIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            steady[s] = commit_or_die(
+                mmap(NULL, COMMIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
             ((char *)steady[s])[0] = 1;
             sink = steady[s];
         }
@@ -145,17 +147,23 @@ int main(int argc, char **argv)
 
     /* Ground truth: heap blocks by allocating function (requested bytes),
      * commits by the function that called mmap. */
-    printf("{\"done\":true,\"pid\":%d,\"t_ns\":%lld,"
-           "\"heap\":[{\"site\":\"InnerLoopOperation\",\"count\":%ld,\"bytes\":%ld,\"live_count\":%ld,\"live_bytes\":%ld},"
-           "{\"site\":\"Initialize\",\"count\":50,\"bytes\":51200,\"live_count\":0,\"live_bytes\":0}],"
-           "\"commits\":[{\"site\":\"main\",\"count\":2,\"bytes\":%zu,\"live_count\":2,\"live_bytes\":%zu,\"t_ns\":[%lld,%lld]},"
-           "{\"site\":\"ManipulateTemporaryBuffer\",\"count\":%d,\"bytes\":%zu,\"live_count\":0,\"live_bytes\":0,\"spikes_ns\":[",
-           (int)getpid(), app_sync_now_ns(), STEPS, STEPS * (long)sizeof(Item), STEPS, STEPS * (long)sizeof(Item),
-           2 * COMMIT, 2 * COMMIT, steady_ns[0], steady_ns[1], spikes, (size_t)spikes * COMMIT);
+    printf(
+        "{\"done\":true,\"pid\":%d,\"t_ns\":%lld,"
+        "\"heap\":[{\"site\":\"InnerLoopOperation\",\"count\":%ld,\"bytes\":%ld,\"live_count\":%ld,"
+        "\"live_bytes\":%ld},"
+        "{\"site\":\"Initialize\",\"count\":50,\"bytes\":51200,\"live_count\":0,\"live_bytes\":0}],"
+        "\"commits\":[{\"site\":\"main\",\"count\":2,\"bytes\":%zu,\"live_count\":2,\"live_bytes\":"
+        "%zu,\"t_ns\":[%lld,%lld]},"
+        "{\"site\":\"ManipulateTemporaryBuffer\",\"count\":%d,\"bytes\":%zu,\"live_count\":0,"
+        "\"live_bytes\":0,\"spikes_ns\":[",
+        (int)getpid(), app_sync_now_ns(), STEPS, STEPS * (long)sizeof(Item), STEPS,
+        STEPS * (long)sizeof(Item), 2 * COMMIT, 2 * COMMIT, steady_ns[0], steady_ns[1], spikes,
+        (size_t)spikes * COMMIT);
     for (int k = 0; k < spikes; k++)
         printf("%s[%lld,%lld]", k ? "," : "", spike_start_ns[k], spike_end_ns[k]);
     printf("]}],\"mid_window\":{\"impacting\":%zu,\"site\":\"main\"},"
-           "\"last_four_spikes\":{\"count\":4,\"size\":%zu,\"impacting\":0,\"site\":\"ManipulateTemporaryBuffer\"}}\n",
+           "\"last_four_spikes\":{\"count\":4,\"size\":%zu,\"impacting\":0,\"site\":"
+           "\"ManipulateTemporaryBuffer\"}}\n",
            COMMIT, 4 * COMMIT);
     fflush(stdout);
     if (pause_at_marks)

@@ -42,7 +42,7 @@ extern "C" __attribute__((noinline)) void churn_new_array(struct mt_truth *t, in
     char *a = new char[n];
     a[0] = (char)i;
     mt_sink = a;
-    delete[] (char *)mt_sink;
+    delete[](char *) mt_sink;
     t->site[MT_CHURN_NEW_ARRAY].count++;
     t->site[MT_CHURN_NEW_ARRAY].bytes += n;
 }

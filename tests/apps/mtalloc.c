@@ -34,9 +34,10 @@
 void *volatile mt_sink;
 
 static const char *const site_names[MT_SITES] = {
-    "leak_malloc",  "leak_calloc",   "leak_realloc_chain", "leak_posix_memalign", "leak_aligned_alloc",
-    "leak_memalign", "leak_strdup",  "leak_new",           "leak_new_array",      "churn_malloc",
-    "churn_calloc", "churn_realloc", "churn_aligned",      "churn_new",           "churn_new_array",
+    "leak_malloc",        "leak_calloc",   "leak_realloc_chain", "leak_posix_memalign",
+    "leak_aligned_alloc", "leak_memalign", "leak_strdup",        "leak_new",
+    "leak_new_array",     "churn_malloc",  "churn_calloc",       "churn_realloc",
+    "churn_aligned",      "churn_new",     "churn_new_array",
 };
 
 static void *check(void *p, const char *what)
@@ -219,13 +220,14 @@ int main(int argc, char **argv)
             sum.site[s].bytes += w[k].truth.site[s].bytes;
         }
     }
-    printf("{\"done\":true,\"pid\":%d,\"threads\":%d,\"iterations\":%d,\"sites\":[", (int)getpid(), threads,
-           iterations);
+    printf("{\"done\":true,\"pid\":%d,\"threads\":%d,\"iterations\":%d,\"sites\":[", (int)getpid(),
+           threads, iterations);
     for (int s = 0; s < MT_SITES; s++) {
         int leak = s < MT_CHURN_MALLOC;
-        printf("%s{\"site\":\"%s\",\"kind\":\"%s\",\"count\":%lu,\"bytes\":%lu,\"live_count\":%lu,\"live_bytes\":%lu}",
-               s ? "," : "", site_names[s], leak ? "leak" : "transient", sum.site[s].count, sum.site[s].bytes,
-               leak ? sum.site[s].count : 0, leak ? sum.site[s].bytes : 0);
+        printf("%s{\"site\":\"%s\",\"kind\":\"%s\",\"count\":%lu,\"bytes\":%lu,\"live_count\":%lu,"
+               "\"live_bytes\":%lu}",
+               s ? "," : "", site_names[s], leak ? "leak" : "transient", sum.site[s].count,
+               sum.site[s].bytes, leak ? sum.site[s].count : 0, leak ? sum.site[s].bytes : 0);
     }
     printf("]}\n");
     fflush(stdout);
