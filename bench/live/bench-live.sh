@@ -218,7 +218,8 @@ run_one() {
         [ -n "$lost" ] || lost="?"
         "$CTL" stop "$name" >/dev/null 2>&1
         "$CTL" drop "$name" >/dev/null 2>&1 ;;
-    floor | memleak) kill -INT "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null ;;
+    # SIGTERM: a background job of a script starts with SIGINT ignored (python would never see it).
+    floor | memleak) kill -TERM "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null ;;
     heaptrack) wait "$tpid" 2>/dev/null ;;
     esac
     [ -n "$ns" ] || { log "$tag: no result: $(cat "$W/$tag.out")"; return 1; }
