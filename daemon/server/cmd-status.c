@@ -16,7 +16,7 @@ static void ring_json(cJSON *parent, const char *key, const struct chunk_ring *r
         cJSON_AddNumberToObject(o, "horizon", (double)r->horizon);
 }
 
-/* One number per structure, the engine's and (while loading) the decoder's. */
+/* One number per structure, the engine's and (while it is open) the source's. */
 static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
 {
     cJSON *o = cJSON_CreateObject();
@@ -28,11 +28,11 @@ static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
 /* The session's byte budget, what it holds by structure, and what did not fit. */
 static void memory_json(cJSON *m, struct session *s)
 {
-    const struct feed_stats *in = &s->ingest; /* refreshed by session_ingest_json */
+    const struct source_stats *in = &s->ingest; /* refreshed by session_ingest_json */
     cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
     cJSON_AddNumberToObject(m, "used", (double)mem_budget_used(&s->mem));
     cJSON_AddItemToObject(m, "by_structure",
-                          by_kind_json(s->eng.acct.bytes, s->feed ? in->mem : NULL));
+                          by_kind_json(s->eng.acct.bytes, s->src ? in->mem : NULL));
     cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
     cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
     uint64_t rec = 0;

@@ -7,7 +7,7 @@
 #include "ht-commands.h"
 #include "query.h"
 #include "ht-proto.h"
-#include "feed.h"
+#include "source.h"
 
 #include <stdint.h>
 #include <uv.h>
@@ -20,10 +20,10 @@ struct tl_span;
 
 /* Where a client's bytes go once a request switched it out of line mode. */
 enum client_mode {
-    CLIENT_LINES,  /* one JSON request per line */
-    CLIENT_STREAM, /* load: "<len>\n<bytes>" chunks until a 0 chunk */
+    CLIENT_LINES,    /* one JSON request per line */
+    CLIENT_STREAM,   /* load: "<len>\n<bytes>" chunks until a 0 chunk */
     CLIENT_DRAINING, /* load: end chunk read, the session still applies the stream */
-    CLIENT_SKIP,   /* dropping an over-long line until its newline */
+    CLIENT_SKIP,     /* dropping an over-long line until its newline */
 };
 
 struct client {
@@ -63,7 +63,7 @@ struct client {
     uint64_t top_left; /* frames still to send, 0 = unlimited */
     uint64_t top_seq;
     uint64_t top_unread, top_progress_ms; /* unread at the last refresh, when it last fell */
-    struct client *sub_next; /* in the session's subscriber list */
+    struct client *sub_next;              /* in the session's subscriber list */
     /* record: events of the gap not yet reported in the stream, and of all gaps. */
     uint64_t rec_lost, rec_lost_total;
 };
@@ -101,17 +101,27 @@ struct session {
     char name[64];
     enum session_state state;
     char stop_reason[128];
-    const char *source; /* "replay" */
+    const char *source; /* the source's name ("replay", "bpf") */
     int64_t wall_start; /* unix seconds when the session started */
     char process_name[256];
     char stream_wall[64];
     struct engine eng;
     struct skip_cache default_skip; /* default cull list, per stack (query.h) */
     uint32_t warmed;                /* stacks below this id are in default_skip */
-    struct feed *feed;        /* load: the decoding thread, until its stream is drained */
-    struct feed_stats ingest; /* what the input held (refreshed from the feed) */
-    uint64_t input_dropped;   /* stream bytes that found no room (never expected) */
-    char end_reason[128];     /* why the input ended, while the feed still drains */
+    /* The session's source (source.h): drained on the loop by drain_idle, a
+     * budget per iteration. Once it is over (ended, or the session stopped)
+     * a source without a symbolizer is closed and src is NULL; one with a
+     * symbolizer stays for the replies' frames until the session is dropped. */
+    struct source *src;
+    int src_over;               /* the source ended or was stopped, and that was handled */
+    uv_idle_t *drain_idle;      /* runs while the source has records to drain */
+    struct source_stats ingest; /* what the input held (refreshed from the source) */
+    uint64_t input_dropped;     /* stream bytes that found no room (never expected) */
+    char end_reason[128];       /* why the input ended, while the source still drains */
+    /* Set by the command that owns the session's input (load): called after
+     * each drain, and once when the source is over. */
+    void (*on_drained)(struct session *s);
+    void (*on_source_end)(struct session *s);
     struct trigger triggers[SESSION_MAX_TRIGGERS];
     unsigned ntriggers;
     struct snapshot *snaps; /* ring of cfg.max_snapshots */
@@ -235,12 +245,20 @@ struct session *session_new(struct server *srv, const char *name, const char *so
 void session_drop(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
-/* Apply a source's events (feed_apply_fn); nonzero once the session stopped. */
+/* Apply a source's events (source_sink.events); nonzero once the session stopped. */
 int session_apply(void *arg, struct ht_event *evs, size_t n);
+/* Open and start the session's source ops with p (its budget and limits are
+ * filled in here): 0, or an error with a message in err and no source left. */
+int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
+                         char *err, size_t errsz);
+/* 1 while the source takes input (a stream being loaded). */
+int session_taking_input(const struct session *s);
+/* Refresh s->ingest from the source (no-op once it is closed). */
+void session_stats_refresh(struct session *s);
 /* Compute the default cull of stacks interned since the last call, off the query path. */
 void session_warm(struct session *s);
-/* The source's process name and wall time (feed_process_fn). */
-void session_process(void *arg, const char *name, const char *wall);
+/* The source's process name and wall time (source_sink.process). */
+void session_process(void *arg, const struct source_process *p);
 /* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 void session_unsubscribe(struct session *s, struct client *c);

@@ -108,6 +108,118 @@ struct session *session_new(struct server *srv, const char *name, const char *so
     return s;
 }
 
+/* Draining the source: DRAIN_BUDGET records per loop iteration, so queries
+ * on other connections are answered between two drains (about 3 ms of
+ * engine work). */
+#define DRAIN_BUDGET 8192
+
+static int session_active(const struct session *s)
+{
+    return s->state == SESSION_LOADING || s->state == SESSION_RUNNING;
+}
+
+int session_taking_input(const struct session *s)
+{
+    return s->src && !s->src_over && session_active(s);
+}
+
+void session_stats_refresh(struct session *s)
+{
+    if (s->src)
+        s->src->ops->stats(s->src, &s->ingest);
+}
+
+static void idle_closed_cb(uv_handle_t *h)
+{
+    ht_free(h);
+}
+
+/* The source is over (it ended, or the session stopped): its last counters
+ * are kept; one without a symbolizer is closed at once, so its buffers go
+ * back to the budget. */
+static void source_over(struct session *s)
+{
+    s->src_over = 1;
+    session_stats_refresh(s);
+    if (!s->src->ops->symbolize) {
+        s->src->ops->close(s->src);
+        s->src = NULL;
+    }
+    log_info("session %u: source %s over (%s): %llu events, %llu malformed lines", s->id, s->source,
+             s->stop_reason, (unsigned long long)s->ingest.events,
+             (unsigned long long)s->ingest.malformed);
+    if (s->on_source_end)
+        s->on_source_end(s);
+}
+
+static void drain_cb(uv_idle_t *h)
+{
+    struct session *s = h->data;
+    if (!s || !s->src || s->src_over) {
+        uv_idle_stop(h);
+        return;
+    }
+    int rc = 0;
+    if (session_active(s))
+        rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
+    session_stats_refresh(s);
+    session_warm(s);
+    if (!session_active(s)) {
+        uv_idle_stop(h);
+        source_over(s);
+        return;
+    }
+    if (rc <= 0)
+        uv_idle_stop(h);
+    if (s->on_drained)
+        s->on_drained(s);
+}
+
+/* Sink callbacks (source.h). */
+static void sink_ready(void *arg)
+{
+    struct session *s = arg;
+    if (s->drain_idle && !s->src_over)
+        uv_idle_start(s->drain_idle, drain_cb);
+}
+
+static void sink_ended(void *arg, const char *reason)
+{
+    struct session *s = arg;
+    if (!session_active(s))
+        return;
+    /* Stopping tells the subscribers (record, top) the input is over; a
+     * source that ran out is "ended" rather than "stopped". */
+    session_stop(s, s->end_reason[0] ? s->end_reason : reason);
+    s->state = SESSION_ENDED;
+}
+
+int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
+                         char *err, size_t errsz)
+{
+    const struct engine_limits *lim = &s->srv->cfg->limits;
+    p->max_stacks = lim->max_stacks;
+    p->max_strings = lim->max_strings;
+    p->max_name_len = lim->max_name_len;
+    p->budget = &s->mem;
+    struct source_sink sink = {s,          &s->eng.si, session_apply, session_process,
+                               sink_ready, sink_ended};
+    s->drain_idle = ht_malloc(sizeof(*s->drain_idle));
+    if (!s->drain_idle) {
+        snprintf(err, errsz, "out of memory");
+        return HT_ENOMEM;
+    }
+    uv_idle_init(s->srv->loop, s->drain_idle);
+    s->drain_idle->data = s;
+    s->source = ops->name;
+    int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
+    if (rc == 0 && (rc = ops->start(s->src, err, errsz)) != 0) {
+        ops->close(s->src);
+        s->src = NULL;
+    }
+    return rc;
+}
+
 void session_unsubscribe(struct session *s, struct client *c)
 {
     for (struct client **p = &s->subs; *p; p = &(*p)->sub_next) {
@@ -128,6 +240,7 @@ void session_unsubscribe(struct session *s, struct client *c)
 }
 
 static void record_gap_flush(struct session *s, struct client *c, uint64_t t);
+static void drain_cb(uv_idle_t *h);
 
 /* Subscribers learn that the session is over with a final frame. */
 static void end_subscribers(struct session *s, const char *why)
@@ -154,10 +267,13 @@ void session_stop(struct session *s, const char *reason)
 {
     if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
         return;
-    /* The feed may be draining right now (a trigger fired): it is released
-     * from its own callback, on the next loop iteration. */
-    if (s->feed)
-        feed_kick(s->feed);
+    /* The source stops producing (a live one detaches) now; it may be
+     * draining right now (a trigger fired), so what follows its end runs
+     * from the drain callback, on the next loop iteration. */
+    if (s->src && !s->src_over) {
+        s->src->ops->stop(s->src);
+        uv_idle_start(s->drain_idle, drain_cb);
+    }
     s->state = SESSION_STOPPED;
     snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
     log_info("session %u stopped: %s", s->id, reason);
@@ -186,7 +302,12 @@ void session_drop(struct session *s)
     for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
-    feed_free(s->feed);
+    if (s->src)
+        s->src->ops->close(s->src);
+    if (s->drain_idle) {
+        s->drain_idle->data = NULL;
+        uv_close((uv_handle_t *)s->drain_idle, idle_closed_cb);
+    }
     skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
     log_info("session %u dropped", s->id);
@@ -262,8 +383,8 @@ static void record_send(struct session *s, struct client *c, const char *buf, si
      * while the daemon's queued output is at its total cap takes a gap too,
      * instead of being disconnected for it. */
     uint64_t unread = client_unread(c);
-    if (unread > 0 && (unread + len + 128 > cap ||
-                       s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
+    if (unread > 0 &&
+        (unread + len + 128 > cap || s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
         c->rec_lost += n;
         c->rec_lost_total += n;
         s->recorder_lost += n;
@@ -352,11 +473,11 @@ void session_warm(struct session *s)
     s->warmed = n;
 }
 
-void session_process(void *arg, const char *name, const char *wall)
+void session_process(void *arg, const struct source_process *p)
 {
     struct session *s = arg;
-    snprintf(s->process_name, sizeof(s->process_name), "%s", name);
-    snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", wall);
+    snprintf(s->process_name, sizeof(s->process_name), "%s", p->name);
+    snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", p->wall);
 }
 
 /* Triggers. */
@@ -479,9 +600,8 @@ bad:
 
 cJSON *session_ingest_json(struct session *s)
 {
-    if (s->feed)
-        feed_stats_get(s->feed, &s->ingest);
-    const struct feed_stats *in = &s->ingest;
+    session_stats_refresh(s);
+    const struct source_stats *in = &s->ingest;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "bytes", (double)in->bytes);
     cJSON_AddNumberToObject(o, "lines", (double)in->lines);
