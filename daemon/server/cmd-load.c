@@ -22,22 +22,6 @@
 
 #define LOAD_CHUNK_MAX (4u << 20)
 
-static int add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
-{
-    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
-    static const char *const keys[] = {"stop_when", "snapshot_when"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
-        {
-            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
-}
-
 static void load_drained(struct session *s);
 static void load_source_end(struct session *s);
 
@@ -55,7 +39,7 @@ int cmd_load(struct cmd_ctx *ctx)
         session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
-    rc = add_triggers(s, ctx->req->args, err, sizeof(err));
+    rc = session_add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
         return cmd_error(ctx, rc, "%s", err);

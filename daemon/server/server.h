@@ -266,6 +266,8 @@ void session_unsubscribe(struct session *s, struct client *c);
  * the metric's unit. 0, or HT_EBADARG/HT_EFULL with a message in err. */
 int session_add_trigger(struct session *s, const char *cond, int snapshot,
                         const struct cJSON *every, char *err, size_t errsz);
+/* Every stop_when / snapshot_when of a request's args (with its every). */
+int session_add_triggers(struct session *s, const struct cJSON *args, char *err, size_t errsz);
 /* A snapshot trigger's next threshold after the value reached v: the first
  * step of every past v, computed in one division; UINT64_MAX (done) when
  * every is 0 or the step passes 64 bits. */
@@ -315,6 +317,9 @@ int cmd_export(struct cmd_ctx *ctx);
 int cmd_stop(struct cmd_ctx *ctx);
 int cmd_drop(struct cmd_ctx *ctx);
 int cmd_shutdown(struct cmd_ctx *ctx);
+
+/* start and run: a session on the live source picked for mode (cmd-start.c). */
+int cmd_start_live(struct cmd_ctx *ctx, unsigned mode);
 
 /* stacks and commits differ only in the domain (cmd-stacks.c). */
 int cmd_query_domain(struct cmd_ctx *ctx, int domain);

@@ -213,7 +213,11 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     s->drain_idle->data = s;
     s->source = ops->name;
     int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
-    if (rc == 0 && (rc = ops->start(s->src, err, errsz)) != 0) {
+    if (rc != 0) {
+        s->src = NULL;
+        return rc;
+    }
+    if ((rc = ops->start(s->src, err, errsz)) != 0) {
         ops->close(s->src);
         s->src = NULL;
     }
@@ -596,6 +600,22 @@ bad:
              "or duration>TIME",
              cond);
     return HT_EBADARG;
+}
+
+int session_add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
+{
+    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
+    static const char *const keys[] = {"stop_when", "snapshot_when"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
+        {
+            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
 }
 
 cJSON *session_ingest_json(struct session *s)

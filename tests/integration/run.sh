@@ -90,8 +90,21 @@ case_every_command() {
     ctl export --format csv --what commits -o "$T/c.csv" || fail "export csv"
     [ "$(wc -l <"$T/c.csv")" -eq 3 ] || fail "csv lines"
     ctl export --format json --what timeline | jget samples.30.committed | grep -qx 20971520 || fail "export timeline"
-    ctl start --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
-    ctl run -- /bin/true 2>&1 | grep -q ENOTSUP || fail "run ENOTSUP"
+    # Sources: version lists each built source with its modes; the replay
+    # source serves streams only, so naming it for start is refused, and so
+    # is a source this build does not have or a bad --stacks.
+    ctl --json version | jget sources.0.name | grep -qx replay || fail "version sources"
+    ctl --json version | jget sources.0.modes | grep -qx '\["stream"\]' || fail "version modes"
+    ctl --json version | jget sources.0.available | grep -qx true || fail "version available"
+    ctl start --pid 1 --source replay 2>&1 | grep -q 'ENOTSUP.*does not serve' || fail "start --source replay"
+    ctl start --pid 1 --source nosuch 2>&1 | grep -q 'ENOTSUP.*no source named' || fail "start --source nosuch"
+    ctl start --pid 1 --stacks bogus 2>&1 | grep -q EBADARG || fail "start --stacks"
+    if ! ctl --json version | grep -q '"pid"'; then
+        ctl start --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
+    fi
+    if ! ctl --json version | grep -q '"launch"'; then
+        ctl run -- /bin/true 2>&1 | grep -q ENOTSUP || fail "run ENOTSUP"
+    fi
     ctl stop demo >/dev/null || fail stop
     ctl drop demo >/dev/null || fail drop
     ctl ls --json | jget sessions | grep -qx '\[\]' || fail "drop left a session"
