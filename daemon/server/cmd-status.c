@@ -70,6 +70,12 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddBoolToObject(p, "exited", e->exited);
     if (e->exited)
         cJSON_AddNumberToObject(p, "exit_code", (double)e->exit_code);
+    cJSON *mods = cJSON_AddObjectToObject(d, "modules");
+    cJSON_AddNumberToObject(mods, "count", e->modules.n);
+    cJSON_AddNumberToObject(mods, "loads", (double)e->modules.loads);
+    cJSON_AddNumberToObject(mods, "unloads", (double)e->modules.unloads);
+    cJSON_AddNumberToObject(mods, "dropped", (double)e->modules.drops);
+    cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
     cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
     cJSON *h = cJSON_AddObjectToObject(d, "heap");
     cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);

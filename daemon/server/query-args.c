@@ -264,7 +264,7 @@ static cJSON *frames_json(struct session *s, uint32_t stack, unsigned skip)
     cJSON *arr = cJSON_CreateArray();
     unsigned d;
     const uint64_t *f = stack_intern_frames(&s->eng.si, stack, &d);
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     for (unsigned k = skip; k < d; k++)
         cJSON_AddItemToArray(arr,
                              cJSON_CreateString(frame_text(&s->eng.si, f[k], buf, sizeof(buf))));
@@ -336,7 +336,7 @@ cJSON *quality_json(struct session *s)
 
 cJSON *query_row_json(struct session *s, const struct query *q, const struct query_row *r)
 {
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     cJSON *o = cJSON_CreateObject();
     if (q->list) {
         cJSON_AddNumberToObject(o, "alloc_time", (double)r->a);

@@ -194,6 +194,15 @@ static void sink_ended(void *arg, const char *reason)
     s->state = SESSION_ENDED;
 }
 
+/* Address frames through the live source's symbolizer (stack-intern.h resolve). */
+static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t bufsz)
+{
+    struct session *s = arg;
+    if (!s->src || !s->src->ops->symbolize)
+        return NULL;
+    return s->src->ops->symbolize(s->src, addr, buf, bufsz);
+}
+
 int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
                          char *err, size_t errsz)
 {
@@ -220,8 +229,13 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     if ((rc = ops->start(s->src, err, errsz)) != 0) {
         ops->close(s->src);
         s->src = NULL;
+        return rc;
     }
-    return rc;
+    if (ops->symbolize) {
+        s->eng.si.resolve = session_resolve;
+        s->eng.si.resolve_arg = s;
+    }
+    return 0;
 }
 
 void session_unsubscribe(struct session *s, struct client *c)
