@@ -8,7 +8,7 @@
  * close_input; the session drains it. The client stops being read while the
  * source's input is full.
  */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -24,6 +24,20 @@
 
 static void load_drained(struct session *s);
 static void load_source_end(struct session *s);
+
+/* The session is dropped while its stream comes: the loader is told, and
+ * closed (the rest of its stream has nowhere to go). */
+static void load_dropped(struct session *s)
+{
+    struct client *c = s->loader;
+    if (!c)
+        return;
+    c->loading = NULL;
+    s->loader = NULL;
+    client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
+    c->mode = CLIENT_LINES;
+    client_close(c);
+}
 
 int cmd_load(struct cmd_ctx *ctx)
 {
@@ -50,6 +64,7 @@ int cmd_load(struct cmd_ctx *ctx)
     s->state = SESSION_LOADING;
     s->on_drained = load_drained;
     s->on_source_end = load_source_end;
+    s->on_dropped = load_dropped;
     rc = session_source_begin(s, ops, &p, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);

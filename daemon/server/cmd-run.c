@@ -1,5 +1,5 @@
 /* run: launch a program under tracing (a source serving SOURCE_LAUNCH; cmd-start.c). */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-error.h"
 

@@ -5,7 +5,7 @@
  * --source names. A source that cannot open or start leaves nothing behind:
  * the session is dropped and its message is the answer.
  */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -1,5 +1,5 @@
 /* status: everything about one session: state, memory, rings, data quality, triggers, snapshots. */
-#include "server.h"
+#include "commands.h"
 
 #include "query-args.h"
 
@@ -36,9 +36,11 @@ static void memory_json(cJSON *m, struct session *s)
     cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
     cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
     uint64_t rec = 0;
-    for (const struct client *c = s->subs; c; c = c->sub_next)
+    for (struct session_sub *sub = s->subs; sub; sub = sub->next) {
+        const struct client *c = client_of_sub(sub);
         if (c->recording == s)
             rec += c->out_pending;
+    }
     cJSON_AddNumberToObject(m, "recorders_queued", (double)rec);
     /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
     cJSON_AddNumberToObject(m, "alloc_failures",

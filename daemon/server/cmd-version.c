@@ -1,5 +1,5 @@
 /* version: what this daemon is and what it can trace. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-error.h"
 

@@ -5,7 +5,7 @@
 #include "engine.h"
 #include "ht-error.h"
 #include "ht-units.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -1,11 +1,12 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
+#include "session.h"
+
 #include "server.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-text.h"
 #include "ht-units.h"
-#include "htev-write.h"
 #include "log.h"
 #include "query-args.h"
 
@@ -238,46 +239,45 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     return 0;
 }
 
-void session_unsubscribe(struct session *s, struct client *c)
+void session_subscribe(struct session *s, struct session_sub *sub)
 {
-    for (struct client **p = &s->subs; *p; p = &(*p)->sub_next) {
-        if (*p == c) {
-            *p = c->sub_next;
+    sub->s = s;
+    sub->next = s->subs;
+    s->subs = sub;
+    if (sub->ops->events)
+        s->nrecorders++;
+}
+
+void session_unsubscribe(struct session_sub *sub)
+{
+    struct session *s = sub->s;
+    if (!s)
+        return;
+    for (struct session_sub **p = &s->subs; *p; p = &(*p)->next) {
+        if (*p == sub) {
+            *p = sub->next;
+            if (sub->ops->events)
+                s->nrecorders--;
             break;
         }
     }
-    if (c->recording == s) {
-        c->recording = NULL;
-        s->nrecorders--;
-    }
-    if (c->topping == s) {
-        c->topping = NULL;
-        uv_timer_stop(&c->timer);
-    }
-    c->sub_next = NULL;
+    sub->next = NULL;
+    sub->s = NULL;
 }
 
-static void record_gap_flush(struct session *s, struct client *c, uint64_t t);
 static void drain_cb(uv_idle_t *h);
 
-/* Subscribers learn that the session is over with a final frame. */
+/* Subscribers learn that the session is over (they send their final frame). */
 static void end_subscribers(struct session *s, const char *why)
 {
     while (s->subs) {
-        struct client *c = s->subs;
-        int64_t id = c->sub_req_id;
-        int was_recording = c->recording == s;
-        session_unsubscribe(s, c);
-        if (was_recording)
-            record_gap_flush(s, c, s->eng.now);
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "end", why);
-        cJSON_AddNumberToObject(d, "session", s->id);
-        if (was_recording) {
-            cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
-            cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
-        }
-        client_send(c, ht_reply_ok(id, d, 0));
+        struct session_sub *sub = s->subs;
+        s->subs = sub->next;
+        if (sub->ops->events)
+            s->nrecorders--;
+        sub->next = NULL;
+        sub->ops->ended(sub, why); /* sub->s is cleared by the subscriber */
+        sub->s = NULL;
     }
 }
 
@@ -302,14 +302,8 @@ void session_drop(struct session *s)
 {
     struct server *srv = s->srv;
     end_subscribers(s, "session dropped");
-    if (s->loader) {
-        struct client *c = s->loader;
-        c->loading = NULL;
-        s->loader = NULL;
-        client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
-        c->mode = CLIENT_LINES;
-        client_close(c); /* the rest of its stream has nowhere to go */
-    }
+    if (s->on_dropped)
+        s->on_dropped(s);
     for (struct session **p = &srv->sessions; *p; p = &(*p)->next) {
         if (*p == s) {
             *p = s->next;
@@ -368,88 +362,6 @@ size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap
     return n + 1;
 }
 
-/* The .htev line for a recorder's gap: {"t":..,"ev":"lost","count":N}. */
-static char *record_lost_line(struct session *s, uint64_t t, uint64_t count)
-{
-    struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
-    char line[128];
-    size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
-    return n ? ht_strndup(line, n) : NULL;
-}
-
-/* A gap ends: its "lost" line goes out before the next events (t: the first
- * event after the gap). */
-static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
-{
-    if (c->rec_lost == 0)
-        return;
-    if (client_send(c, record_lost_line(s, t, c->rec_lost)) == 0)
-        c->rec_lost = 0;
-}
-
-/* A recorder whose unread output passed recorder_output_cap is behind: its
- * events become a gap, counted, until it reads again. The recording goes on
- * and the gap is in its stream, instead of the client being cut off at the
- * output cap (recorder_output_cap <= client_output_cap). */
-static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
-                        unsigned n, uint64_t t)
-{
-    const struct ht_config *cfg = s->srv->cfg;
-    uint64_t cap =
-        cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
-    /* 128: room for the gap's own line. A recorder that holds unread output
-     * while the daemon's queued output is at its total cap takes a gap too,
-     * instead of being disconnected for it. */
-    uint64_t unread = client_unread(c);
-    if (unread > 0 &&
-        (unread + len + 128 > cap || s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
-        c->rec_lost += n;
-        c->rec_lost_total += n;
-        s->recorder_lost += n;
-        return;
-    }
-    record_gap_flush(s, c, t);
-    if (client_send(c, ht_strndup(buf, len)) != 0)
-        s->recorder_drops += n;
-}
-
-/* Recording: a flushed batch goes to every recorder as .htev lines, one
- * write per batch and recorder. */
-static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
-{
-    size_t cap = (size_t)n * 512 + 4096, len = 0;
-    char *buf = ht_malloc(cap);
-    for (unsigned i = 0; buf && i < n; i++) {
-        if (cap - len < 16384 + 1024) {
-            char *nb = ht_realloc(buf, cap * 2);
-            if (!nb) {
-                ht_free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        len += evs[i].kind == HT_EV_PROCESS
-                   ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
-                   : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
-    }
-    for (struct client *c = s->subs, *next; c; c = next) {
-        next = c->sub_next;
-        if (c->recording != s)
-            continue;
-        if (!buf) { /* out of memory: the batch is a gap in every recording */
-            c->rec_lost += n;
-            c->rec_lost_total += n;
-            s->recorder_lost += n;
-        } else if (len > 0) {
-            record_send(s, c, buf, len, n, evs[0].t);
-        }
-    }
-    ht_free(buf);
-    s->recorded_events += n;
-}
-
 /* Events from the source, stacks already the engine's: applied in one batch,
  * or one at a time while there are triggers (a spike that passes a threshold
  * between two batch ends must not be missed). Nonzero once the session is
@@ -472,9 +384,15 @@ int session_apply(void *arg, struct ht_event *evs, size_t n)
     } else {
         engine_apply_batch(&s->eng, evs, n);
     }
-    /* Top subscribers do not need the events as text. */
-    for (size_t i = 0; s->nrecorders && i < done; i += SESSION_BATCH)
-        record_batch(s, evs + i, done - i < SESSION_BATCH ? (unsigned)(done - i) : SESSION_BATCH);
+    /* Top subscribers do not take the events. */
+    if (s->nrecorders && done) {
+        for (struct session_sub *sub = s->subs, *next; sub; sub = next) {
+            next = sub->next;
+            if (sub->ops->events)
+                sub->ops->events(sub, evs, done);
+        }
+        s->recorded_events += done;
+    }
     return s->state == SESSION_STOPPED || s->state == SESSION_ENDED;
 }
 

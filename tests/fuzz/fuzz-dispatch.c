@@ -19,7 +19,7 @@
 #include "ht-alloc.h"
 #include "log.h"
 #include "replay.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
