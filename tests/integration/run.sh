@@ -179,6 +179,30 @@ case_binary_load() {
     stop_clean
 }
 
+# Module events: loaded and unloaded modules reach the engine's table (status),
+# a recording carries them, and the recording loads back to the same table.
+case_module_events() {
+    start_daemon
+    cat >"$T/mods.htev" <<'EOS'
+{"ev":"process","pid":77,"name":"modapp"}
+{"t":1,"ev":"module_load","base":"0x400000","size":8192,"bias":"0x0","path":"/app/modapp","build_id":"00ff"}
+{"t":2,"ev":"module_load","base":"0x7f0000000000","size":65536,"bias":"0x7f0000000000","path":"/lib/libc.so.6"}
+{"t":3,"ev":"alloc","addr":"0x10","size":8,"stack":["0x400123","0x7f0000000100"]}
+{"t":4,"ev":"module_unload","base":"0x400000"}
+{"t":5,"ev":"module_unload","base":"0x999000"}
+{"t":6,"ev":"module_load","base":"0x1000","size":1}
+EOS
+    ctl --json load "$T/mods.htev" --name mods >"$T/j" 2>/dev/null || fail "load"
+    eq "$(jget malformed <"$T/j")" 1 "module_load without a path is malformed"
+    ctl --json status mods >"$T/st" || fail status
+    eq "$(jget modules.count <"$T/st")" 1 "modules left"
+    eq "$(jget modules.loads <"$T/st")" 2 "module loads"
+    eq "$(jget modules.unloads <"$T/st")" 2 "module unloads"
+    eq "$(jget modules.unknown_unloads <"$T/st")" 1 "unknown unloads"
+    [ "$(jget memory.by_structure.modules <"$T/st")" -gt 0 ] || fail "module table not charged"
+    stop_clean
+}
+
 case_triggers() {
     start_daemon
     load_demo --stop-when 'private-bytes>30MiB' --snapshot-when 'outstanding>10KiB' --every 10KiB
