@@ -25,6 +25,6 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 run_suite build-asan "" -DCMAKE_BUILD_TYPE=Debug -DHEAPTRACE_SANITIZE=ON -DHEAPTRACE_BENCH=OFF
 # ThreadSanitizer on what runs threads: the event ring and the daemon end to end.
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66
-run_suite build-tsan "test-evring|test-source|test-mem|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
+run_suite build-tsan "test-evring|test-source|test-session|test-mem|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
     -DHEAPTRACE_BENCH=OFF
 echo "== all suites passed"
