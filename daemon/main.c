@@ -3,6 +3,7 @@
 #include "ht-alloc.h"
 #include "ht-endpoint.h"
 #include "log.h"
+#include "commands.h"
 #include "server.h"
 
 #include <cjson/cJSON.h>
