@@ -42,6 +42,8 @@ void render_query(struct ctl *c, const struct cJSON *data);
 void render_top(struct ctl *c, const struct cJSON *data, int tty);
 
 /* Streams (stream.c). */
+/* Longer help printed after a command's options, or NULL (help-notes.c). */
+const char *ctl_help_notes(const char *cmd);
 int ctl_load(struct ctl *c);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);

@@ -42,6 +42,9 @@ static void usage_cmd(FILE *f, const struct ht_cmd_spec *cmd)
     if (cmd->flags & HT_CMDF_SESSION)
         fprintf(f, "    %-32s %s\n", "SESSION",
                 "session id or name; optional when only one exists");
+    const char *notes = ctl_help_notes(cmd->name);
+    if (notes)
+        fputs(notes, f);
 }
 
 static int usage_error(const struct ht_cmd_spec *cmd, const char *fmt, const char *what)

@@ -303,7 +303,7 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         snprintf(err, errsz, "config: intervals and ring sizes must be positive");
         return HT_EBADARG;
     }
-    /* Stack ids carry two flag bits in the stream id maps (htevb.c, feed.c). */
+    /* Stack ids carry two flag bits in the stream id maps (htevb.c, evring.c). */
     if (cfg->limits.max_stacks >= (1u << 30)) {
         snprintf(err, errsz, "config: max_stacks must be below 1073741824");
         return HT_EBADARG;

@@ -3,6 +3,7 @@
 #include "ht-alloc.h"
 #include "ht-endpoint.h"
 #include "log.h"
+#include "commands.h"
 #include "server.h"
 
 #include <cjson/cJSON.h>
@@ -33,6 +34,9 @@ int main(int argc, char **argv)
     const char *config_path = NULL, *pipe_name = NULL, *level = NULL;
     int foreground = 0;
     ht_alloc_init();
+    /* The symbolizer (libdw) would ask a debuginfod server over the network
+     * for every module without local debug info: a root daemon does not. */
+    unsetenv("DEBUGINFOD_URLS");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--config") && i + 1 < argc)

@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
 # Install what heaptrace needs to build and test, from Debian 12 packages only.
 # Runs as root (or with sudo). Idempotent: only missing packages are installed.
+# usage: scripts/install-deps.sh [--bench]
+#   --bench   also what bench/live/bench-live.sh compares against (bcc's memleak, heaptrack,
+#             bpftrace); not needed to build or test
 set -euo pipefail
 
+bench=0
+for a in "$@"; do
+    case "$a" in
+    --bench) bench=1 ;;
+    *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+    esac
+done
+
+# Build and unit/integration tests.
 pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev)
+# The eBPF live backend (HEAPTRACE_WITH_BPF): CO-RE program built with clang -target bpf,
+# vmlinux.h and the skeleton from bpftool, libbpf; symbols with elfutils' libdw (needs libelf,
+# zlib) and libiberty's demangler.
+pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev)
+# tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
+pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
+if [ "$bench" = 1 ]; then
+    pkgs+=(bpfcc-tools heaptrack bpftrace)
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

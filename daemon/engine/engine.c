@@ -20,6 +20,7 @@ void engine_limits_default(struct engine_limits *lim)
     lim->max_strings = 1u << 20;
     lim->max_marks = 1024;
     lim->max_name_len = 1024;
+    lim->max_modules = MODULES_MAX_DEFAULT;
 }
 
 int engine_init(struct engine *e, const struct engine_limits *lim)
@@ -56,6 +57,7 @@ int engine_init_budget(struct engine *e, const struct engine_limits *lim, struct
     e->commits.acct = m;
     e->heap_life.acct = e->commit_life.acct = e->re_ring.acct = m;
     e->tl.acct = m;
+    module_table_init(&e->modules, lim->max_modules, m);
     return 0;
 fail_heaps:
     ht_free(e->heap_slots);
@@ -79,6 +81,7 @@ void engine_close(struct engine *e)
     chunk_ring_close(&e->commit_life);
     chunk_ring_close(&e->re_ring);
     timeline_close(&e->tl);
+    module_table_close(&e->modules);
     ht_free(e->heaps);
     ht_free(e->heap_slots);
     ht_free(e->marks);
@@ -553,6 +556,12 @@ void engine_apply(struct engine *e, const struct ht_event *ev)
     case HT_EV_EXIT:
         e->exited = 1;
         e->exit_code = (int64_t)ev->size;
+        break;
+    case HT_EV_MODULE_LOAD:
+        module_table_load(&e->modules, ev);
+        break;
+    case HT_EV_MODULE_UNLOAD:
+        module_table_unload(&e->modules, ev->addr);
         break;
     default:
         e->q.malformed++;

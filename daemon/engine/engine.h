@@ -7,6 +7,7 @@
 #include "commit-map.h"
 #include "ht-event.h"
 #include "mem-acct.h"
+#include "modules.h"
 #include "rings.h"
 #include "stack-intern.h"
 
@@ -24,6 +25,7 @@ struct engine_limits {
     uint32_t max_strings;
     uint32_t max_marks;
     uint32_t max_name_len; /* frame/string names longer are cut (counted); 0 = HT_STR_MAX_LEN */
+    uint32_t max_modules;  /* modules kept (module_load events); 0 = MODULES_MAX_DEFAULT */
 };
 
 void engine_limits_default(struct engine_limits *lim);
@@ -80,8 +82,9 @@ struct engine {
     uint32_t last_heap, last_heap_slot; /* one-entry cache of the lookup */
     struct mark *marks;
     uint32_t nmarks;
-    uint64_t now;         /* latest time seen */
-    uint64_t next_sample; /* time of the next timeline sample */
+    struct module_table modules; /* module_load / module_unload events */
+    uint64_t now;                /* latest time seen */
+    uint64_t next_sample;        /* time of the next timeline sample */
     uint64_t heap_bytes, heap_count;
     uint64_t private_bytes;
     uint64_t peak_private_bytes, peak_heap_bytes, peak_commit_bytes;

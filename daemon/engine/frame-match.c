@@ -98,6 +98,10 @@ const char *frame_text(const struct stack_intern *si, uint64_t frame, char *buf,
         const char *s = stack_intern_strget(si, (uint32_t)frame);
         if (s)
             return s;
+    } else if (si->resolve) {
+        const char *s = si->resolve(si->resolve_arg, frame, buf, bufsz);
+        if (s)
+            return s;
     }
     snprintf(buf, bufsz, "0x%llx", (unsigned long long)(frame & ~HT_FRAME_SYM));
     return buf;

@@ -23,7 +23,11 @@ int frame_pat_parse(const char *s, size_t len, struct frame_pat *p);
  * ("memorytestapp!" matches "MemoryTestApp.exe!main"). */
 int frame_pat_match(const struct frame_pat *p, const char *frame);
 int frame_pat_match_any(const struct frame_pat *ps, unsigned n, const char *frame);
-/* Text of a frame into buf (for an address) or the interned string. */
+/* Room frame_text needs for a resolved address frame ("module!symbol");
+ * shorter buffers get the name cut. */
+#define FRAME_TEXT_MAX 512
+/* Text of a frame: the interned string, the interner's resolver's name for
+ * an address (stack-intern.h), or "0x..." into buf. */
 const char *frame_text(const struct stack_intern *si, uint64_t frame, char *buf, size_t bufsz);
 /* Length of the module part of a frame text ("" for addresses), and its start. */
 size_t frame_module(const char *frame, const char **start);

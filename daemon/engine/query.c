@@ -309,7 +309,7 @@ static unsigned frame_flags(struct qctx *c, uint64_t frame)
             j = (j + 1) & c->fm_mask;
         }
     }
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     const char *text = frame_text(&c->e->si, frame, buf, sizeof(buf));
     unsigned v = FM_KNOWN;
     if (frame_pat_match_any(c->q->cull, c->q->ncull, text))
@@ -491,7 +491,7 @@ static int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
 
 static uint64_t image_key(struct qctx *c, uint64_t frame)
 {
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     const char *text = frame_text(&c->e->si, frame, buf, sizeof(buf));
     const char *m;
     size_t mlen = frame_module(text, &m);

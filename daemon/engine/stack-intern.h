@@ -4,6 +4,7 @@
 
 #include "mem-acct.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -51,6 +52,13 @@ struct stack_intern {
     uint32_t max_name_len;
     struct mem_acct *acct; /* growth charged here: stacks to kind_stacks, names to kind_strings */
     int kind_stacks, kind_strings;
+    /* Optional: the text of an address frame ("module!symbol"), into buf or
+     * a string of its own that outlives the call, or NULL to keep "0x...".
+     * Set by whoever owns the interner (a session installs its live
+     * source's symbolizer); frame_text uses it, so queries, cull lists and
+     * exports see names. Loop thread only. */
+    const char *(*resolve)(void *arg, uint64_t addr, char *buf, size_t bufsz);
+    void *resolve_arg;
 };
 
 int stack_intern_init(struct stack_intern *si, uint32_t max_stacks, uint32_t max_strings);

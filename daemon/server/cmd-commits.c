@@ -1,5 +1,5 @@
 /* commits: VirtualAlloc/mmap commit lifetimes over a window (WPA's Commit Lifetimes table). */
-#include "server.h"
+#include "commands.h"
 
 #include "query.h"
 

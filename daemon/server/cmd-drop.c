@@ -1,5 +1,5 @@
 /* drop: stop and forget a session. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-error.h"
 

@@ -1,5 +1,5 @@
 /* export: stacks, commits, the timeline or a snapshot as json, csv or collapsed stacks. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -3,10 +3,12 @@
  * the client sends the .htev bytes as chunks, each "<length>\n" then that
  * many bytes, and "0\n" at the end; the final reply gives the ingest summary.
  * The daemon never opens the file: the ctl reads it with the user's rights.
- * The bytes are decoded on a thread of the session's feed (feed.h); the
- * client stops being read while the feed's input is full.
+ * This file keeps only the chunk framing: the bytes go to the session's
+ * stream source (source.h, SOURCE_STREAM: replay) through its space/write/
+ * close_input; the session drains it. The client stops being read while the
+ * source's input is full.
  */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -19,57 +21,55 @@
 #include <string.h>
 
 #define LOAD_CHUNK_MAX (4u << 20)
-/* Ring records applied per loop iteration: queries on other connections are
- * answered between two drains (about 3 ms of engine work). */
-#define DRAIN_BUDGET 8192
-#define FEED_INPUT_BYTES (4u << 20)
-#define FEED_RING_EVENTS 65536
 
-static int add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
+static void load_drained(struct session *s);
+static void load_source_end(struct session *s);
+
+/* The session is dropped while its stream comes: the loader is told, and
+ * closed (the rest of its stream has nowhere to go). */
+static void load_dropped(struct session *s)
 {
-    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
-    static const char *const keys[] = {"stop_when", "snapshot_when"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
-        {
-            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    struct client *c = s->loader;
+    if (!c)
+        return;
+    c->loading = NULL;
+    s->loader = NULL;
+    client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
+    c->mode = CLIENT_LINES;
+    client_close(c);
 }
-
-static void load_feed_ready_cb(struct feed *f, void *data);
 
 int cmd_load(struct cmd_ctx *ctx)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "name");
     char err[512];
+    const struct source_ops *ops = source_pick(SOURCE_STREAM, NULL, err, sizeof(err));
+    if (!ops)
+        return cmd_error(ctx, HT_ENOTSUP, "%s", err);
     int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, "replay", err, sizeof(err));
+        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
-    rc = add_triggers(s, ctx->req->args, err, sizeof(err));
+    rc = session_add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
         return cmd_error(ctx, rc, "%s", err);
     }
-    const struct engine_limits *lim = &ctx->srv->cfg->limits;
-    struct feed_limits fl = {FEED_INPUT_BYTES, FEED_RING_EVENTS,  lim->max_stacks,
-                             lim->max_strings, lim->max_name_len, &s->mem};
-    rc = feed_new(&s->feed, ctx->srv->loop, &fl, load_feed_ready_cb, s);
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_STREAM;
+    s->state = SESSION_LOADING;
+    s->on_drained = load_drained;
+    s->on_source_end = load_source_end;
+    s->on_dropped = load_dropped;
+    rc = session_source_begin(s, ops, &p, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
-        /* Its rings are charged to the session's budget (under the daemon's). */
-        return cmd_error(ctx, HT_ENOMEM, "cannot start the decoding thread: %s%s", uv_strerror(rc),
-                         rc == UV_ENOMEM ? " (or its buffers do not fit the memory budget)" : "");
+        return cmd_error(ctx, rc == UV_ENOMEM ? HT_ENOMEM : HT_EINTERNAL, "%s", err);
     }
-    s->state = SESSION_LOADING;
     s->loader = ctx->c;
     ctx->c->loading = s;
     ctx->c->load_req_id = ctx->req->id;
@@ -119,21 +119,9 @@ static void loader_done(struct client *c, struct session *s)
         client_resume(c);
 }
 
-/* The feed is gone: drained to the end, or its session stopped. */
-static void feed_end(struct session *s)
+/* The source is over: drained to the end, or its session stopped. */
+static void load_source_end(struct session *s)
 {
-    feed_stats_get(s->feed, &s->ingest);
-    feed_free(s->feed);
-    s->feed = NULL;
-    if (s->state == SESSION_LOADING) {
-        /* Stopping tells the subscribers (record, top) the stream is over;
-         * a stream that ran out is "ended" rather than "stopped". */
-        session_stop(s, s->end_reason[0] ? s->end_reason : "end of stream");
-        s->state = SESSION_ENDED;
-    }
-    log_info("session %u: load ended (%s): %llu events, %llu malformed lines", s->id,
-             s->stop_reason, (unsigned long long)s->ingest.events,
-             (unsigned long long)s->ingest.malformed);
     struct client *c = s->loader;
     if (!c)
         return;
@@ -145,31 +133,23 @@ static void feed_end(struct session *s)
     }
 }
 
-static void load_feed_ready_cb(struct feed *f, void *data)
+/* After each drain: a paused loader reads again once its source has room. */
+static void load_drained(struct session *s)
 {
-    struct session *s = data;
-    int rc = feed_drain(f, &s->eng.si, DRAIN_BUDGET, session_apply, session_process, s);
-    feed_stats_get(f, &s->ingest);
-    session_warm(s);
-    if (s->state != SESSION_LOADING || feed_finished(f)) {
-        feed_end(s);
-        return;
-    }
     struct client *c = s->loader;
-    if (c && c->mode == CLIENT_STREAM && feed_space(f) >= CLIENT_READ_MAX)
+    if (c && c->mode == CLIENT_STREAM && session_taking_input(s) &&
+        s->src->ops->space(s->src) >= CLIENT_READ_MAX)
         client_resume(c);
-    if (rc > 0)
-        feed_kick(f);
 }
 
 int load_stream_full(const struct client *c)
 {
     const struct session *s = c->loading;
-    return s && s->feed && feed_space(s->feed) < CLIENT_READ_MAX;
+    return s && session_taking_input(s) && s->src->ops->space(s->src) < CLIENT_READ_MAX;
 }
 
 /* The input ended (end chunk, disconnect, bad framing): the session ends
- * once the feed has applied what came before. */
+ * once the source has applied what came before. */
 void load_stream_end(struct client *c, const char *why)
 {
     struct session *s = c->loading;
@@ -180,7 +160,7 @@ void load_stream_end(struct client *c, const char *why)
         c->loading = NULL;
         return;
     }
-    if (!s || !s->feed) {
+    if (!s || !session_taking_input(s)) {
         /* Stopped before its end: the summary can go now. */
         c->loading = NULL;
         c->mode = CLIENT_LINES;
@@ -199,7 +179,7 @@ void load_stream_end(struct client *c, const char *why)
         c->mode = CLIENT_DRAINING;
         client_pause(c);
     }
-    feed_close_input(s->feed);
+    s->src->ops->close_input(s->src);
 }
 
 static void stream_error(struct client *c, const char *msg)
@@ -285,10 +265,10 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
             continue;
         }
         size_t take = n < c->chunk_left ? n : (size_t)c->chunk_left;
-        /* Reading pauses while the feed has less room than one read, so
+        /* Reading pauses while the source has less room than one read, so
          * this always fits; a stopped session drops the rest. */
-        if (s && s->feed && s->state == SESSION_LOADING)
-            s->input_dropped += take - feed_write(s->feed, buf, take);
+        if (s && session_taking_input(s))
+            s->input_dropped += take - s->src->ops->write(s->src, buf, take);
         c->chunk_left -= take;
         buf += take;
         n -= take;

@@ -1,5 +1,5 @@
 /* ls: one line per session. */
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 

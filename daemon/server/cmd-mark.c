@@ -1,5 +1,5 @@
 /* mark: name the session's current time for use in --range. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-error.h"
 

@@ -1,5 +1,5 @@
 /* ping: the cheapest round trip. */
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 

@@ -3,7 +3,7 @@
  * After the acknowledgement, every line is an .htev event ({"t":...}); the
  * stream ends with a reply envelope ({"v":1,...}) saying why.
  */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -23,11 +23,8 @@ int cmd_record(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
     if (ctx->c == s->loader)
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot record");
-    ctx->c->recording = s;
-    s->nrecorders++;
     ctx->c->sub_req_id = ctx->req->id;
-    ctx->c->sub_next = s->subs;
-    s->subs = ctx->c;
+    client_subscribe(ctx->c, s, 1);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "session", s->id);
     cJSON_AddStringToObject(d, "recording", "htev lines follow; a reply line ends them");

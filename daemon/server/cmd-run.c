@@ -1,5 +1,5 @@
-/* run: launch a program under tracing (needs a live backend). */
-#include "server.h"
+/* run: launch a program under tracing (a source serving SOURCE_LAUNCH; cmd-start.c). */
+#include "commands.h"
 
 #include "ht-error.h"
 
@@ -10,7 +10,5 @@ int cmd_run(struct cmd_ctx *ctx)
     const cJSON *argv = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "argv");
     if (cJSON_GetArraySize(argv) == 0)
         return cmd_error(ctx, HT_EBADARG, "run needs a program: heaptracectl run -- CMD ARGS...");
-    return cmd_error(ctx, HT_ENOTSUP,
-                     "run is not supported by this build yet: it has no live tracing backend "
-                     "(only recorded streams: heaptracectl load FILE)");
+    return cmd_start_live(ctx, SOURCE_LAUNCH);
 }

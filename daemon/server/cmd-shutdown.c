@@ -1,5 +1,5 @@
 /* shutdown: stop every session and the daemon, after answering. */
-#include "server.h"
+#include "commands.h"
 
 #include "log.h"
 

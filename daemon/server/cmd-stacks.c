@@ -1,5 +1,5 @@
 /* stacks: heap allocations over a window, aggregated and sorted (xperf -a heap, WPA's table). */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -1,9 +1,135 @@
-/* start: attach to a running process or an image name (needs a live backend). */
-#include "server.h"
+/*
+ * start: attach to a running process (--pid) or every new process of an
+ * image (--exe); run (cmd-run.c) launches a program. All three go through
+ * source_pick: the first source of sources.def serving the mode, or the one
+ * --source names. A source that cannot open or start leaves nothing behind:
+ * the session is dropped and its message is the answer.
+ */
+#include "commands.h"
 
+#include "ht-alloc.h"
 #include "ht-error.h"
+#include "log.h"
+#include "stack-intern.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *mode_flag(unsigned mode)
+{
+    return mode == SOURCE_PID ? "start --pid" : mode == SOURCE_IMAGE ? "start --exe" : "run";
+}
+
+/* --stacks: fp, dwarf or none (absent: the source's default). */
+static int parse_stacks(const cJSON *v, enum source_stacks *out)
+{
+    *out = SOURCE_STACKS_DEFAULT;
+    if (!v)
+        return 0;
+    static const struct {
+        const char *name;
+        enum source_stacks val;
+    } names[] = {
+        {"fp", SOURCE_STACKS_FP}, {"dwarf", SOURCE_STACKS_DWARF}, {"none", SOURCE_STACKS_NONE}};
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(v->valuestring, names[i].name) == 0) {
+            *out = names[i].val;
+            return 0;
+        }
+    return HT_EBADARG;
+}
+
+/* The NULL-terminated argv of run (strings point into args). */
+static char **argv_of(const cJSON *list)
+{
+    int n = cJSON_GetArraySize(list);
+    char **argv = ht_calloc((size_t)n + 1, sizeof(char *));
+    if (!argv)
+        return NULL;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list) argv[i++] = it->valuestring;
+    return argv;
+}
+
+static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "session", s->id);
+    cJSON_AddStringToObject(d, "name", s->name);
+    cJSON_AddStringToObject(d, "source", s->source);
+    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    if (p->mode == SOURCE_PID)
+        cJSON_AddNumberToObject(d, "pid", (double)p->pid);
+    return cmd_reply(ctx, d);
+}
+
+int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
+{
+    const cJSON *args = ctx->req->args;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "name");
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(args, "source");
+    const cJSON *depth = cJSON_GetObjectItemCaseSensitive(args, "stack_depth");
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = (enum source_mode)mode;
+    if (parse_stacks(cJSON_GetObjectItemCaseSensitive(args, "stacks"), &p.stacks) != 0)
+        return cmd_error(ctx, HT_EBADARG, "--stacks takes fp, dwarf or none");
+    char err[512];
+    const struct source_ops *ops =
+        source_pick(mode, want ? want->valuestring : NULL, err, sizeof(err));
+    if (!ops)
+        return cmd_error(ctx, HT_ENOTSUP,
+                         "%s is not supported by this build: %s (recorded "
+                         "streams work: heaptracectl load FILE)",
+                         mode_flag(mode), err);
+    if (ops->available) {
+        int rc = ops->available(err, sizeof(err));
+        if (rc != 0)
+            return cmd_error(ctx, rc, "source %s cannot trace here: %s", ops->name, err);
+    }
+    int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
+    p.stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;
+    p.no_heap = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_heap"));
+    p.no_virtual = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_virtual"));
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");
+    const cJSON *exe = cJSON_GetObjectItemCaseSensitive(args, "exe");
+    if (pid)
+        p.pid = (uint64_t)pid->valuedouble;
+    if (exe)
+        p.image = exe->valuestring;
+    char **argv = NULL;
+    if (mode == SOURCE_LAUNCH) {
+        argv = argv_of(cJSON_GetObjectItemCaseSensitive(args, "argv"));
+        if (!argv)
+            return cmd_error(ctx, HT_ENOMEM, "out of memory");
+        p.argv = argv;
+    }
+    struct session *s =
+        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+    if (!s) {
+        ht_free(argv);
+        return cmd_error(ctx, HT_ENOMEM, "%s", err);
+    }
+    rc = session_add_triggers(s, args, err, sizeof(err));
+    if (rc == 0) {
+        uint64_t tl = ctx->srv->cfg->limits.timeline_ns;
+        p.sample_ns = tl ? tl : 1000000000ULL;
+        s->state = SESSION_RUNNING;
+        rc = session_source_begin(s, ops, &p, err, sizeof(err));
+    }
+    ht_free(argv);
+    if (rc != 0) {
+        log_info("session %u: %s with source %s failed: %s", s->id, mode_flag(mode), ops->name,
+                 err);
+        session_drop(s);
+        return cmd_error(ctx, rc, "%s", err);
+    }
+    return live_reply(ctx, s, &p);
+}
 
 int cmd_start(struct cmd_ctx *ctx)
 {
@@ -11,10 +137,5 @@ int cmd_start(struct cmd_ctx *ctx)
     const cJSON *exe = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "exe");
     if (!pid == !exe)
         return cmd_error(ctx, HT_EBADARG, "start needs exactly one of --pid PID or --exe NAME");
-    /* No live source is built in yet (eBPF/LD_PRELOAD on Linux, ETW on
-     * Windows come with their own work); replayed streams work: load. */
-    return cmd_error(ctx, HT_ENOTSUP,
-                     "start --%s is not supported by this build yet: it has no live tracing "
-                     "backend (only recorded streams: heaptracectl load FILE)",
-                     pid ? "pid" : "exe");
+    return cmd_start_live(ctx, pid ? SOURCE_PID : SOURCE_IMAGE);
 }

@@ -1,5 +1,5 @@
 /* status: everything about one session: state, memory, rings, data quality, triggers, snapshots. */
-#include "server.h"
+#include "commands.h"
 
 #include "query-args.h"
 
@@ -16,7 +16,7 @@ static void ring_json(cJSON *parent, const char *key, const struct chunk_ring *r
         cJSON_AddNumberToObject(o, "horizon", (double)r->horizon);
 }
 
-/* One number per structure, the engine's and (while loading) the decoder's. */
+/* One number per structure, the engine's and (while it is open) the source's. */
 static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
 {
     cJSON *o = cJSON_CreateObject();
@@ -28,17 +28,19 @@ static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
 /* The session's byte budget, what it holds by structure, and what did not fit. */
 static void memory_json(cJSON *m, struct session *s)
 {
-    const struct feed_stats *in = &s->ingest; /* refreshed by session_ingest_json */
+    const struct source_stats *in = &s->ingest; /* refreshed by session_ingest_json */
     cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
     cJSON_AddNumberToObject(m, "used", (double)mem_budget_used(&s->mem));
     cJSON_AddItemToObject(m, "by_structure",
-                          by_kind_json(s->eng.acct.bytes, s->feed ? in->mem : NULL));
+                          by_kind_json(s->eng.acct.bytes, s->src ? in->mem : NULL));
     cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
     cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
     uint64_t rec = 0;
-    for (const struct client *c = s->subs; c; c = c->sub_next)
+    for (struct session_sub *sub = s->subs; sub; sub = sub->next) {
+        const struct client *c = client_of_sub(sub);
         if (c->recording == s)
             rec += c->out_pending;
+    }
     cJSON_AddNumberToObject(m, "recorders_queued", (double)rec);
     /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
     cJSON_AddNumberToObject(m, "alloc_failures",
@@ -70,6 +72,12 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddBoolToObject(p, "exited", e->exited);
     if (e->exited)
         cJSON_AddNumberToObject(p, "exit_code", (double)e->exit_code);
+    cJSON *mods = cJSON_AddObjectToObject(d, "modules");
+    cJSON_AddNumberToObject(mods, "count", e->modules.n);
+    cJSON_AddNumberToObject(mods, "loads", (double)e->modules.loads);
+    cJSON_AddNumberToObject(mods, "unloads", (double)e->modules.unloads);
+    cJSON_AddNumberToObject(mods, "dropped", (double)e->modules.drops);
+    cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
     cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
     cJSON *h = cJSON_AddObjectToObject(d, "heap");
     cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);

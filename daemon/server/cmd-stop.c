@@ -1,5 +1,5 @@
 /* stop: stop tracing a session; its data stays queryable until dropped. */
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 

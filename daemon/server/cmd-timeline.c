@@ -1,5 +1,5 @@
 /* timeline: outstanding heap, committed and private bytes sampled over time. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -1,5 +1,5 @@
 /* top: a subscription that pushes the top stacks and the session's figures every interval. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -54,7 +54,7 @@ static void top_tick_cb(uv_timer_t *t)
         c->top_left--;
     int64_t id = c->sub_req_id;
     if (last)
-        session_unsubscribe(s, c);
+        client_unsubscribe(c);
     client_send(c, ht_reply_ok(id, d, !last));
 }
 
@@ -77,13 +77,11 @@ int cmd_top(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_EBADARG, "--top must be between 1 and 1000");
     v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "count");
     ctx->c->top_left = v ? (uint64_t)v->valuedouble : 0;
-    ctx->c->topping = ctx->s;
     ctx->c->sub_req_id = ctx->req->id;
     ctx->c->top_seq = 0;
     ctx->c->top_unread = 0;
     ctx->c->top_progress_ms = uv_now(ctx->srv->loop);
-    ctx->c->sub_next = ctx->s->subs;
-    ctx->s->subs = ctx->c;
+    client_subscribe(ctx->c, ctx->s, 0);
     uint64_t ms = interval / 1000000ULL;
     uv_timer_start(&ctx->c->timer, top_tick_cb, 0, ms);
     return 0;

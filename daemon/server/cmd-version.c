@@ -1,8 +1,34 @@
 /* version: what this daemon is and what it can trace. */
-#include "server.h"
+#include "commands.h"
+
+#include "ht-error.h"
 
 #include <cjson/cJSON.h>
 #include <uv.h>
+
+static cJSON *source_json(const struct source_ops *o)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } modes[] = {{SOURCE_STREAM, "stream"},
+                 {SOURCE_PID, "pid"},
+                 {SOURCE_IMAGE, "image"},
+                 {SOURCE_LAUNCH, "launch"}};
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "name", o->name);
+    cJSON *m = cJSON_AddArrayToObject(j, "modes");
+    for (unsigned k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
+        if (o->modes & modes[k].bit)
+            cJSON_AddItemToArray(m, cJSON_CreateString(modes[k].name));
+    cJSON_AddStringToObject(j, "summary", o->summary ? o->summary : "");
+    char err[256] = "";
+    int rc = o->available ? o->available(err, sizeof(err)) : 0;
+    cJSON_AddBoolToObject(j, "available", rc == 0);
+    if (rc != 0)
+        cJSON_AddStringToObject(j, "why", err[0] ? err : ht_strerror(rc));
+    return j;
+}
 
 int cmd_version(struct cmd_ctx *ctx)
 {
@@ -16,9 +42,11 @@ int cmd_version(struct cmd_ctx *ctx)
 #else
     cJSON_AddStringToObject(d, "platform", "linux");
 #endif
-    /* Sources this build has: live backends arrive with their own issues. */
+    /* Every source built in (sources.def), in order of preference: its
+     * modes and whether it can work here and now. */
     cJSON *src = cJSON_AddArrayToObject(d, "sources");
-    cJSON_AddItemToArray(src, cJSON_CreateString("replay"));
+    for (unsigned i = 0; i < source_count; i++)
+        cJSON_AddItemToArray(src, source_json(source_list[i]));
     /* The control endpoint's limits and what they refused, each under its own name. */
     const struct server *srv = ctx->srv;
     cJSON *cl = cJSON_AddObjectToObject(d, "clients");

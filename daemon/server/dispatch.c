@@ -1,6 +1,6 @@
 /* Request dispatch: parse, look the command up in the shared table, validate, resolve the session.
  */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -1,6 +1,6 @@
 /* Unix endpoint: socket directory and modes, one daemon per socket, SO_PEERCRED admission. */
 #define _GNU_SOURCE /* struct ucred */
-#include "server.h"
+#include "endpoint.h"
 
 #include "ht-endpoint.h"
 #include "ht-error.h"

@@ -5,7 +5,7 @@
 #include "engine.h"
 #include "ht-error.h"
 #include "ht-units.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -264,7 +264,7 @@ static cJSON *frames_json(struct session *s, uint32_t stack, unsigned skip)
     cJSON *arr = cJSON_CreateArray();
     unsigned d;
     const uint64_t *f = stack_intern_frames(&s->eng.si, stack, &d);
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     for (unsigned k = skip; k < d; k++)
         cJSON_AddItemToArray(arr,
                              cJSON_CreateString(frame_text(&s->eng.si, f[k], buf, sizeof(buf))));
@@ -307,12 +307,16 @@ cJSON *quality_json(struct session *s)
 #define X(name, doc) cJSON_AddNumberToObject(o, #name, (double)s->eng.q.name);
     HT_QUALITY_MAP(X)
 #undef X
+    /* Lost: "lost" records in the stream, and what the source itself knows it lost. */
+    if (s->ingest.lost)
+        cJSON_ReplaceItemInObjectCaseSensitive(
+            o, "lost", cJSON_CreateNumber((double)(s->eng.q.lost + s->ingest.lost)));
     cJSON_AddNumberToObject(o, "malformed_lines", (double)s->ingest.malformed);
     cJSON_AddNumberToObject(o, "ring_drops",
                             (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
     cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
-    /* Both interners count: the engine's and the load decoder's private one. */
-    const struct feed_stats *in = &s->ingest;
+    /* Both interners count: the engine's and the source's private one. */
+    const struct source_stats *in = &s->ingest;
     cJSON_AddNumberToObject(o, "stack_table_drops",
                             (double)(s->eng.si.drops + in->stack_table_drops));
     cJSON_AddNumberToObject(o, "string_drops", (double)(s->eng.si.str_drops + in->string_drops));
@@ -332,7 +336,7 @@ cJSON *quality_json(struct session *s)
 
 cJSON *query_row_json(struct session *s, const struct query *q, const struct query_row *r)
 {
-    char buf[32];
+    char buf[FRAME_TEXT_MAX];
     cJSON *o = cJSON_CreateObject();
     if (q->list) {
         cJSON_AddNumberToObject(o, "alloc_time", (double)r->a);

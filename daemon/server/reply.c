@@ -1,6 +1,6 @@
 /* Replies made one frame at a time: the frames of a big reply are built when
  * the client has read the previous ones (server.c asks), never all at once. */
-#include "server.h"
+#include "commands.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"

@@ -1,6 +1,9 @@
 /* The control endpoint: accept, admit, read lines (or load streams), write with a cap. */
 #include "server.h"
 
+#include "commands.h"
+#include "endpoint.h"
+
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "log.h"
@@ -50,9 +53,9 @@ void client_close(struct client *c)
     if (c->loading)
         load_stream_end(c, "client disconnected during load");
     if (c->recording)
-        session_unsubscribe(c->recording, c);
+        client_unsubscribe(c);
     if (c->topping)
-        session_unsubscribe(c->topping, c);
+        client_unsubscribe(c);
     if (c->prev)
         c->prev->next = c->next;
     else

@@ -1,11 +1,12 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
+#include "session.h"
+
 #include "server.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-text.h"
 #include "ht-units.h"
-#include "htev-write.h"
 #include "log.h"
 #include "query-args.h"
 
@@ -108,45 +109,175 @@ struct session *session_new(struct server *srv, const char *name, const char *so
     return s;
 }
 
-void session_unsubscribe(struct session *s, struct client *c)
+/* Draining the source: DRAIN_BUDGET records per loop iteration, so queries
+ * on other connections are answered between two drains (about 3 ms of
+ * engine work). */
+#define DRAIN_BUDGET 8192
+
+static int session_active(const struct session *s)
 {
-    for (struct client **p = &s->subs; *p; p = &(*p)->sub_next) {
-        if (*p == c) {
-            *p = c->sub_next;
+    return s->state == SESSION_LOADING || s->state == SESSION_RUNNING;
+}
+
+int session_taking_input(const struct session *s)
+{
+    return s->src && !s->src_over && session_active(s);
+}
+
+void session_stats_refresh(struct session *s)
+{
+    if (s->src)
+        s->src->ops->stats(s->src, &s->ingest);
+}
+
+static void idle_closed_cb(uv_handle_t *h)
+{
+    ht_free(h);
+}
+
+/* The source is over (it ended, or the session stopped): its last counters
+ * are kept; one without a symbolizer is closed at once, so its buffers go
+ * back to the budget. */
+static void source_over(struct session *s)
+{
+    s->src_over = 1;
+    session_stats_refresh(s);
+    if (!s->src->ops->symbolize) {
+        s->src->ops->close(s->src);
+        s->src = NULL;
+    }
+    log_info("session %u: source %s over (%s): %llu events, %llu malformed lines", s->id, s->source,
+             s->stop_reason, (unsigned long long)s->ingest.events,
+             (unsigned long long)s->ingest.malformed);
+    if (s->on_source_end)
+        s->on_source_end(s);
+}
+
+static void drain_cb(uv_idle_t *h)
+{
+    struct session *s = h->data;
+    if (!s || !s->src || s->src_over) {
+        uv_idle_stop(h);
+        return;
+    }
+    int rc = 0;
+    if (session_active(s))
+        rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
+    session_stats_refresh(s);
+    session_warm(s);
+    if (!session_active(s)) {
+        uv_idle_stop(h);
+        source_over(s);
+        return;
+    }
+    if (rc <= 0)
+        uv_idle_stop(h);
+    if (s->on_drained)
+        s->on_drained(s);
+}
+
+/* Sink callbacks (source.h). */
+static void sink_ready(void *arg)
+{
+    struct session *s = arg;
+    if (s->drain_idle && !s->src_over)
+        uv_idle_start(s->drain_idle, drain_cb);
+}
+
+static void sink_ended(void *arg, const char *reason)
+{
+    struct session *s = arg;
+    if (!session_active(s))
+        return;
+    /* Stopping tells the subscribers (record, top) the input is over; a
+     * source that ran out is "ended" rather than "stopped". */
+    session_stop(s, s->end_reason[0] ? s->end_reason : reason);
+    s->state = SESSION_ENDED;
+}
+
+/* Address frames through the live source's symbolizer (stack-intern.h resolve). */
+static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t bufsz)
+{
+    struct session *s = arg;
+    if (!s->src || !s->src->ops->symbolize)
+        return NULL;
+    return s->src->ops->symbolize(s->src, addr, buf, bufsz);
+}
+
+int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
+                         char *err, size_t errsz)
+{
+    const struct engine_limits *lim = &s->srv->cfg->limits;
+    p->max_stacks = lim->max_stacks;
+    p->max_strings = lim->max_strings;
+    p->max_name_len = lim->max_name_len;
+    p->budget = &s->mem;
+    struct source_sink sink = {s,          &s->eng.si, session_apply, session_process,
+                               sink_ready, sink_ended};
+    s->drain_idle = ht_malloc(sizeof(*s->drain_idle));
+    if (!s->drain_idle) {
+        snprintf(err, errsz, "out of memory");
+        return HT_ENOMEM;
+    }
+    uv_idle_init(s->srv->loop, s->drain_idle);
+    s->drain_idle->data = s;
+    s->source = ops->name;
+    int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
+    if (rc != 0) {
+        s->src = NULL;
+        return rc;
+    }
+    if ((rc = ops->start(s->src, err, errsz)) != 0) {
+        ops->close(s->src);
+        s->src = NULL;
+        return rc;
+    }
+    if (ops->symbolize) {
+        s->eng.si.resolve = session_resolve;
+        s->eng.si.resolve_arg = s;
+    }
+    return 0;
+}
+
+void session_subscribe(struct session *s, struct session_sub *sub)
+{
+    sub->s = s;
+    sub->next = s->subs;
+    s->subs = sub;
+    if (sub->ops->events)
+        s->nrecorders++;
+}
+
+void session_unsubscribe(struct session_sub *sub)
+{
+    struct session *s = sub->s;
+    if (!s)
+        return;
+    for (struct session_sub **p = &s->subs; *p; p = &(*p)->next) {
+        if (*p == sub) {
+            *p = sub->next;
+            if (sub->ops->events)
+                s->nrecorders--;
             break;
         }
     }
-    if (c->recording == s) {
-        c->recording = NULL;
-        s->nrecorders--;
-    }
-    if (c->topping == s) {
-        c->topping = NULL;
-        uv_timer_stop(&c->timer);
-    }
-    c->sub_next = NULL;
+    sub->next = NULL;
+    sub->s = NULL;
 }
 
-static void record_gap_flush(struct session *s, struct client *c, uint64_t t);
+static void drain_cb(uv_idle_t *h);
 
-/* Subscribers learn that the session is over with a final frame. */
+/* Subscribers learn that the session is over (they send their final frame). */
 static void end_subscribers(struct session *s, const char *why)
 {
     while (s->subs) {
-        struct client *c = s->subs;
-        int64_t id = c->sub_req_id;
-        int was_recording = c->recording == s;
-        session_unsubscribe(s, c);
-        if (was_recording)
-            record_gap_flush(s, c, s->eng.now);
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "end", why);
-        cJSON_AddNumberToObject(d, "session", s->id);
-        if (was_recording) {
-            cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
-            cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
-        }
-        client_send(c, ht_reply_ok(id, d, 0));
+        struct session_sub *sub = s->subs;
+        s->subs = sub->next;
+        if (sub->ops->events)
+            s->nrecorders--;
+        sub->next = NULL;
+        sub->ops->ended(sub, why); /* sub->s is cleared by the subscriber */
+        sub->s = NULL;
     }
 }
 
@@ -154,10 +285,13 @@ void session_stop(struct session *s, const char *reason)
 {
     if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
         return;
-    /* The feed may be draining right now (a trigger fired): it is released
-     * from its own callback, on the next loop iteration. */
-    if (s->feed)
-        feed_kick(s->feed);
+    /* The source stops producing (a live one detaches) now; it may be
+     * draining right now (a trigger fired), so what follows its end runs
+     * from the drain callback, on the next loop iteration. */
+    if (s->src && !s->src_over) {
+        s->src->ops->stop(s->src);
+        uv_idle_start(s->drain_idle, drain_cb);
+    }
     s->state = SESSION_STOPPED;
     snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
     log_info("session %u stopped: %s", s->id, reason);
@@ -168,14 +302,8 @@ void session_drop(struct session *s)
 {
     struct server *srv = s->srv;
     end_subscribers(s, "session dropped");
-    if (s->loader) {
-        struct client *c = s->loader;
-        c->loading = NULL;
-        s->loader = NULL;
-        client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
-        c->mode = CLIENT_LINES;
-        client_close(c); /* the rest of its stream has nowhere to go */
-    }
+    if (s->on_dropped)
+        s->on_dropped(s);
     for (struct session **p = &srv->sessions; *p; p = &(*p)->next) {
         if (*p == s) {
             *p = s->next;
@@ -186,7 +314,12 @@ void session_drop(struct session *s)
     for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
-    feed_free(s->feed);
+    if (s->src)
+        s->src->ops->close(s->src);
+    if (s->drain_idle) {
+        s->drain_idle->data = NULL;
+        uv_close((uv_handle_t *)s->drain_idle, idle_closed_cb);
+    }
     skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
     log_info("session %u dropped", s->id);
@@ -229,88 +362,6 @@ size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap
     return n + 1;
 }
 
-/* The .htev line for a recorder's gap: {"t":..,"ev":"lost","count":N}. */
-static char *record_lost_line(struct session *s, uint64_t t, uint64_t count)
-{
-    struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
-    char line[128];
-    size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
-    return n ? ht_strndup(line, n) : NULL;
-}
-
-/* A gap ends: its "lost" line goes out before the next events (t: the first
- * event after the gap). */
-static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
-{
-    if (c->rec_lost == 0)
-        return;
-    if (client_send(c, record_lost_line(s, t, c->rec_lost)) == 0)
-        c->rec_lost = 0;
-}
-
-/* A recorder whose unread output passed recorder_output_cap is behind: its
- * events become a gap, counted, until it reads again. The recording goes on
- * and the gap is in its stream, instead of the client being cut off at the
- * output cap (recorder_output_cap <= client_output_cap). */
-static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
-                        unsigned n, uint64_t t)
-{
-    const struct ht_config *cfg = s->srv->cfg;
-    uint64_t cap =
-        cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
-    /* 128: room for the gap's own line. A recorder that holds unread output
-     * while the daemon's queued output is at its total cap takes a gap too,
-     * instead of being disconnected for it. */
-    uint64_t unread = client_unread(c);
-    if (unread > 0 && (unread + len + 128 > cap ||
-                       s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
-        c->rec_lost += n;
-        c->rec_lost_total += n;
-        s->recorder_lost += n;
-        return;
-    }
-    record_gap_flush(s, c, t);
-    if (client_send(c, ht_strndup(buf, len)) != 0)
-        s->recorder_drops += n;
-}
-
-/* Recording: a flushed batch goes to every recorder as .htev lines, one
- * write per batch and recorder. */
-static void record_batch(struct session *s, const struct ht_event *evs, unsigned n)
-{
-    size_t cap = (size_t)n * 512 + 4096, len = 0;
-    char *buf = ht_malloc(cap);
-    for (unsigned i = 0; buf && i < n; i++) {
-        if (cap - len < 16384 + 1024) {
-            char *nb = ht_realloc(buf, cap * 2);
-            if (!nb) {
-                ht_free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        len += evs[i].kind == HT_EV_PROCESS
-                   ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
-                   : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
-    }
-    for (struct client *c = s->subs, *next; c; c = next) {
-        next = c->sub_next;
-        if (c->recording != s)
-            continue;
-        if (!buf) { /* out of memory: the batch is a gap in every recording */
-            c->rec_lost += n;
-            c->rec_lost_total += n;
-            s->recorder_lost += n;
-        } else if (len > 0) {
-            record_send(s, c, buf, len, n, evs[0].t);
-        }
-    }
-    ht_free(buf);
-    s->recorded_events += n;
-}
-
 /* Events from the source, stacks already the engine's: applied in one batch,
  * or one at a time while there are triggers (a spike that passes a threshold
  * between two batch ends must not be missed). Nonzero once the session is
@@ -333,9 +384,15 @@ int session_apply(void *arg, struct ht_event *evs, size_t n)
     } else {
         engine_apply_batch(&s->eng, evs, n);
     }
-    /* Top subscribers do not need the events as text. */
-    for (size_t i = 0; s->nrecorders && i < done; i += SESSION_BATCH)
-        record_batch(s, evs + i, done - i < SESSION_BATCH ? (unsigned)(done - i) : SESSION_BATCH);
+    /* Top subscribers do not take the events. */
+    if (s->nrecorders && done) {
+        for (struct session_sub *sub = s->subs, *next; sub; sub = next) {
+            next = sub->next;
+            if (sub->ops->events)
+                sub->ops->events(sub, evs, done);
+        }
+        s->recorded_events += done;
+    }
     return s->state == SESSION_STOPPED || s->state == SESSION_ENDED;
 }
 
@@ -352,11 +409,11 @@ void session_warm(struct session *s)
     s->warmed = n;
 }
 
-void session_process(void *arg, const char *name, const char *wall)
+void session_process(void *arg, const struct source_process *p)
 {
     struct session *s = arg;
-    snprintf(s->process_name, sizeof(s->process_name), "%s", name);
-    snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", wall);
+    snprintf(s->process_name, sizeof(s->process_name), "%s", p->name);
+    snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", p->wall);
 }
 
 /* Triggers. */
@@ -477,11 +534,26 @@ bad:
     return HT_EBADARG;
 }
 
+int session_add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
+{
+    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
+    static const char *const keys[] = {"stop_when", "snapshot_when"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
+        {
+            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 cJSON *session_ingest_json(struct session *s)
 {
-    if (s->feed)
-        feed_stats_get(s->feed, &s->ingest);
-    const struct feed_stats *in = &s->ingest;
+    session_stats_refresh(s);
+    const struct source_stats *in = &s->ingest;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "bytes", (double)in->bytes);
     cJSON_AddNumberToObject(o, "lines", (double)in->lines);

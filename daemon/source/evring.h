@@ -15,6 +15,9 @@
  * and evring_stats on the loop; evring_si/evring_put/evring_process/
  * evring_publish/evring_done/evring_quitting on the one producer thread.
  */
+#ifdef HT_IN_ENGINE
+#error "the engine includes no source or server header (daemon/CMakeLists.txt)"
+#endif
 #ifndef EVRING_H
 #define EVRING_H
 
@@ -32,7 +35,7 @@ struct stack_intern;
 struct evring_limits {
     uint32_t ring_events; /* records in flight, a power of two */
     uint32_t max_stacks, max_strings;
-    uint32_t max_name_len; /* 0: HT_STR_MAX_LEN */
+    uint32_t max_name_len;     /* 0: HT_STR_MAX_LEN */
     struct mem_budget *budget; /* the producer's memory is charged to it (may be NULL) */
 };
 

@@ -13,6 +13,9 @@
  * thread. A source may run threads of its own (decoder, ring consumer); they
  * reach the loop through the event ring (evring.h) and its ready callback.
  */
+#ifdef HT_IN_ENGINE
+#error "the engine includes no source or server header (daemon/CMakeLists.txt)"
+#endif
 #ifndef SOURCE_H
 #define SOURCE_H
 
@@ -46,7 +49,7 @@ enum source_stacks {
 /* The process a source traces (or the stream's "process" line). Strings are
  * valid for the call only. */
 struct source_process {
-    uint64_t pid;   /* 0 when unknown (a stream without one) */
+    uint64_t pid;     /* 0 when unknown (a stream without one) */
     const char *name; /* image name ("MemoryTestApp.exe", "memorytestapp"), "" if unknown */
     const char *wall; /* wall time the trace starts, ISO 8601, "" if unknown */
 };
@@ -75,11 +78,11 @@ struct source_sink {
 /* What the session asks for: the request's arguments, already validated. */
 struct source_params {
     enum source_mode mode;
-    uint64_t pid;          /* SOURCE_PID */
-    const char *image;     /* SOURCE_IMAGE */
-    char *const *argv;     /* SOURCE_LAUNCH: NULL-terminated */
+    uint64_t pid;      /* SOURCE_PID */
+    const char *image; /* SOURCE_IMAGE */
+    char *const *argv; /* SOURCE_LAUNCH: NULL-terminated */
     enum source_stacks stacks;
-    uint32_t stack_depth;  /* frames kept, 1..HT_STACK_MAX_DEPTH */
+    uint32_t stack_depth; /* frames kept, 1..HT_STACK_MAX_DEPTH */
     int no_heap, no_virtual;
     /* The session's limits and budget: the source's own memory (rings,
      * private interner, symbol caches) is charged to budget. */
@@ -93,7 +96,7 @@ struct source_params {
 #define SOURCE_ERRORS_KEPT 16
 struct source_stats {
     uint64_t bytes, lines, events, malformed; /* input taken (streams) / records decoded */
-    uint64_t lost;      /* events the source knows it lost (kernel ring full, ...) */
+    uint64_t lost;                   /* events the source knows it lost (kernel ring full, ...) */
     uint64_t mem[MEM_KINDS];         /* the source's own memory, by structure */
     uint64_t over_budget[MEM_KINDS]; /* growths refused at a byte budget */
     uint64_t no_memory[MEM_KINDS];   /* growths refused: allocation failed or backing off */

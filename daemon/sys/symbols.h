@@ -21,7 +21,10 @@ int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, i
 void sym_cache_free(struct sym_cache *c);
 
 /* A module mapped at [start, end) with this load bias, path and build id
- * (hex, "" if none): a module_load event. 0 or an error. */
+ * (hex, "" if none): a module_load event. It replaces the modules it
+ * overlaps; its file is opened (map_files of the mapping at start) on the
+ * first lookup, unless an image with that build id is cached. 0, HT_EBADARG,
+ * HT_EFULL (module cap) or UV_ENOMEM. */
 int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
                          const char *path, const char *build_id);
 /* The module at start was unmapped (module_unload): its addresses no longer
@@ -29,17 +32,25 @@ int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint
 void sym_cache_remove_module(struct sym_cache *c, uint64_t start);
 
 /* Text of the code address addr (a return address: looked up as addr - 1
- * when is_return), "module!function" with the module's file name and the
- * function demangled (C++ and Rust), "module!+0xOFF" when the module has no
- * symbol there; NULL when no module holds addr. buf holds the result. */
+ * when is_return), "module!function" with the module's file name (its
+ * soname when the file name is the soname plus a version: libstdc++.so.6)
+ * and the function demangled with its parameters (C++ and Rust),
+ * "module!+0xOFF" when the module has no symbol there, OFF being the ELF
+ * virtual address (addr - bias, what addr2line takes); NULL when no module
+ * holds addr. An address in no known module re-reads /proc/PID/maps (at
+ * most every 100 ms). buf holds the result. */
 const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
                               size_t bufsz);
 /* Source file and line of addr (is_return as above), when the module has
  * line info. 0, or UV_ENOENT. */
-int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file,
-                       size_t filesz, unsigned *line);
+int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file, size_t filesz,
+                       unsigned *line);
 
-/* Counters for status: modules loaded, symbols held, lookups, failures. */
+/* Counters for status: modules = images (distinct files) loaded, symbols
+ * held (functions, aliases merged), lookups, misses (no module, or no
+ * symbol there), load_errors (a module whose file could not be opened or
+ * read, or whose table did not fit the budget), bytes charged. Caps: 4096
+ * modules and images, 4M functions and 256 MiB of names per image. */
 struct sym_stats {
     uint64_t modules, symbols, lookups, misses, load_errors, bytes;
 };

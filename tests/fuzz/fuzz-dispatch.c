@@ -19,7 +19,7 @@
 #include "ht-alloc.h"
 #include "log.h"
 #include "replay.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -89,8 +89,10 @@ static void demo_flush(struct demo_loader *dl)
 static void demo_event(void *arg, const struct ht_event *ev)
 {
     struct demo_loader *dl = arg;
-    if (ev->kind == HT_EV_PROCESS)
-        session_process(dl->s, dl->rp.parser.name, dl->rp.parser.wall);
+    if (ev->kind == HT_EV_PROCESS) {
+        struct source_process p = {ev->size, dl->rp.parser.name, dl->rp.parser.wall};
+        session_process(dl->s, &p);
+    }
     dl->batch[dl->n++] = *ev;
     if (dl->n == SESSION_BATCH)
         demo_flush(dl);
@@ -163,7 +165,7 @@ static int client_alive(const struct client *c)
 static int any_feed(void)
 {
     for (const struct session *s = w.srv.sessions; s; s = s->next)
-        if (s->feed)
+        if (s->src && !s->src_over)
             return 1;
     return 0;
 }
@@ -177,6 +179,9 @@ static void count_foreign(uv_handle_t *h, void *arg)
         h == (uv_handle_t *)&srv->listener || h == (uv_handle_t *)&srv->sigint ||
         h == (uv_handle_t *)&srv->sigterm || h == (uv_handle_t *)&srv->sigpipe)
         return;
+    for (const struct session *s = srv->sessions; s; s = s->next)
+        if (h == (uv_handle_t *)s->drain_idle)
+            return; /* a session's drain scheduler, closed with it */
     (*(int *)arg)++;
 }
 

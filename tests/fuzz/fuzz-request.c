@@ -4,7 +4,7 @@
 #include "ht-commands.h"
 #include "ht-proto.h"
 #include "query-args.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

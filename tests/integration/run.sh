@@ -90,8 +90,21 @@ case_every_command() {
     ctl export --format csv --what commits -o "$T/c.csv" || fail "export csv"
     [ "$(wc -l <"$T/c.csv")" -eq 3 ] || fail "csv lines"
     ctl export --format json --what timeline | jget samples.30.committed | grep -qx 20971520 || fail "export timeline"
-    ctl start --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
-    ctl run -- /bin/true 2>&1 | grep -q ENOTSUP || fail "run ENOTSUP"
+    # Sources: version lists each built source with its modes; the replay
+    # source serves streams only, so naming it for start is refused, and so
+    # is a source this build does not have or a bad --stacks.
+    ctl --json version | jget sources.0.name | grep -qx replay || fail "version sources"
+    ctl --json version | jget sources.0.modes | grep -qx '\["stream"\]' || fail "version modes"
+    ctl --json version | jget sources.0.available | grep -qx true || fail "version available"
+    ctl start --pid 1 --source replay 2>&1 | grep -q 'ENOTSUP.*does not serve' || fail "start --source replay"
+    ctl start --pid 1 --source nosuch 2>&1 | grep -q 'ENOTSUP.*no source named' || fail "start --source nosuch"
+    ctl start --pid 1 --stacks bogus 2>&1 | grep -q EBADARG || fail "start --stacks"
+    if ! ctl --json version | grep -q '"pid"'; then
+        ctl start --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
+    fi
+    if ! ctl --json version | grep -q '"launch"'; then
+        ctl run -- /bin/true 2>&1 | grep -q ENOTSUP || fail "run ENOTSUP"
+    fi
     ctl stop demo >/dev/null || fail stop
     ctl drop demo >/dev/null || fail drop
     ctl ls --json | jget sessions | grep -qx '\[\]' || fail "drop left a session"
@@ -163,6 +176,30 @@ case_binary_load() {
     ctl --json load "$T/cut.htevb" --name cut >"$T/j" 2>/dev/null || fail "load cut"
     eq "$(jget malformed <"$T/j")" 1 "cut stream reported"
     [ "$(jget events <"$T/j")" -gt 100 ] || fail "events before the cut kept"
+    stop_clean
+}
+
+# Module events: loaded and unloaded modules reach the engine's table (status),
+# a recording carries them, and the recording loads back to the same table.
+case_module_events() {
+    start_daemon
+    cat >"$T/mods.htev" <<'EOS'
+{"ev":"process","pid":77,"name":"modapp"}
+{"t":1,"ev":"module_load","base":"0x400000","size":8192,"bias":"0x0","path":"/app/modapp","build_id":"00ff"}
+{"t":2,"ev":"module_load","base":"0x7f0000000000","size":65536,"bias":"0x7f0000000000","path":"/lib/libc.so.6"}
+{"t":3,"ev":"alloc","addr":"0x10","size":8,"stack":["0x400123","0x7f0000000100"]}
+{"t":4,"ev":"module_unload","base":"0x400000"}
+{"t":5,"ev":"module_unload","base":"0x999000"}
+{"t":6,"ev":"module_load","base":"0x1000","size":1}
+EOS
+    ctl --json load "$T/mods.htev" --name mods >"$T/j" 2>/dev/null || fail "load"
+    eq "$(jget malformed <"$T/j")" 1 "module_load without a path is malformed"
+    ctl --json status mods >"$T/st" || fail status
+    eq "$(jget modules.count <"$T/st")" 1 "modules left"
+    eq "$(jget modules.loads <"$T/st")" 2 "module loads"
+    eq "$(jget modules.unloads <"$T/st")" 2 "module unloads"
+    eq "$(jget modules.unknown_unloads <"$T/st")" 1 "unknown unloads"
+    [ "$(jget memory.by_structure.modules <"$T/st")" -gt 0 ] || fail "module table not charged"
     stop_clean
 }
 

@@ -1,6 +1,6 @@
 /* Memory budgets, allocation-failure back-off and drop counters (issue 8 items 4, 5, 17). */
 #include "engine.h"
-#include "feed.h"
+#include "replay-source.h"
 #include "ht-alloc.h"
 #include "ht-test.h"
 #include "htevb.h"
@@ -245,10 +245,11 @@ static void test_drops_binary(void)
     engine_close(&e);
 }
 
-/* Through the threaded feed: the decoder's private interner drops (feed
- * stats), or, with a roomy decoder, the engine's own interner does. */
+/* Through the threaded replay source: the decoder's private interner drops
+ * (source stats), or, with a roomy decoder, the engine's own interner does. */
 struct frun {
     struct engine e;
+    struct source *src;
     int finished;
 };
 
@@ -258,36 +259,47 @@ static int fapply(void *arg, struct ht_event *evs, size_t n)
     return 0;
 }
 
-static void fready(struct feed *f, void *data)
+static void fready(void *data)
 {
     struct frun *r = data;
-    if (feed_drain(f, &r->e.si, 64, fapply, NULL, r) > 0)
-        feed_kick(f);
-    if (feed_finished(f))
-        r->finished = 1;
+    while (r->src->ops->drain(r->src, 64) > 0)
+        ;
+}
+
+static void fended(void *data, const char *reason)
+{
+    (void)reason;
+    ((struct frun *)data)->finished = 1;
 }
 
 static void run_feed(struct frun *r, const char *data, size_t len, const struct engine_limits *elim,
-                     uint32_t feed_strings, uint32_t feed_stacks, struct feed_stats *st)
+                     uint32_t feed_strings, uint32_t feed_stacks, struct source_stats *st)
 {
     memset(r, 0, sizeof(*r));
     engine_init(&r->e, elim);
     uv_loop_t loop;
     uv_loop_init(&loop);
-    struct feed_limits fl = {1 << 16, 1024, feed_stacks, feed_strings, 0, NULL};
-    struct feed *f;
-    if (feed_new(&f, &loop, &fl, fready, r) != 0)
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_STREAM;
+    p.max_stacks = feed_stacks;
+    p.max_strings = feed_strings;
+    struct source_sink sink = {r, &r->e.si, fapply, NULL, fready, fended};
+    char err[256];
+    if (replay_source_open_sized(&r->src, &loop, &p, &sink, 1 << 16, 1024, err, sizeof(err)) != 0 ||
+        r->src->ops->start(r->src, err, sizeof(err)) != 0)
         abort();
+    struct source *f = r->src;
     size_t off = 0;
     while (off < len) {
-        off += feed_write(f, data + off, len - off);
+        off += f->ops->write(f, data + off, len - off);
         uv_run(&loop, UV_RUN_NOWAIT);
     }
-    feed_close_input(f);
+    f->ops->close_input(f);
     while (!r->finished)
         uv_run(&loop, UV_RUN_ONCE);
-    feed_stats_get(f, st);
-    feed_free(f);
+    f->ops->stats(f, st);
+    f->ops->close(f);
     uv_run(&loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&loop) != 0)
         abort();
@@ -304,7 +316,7 @@ static void test_drops_feed(void)
         const char *data = binary ? (const char *)bin : text;
         size_t len = binary ? bin_len : strlen(text);
         struct frun r;
-        struct feed_stats st;
+        struct source_stats st;
         /* The decoder's interner is the small one. */
         run_feed(&r, data, len, &roomy, small.max_strings, small.max_stacks, &st);
         check_drops(&r.e, st.string_drops, st.stack_table_drops);

@@ -4,6 +4,8 @@
 #include "replay.h"
 #include "htevb.h"
 #include "query.h"
+#include "frame-match.h"
+#include "htev-write.h"
 
 static struct engine E;
 static struct replay R;
@@ -305,5 +307,162 @@ static void test_binary_malformed(void)
     teardown();
 }
 
+/* Module events: text parse (path and build id interned), the engine's
+ * module table, the writer giving back the same line, and the binary twin
+ * read into another interner (ids remapped). Bad module lines are malformed. */
+static struct ht_event mods[8];
+static unsigned nmods;
+
+static void mod_sink(void *arg, const struct ht_event *ev)
+{
+    engine_apply(arg, ev);
+    if (nmods < 8)
+        mods[nmods++] = *ev;
+}
+
+static char mbin[4096];
+static size_t mbin_len;
+
+static void mbin_out(void *arg, const void *buf, size_t n)
+{
+    (void)arg;
+    if (mbin_len + n <= sizeof(mbin)) {
+        memcpy(mbin + mbin_len, buf, n);
+        mbin_len += n;
+    }
+}
+
+static void test_module_events(void)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(&E, &lim);
+    nmods = 0;
+    replay_init(&R, &E.si, mod_sink, &E);
+    /* An unrelated name first, so the path's id is not 1. */
+    stack_intern_str(&E.si, "other", 5);
+    static const char *const lines[] = {
+        "{\"t\":5,\"ev\":\"module_load\",\"base\":\"0x7f0000000000\",\"size\":8192,"
+        "\"bias\":\"0x7f0000000000\",\"path\":\"/usr/lib/libc.so.6\",\"build_id\":\"abcdef01\"}\n",
+        "{\"t\":6,\"ev\":\"module_load\",\"base\":\"0x400000\",\"size\":4096,"
+        "\"bias\":\"0x0\",\"path\":\"/app/a \\\"q\\\"\"}\n",
+        "{\"t\":7,\"ev\":\"module_unload\",\"base\":\"0x400000\"}\n",
+    };
+    for (unsigned i = 0; i < 3; i++)
+        feed(lines[i]);
+    feed("{\"t\":8,\"ev\":\"module_load\",\"base\":\"0x1000\",\"size\":1}\n"); /* no path */
+    feed("{\"t\":8,\"ev\":\"module_load\",\"base\":\"0x1000\",\"size\":1,\"path\":\"x\","
+         "\"build_id\":\"xyz\"}\n");                                  /* not hex */
+    feed("{\"t\":8,\"ev\":\"module_unload\"}\n");                     /* no base */
+    feed("{\"t\":9,\"ev\":\"module_unload\",\"base\":\"0x5000\"}\n"); /* never loaded */
+    CHECK_EQ(R.malformed, 3);
+    CHECK_EQ(nmods, 4);
+    CHECK_EQ(mods[0].kind, HT_EV_MODULE_LOAD);
+    CHECK_EQ(mods[0].addr, 0x7f0000000000ULL);
+    CHECK_EQ(mods[0].size, 8192);
+    CHECK_EQ(mods[0].old_addr, 0x7f0000000000ULL);
+    CHECK_STR(stack_intern_strget(&E.si, (uint32_t)mods[0].heap), "/usr/lib/libc.so.6");
+    CHECK_STR(stack_intern_strget(&E.si, (uint32_t)mods[0].old_size), "abcdef01");
+    CHECK_STR(stack_intern_strget(&E.si, (uint32_t)mods[1].heap), "/app/a \"q\"");
+    CHECK_EQ(mods[1].old_size, 0);
+    /* The engine's table: libc stays, the app was unloaded, one unknown unload. */
+    CHECK_EQ(E.modules.n, 1);
+    CHECK_EQ(E.modules.loads, 2);
+    CHECK_EQ(E.modules.unloads, 2);
+    CHECK_EQ(E.modules.unknown_unloads, 1);
+    const struct module *m = module_table_find(&E.modules, 0x7f0000001fffULL);
+    CHECK(m != NULL);
+    CHECK(module_table_find(&E.modules, 0x7f0000002000ULL) == NULL);
+    CHECK(module_table_find(&E.modules, 0x400000) == NULL);
+    /* The writer gives the lines back. */
+    char out[1024];
+    for (unsigned i = 0; i < 3; i++) {
+        size_t n = htev_format(&mods[i], &E.si, out, sizeof(out));
+        CHECK(n > 0);
+        CHECK_STR(out, lines[i]);
+    }
+    /* The binary twin, read into a fresh engine: the same module table. */
+    struct htevb_writer w;
+    mbin_len = 0;
+    htevb_writer_init(&w, &E.si, mbin_out, NULL);
+    for (unsigned i = 0; i < nmods; i++)
+        CHECK(htevb_write_event(&w, &mods[i]) == 0);
+    htevb_writer_close(&w);
+    struct ht_event keep[8];
+    memcpy(keep, mods, sizeof(keep));
+    replay_close(&R);
+    engine_close(&E);
+    engine_init(&E, &lim);
+    nmods = 0;
+    replay_init(&R, &E.si, mod_sink, &E);
+    replay_feed(&R, mbin, mbin_len);
+    replay_finish(&R);
+    CHECK_EQ(R.malformed, 0);
+    CHECK_EQ(nmods, 4);
+    CHECK_EQ(E.modules.n, 1);
+    CHECK_EQ(E.modules.unknown_unloads, 1);
+    CHECK_EQ(mods[0].addr, keep[0].addr);
+    CHECK_EQ(mods[0].old_addr, keep[0].old_addr);
+    CHECK_STR(stack_intern_strget(&E.si, (uint32_t)mods[0].heap), "/usr/lib/libc.so.6");
+    CHECK_STR(stack_intern_strget(&E.si, (uint32_t)mods[0].old_size), "abcdef01");
+    CHECK(mods[0].heap != keep[0].heap); /* ids remapped: "other" is not here */
+    teardown();
+}
+
+/* The interner's resolver names address frames everywhere frame_text is used:
+ * a --by frame query and a cull pattern see "module!symbol". */
+static const char *fake_resolve(void *arg, uint64_t addr, char *buf, size_t bufsz)
+{
+    (*(int *)arg)++;
+    if (addr == 0x1234)
+        return NULL; /* in no known module */
+    snprintf(buf, bufsz, "lib.so!fn_%llx", (unsigned long long)addr);
+    return buf;
+}
+
+static void test_frame_resolver(void)
+{
+    setup();
+    int calls = 0;
+    E.si.resolve = fake_resolve;
+    E.si.resolve_arg = &calls;
+    char buf[FRAME_TEXT_MAX];
+    CHECK_STR(frame_text(&E.si, 0xabc, buf, sizeof(buf)), "lib.so!fn_abc");
+    CHECK_STR(frame_text(&E.si, 0x1234, buf, sizeof(buf)), "0x1234");
+    uint32_t name = stack_intern_str(&E.si, "app!main", 8);
+    CHECK_STR(frame_text(&E.si, HT_FRAME_SYM | name, buf, sizeof(buf)), "app!main");
+    CHECK_EQ(calls, 2); /* named frames never ask */
+    uint64_t fr[2] = {0xabc, HT_FRAME_SYM | name};
+    struct ht_event ev = {.t = 1,
+                          .kind = HT_EV_ALLOC,
+                          .addr = 0x10,
+                          .size = 8,
+                          .stack = stack_intern_get(&E.si, fr, 2)};
+    engine_apply(&E, &ev);
+    struct query q;
+    query_init(&q);
+    q.by = HT_BY_FRAME;
+    struct query_result res;
+    CHECK(engine_query(&E, &q, &res) == 0);
+    int found = 0;
+    for (uint32_t i = 0; i < res.nrows; i++)
+        if (strcmp(frame_text(&E.si, res.rows[i].key, buf, sizeof(buf)), "lib.so!fn_abc") == 0)
+            found = 1;
+    query_result_free(&res);
+    CHECK(found);
+    /* Culling by the resolved module drops that frame. */
+    struct frame_pat pat;
+    CHECK(frame_pat_parse("lib.so!", 7, &pat) == 0);
+    query_init(&q);
+    q.cull = &pat;
+    q.ncull = 1;
+    CHECK(engine_query(&E, &q, &res) == 0);
+    CHECK_EQ(res.nrows, 1);
+    CHECK_EQ(res.rows[0].skip, 1);
+    query_result_free(&res);
+    teardown();
+}
+
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
-             T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated))
+             T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
+             T(module_events), T(frame_resolver))

@@ -5,7 +5,7 @@
 #include "ht-test.h"
 #include "ht-text.h"
 #include "log.h"
-#include "server.h"
+#include "commands.h"
 
 #include <cjson/cJSON.h>
 #include <unistd.h>

@@ -87,6 +87,22 @@ size_t htev_format(const struct ht_event *ev, const struct stack_intern *si, cha
     case HT_EV_EXIT:
         put(&o, ",\"code\":%lld", (long long)ev->size);
         break;
+    case HT_EV_MODULE_LOAD: {
+        const char *path = stack_intern_strget(si, (uint32_t)ev->heap);
+        const char *bid = ev->old_size ? stack_intern_strget(si, (uint32_t)ev->old_size) : NULL;
+        put(&o, ",\"base\":\"0x%llx\",\"size\":%llu,\"bias\":\"0x%llx\",\"path\":",
+            (unsigned long long)ev->addr, (unsigned long long)ev->size,
+            (unsigned long long)ev->old_addr);
+        put_json_string(&o, path ? path : "");
+        if (bid && bid[0]) {
+            put(&o, ",\"build_id\":");
+            put_json_string(&o, bid);
+        }
+        break;
+    }
+    case HT_EV_MODULE_UNLOAD:
+        put(&o, ",\"base\":\"0x%llx\"", (unsigned long long)ev->addr);
+        break;
     }
     if (ev->flags & HT_EVF_TRUNCATED)
         put(&o, ",\"truncated\":true");
@@ -94,7 +110,7 @@ size_t htev_format(const struct ht_event *ev, const struct stack_intern *si, cha
         (ev->kind == HT_EV_ALLOC || ev->kind == HT_EV_REALLOC || ev->kind == HT_EV_COMMIT)) {
         unsigned d;
         const uint64_t *f = stack_intern_frames(si, ev->stack, &d);
-        char fb[32];
+        char fb[FRAME_TEXT_MAX];
         put(&o, ",\"stack\":[");
         for (unsigned k = 0; k < d; k++) {
             if (k)

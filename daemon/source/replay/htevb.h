@@ -10,6 +10,8 @@
  *       bit 64 marks a truncated stack. dt is the time since the previous
  *       event (times never go backwards in a stream written by the writer;
  *       a negative step is written as 0). Varints are LEB128 (7 bits a byte).
+ *       module_load / module_unload: heap and old_size are the file's string
+ *       ids of the path and build id ('S' records, defined before).
  * Definitions come before their first use. Readers map the file's ids to
  * their own interner, so files from different sessions replay anywhere.
  */

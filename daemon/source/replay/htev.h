@@ -28,6 +28,10 @@ struct htev_parser {
     /* Meta of the last "process" event. */
     char name[256];
     char wall[64];
+    /* The module event being parsed: its path and build id, interned once
+     * the kind is known. */
+    char path[4096];
+    char build_id[132];
     char err[160];
 };
 

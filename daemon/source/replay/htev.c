@@ -390,7 +390,18 @@ void htev_parser_close(struct htev_parser *p)
     p->cache = NULL;
 }
 
-enum { F_T = 1, F_EV = 2, F_ADDR = 4, F_SIZE = 8, F_OLD = 16, F_VALUE = 32, F_HEAP = 64 };
+enum {
+    F_T = 1,
+    F_EV = 2,
+    F_ADDR = 4,
+    F_SIZE = 8,
+    F_OLD = 16,
+    F_VALUE = 32,
+    F_HEAP = 64,
+    F_BASE = 128,
+    F_PATH = 256,
+    F_BUILD_ID = 512
+};
 
 static int key_is(const char *k, size_t n, const char *lit)
 {
@@ -453,6 +464,25 @@ static int field(struct cur *c, const char *k, size_t kn, struct ht_event *ev, u
             ev->flags |= HT_EVF_TRUNCATED;
         return skip_value(c, 0);
     }
+    if (key_is(k, kn, "base")) {
+        *seen |= F_BASE;
+        return integer(c, "base", &ev->addr, 0);
+    }
+    if (key_is(k, kn, "bias"))
+        return integer(c, "bias", &ev->old_addr, 0);
+    if (key_is(k, kn, "path")) {
+        *seen |= F_PATH;
+        return string(c, ps->path, sizeof(ps->path), NULL);
+    }
+    if (key_is(k, kn, "build_id")) {
+        size_t n;
+        if (string(c, ps->build_id, sizeof(ps->build_id), &n))
+            return HT_EBADJSON;
+        if (n >= sizeof(ps->build_id) - 1 || strspn(ps->build_id, "0123456789abcdefABCDEF") != n)
+            return fail(c, "build_id must be at most 128 hex digits");
+        *seen |= F_BUILD_ID;
+        return 0;
+    }
     if (key_is(k, kn, "name"))
         return string(c, ps->name, sizeof(ps->name), NULL);
     if (key_is(k, kn, "wall"))
@@ -484,14 +514,36 @@ static int check_fields(struct cur *c, struct ht_event *ev, unsigned seen)
     case HT_EV_LOST:
         need = F_VALUE;
         break;
+    case HT_EV_MODULE_LOAD:
+        need = F_BASE | F_SIZE | F_PATH;
+        break;
+    case HT_EV_MODULE_UNLOAD:
+        need = F_BASE;
+        break;
     }
     if ((seen & need) != need)
         return fail(c, "\"%s\" event lacks a required field (%s)", ht_event_kind_name(ev->kind),
                     (need & ~seen & F_ADDR)   ? "addr"
+                    : (need & ~seen & F_BASE) ? "base"
                     : (need & ~seen & F_SIZE) ? "size"
+                    : (need & ~seen & F_PATH) ? "path"
                     : (need & ~seen & F_OLD)  ? "old_addr"
                     : (need & ~seen & F_HEAP) ? "heap"
                                               : "bytes/count");
+    if (ev->kind == HT_EV_MODULE_LOAD || ev->kind == HT_EV_MODULE_UNLOAD) {
+        /* Strings of the interner, as live sources give them (ht-event.h). */
+        struct htev_parser *ps = c->ps;
+        ev->heap = ev->old_size = 0;
+        ev->stack = 0;
+        if (ev->kind == HT_EV_MODULE_LOAD) {
+            ev->heap = stack_intern_str(ps->si, ps->path, (unsigned)strlen(ps->path));
+            if ((seen & F_BUILD_ID) && ps->build_id[0])
+                ev->old_size =
+                    stack_intern_str(ps->si, ps->build_id, (unsigned)strlen(ps->build_id));
+        } else {
+            ev->size = ev->old_addr = 0;
+        }
+    }
     /* The value fields share one slot; move it where the engine reads it. */
     if (ev->kind == HT_EV_PRIVATE_BYTES || ev->kind == HT_EV_LOST || ev->kind == HT_EV_PROCESS ||
         ev->kind == HT_EV_EXIT) {

@@ -1,10 +1,12 @@
-/* The threaded replay source (feed.h): same answers as replaying in place, ids remapped, bounded, abortable. */
+/* The event ring (evring.h) under the threaded replay source (replay-source.h):
+ * same answers as replaying in place, ids remapped, bounded, abortable. */
 #include "engine.h"
-#include "feed.h"
+#include "evring.h"
 #include "frame-match.h"
 #include "htevb.h"
 #include "ht-test.h"
 #include "query.h"
+#include "replay-source.h"
 #include "replay.h"
 
 #include <unistd.h>
@@ -12,15 +14,17 @@
 
 /* Tiny rings, so the test wraps them many times and the decoder blocks on a
  * full output ring again and again. */
-static const struct feed_limits SMALL = {1 << 16, 1024, 1u << 20, 1u << 20, 0, NULL};
+#define SMALL_INPUT (1u << 16)
+#define SMALL_RING 1024u
 
 struct run {
     struct engine e;
-    struct feed *f;
+    struct source *f;
     uint64_t applied;
     int finished;
     char process[64];
     unsigned batches_over_budget;
+    int ready;
 };
 
 static int apply_fn(void *arg, struct ht_event *evs, size_t n)
@@ -33,20 +37,41 @@ static int apply_fn(void *arg, struct ht_event *evs, size_t n)
     return 0;
 }
 
-static void process_fn(void *arg, const char *name, const char *wall)
+static void process_fn(void *arg, const struct source_process *p)
 {
     struct run *r = arg;
-    (void)wall;
-    snprintf(r->process, sizeof(r->process), "%s", name);
+    snprintf(r->process, sizeof(r->process), "%s", p->name);
 }
 
-static void ready_cb(struct feed *f, void *data)
+/* The session's part, by hand: drain on the loop when told, 64 at a time. */
+static void ready_fn(void *arg)
 {
-    struct run *r = data;
-    if (feed_drain(f, &r->e.si, 64, apply_fn, process_fn, r) > 0)
-        feed_kick(f);
-    if (feed_finished(f))
-        r->finished = 1;
+    struct run *r = arg;
+    while (r->f->ops->drain(r->f, 64) > 0)
+        ;
+}
+
+static void ended_fn(void *arg, const char *reason)
+{
+    struct run *r = arg;
+    (void)reason;
+    r->finished = 1;
+}
+
+static int open_small(struct run *r, uv_loop_t *loop, uint32_t max_stacks, uint32_t max_strings)
+{
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_STREAM;
+    p.max_stacks = max_stacks;
+    p.max_strings = max_strings;
+    struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn};
+    char err[256];
+    int rc =
+        replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, SMALL_RING, err, sizeof(err));
+    if (rc == 0 && (rc = r->f->ops->start(r->f, err, sizeof(err))) != 0)
+        r->f->ops->close(r->f);
+    return rc;
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -79,18 +104,18 @@ static void run_feed(struct run *r, const char *data, size_t len, int prefill)
     }
     uv_loop_t loop;
     uv_loop_init(&loop);
-    if (feed_new(&r->f, &loop, &SMALL, ready_cb, r) != 0)
+    if (open_small(r, &loop, 1u << 20, 1u << 20) != 0)
         abort();
     size_t off = 0;
     while (off < len) {
         size_t piece = len - off < 4099 ? len - off : 4099;
-        off += feed_write(r->f, data + off, piece);
+        off += r->f->ops->write(r->f, data + off, piece);
         uv_run(&loop, UV_RUN_NOWAIT);
     }
-    feed_close_input(r->f);
+    r->f->ops->close_input(r->f);
     while (!r->finished)
         uv_run(&loop, UV_RUN_ONCE);
-    feed_free(r->f);
+    r->f->ops->close(r->f);
     uv_run(&loop, UV_RUN_DEFAULT); /* the async handle's close */
     if (uv_loop_close(&loop) != 0)
         abort();
@@ -112,7 +137,8 @@ static void query_text(struct engine *e, char *out, size_t cap)
         const uint64_t *f = stack_intern_frames(&e->si, res.rows[i].stack, &d);
         for (unsigned k = 0; k < d; k++) {
             char buf[32];
-            n += (size_t)snprintf(out + n, cap - n, "%s;", frame_text(&e->si, f[k], buf, sizeof(buf)));
+            n += (size_t)snprintf(out + n, cap - n, "%s;",
+                                  frame_text(&e->si, f[k], buf, sizeof(buf)));
         }
         n += (size_t)snprintf(out + n, cap - n, " %llu/%llu %llu/%llu\n",
                               (unsigned long long)res.rows[i].count[HT_AIFO],
@@ -216,8 +242,11 @@ static void test_many_definitions(void)
         int n = snprintf(name, sizeof(name), "app!fn_%llu", (unsigned long long)(i / 3));
         uint64_t fr[3] = {0x1000 + i, HT_FRAME_SYM | stack_intern_str(&src.si, name, (unsigned)n),
                           0x30};
-        struct ht_event ev = {.t = i + 1, .kind = HT_EV_ALLOC, .addr = 0x100000 + 16 * i,
-                              .size = 8 + i, .stack = stack_intern_get(&src.si, fr, 3)};
+        struct ht_event ev = {.t = i + 1,
+                              .kind = HT_EV_ALLOC,
+                              .addr = 0x100000 + 16 * i,
+                              .size = 8 + i,
+                              .stack = stack_intern_get(&src.si, fr, 3)};
         htevb_write_event(&w, &ev);
         if (i % 2) {
             struct ht_event fe = {.t = i + 1, .kind = HT_EV_FREE, .addr = 0x100000 + 16 * (i - 1)};
@@ -255,13 +284,14 @@ static void test_many_definitions(void)
     engine_close(&src);
 }
 
-/* Counts and the first malformed lines come back through feed_stats. */
+/* Counts and the first malformed lines come back through the source's stats. */
 static void test_stats_and_errors(void)
 {
-    static const char text[] = "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8}\n"
-                               "not json\n"
-                               "{\"t\":2,\"ev\":\"free\",\"addr\":\"0x10\"}\n"
-                               "{\"t\":3,\"ev\":\"alloc\",\"addr\":\"0x20\",\"size\":4}"; /* no newline */
+    static const char text[] =
+        "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8}\n"
+        "not json\n"
+        "{\"t\":2,\"ev\":\"free\",\"addr\":\"0x10\"}\n"
+        "{\"t\":3,\"ev\":\"alloc\",\"addr\":\"0x20\",\"size\":4}"; /* no newline */
     struct engine_limits lim;
     engine_limits_default(&lim);
     struct run r;
@@ -269,14 +299,14 @@ static void test_stats_and_errors(void)
     engine_init(&r.e, &lim);
     uv_loop_t loop;
     uv_loop_init(&loop);
-    CHECK(feed_new(&r.f, &loop, &SMALL, ready_cb, &r) == 0);
-    CHECK_EQ(feed_write(r.f, text, sizeof(text) - 1), sizeof(text) - 1);
-    feed_close_input(r.f);
+    CHECK(open_small(&r, &loop, 1u << 20, 1u << 20) == 0);
+    CHECK_EQ(r.f->ops->write(r.f, text, sizeof(text) - 1), sizeof(text) - 1);
+    r.f->ops->close_input(r.f);
     while (!r.finished)
         uv_run(&loop, UV_RUN_ONCE);
-    struct feed_stats st;
-    feed_stats_get(r.f, &st);
-    feed_free(r.f);
+    struct source_stats st;
+    r.f->ops->stats(r.f, &st);
+    r.f->ops->close(r.f);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(uv_loop_close(&loop) == 0);
     CHECK_EQ(st.events, 3); /* the last line counts without its newline */
@@ -304,26 +334,26 @@ static void test_free_mid_stream(void)
     bin_len = 0;
     htevb_writer_init(&w, &src.si, bin_out, NULL);
     for (uint64_t i = 0; i < 5000; i++) {
-        struct ht_event ev = {.t = i, .kind = HT_EV_ALLOC, .addr = 0x1000 + 16 * i, .size = 8,
-                              .stack = stack};
+        struct ht_event ev = {
+            .t = i, .kind = HT_EV_ALLOC, .addr = 0x1000 + 16 * i, .size = 8, .stack = stack};
         htevb_write_event(&w, &ev);
     }
     htevb_writer_close(&w);
     engine_close(&src);
-    CHECK(bin_len < SMALL.input_bytes);
+    CHECK(bin_len < SMALL_INPUT);
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct run r;
     memset(&r, 0, sizeof(r));
-    CHECK(feed_new(&r.f, &loop, &SMALL, ready_cb, &r) == 0);
-    CHECK_EQ(feed_write(r.f, bin, bin_len), bin_len);
+    CHECK(open_small(&r, &loop, 1u << 20, 1u << 20) == 0);
+    CHECK_EQ(r.f->ops->write(r.f, bin, bin_len), bin_len);
     /* The decoder fills its 1024 records and waits for room. */
-    for (int i = 0; i < 200 && feed_space(r.f) < SMALL.input_bytes; i++)
+    for (int i = 0; i < 200 && r.f->ops->space(r.f) < SMALL_INPUT; i++)
         usleep(1000);
     usleep(20000);
-    CHECK(feed_space(r.f) < SMALL.input_bytes); /* input left: it is blocked, not done */
-    CHECK(!feed_finished(r.f));
-    feed_free(r.f);
+    CHECK(r.f->ops->space(r.f) < SMALL_INPUT); /* input left: it is blocked, not done */
+    CHECK(!r.finished);
+    r.f->ops->close(r.f);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(uv_loop_close(&loop) == 0);
     CHECK_EQ(r.applied, 0);

@@ -210,6 +210,19 @@ static const unsigned char *get_varint_n(const unsigned char *p, const unsigned 
     return NULL;
 }
 
+/* A module event's string ids (path in heap, build id in old_size) are the
+ * file's: map them to ours. -1 for an id not defined before. */
+static int module_ids(const struct htevb_reader *r, struct ht_event *ev)
+{
+    if (ev->kind != HT_EV_MODULE_LOAD && ev->kind != HT_EV_MODULE_UNLOAD)
+        return 0;
+    if (ev->heap > r->nstr || ev->old_size > r->nstr)
+        return -1;
+    ev->heap = ev->heap ? r->str_map.v[ev->heap] : 0;
+    ev->old_size = ev->old_size ? r->str_map.v[ev->old_size] : 0;
+    return 0;
+}
+
 /* Decode and deliver an event record straight from the feed: bytes used,
  * 0 if it is incomplete (nothing delivered), -1 if it is bad. One pass: the
  * common path does not walk the varints twice. */
@@ -244,6 +257,8 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     ev.tid = (uint32_t)vals[7];
     ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
     if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+        return -1;
+    if (module_ids(r, &ev) != 0)
         return -1;
     ev.t = r->last_t = time_step(r->last_t, vals[0]);
     if (stack)
@@ -338,6 +353,8 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
         ev.tid = (uint32_t)tid;
         ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
         if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+            return -1;
+        if (module_ids(r, &ev) != 0)
             return -1;
         if (stack)
             stack_from_map(r, stack, &ev);
@@ -524,8 +541,19 @@ void htevb_write_process(struct htevb_writer *w, uint64_t t, uint64_t pid, const
     w->last_t = t;
 }
 
-int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev)
+int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev_in)
 {
+    struct ht_event mod;
+    const struct ht_event *ev = ev_in;
+    if (ev->kind == HT_EV_MODULE_LOAD || ev->kind == HT_EV_MODULE_UNLOAD) {
+        /* Path and build id are names: defined first, written as file ids. */
+        mod = *ev_in;
+        mod.heap = ev->heap ? define_str(w, (uint32_t)ev->heap) : 0;
+        mod.old_size = ev->old_size ? define_str(w, (uint32_t)ev->old_size) : 0;
+        if ((ev->heap && !mod.heap) || (ev->old_size && !mod.old_size))
+            return -1;
+        ev = &mod;
+    }
     uint32_t stack = ev->stack ? define_stack(w, ev->stack) : 0;
     if (ev->stack && !stack)
         return -1;

@@ -1,0 +1,156 @@
+/* Sessions: an engine fed by a source, with triggers, snapshots and subscribers (session.c).
+ * It knows no client and writes no protocol frame: subscribers and the
+ * input's owner are told through callbacks. */
+#ifdef HT_IN_ENGINE
+#error "the engine includes no source or server header (daemon/CMakeLists.txt)"
+#endif
+#ifndef SESSION_H
+#define SESSION_H
+
+#include "engine.h"
+#include "query.h"
+#include "source.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct cJSON;
+struct client;
+struct server;
+
+enum session_state { SESSION_LOADING, SESSION_RUNNING, SESSION_STOPPED, SESSION_ENDED };
+
+enum trigger_metric { TRIG_PRIVATE_BYTES, TRIG_OUTSTANDING, TRIG_COMMITTED, TRIG_DURATION };
+
+struct trigger {
+    char text[64];
+    int snapshot; /* 0: stop-when, 1: snapshot-when */
+    int metric;
+    uint64_t threshold;
+    uint64_t every; /* snapshot-when: fire again each time the value grows by this */
+    uint64_t next;  /* value at which it fires next; UINT64_MAX = done */
+    uint32_t fired;
+    uint64_t first_t, last_t; /* session times of the first and last firing */
+};
+
+#define SESSION_MAX_TRIGGERS 16
+#define SESSION_BATCH 256
+
+struct snapshot {
+    uint32_t seq;
+    uint64_t t;
+    char reason[96];
+    struct cJSON *data; /* stacks + commits + counters at that time */
+    uint64_t bytes;     /* its estimated size, charged to the session's budget */
+};
+
+/* A subscription to a session (record, top), implemented on the server side:
+ * the session calls these instead of writing protocol frames itself. */
+struct session_sub;
+struct session_sub_ops {
+    /* Events just applied (NULL: the subscriber does not take the stream). */
+    void (*events)(struct session_sub *sub, const struct ht_event *evs, size_t n);
+    /* The session stopped or is dropped: sub was taken off the list (sub->s
+     * still names the session for the call). */
+    void (*ended)(struct session_sub *sub, const char *why);
+};
+struct session_sub {
+    const struct session_sub_ops *ops;
+    struct session_sub *next;
+    struct session *s; /* NULL while not subscribed */
+};
+
+struct session {
+    struct server *srv;
+    struct session *next;
+    uint32_t id;
+    char name[64];
+    enum session_state state;
+    char stop_reason[128];
+    const char *source; /* the source's name ("replay", "bpf") */
+    int64_t wall_start; /* unix seconds when the session started */
+    char process_name[256];
+    char stream_wall[64];
+    struct engine eng;
+    struct skip_cache default_skip; /* default cull list, per stack (query.h) */
+    uint32_t warmed;                /* stacks below this id are in default_skip */
+    /* The session's source (source.h): drained on the loop by drain_idle, a
+     * budget per iteration. Once it is over (ended, or the session stopped)
+     * a source without a symbolizer is closed and src is NULL; one with a
+     * symbolizer stays for the replies' frames until the session is dropped. */
+    struct source *src;
+    int src_over;               /* the source ended or was stopped, and that was handled */
+    uv_idle_t *drain_idle;      /* runs while the source has records to drain */
+    struct source_stats ingest; /* what the input held (refreshed from the source) */
+    uint64_t input_dropped;     /* stream bytes that found no room (never expected) */
+    char end_reason[128];       /* why the input ended, while the source still drains */
+    /* Set by the command that owns the session's input (load): called after
+     * each drain, and once when the source is over. */
+    void (*on_drained)(struct session *s);
+    void (*on_source_end)(struct session *s);
+    /* Called first thing when the session is dropped (the loader is told). */
+    void (*on_dropped)(struct session *s);
+    struct trigger triggers[SESSION_MAX_TRIGGERS];
+    unsigned ntriggers;
+    struct snapshot *snaps; /* ring of cfg.max_snapshots */
+    uint32_t nsnaps, snap_seq;
+    uint64_t snaps_dropped;
+    uint64_t snaps_over_budget; /* snapshots not kept: the byte budget was reached */
+    struct mem_budget mem;      /* this session's bytes, under the daemon's budget */
+    struct client *loader;      /* load: the connection sending the stream (opaque here) */
+    struct session_sub *subs;   /* record and top subscriptions */
+    uint32_t nrecorders;        /* subscribers that take the event stream */
+    uint64_t recorded_events, recorder_drops;
+    /* Events left out of recordings that fell behind, reported as "lost" gaps. */
+    uint64_t recorder_lost;
+};
+
+/* Sessions (session.c). */
+/* Whether a session named name (NULL or "": a generated one) may be created:
+ * 0, HT_EFULL (every slot taken; err lists the sessions and how to free
+ * one), HT_EBADARG (bad name) or HT_EEXIST. */
+int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
+struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
+                            size_t errsz);
+void session_drop(struct session *s);
+void session_stop(struct session *s, const char *reason);
+struct session *session_find(struct server *srv, const struct cJSON *ref);
+/* Apply a source's events (source_sink.events); nonzero once the session stopped. */
+int session_apply(void *arg, struct ht_event *evs, size_t n);
+/* Open and start the session's source ops with p (its budget and limits are
+ * filled in here): 0, or an error with a message in err and no source left. */
+int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
+                         char *err, size_t errsz);
+/* 1 while the source takes input (a stream being loaded). */
+int session_taking_input(const struct session *s);
+/* Refresh s->ingest from the source (no-op once it is closed). */
+void session_stats_refresh(struct session *s);
+/* Compute the default cull of stacks interned since the last call, off the query path. */
+void session_warm(struct session *s);
+/* The source's process name and wall time (source_sink.process). */
+void session_process(void *arg, const struct source_process *p);
+/* The .htev "process" line of the session (with its name) into buf; 0 if too small. */
+size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
+/* Add / remove a subscription (sub->ops set by the caller). */
+void session_subscribe(struct session *s, struct session_sub *sub);
+void session_unsubscribe(struct session_sub *sub);
+/* cond is "metric>value"; every (NULL, a string or a number) is checked in
+ * the metric's unit. 0, or HT_EBADARG/HT_EFULL with a message in err. */
+int session_add_trigger(struct session *s, const char *cond, int snapshot,
+                        const struct cJSON *every, char *err, size_t errsz);
+/* Every stop_when / snapshot_when of a request's args (with its every). */
+int session_add_triggers(struct session *s, const struct cJSON *args, char *err, size_t errsz);
+/* A snapshot trigger's next threshold after the value reached v: the first
+ * step of every past v, computed in one division; UINT64_MAX (done) when
+ * every is 0 or the step passes 64 bits. */
+uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
+void session_check_triggers(struct session *s);
+/* The whole-session top stacks (default cull, sorted by outstanding) as reply
+ * data, or NULL when out of memory. */
+struct cJSON *session_top_json(struct session *s, int domain, uint32_t top);
+/* Bytes, lines, events and the first malformed lines of the session's input. */
+struct cJSON *session_ingest_json(struct session *s);
+const char *session_state_name(enum session_state st);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * Subscriptions on the server side (session.h struct session_sub): record
+ * gets the session's events as .htev lines, top gets its frames from its own
+ * timer; both get a final reply frame when the session ends. The session
+ * only calls these callbacks.
+ */
+#include "client.h"
+#include "server.h"
+#include "session.h"
+
+#include "ht-alloc.h"
+#include "htev-write.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+/* The .htev line for a recorder's gap: {"t":..,"ev":"lost","count":N}. */
+static char *record_lost_line(struct session *s, uint64_t t, uint64_t count)
+{
+    struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
+    char line[128];
+    size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
+    return n ? ht_strndup(line, n) : NULL;
+}
+
+/* A gap ends: its "lost" line goes out before the next events (t: the first
+ * event after the gap). */
+static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
+{
+    if (c->rec_lost == 0)
+        return;
+    if (client_send(c, record_lost_line(s, t, c->rec_lost)) == 0)
+        c->rec_lost = 0;
+}
+
+/* A recorder whose unread output passed recorder_output_cap is behind: its
+ * events become a gap, counted, until it reads again. The recording goes on
+ * and the gap is in its stream, instead of the client being cut off at the
+ * output cap (recorder_output_cap <= client_output_cap). */
+static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
+                        unsigned n, uint64_t t)
+{
+    const struct ht_config *cfg = s->srv->cfg;
+    uint64_t cap =
+        cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
+    /* 128: room for the gap's own line. A recorder that holds unread output
+     * while the daemon's queued output is at its total cap takes a gap too,
+     * instead of being disconnected for it. */
+    uint64_t unread = client_unread(c);
+    if (unread > 0 &&
+        (unread + len + 128 > cap || s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
+        c->rec_lost += n;
+        c->rec_lost_total += n;
+        s->recorder_lost += n;
+        return;
+    }
+    record_gap_flush(s, c, t);
+    if (client_send(c, ht_strndup(buf, len)) != 0)
+        s->recorder_drops += n;
+}
+
+/* A batch as .htev lines to the recorder, one write per batch. */
+static void record_batch(struct session *s, struct client *c, const struct ht_event *evs,
+                         unsigned n)
+{
+    size_t cap = (size_t)n * 512 + 4096, len = 0;
+    char *buf = ht_malloc(cap);
+    for (unsigned i = 0; buf && i < n; i++) {
+        if (cap - len < 16384 + 1024) {
+            char *nb = ht_realloc(buf, cap * 2);
+            if (!nb) {
+                ht_free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        len += evs[i].kind == HT_EV_PROCESS
+                   ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
+                   : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
+    }
+    if (!buf) { /* out of memory: the batch is a gap in the recording */
+        c->rec_lost += n;
+        c->rec_lost_total += n;
+        s->recorder_lost += n;
+    } else if (len > 0) {
+        record_send(s, c, buf, len, n, evs[0].t);
+    }
+    ht_free(buf);
+}
+
+static void sub_events(struct session_sub *sub, const struct ht_event *evs, size_t n)
+{
+    struct client *c = client_of_sub(sub);
+    for (size_t i = 0; i < n; i += SESSION_BATCH)
+        record_batch(sub->s, c, evs + i, n - i < SESSION_BATCH ? (unsigned)(n - i) : SESSION_BATCH);
+}
+
+/* The client side of a subscription that ended. */
+static void client_sub_clear(struct client *c)
+{
+    if (c->topping)
+        uv_timer_stop(&c->timer);
+    c->recording = NULL;
+    c->topping = NULL;
+}
+
+/* The session is over: the final frame says why. */
+static void sub_ended(struct session_sub *sub, const char *why)
+{
+    struct client *c = client_of_sub(sub);
+    struct session *s = sub->s;
+    int was_recording = c->recording == s;
+    client_sub_clear(c);
+    if (was_recording)
+        record_gap_flush(s, c, s->eng.now);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "end", why);
+    cJSON_AddNumberToObject(d, "session", s->id);
+    if (was_recording) {
+        cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
+        cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
+    }
+    client_send(c, ht_reply_ok(c->sub_req_id, d, 0));
+}
+
+static const struct session_sub_ops record_ops = {sub_events, sub_ended};
+static const struct session_sub_ops top_ops = {NULL, sub_ended};
+
+void client_subscribe(struct client *c, struct session *s, int events)
+{
+    c->sub.ops = events ? &record_ops : &top_ops;
+    if (events)
+        c->recording = s;
+    else
+        c->topping = s;
+    session_subscribe(s, &c->sub);
+}
+
+void client_unsubscribe(struct client *c)
+{
+    session_unsubscribe(&c->sub);
+    client_sub_clear(c);
+}

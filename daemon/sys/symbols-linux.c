@@ -1,0 +1,757 @@
+/* Lazy symbolizer for a live process: libdwfl reads each module once into a sorted table. */
+#include "symbols.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "mem-acct.h"
+#include "procmaps.h"
+
+#include <demangle.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* Caps: modules mapped at once, distinct images (files) cached, functions and
+ * name bytes per image (a large C++ library has ~10^6 symbols). */
+#define SYM_MODULES_MAX 4096
+#define SYM_IMAGES_MAX 4096
+#define SYM_PER_IMAGE_MAX (4u << 20)
+#define SYM_NAMES_MAX (256u << 20)
+#define SYM_NAME_MAX 4096 /* longer names are cut */
+/* A symbol of size 0 (assembly) covers at most this far, up to the next one. */
+#define SYM_ZERO_SIZE_SPAN 4096
+/* An address in no known module re-reads /proc/PID/maps at most this often. */
+#define SYM_RESCAN_NS 100000000ull
+
+struct sym_entry {
+    uint64_t start; /* ELF virtual address */
+    uint32_t size;
+    uint32_t name; /* offset in the image's names, or SYM_DEMANGLED|offset in its dem */
+};
+
+/* The entry's name was demangled once and kept (lookups then copy it). */
+#define SYM_DEMANGLED 0x80000000u
+#define SYM_DEM_MAX (64u << 20) /* demangled names kept per image */
+
+/* One ELF file, shared by every module with its build id. */
+struct sym_image {
+    char key[2 * PROCMAPS_BUILD_ID_MAX + 32]; /* build id hex, or "" (never shared) */
+    struct sym_entry *syms;
+    uint32_t nsyms, capsyms; /* aliases merged: nsyms <= capsyms, the size allocated */
+    char *names;
+    size_t names_len;
+    char *dem; /* demangled names, filled as lookups meet them */
+    size_t dem_len, dem_cap;
+    char soname[64];  /* DT_SONAME, "" when none */
+    Dwfl *dwfl;       /* for line info only, opened on demand */
+    int lines_failed; /* its file gave no Dwfl: not retried */
+    Dwfl_Module *mod;
+};
+
+struct sym_module {
+    uint64_t start, end, bias, first_map_end; /* first_map_end 0: not known yet */
+    char *path;
+    char build_id[2 * PROCMAPS_BUILD_ID_MAX + 1];
+    int image;      /* index in images; -1 not loaded; -2 failed to load */
+    int from_maps;  /* found by a maps scan, not added by the source */
+    uint64_t inode; /* of the file, once known (keys an image without build id) */
+    int deleted;    /* the maps said " (deleted)": never open it by path */
+};
+
+struct sym_cache {
+    uint64_t pid;
+    struct mem_acct *acct;
+    int kind;
+    struct sym_module *mods; /* sorted by start, not overlapping */
+    size_t nmods, capmods;
+    struct sym_image **images;
+    size_t nimages, capimages;
+    uint64_t last_scan_ns;
+    struct sym_stats st;
+};
+
+static char *debuginfo_path = "/usr/lib/debug";
+
+/* Separate debug files are looked up by build id and debuglink only under
+ * /usr/lib/debug (root's): the daemon runs as root and a target's own
+ * directory could hold a FIFO or a device under the debuglink name. */
+static const Dwfl_Callbacks dwfl_cbs = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+static void *acct_alloc(struct sym_cache *c, size_t n)
+{
+    void *p = mem_alloc(c->acct, c->kind, n);
+    if (p)
+        c->st.bytes += n;
+    return p;
+}
+
+static void acct_free(struct sym_cache *c, void *p, size_t n)
+{
+    if (!p)
+        return;
+    mem_free(c->acct, c->kind, p, n);
+    c->st.bytes -= n;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+{
+    struct sym_cache *c = ht_calloc(1, sizeof *c);
+    if (!c)
+        return UV_ENOMEM;
+    c->pid = pid;
+    c->acct = acct;
+    c->kind = kind;
+    *out = c;
+    return 0;
+}
+
+static void image_free(struct sym_cache *c, struct sym_image *im)
+{
+    if (im->dwfl)
+        dwfl_end(im->dwfl);
+    acct_free(c, im->syms, (size_t)im->capsyms * sizeof *im->syms);
+    acct_free(c, im->names, im->names_len);
+    acct_free(c, im->dem, im->dem_cap);
+    acct_free(c, im, sizeof *im);
+}
+
+void sym_cache_free(struct sym_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nmods; i++)
+        acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
+    acct_free(c, c->mods, c->capmods * sizeof *c->mods);
+    for (size_t i = 0; i < c->nimages; i++)
+        image_free(c, c->images[i]);
+    acct_free(c, c->images, c->capimages * sizeof *c->images);
+    ht_free(c);
+}
+
+/* ---- the module list ---- */
+
+/* Index of the first module with start > addr. */
+static size_t mod_upper(const struct sym_cache *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->nmods;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->mods[mid].start <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static struct sym_module *mod_at(struct sym_cache *c, uint64_t addr)
+{
+    size_t i = mod_upper(c, addr);
+    if (i == 0 || addr >= c->mods[i - 1].end)
+        return NULL;
+    return &c->mods[i - 1];
+}
+
+static void mod_drop(struct sym_cache *c, size_t i)
+{
+    acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
+    memmove(&c->mods[i], &c->mods[i + 1], (c->nmods - i - 1) * sizeof *c->mods);
+    c->nmods--;
+}
+
+static int mods_reserve(struct sym_cache *c)
+{
+    if (c->nmods < c->capmods)
+        return 0;
+    if (c->nmods >= SYM_MODULES_MAX)
+        return HT_EFULL;
+    size_t cap = c->capmods ? c->capmods * 2 : 32;
+    struct sym_module *v =
+        mem_realloc(c->acct, c->kind, c->mods, c->capmods * sizeof *v, cap * sizeof *v);
+    if (!v)
+        return UV_ENOMEM;
+    c->st.bytes += (cap - c->capmods) * sizeof *v;
+    c->mods = v;
+    c->capmods = cap;
+    return 0;
+}
+
+/* Insert a module; one it overlaps is replaced when `replace`, else the new
+ * one is not added (a scan never overrides the source's modules). */
+static int mod_insert(struct sym_cache *c, const struct sym_module *m, int replace)
+{
+    size_t i = mod_upper(c, m->start);
+    /* Overlapping neighbours: the one before, and those starting inside. */
+    while (i > 0 && c->mods[i - 1].end > m->start) {
+        if (!replace)
+            return HT_EEXIST;
+        mod_drop(c, --i);
+    }
+    while (i < c->nmods && c->mods[i].start < m->end) {
+        if (!replace)
+            return HT_EEXIST;
+        mod_drop(c, i);
+    }
+    int err = mods_reserve(c);
+    if (err)
+        return err;
+    size_t plen = strlen(m->path) + 1;
+    char *path = acct_alloc(c, plen);
+    if (!path)
+        return UV_ENOMEM;
+    memcpy(path, m->path, plen);
+    memmove(&c->mods[i + 1], &c->mods[i], (c->nmods - i) * sizeof *c->mods);
+    c->mods[i] = *m;
+    c->mods[i].path = path;
+    c->nmods++;
+    return 0;
+}
+
+int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
+                         const char *path, const char *build_id)
+{
+    if (!path || end <= start || strlen(path) >= PROCMAPS_PATH_MAX ||
+        (build_id && strlen(build_id) > 2 * PROCMAPS_BUILD_ID_MAX))
+        return HT_EBADARG;
+    struct sym_module m = {
+        .start = start, .end = end, .bias = bias, .path = (char *)path, .image = -1};
+    if (build_id)
+        strcpy(m.build_id, build_id);
+    return mod_insert(c, &m, 1);
+}
+
+void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
+{
+    size_t i = mod_upper(c, start);
+    if (i > 0 && c->mods[i - 1].start == start)
+        mod_drop(c, i - 1);
+}
+
+/* Re-read the process's modules: those of an earlier scan go, the source's stay. */
+static void mods_rescan(struct sym_cache *c)
+{
+    struct procmaps_module *v;
+    size_t n;
+    c->last_scan_ns = now_ns();
+    if (procmaps_modules(c->pid, &v, &n) != 0)
+        return;
+    for (size_t i = c->nmods; i-- > 0;)
+        if (c->mods[i].from_maps)
+            mod_drop(c, i);
+    for (size_t i = 0; i < n; i++) {
+        struct sym_module m = {.start = v[i].start,
+                               .end = v[i].end,
+                               .bias = v[i].bias,
+                               .first_map_end = v[i].first_map_end,
+                               .inode = v[i].inode,
+                               .deleted = v[i].deleted,
+                               .path = v[i].path,
+                               .image = -1,
+                               .from_maps = 1};
+        memcpy(m.build_id, v[i].build_id, sizeof m.build_id);
+        mod_insert(c, &m, 0);
+    }
+    ht_free(v);
+}
+
+/* ---- opening a module's file ---- */
+
+struct find_map {
+    uint64_t start, first_map_end, inode;
+    int deleted;
+};
+
+static int find_map_cb(void *arg, const struct procmaps_entry *e)
+{
+    struct find_map *f = arg;
+    if (e->start < f->start)
+        return 0;
+    if (e->start == f->start) {
+        f->first_map_end = e->end;
+        f->inode = e->inode;
+        f->deleted = e->deleted;
+    }
+    return 1;
+}
+
+/* A descriptor of the module's file as the process maps it, or an error. */
+static int mod_open(struct sym_cache *c, struct sym_module *m)
+{
+    struct procmaps_module pm = {.start = m->start,
+                                 .first_map_end = m->first_map_end,
+                                 .inode = m->inode,
+                                 .deleted = m->deleted};
+    if (!m->first_map_end) {
+        /* A module from the source names its range, not its first mapping's. */
+        struct find_map f = {.start = m->start};
+        int err = procmaps_each(c->pid, find_map_cb, &f);
+        if (err)
+            return err;
+        if (!f.first_map_end)
+            return UV_ENOENT;
+        m->first_map_end = pm.first_map_end = f.first_map_end;
+        m->inode = pm.inode = f.inode;
+        m->deleted = pm.deleted = f.deleted;
+    }
+    snprintf(pm.path, sizeof pm.path, "%s", m->path);
+    return procmaps_open_module(c->pid, &pm);
+}
+
+/* A Dwfl holding the module's file at bias 0 (addresses are ELF virtual
+ * addresses). Takes fd. */
+static Dwfl *image_report(int fd, const char *path, Dwfl_Module **mod)
+{
+    Dwfl *d = dwfl_begin(&dwfl_cbs);
+    if (!d) {
+        close(fd);
+        return NULL;
+    }
+    const char *base = strrchr(path, '/');
+    dwfl_report_begin(d);
+    /* On success libdwfl owns fd and closes it in dwfl_end. */
+    *mod = dwfl_report_elf(d, base ? base + 1 : path, path, fd, 0, true);
+    dwfl_report_end(d, NULL, NULL);
+    if (!*mod) {
+        close(fd);
+        dwfl_end(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void build_id_hex(Dwfl_Module *mod, char *out, size_t outsz)
+{
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    int n = dwfl_module_build_id(mod, &bits, &vaddr);
+    out[0] = '\0';
+    if (n <= 0 || (size_t)n > PROCMAPS_BUILD_ID_MAX || 2 * (size_t)n >= outsz)
+        return;
+    for (int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", bits[i]);
+}
+
+/* ---- reading the symbol table ---- */
+
+/* Preference among aliases at one address: a plain name ("malloc") over
+ * "__libc_malloc", a global over a local, no version suffix, shorter. */
+static unsigned name_rank(const char *name, unsigned char bind)
+{
+    unsigned r = 0;
+    while (name[r] == '_' && r < 8)
+        r++;
+    r *= 4;
+    if (bind == STB_LOCAL)
+        r += 2;
+    if (strchr(name, '@'))
+        r += 64;
+    return r;
+}
+
+static int is_function(const GElf_Sym *s, GElf_Word shndx)
+{
+    unsigned t = GELF_ST_TYPE(s->st_info);
+    return (t == STT_FUNC || t == STT_GNU_IFUNC) && shndx != SHN_UNDEF && s->st_value != 0;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct sym_entry *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return 0;
+}
+
+/* Does alias b win over a (same address)? Rank, then the larger size, then
+ * the shorter and lower name: the same choice on every load. */
+static int alias_better(const struct sym_entry *a, const struct sym_entry *b, const char *names)
+{
+    uint32_t ra = a->size >> 24, rb = b->size >> 24;
+    uint32_t sa = a->size & 0xffffff, sb = b->size & 0xffffff;
+    if (ra != rb)
+        return rb < ra;
+    if (sa != sb)
+        return sb > sa;
+    const char *na = names + a->name, *nb = names + b->name;
+    size_t la = strlen(na), lb = strlen(nb);
+    if (la != lb)
+        return lb < la;
+    return strcmp(nb, na) < 0;
+}
+
+/* Sort by address; of the aliases at one address keep the best-ranked name,
+ * whose rank rides in the top byte of size while sorting. */
+static uint32_t entries_finish(struct sym_entry *v, uint32_t n, const char *names)
+{
+    qsort(v, n, sizeof *v, entry_cmp);
+    uint32_t out = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (out > 0 && v[out - 1].start == v[i].start) {
+            if (alias_better(&v[out - 1], &v[i], names))
+                v[out - 1] = v[i];
+            continue;
+        }
+        v[out++] = v[i];
+    }
+    for (uint32_t i = 0; i < out; i++) {
+        uint32_t size = v[i].size & 0xffffff;
+        if (size == 0) {
+            uint64_t span = SYM_ZERO_SIZE_SPAN;
+            if (i + 1 < out && v[i + 1].start - v[i].start < span)
+                span = v[i + 1].start - v[i].start;
+            size = (uint32_t)span;
+        }
+        v[i].size = size;
+    }
+    return out;
+}
+
+/* Name without its version ("cfree@GLIBC_2.2.5" -> "cfree"), cut at SYM_NAME_MAX. */
+static size_t name_len(const char *name)
+{
+    size_t n = 0;
+    while (name[n] && n < SYM_NAME_MAX - 1 && !(name[n] == '@' && n > 0))
+        n++;
+    return n;
+}
+
+static int image_load_symbols(struct sym_cache *c, struct sym_image *im, Dwfl_Module *mod)
+{
+    int n = dwfl_module_getsymtab(mod);
+    if (n <= 0)
+        return 0; /* no symbols at all: every address reads module!+0x... */
+    uint32_t count = 0;
+    size_t names = 0;
+    for (int i = 1; i < n; i++) {
+        GElf_Sym s;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(mod, i, &s, &addr, &shndx, NULL, NULL);
+        if (!name || !name[0] || !is_function(&s, shndx))
+            continue;
+        if (count == SYM_PER_IMAGE_MAX || names + name_len(name) + 1 > SYM_NAMES_MAX)
+            break;
+        count++;
+        names += name_len(name) + 1;
+    }
+    if (count == 0)
+        return 0;
+    im->syms = acct_alloc(c, (size_t)count * sizeof *im->syms);
+    im->names = acct_alloc(c, names);
+    if (!im->syms || !im->names) {
+        acct_free(c, im->syms, im->syms ? (size_t)count * sizeof *im->syms : 0);
+        acct_free(c, im->names, im->names ? names : 0);
+        im->syms = NULL;
+        im->names = NULL;
+        return UV_ENOMEM;
+    }
+    im->nsyms = im->capsyms = count;
+    im->names_len = names;
+    uint32_t k = 0;
+    size_t off = 0;
+    for (int i = 1; i < n && k < count; i++) {
+        GElf_Sym s;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(mod, i, &s, &addr, &shndx, NULL, NULL);
+        if (!name || !name[0] || !is_function(&s, shndx))
+            continue;
+        size_t len = name_len(name);
+        if (off + len + 1 > names)
+            break;
+        uint64_t size = s.st_size > 0xffffff ? 0xffffff : s.st_size;
+        unsigned rank = name_rank(name, GELF_ST_BIND(s.st_info));
+        im->syms[k].start = addr;
+        im->syms[k].size = (uint32_t)size | (rank > 255 ? 255u : rank) << 24;
+        im->syms[k].name = (uint32_t)off;
+        memcpy(im->names + off, name, len);
+        im->names[off + len] = '\0';
+        off += len + 1;
+        k++;
+    }
+    im->nsyms = entries_finish(im->syms, k, im->names);
+    c->st.symbols += im->nsyms;
+    return 0;
+}
+
+/* DT_SONAME from the .dynamic section (strip keeps it). */
+static void image_soname(struct sym_image *im, Dwfl_Module *mod)
+{
+    GElf_Addr bias;
+    Elf *e = dwfl_module_getelf(mod, &bias);
+    Elf_Scn *scn = NULL;
+    while (e && (scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || sh.sh_entsize == 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize && i < 4096; i++) {
+            GElf_Dyn dyn;
+            if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag == DT_NULL)
+                break;
+            const char *so =
+                dyn.d_tag == DT_SONAME ? elf_strptr(e, sh.sh_link, dyn.d_un.d_val) : NULL;
+            if (so && strlen(so) < sizeof im->soname) {
+                strcpy(im->soname, so);
+                return;
+            }
+        }
+        return;
+    }
+}
+
+static int image_find(const struct sym_cache *c, const char *build_id)
+{
+    if (!build_id[0])
+        return -1;
+    for (size_t i = 0; i < c->nimages; i++)
+        if (strcmp(c->images[i]->key, build_id) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int images_add(struct sym_cache *c, struct sym_image *im)
+{
+    if (c->nimages == SYM_IMAGES_MAX)
+        return HT_EFULL;
+    if (c->nimages == c->capimages) {
+        size_t cap = c->capimages ? c->capimages * 2 : 16;
+        struct sym_image **v =
+            mem_realloc(c->acct, c->kind, c->images, c->capimages * sizeof *v, cap * sizeof *v);
+        if (!v)
+            return UV_ENOMEM;
+        c->st.bytes += (cap - c->capimages) * sizeof *v;
+        c->images = v;
+        c->capimages = cap;
+    }
+    c->images[c->nimages++] = im;
+    return (int)c->nimages - 1;
+}
+
+/* A file without build id is known by its inode and path (a hash of it), so
+ * that re-reading the maps finds its image again. */
+static void image_key_nobid(const struct sym_module *m, char *key, size_t sz)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = m->path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(key, sz, "@%" PRIx64 ":%016" PRIx64, m->inode, h);
+}
+
+/* Load the module's image (or find it by build id). Its index, or an error. */
+static int mod_load(struct sym_cache *c, struct sym_module *m)
+{
+    int idx = image_find(c, m->build_id);
+    if (idx >= 0)
+        return idx;
+    int fd = mod_open(c, m);
+    if (fd < 0)
+        return fd;
+    Dwfl_Module *mod;
+    Dwfl *d = image_report(fd, m->path, &mod);
+    if (!d)
+        return HT_EBADARG;
+    /* The file's own build id decides (a module event may be stale). */
+    char bid[sizeof m->build_id + 32];
+    build_id_hex(mod, bid, sizeof m->build_id);
+    if (!bid[0])
+        image_key_nobid(m, bid, sizeof bid);
+    idx = image_find(c, bid);
+    if (idx >= 0) {
+        dwfl_end(d);
+        return idx;
+    }
+    int err = UV_ENOMEM;
+    struct sym_image *im = acct_alloc(c, sizeof *im);
+    if (!im)
+        goto end_dwfl;
+    memset(im, 0, sizeof *im);
+    strcpy(im->key, bid);
+    image_soname(im, mod);
+    err = image_load_symbols(c, im, mod);
+    if (err == 0 && (err = images_add(c, im)) >= 0) {
+        idx = err;
+        err = 0;
+        c->st.modules++;
+    }
+    if (err)
+        image_free(c, im);
+end_dwfl:
+    dwfl_end(d);
+    return err ? err : idx;
+}
+
+static struct sym_image *mod_image(struct sym_cache *c, struct sym_module *m)
+{
+    if (m->image == -1) {
+        int r = mod_load(c, m);
+        if (r < 0)
+            c->st.load_errors++;
+        m->image = r < 0 ? -2 : r;
+    }
+    return m->image >= 0 ? c->images[m->image] : NULL;
+}
+
+static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr)
+{
+    size_t lo = 0, hi = im->nsyms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (im->syms[mid].start <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* A few steps back cover a function that holds smaller symbols. */
+    for (size_t i = lo, steps = 0; i > 0 && steps < 4; i--, steps++) {
+        struct sym_entry *e = &im->syms[i - 1];
+        if (vaddr - e->start < e->size)
+            return e;
+    }
+    return NULL;
+}
+
+static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
+{
+    struct sym_module *m = mod_at(c, addr);
+    if (!m && (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
+        mods_rescan(c);
+        m = mod_at(c, addr);
+    }
+    return m;
+}
+
+/* The module's file name, or its soname when the file name is the soname
+ * with a version after it ("libstdc++.so.6.0.30" reads "libstdc++.so.6", as
+ * the cull list names it). */
+static const char *module_name(const char *path, const struct sym_image *im)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t sl = im ? strlen(im->soname) : 0;
+    if (sl && strncmp(b, im->soname, sl) == 0 && b[sl] == '.')
+        return im->soname;
+    return b;
+}
+
+/* Keep text in the image's demangled names: its offset, or -1 (cap, memory). */
+static int64_t dem_keep(struct sym_cache *c, struct sym_image *im, const char *text)
+{
+    size_t len = strlen(text) + 1;
+    if (im->dem_len + len > im->dem_cap) {
+        size_t cap = im->dem_cap ? im->dem_cap * 2 : 4096;
+        while (cap < im->dem_len + len)
+            cap *= 2;
+        if (cap > SYM_DEM_MAX)
+            return -1;
+        char *d = mem_realloc(c->acct, c->kind, im->dem, im->dem_cap, cap);
+        if (!d)
+            return -1;
+        c->st.bytes += cap - im->dem_cap;
+        im->dem = d;
+        im->dem_cap = cap;
+    }
+    memcpy(im->dem + im->dem_len, text, len);
+    im->dem_len += len;
+    return (int64_t)(im->dem_len - len);
+}
+
+/* The entry's name for output: C++ (_Z) and Rust (_R, and legacy
+ * _ZN...17h<hash>E) names demangled once, the style left to libiberty's
+ * auto-detection (which tries Rust first), and kept. */
+static const char *entry_name(struct sym_cache *c, struct sym_image *im, struct sym_entry *e)
+{
+    if (e->name & SYM_DEMANGLED)
+        return im->dem + (e->name & ~SYM_DEMANGLED);
+    const char *name = im->names + e->name;
+    if (name[0] != '_' || (name[1] != 'Z' && name[1] != 'R'))
+        return name;
+    char *dem = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
+    int64_t off = dem_keep(c, im, dem ? dem : name);
+    free(dem); /* libiberty allocates with malloc */
+    if (off < 0)
+        return name;
+    e->name = SYM_DEMANGLED | (uint32_t)off;
+    return im->dem + off;
+}
+
+const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
+                              size_t bufsz)
+{
+    if (bufsz == 0)
+        return NULL;
+    if (is_return && addr > 0)
+        addr--;
+    c->st.lookups++;
+    struct sym_module *m = mod_for(c, addr);
+    if (!m) {
+        c->st.misses++;
+        return NULL;
+    }
+    struct sym_image *im = mod_image(c, m);
+    uint64_t vaddr = addr - m->bias;
+    struct sym_entry *e = im ? image_lookup(im, vaddr) : NULL;
+    if (!e) {
+        c->st.misses++;
+        snprintf(buf, bufsz, "%s!+0x%" PRIx64, module_name(m->path, im), vaddr);
+        return buf;
+    }
+    snprintf(buf, bufsz, "%s!%s", module_name(m->path, im), entry_name(c, im, e));
+    return buf;
+}
+
+int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file, size_t filesz,
+                       unsigned *line)
+{
+    if (is_return && addr > 0)
+        addr--;
+    struct sym_module *m = mod_for(c, addr);
+    struct sym_image *im = m ? mod_image(c, m) : NULL;
+    if (!im)
+        return UV_ENOENT;
+    if (!im->dwfl && im->lines_failed)
+        return UV_ENOENT;
+    if (!im->dwfl) {
+        /* Line tables stay loaded for this image from now on. */
+        im->lines_failed = 1;
+        int fd = mod_open(c, m);
+        if (fd < 0)
+            return UV_ENOENT;
+        im->dwfl = image_report(fd, m->path, &im->mod);
+        if (!im->dwfl)
+            return UV_ENOENT;
+        im->lines_failed = 0;
+    }
+    Dwfl_Line *l = dwfl_module_getsrc(im->mod, addr - m->bias);
+    int ln = 0;
+    const char *src = l ? dwfl_lineinfo(l, NULL, &ln, NULL, NULL, NULL) : NULL;
+    if (!src || ln <= 0)
+        return UV_ENOENT;
+    snprintf(file, filesz, "%s", src);
+    *line = (unsigned)ln;
+    return 0;
+}
+
+void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)
+{
+    *st = c->st;
+}

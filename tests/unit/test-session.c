@@ -1,0 +1,256 @@
+/* The session's side of the source interface with a live source made for
+ * the test (a producer thread over the event ring, as the eBPF consumer
+ * will be): it ends with the target's exit, stop detaches and keeps the
+ * data, drop closes, a failing open leaves nothing, frames are symbolized
+ * through the source, and the source's lost events show in data quality. */
+#include "commands.h"
+#include "evring.h"
+#include "frame-match.h"
+#include "ht-error.h"
+#include "ht-test.h"
+#include "query-args.h"
+#include "stack-intern.h"
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct fake {
+    struct source base;
+    struct evring *ring;
+    uv_thread_t thread;
+    int started;
+    int endless; /* keep producing until told to quit */
+    int ended;
+};
+
+static int n_stops, n_closes, fail_open;
+static const struct source_ops fake_ops;
+
+static void fake_ready(void *data)
+{
+    struct fake *f = data;
+    f->base.sink.ready(f->base.sink.arg);
+}
+
+static void producer(void *arg)
+{
+    struct fake *f = arg;
+    struct stack_intern *si = evring_si(f->ring);
+    evring_process(f->ring, 4242, "fakeapp", "");
+    struct ht_event ev = {.t = 1, .kind = HT_EV_PROCESS, .size = 4242};
+    evring_put(f->ring, &ev);
+    const char *path = "/opt/fake.so";
+    ev = (struct ht_event){.t = 2, .kind = HT_EV_MODULE_LOAD, .addr = 0x7000, .size = 0x1000};
+    ev.heap = stack_intern_str(si, path, (unsigned)strlen(path));
+    evring_put(f->ring, &ev);
+    for (uint64_t i = 0; f->endless || i < 1000; i++) {
+        uint64_t fr[2] = {0x7000 + 16 * (i % 7), 0x7800};
+        ev = (struct ht_event){.t = 3 + i,
+                               .kind = HT_EV_ALLOC,
+                               .addr = 0x100000 + 16 * i,
+                               .size = 8,
+                               .stack = stack_intern_get(si, fr, 2)};
+        if (evring_put(f->ring, &ev) != 0)
+            return; /* told to quit */
+    }
+    ev = (struct ht_event){.t = 5000, .kind = HT_EV_EXIT, .size = 3};
+    evring_put(f->ring, &ev);
+    evring_done(f->ring);
+}
+
+static int fake_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                     const struct source_sink *sink, char *err, size_t errsz)
+{
+    *out = NULL;
+    if (fail_open) {
+        snprintf(err, errsz, "fake: no such process %llu", (unsigned long long)p->pid);
+        return HT_EPERM;
+    }
+    struct fake *f = calloc(1, sizeof(*f));
+    f->base.ops = &fake_ops;
+    f->base.sink = *sink;
+    f->endless = p->pid == 2;
+    struct evring_limits lim = {1024, p->max_stacks, p->max_strings, p->max_name_len, p->budget};
+    if (evring_new(&f->ring, loop, &lim, fake_ready, f) != 0)
+        abort();
+    *out = &f->base;
+    return 0;
+}
+
+static int fake_start(struct source *s, char *err, size_t errsz)
+{
+    struct fake *f = (struct fake *)s;
+    (void)err;
+    (void)errsz;
+    f->started = uv_thread_create(&f->thread, producer, f) == 0;
+    return f->started ? 0 : UV_EAGAIN;
+}
+
+static int fake_drain(struct source *s, size_t budget)
+{
+    struct fake *f = (struct fake *)s;
+    int rc = evring_drain(f->ring, &f->base.sink, budget);
+    if (rc == 0 && !f->ended && evring_finished(f->ring)) {
+        f->ended = 1;
+        f->base.sink.ended(f->base.sink.arg, "target exited (code 3)");
+    }
+    return rc;
+}
+
+static void fake_stop(struct source *s)
+{
+    struct fake *f = (struct fake *)s;
+    n_stops++;
+    evring_quit(f->ring);
+    if (f->started)
+        uv_thread_join(&f->thread);
+    f->started = 0;
+}
+
+static void fake_close(struct source *s)
+{
+    struct fake *f = (struct fake *)s;
+    n_closes++;
+    fake_stop(s);
+    evring_free(f->ring);
+    free(f);
+}
+
+static void fake_stats(struct source *s, struct source_stats *st)
+{
+    struct fake *f = (struct fake *)s;
+    memset(st, 0, sizeof(*st));
+    evring_producer_stats(f->ring, st);
+    st->lost = 5;
+}
+
+static const char *fake_symbolize(struct source *s, uint64_t addr, char *buf, size_t bufsz)
+{
+    (void)s;
+    if (addr < 0x7000 || addr >= 0x8000)
+        return NULL;
+    snprintf(buf, bufsz, "fake.so!fn_%llx", (unsigned long long)(addr - 0x7000));
+    return buf;
+}
+
+static const struct source_ops fake_ops = {
+    .name = "fake",
+    .modes = SOURCE_PID,
+    .summary = "test source",
+    .open = fake_open,
+    .start = fake_start,
+    .drain = fake_drain,
+    .stop = fake_stop,
+    .close = fake_close,
+    .stats = fake_stats,
+    .symbolize = fake_symbolize,
+};
+
+static uv_loop_t loop;
+static struct ht_config cfg;
+static struct server srv;
+
+static struct session *up(uint64_t pid, int *rc, char *err, size_t errsz)
+{
+    n_stops = n_closes = 0;
+    uv_loop_init(&loop);
+    config_defaults(&cfg);
+    server_init(&srv, &loop, &cfg);
+    struct session *s = session_new(&srv, "live", "fake", err, errsz);
+    if (!s)
+        abort();
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_PID;
+    p.pid = pid;
+    s->state = SESSION_RUNNING;
+    *rc = session_source_begin(s, &fake_ops, &p, err, errsz);
+    return s;
+}
+
+/* Everything closed: no handle outlives the server. */
+static int down(void)
+{
+    server_stop(&srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(&loop);
+    config_free(&cfg);
+    return rc;
+}
+
+static void test_live_ends_with_exit(void)
+{
+    char err[256];
+    int rc;
+    struct session *s = up(1, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->state == SESSION_RUNNING; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(s->state, SESSION_ENDED);
+    CHECK_STR(s->stop_reason, "target exited (code 3)");
+    CHECK_EQ(s->eng.heap_count, 1000);
+    CHECK(s->eng.exited && s->eng.exit_code == 3);
+    CHECK_EQ(s->eng.pid, 4242);
+    CHECK_STR(s->process_name, "fakeapp");
+    CHECK_EQ(s->eng.modules.n, 1);
+    CHECK_STR(stack_intern_strget(&s->eng.si, s->eng.modules.v[0].path), "/opt/fake.so");
+    CHECK_EQ(n_stops, 1); /* stopped once at the end, kept for its symbols */
+    CHECK_EQ(n_closes, 0);
+    CHECK(s->src != NULL);
+    /* Address frames come back named by the source, in queries too. */
+    char buf[FRAME_TEXT_MAX];
+    CHECK_STR(frame_text(&s->eng.si, 0x7010, buf, sizeof(buf)), "fake.so!fn_10");
+    CHECK_STR(frame_text(&s->eng.si, 0x9000, buf, sizeof(buf)), "0x9000");
+    cJSON *top = session_top_json(s, HT_DOM_HEAP, 5);
+    char *txt = cJSON_PrintUnformatted(top);
+    CHECK(strstr(txt, "fake.so!fn_") != NULL);
+    free(txt);
+    cJSON_Delete(top);
+    /* The source's own lost events are in data quality. */
+    cJSON *q = quality_json(s);
+    CHECK_EQ(cJSON_GetObjectItemCaseSensitive(q, "lost")->valuedouble, 5);
+    cJSON_Delete(q);
+    session_drop(s);
+    CHECK_EQ(n_closes, 1);
+    CHECK_EQ(down(), 0);
+}
+
+static void test_stop_detaches_keeps_data(void)
+{
+    char err[256];
+    int rc;
+    struct session *s = up(2, &rc, err, sizeof(err)); /* endless producer */
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->eng.heap_count < 5000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK(s->eng.heap_count >= 5000);
+    session_stop(s, "stopped by request");
+    CHECK_EQ(n_stops, 1); /* detached at once */
+    uint64_t kept = s->eng.heap_count;
+    for (int i = 0; i < 10; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK_EQ(s->state, SESSION_STOPPED);
+    CHECK_EQ(s->eng.heap_count, kept); /* nothing applied after the stop */
+    CHECK(s->src_over);
+    CHECK_EQ(n_closes, 0);
+    CHECK_EQ(down(), 0); /* the daemon's exit drops it: closed */
+    CHECK_EQ(n_closes, 1);
+}
+
+static void test_open_fails_leaves_nothing(void)
+{
+    char err[256];
+    int rc;
+    fail_open = 1;
+    struct session *s = up(99, &rc, err, sizeof(err));
+    fail_open = 0;
+    CHECK_EQ(rc, HT_EPERM);
+    CHECK_STR(err, "fake: no such process 99");
+    CHECK(s->src == NULL);
+    session_drop(s);
+    CHECK_EQ(srv.nsessions, 0);
+    CHECK_EQ(down(), 0);
+}
+
+HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing))

@@ -1,0 +1,179 @@
+/* Source conformance (source-conformance.h) for the replay source: random
+ * synthetic events, module events included, as .htev text and as its binary
+ * twin, into an engine whose ids match the stream's or not. */
+#include "ht-test.h"
+#include "htev-write.h"
+#include "htevb.h"
+#include "replay-source.h"
+#include "source-conformance.h"
+#include "stack-intern.h"
+
+#include <stdlib.h>
+
+/* Tiny rings: wrapped many times, the decoder blocks on full rings. */
+static int replay_open(void *arg, struct source **out, uv_loop_t *loop,
+                       const struct source_params *p, const struct source_sink *sink, char *err,
+                       size_t errsz)
+{
+    (void)arg;
+    return replay_source_open_sized(out, loop, p, sink, 1 << 16, 1024, err, errsz);
+}
+
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static void buf_put(void *arg, const void *d, size_t n)
+{
+    struct buf *b = arg;
+    if (b->len + n > b->cap) {
+        b->cap = (b->cap + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p)
+            abort();
+    }
+    memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+/* The stream's bytes to the source as room allows, then the end of input. */
+static int write_all(struct conf_run *r, struct source *src, const struct buf *b)
+{
+    size_t off = 0;
+    while (off < b->len) {
+        size_t piece = b->len - off < 5003 ? b->len - off : 5003; /* odd pieces */
+        size_t k = src->ops->write(src, b->p + off, piece);
+        off += k;
+        if (k < piece)
+            conf_pump(r);
+    }
+    src->ops->close_input(src);
+    return 0;
+}
+
+static int feed_text(void *arg, struct conf_run *r, struct source *src, const struct ht_event *evs,
+                     size_t n, const struct stack_intern *si)
+{
+    (void)arg;
+    struct buf b = {0};
+    char line[1 << 16];
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (evs[i].kind == HT_EV_PROCESS)
+            k = (size_t)snprintf(line, sizeof(line),
+                                 "{\"t\":%llu,\"ev\":\"process\",\"pid\":%llu,\"name\":\"conf\"}\n",
+                                 (unsigned long long)evs[i].t, (unsigned long long)evs[i].size);
+        else
+            k = htev_format(&evs[i], si, line, sizeof(line));
+        if (k == 0)
+            return -1;
+        buf_put(&b, line, k);
+    }
+    int rc = write_all(r, src, &b);
+    free(b.p);
+    return rc;
+}
+
+static int feed_binary(void *arg, struct conf_run *r, struct source *src,
+                       const struct ht_event *evs, size_t n, const struct stack_intern *si)
+{
+    (void)arg;
+    struct buf b = {0};
+    struct htevb_writer w;
+    htevb_writer_init(&w, si, buf_put, &b);
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].kind == HT_EV_PROCESS)
+            htevb_write_process(&w, evs[i].t, evs[i].size, "conf");
+        else if (htevb_write_event(&w, &evs[i]) != 0)
+            return -1;
+    }
+    htevb_writer_close(&w);
+    int rc = write_all(r, src, &b);
+    free(b.p);
+    return rc;
+}
+
+static const struct conf_backend replay_text = {"replay (text)", replay_open, feed_text, NULL};
+static const struct conf_backend replay_binary = {"replay (binary)", replay_open, feed_binary,
+                                                  NULL};
+
+#define NEVENTS 20000
+
+static void run(const struct conf_backend *b, int prefill)
+{
+    static struct ht_event evs[NEVENTS];
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        struct engine_limits lim;
+        engine_limits_default(&lim);
+        struct engine ref;
+        CHECK(engine_init(&ref, &lim) == 0);
+        size_t n = conf_make_events(&ref.si, seed, evs, NEVENTS);
+        CHECK_EQ(n, NEVENTS);
+        char why[1024] = "";
+        int rc = conf_check(b, &ref, evs, n, prefill, why, sizeof(why));
+        if (rc != 0)
+            fprintf(stderr, "seed %llu prefill %d: %s\n", (unsigned long long)seed, prefill, why);
+        /* The harness must see what it compares: modules and every kind. */
+        CHECK(ref.modules.loads > 0 && ref.modules.unknown_unloads > 0);
+        CHECK(ref.q.unknown_frees > 0 && ref.q.lost > 0 && ref.exited);
+        engine_close(&ref);
+        CHECK_EQ(rc, 0);
+    }
+}
+
+/* The harness can fail: a backend that drops one event is caught. */
+static int feed_text_lossy(void *arg, struct conf_run *r, struct source *src,
+                           const struct ht_event *evs, size_t n, const struct stack_intern *si)
+{
+    (void)arg;
+    struct buf b = {0};
+    char line[1 << 16];
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].kind == HT_EV_MODULE_UNLOAD)
+            continue; /* a backend that forgets unloads */
+        size_t k = htev_format(&evs[i], si, line, sizeof(line));
+        buf_put(&b, line, k);
+    }
+    int rc = write_all(r, src, &b);
+    free(b.p);
+    return rc;
+}
+
+static void test_replay_text(void)
+{
+    run(&replay_text, 0);
+}
+
+static void test_replay_text_remapped(void)
+{
+    run(&replay_text, 1);
+}
+
+static void test_replay_binary(void)
+{
+    run(&replay_binary, 0);
+}
+
+static void test_replay_binary_remapped(void)
+{
+    run(&replay_binary, 1);
+}
+
+static void test_harness_catches_loss(void)
+{
+    static struct ht_event evs[4000];
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine ref;
+    CHECK(engine_init(&ref, &lim) == 0);
+    size_t n = conf_make_events(&ref.si, 7, evs, 4000);
+    static const struct conf_backend lossy = {"lossy", replay_open, feed_text_lossy, NULL};
+    char why[1024] = "";
+    CHECK(conf_check(&lossy, &ref, evs, n, 0, why, sizeof(why)) != 0);
+    CHECK(why[0] != '\0');
+    engine_close(&ref);
+}
+
+HT_TEST_MAIN(T(replay_text), T(replay_text_remapped), T(replay_binary), T(replay_binary_remapped),
+             T(harness_catches_loss))
