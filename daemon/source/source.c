@@ -35,6 +35,8 @@ const struct source_ops *source_pick(unsigned mode, const char *name, char *err,
             continue;
         if (o->modes & mode)
             return o;
+        if (!name) /* the first source serving the mode: keep looking */
+            continue;
         snprintf(err, errsz, "source \"%s\" does not serve %s", name, mode_word(mode));
         return NULL;
     }

@@ -83,12 +83,17 @@ case_bpf_attach_counts() {
     for _ in $(seq 100); do
         ctl --json stacks live --by frame >"$T/stacks.json" || fail "stacks"
         row=$(bpf_frame_row '!leaf_alloc')
-        [ "$row" = "10 2 9825" ] && break
+        case "$row" in "9 2 9825" | "10 2 9825") break ;; esac
         sleep 0.05
     done
-    # 5 malloc(777), calloc, realloc, posix_memalign, aligned_alloc, malloc(3 MiB)
-    # made in leaf_alloc; the realloc'ed block (7777) and the aligned one (2048) stay.
-    eq "$row" "10 2 9825" "leaf_alloc: count, outstanding count, outstanding bytes"
+    # 5 malloc(777), calloc, posix_memalign, aligned_alloc, malloc(3 MiB) made
+    # in leaf_alloc, and the realloc, one more block when it moves (jemalloc
+    # moves it, glibc grows it in place); the realloc'ed block (7777) and the
+    # aligned one (2048) stay.
+    case "$row" in
+    "9 2 9825" | "10 2 9825") ;;
+    *) fail "leaf_alloc: count, outstanding count, outstanding bytes: got '$row', expected '9|10 2 9825'" ;;
+    esac
     eq "$(jget quality.lost <"$T/stacks.json")" 0 "lost events"
     # One 64 KiB commit outside the allocator, released; malloc's own 3 MiB mmap is no commit.
     ctl --json commits live --by frame >"$T/commits.json" || fail "commits"
@@ -111,7 +116,7 @@ case_bpf_attach_counts() {
     *) fail "session state after the target exited: $st" ;;
     esac
     ctl --json stacks live --by frame >"$T/stacks.json" || fail "stacks after exit"
-    eq "$(bpf_frame_row '!leaf_alloc')" "10 2 9825" "leaf_alloc after exit"
+    eq "$(bpf_frame_row '!leaf_alloc')" "$row" "leaf_alloc after exit"
     eq "$(bpf_fds)" "$before" "BPF objects left in the daemon after the target exited"
     stop_clean
 }

@@ -78,6 +78,7 @@ static int skel_load(struct bpf_tracer *t, int multi)
         bpf_program__set_expected_attach_type(t->skel->progs.ht_enter, HT_BPF_TRACE_UPROBE_MULTI);
         bpf_program__set_expected_attach_type(t->skel->progs.ht_return, HT_BPF_TRACE_UPROBE_MULTI);
         bpf_program__set_expected_attach_type(t->skel->progs.ht_free, HT_BPF_TRACE_UPROBE_MULTI);
+        bpf_program__set_expected_attach_type(t->skel->progs.ht_hint, HT_BPF_TRACE_UPROBE_MULTI);
     }
     return heaptrace_bpf__load(t->skel);
 }
@@ -128,14 +129,20 @@ static int fd_keep(struct bpf_tracer *t, int fd)
     return 0;
 }
 
-/* One link of prog for the points [i, j) that share a file and want it. */
+/* Which program serves a point: 0 enter+return, HB_FN_FREE, HB_FN_HINT. */
+static unsigned point_class(unsigned fn)
+{
+    return fn == HB_FN_FREE || fn == HB_FN_HINT ? fn : 0;
+}
+
+/* One link of prog for the points [i, j) that share a file and are of class cls. */
 static int multi_link(struct bpf_tracer *t, struct bpf_program *prog, size_t i, size_t j,
-                      int want_free, int ret, char *err, size_t errsz)
+                      unsigned cls, int ret, char *err, size_t errsz)
 {
     uint64_t offs[64], cookies[64];
     uint32_t cnt = 0;
     for (size_t k = i; k < j && cnt < 64; k++) {
-        if ((t->points[k].fn == HB_FN_FREE) != want_free)
+        if (point_class(t->points[k].fn) != cls)
             continue;
         offs[cnt] = t->points[k].file_offset;
         cookies[cnt++] = t->points[k].fn;
@@ -187,7 +194,9 @@ static int points_attach_multi(struct bpf_tracer *t, char *err, size_t errsz)
         if (!rc)
             rc = multi_link(t, t->skel->progs.ht_return, i, j, 0, 1, err, errsz);
         if (!rc)
-            rc = multi_link(t, t->skel->progs.ht_free, i, j, 1, 0, err, errsz);
+            rc = multi_link(t, t->skel->progs.ht_free, i, j, HB_FN_FREE, 0, err, errsz);
+        if (!rc)
+            rc = multi_link(t, t->skel->progs.ht_hint, i, j, HB_FN_HINT, 0, err, errsz);
         if (rc)
             return rc;
         i = j - 1;
@@ -236,7 +245,8 @@ static int uprobe_attach(struct bpf_tracer *t, struct bpf_program *prog,
 
 static int points_attach(struct bpf_tracer *t, char *err, size_t errsz)
 {
-    int rc = resolve_points(t->p.pid, &t->points, &t->npoints, err, errsz);
+    int rc =
+        resolve_points(t->p.pid, t->p.stacks == HB_STACKS_FP, &t->points, &t->npoints, err, errsz);
     if (rc)
         return rc;
     if (t->multi)
@@ -245,6 +255,8 @@ static int points_attach(struct bpf_tracer *t, char *err, size_t errsz)
         const struct resolve_point *pt = &t->points[i];
         if (pt->fn == HB_FN_FREE) {
             rc = uprobe_attach(t, t->skel->progs.ht_free, pt, 0, err, errsz);
+        } else if (pt->fn == HB_FN_HINT) {
+            rc = uprobe_attach(t, t->skel->progs.ht_hint, pt, 0, err, errsz);
         } else {
             rc = uprobe_attach(t, t->skel->progs.ht_enter, pt, 0, err, errsz);
             if (!rc)

@@ -8,6 +8,7 @@
  * producer callbacks below (the *_cb functions up to the loop side).
  */
 #include "evring.h"
+#include "procmaps.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "source.h"
@@ -55,12 +56,6 @@ static uint32_t str_cb(void *arg, const char *str, unsigned len)
     return stack_intern_str(evring_si(s->ring), str, len);
 }
 
-static void process_cb(void *arg, uint64_t pid, const char *name)
-{
-    struct bpf_source *s = arg;
-    evring_process(s->ring, pid, name, "");
-}
-
 static void idle_cb(void *arg)
 {
     struct bpf_source *s = arg;
@@ -85,6 +80,17 @@ static void ring_ready(void *data)
         s->outer.ready(s->outer.arg);
 }
 
+/* A module into the symbol cache, its table loaded now: symbols are lazy,
+ * but once the process is gone its files can no longer be opened through
+ * /proc/PID (the table stays cached by build id). */
+static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uint64_t bias,
+                         const char *path, const char *build_id)
+{
+    char buf[256];
+    if (sym_cache_add_module(s->syms, start, end, bias, path, build_id) == 0)
+        sym_cache_resolve(s->syms, start, 0, buf, sizeof(buf));
+}
+
 /* Module events teach the symbol cache before the session sees them, so
  * frames still resolve after the process is gone. */
 static int events_cb(void *arg, struct ht_event *evs, size_t n)
@@ -96,8 +102,8 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
             const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
             const char *bid =
                 ev->old_size ? stack_intern_strget(s->outer.si, (uint32_t)ev->old_size) : "";
-            sym_cache_add_module(s->syms, ev->addr, ev->addr + ev->size, ev->old_addr,
-                                 path ? path : "", bid ? bid : "");
+            module_learn(s, ev->addr, ev->addr + ev->size, ev->old_addr, path ? path : "",
+                         bid ? bid : "");
         } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
             sym_cache_remove_module(s->syms, ev->addr);
         }
@@ -192,10 +198,23 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
     struct bpf_tracer_sink k = {
         .emit = {.arg = s, .event = event_cb, .stack = stack_cb},
         .str = str_cb,
-        .process = process_cb,
+        .process = NULL, /* reported by bpf_src_start, before it returns */
         .idle = idle_cb,
         .done = done_cb,
     };
+    /* The process is known before start's reply: the session shows its pid
+     * and name at once (nothing was drained yet, so the order holds). */
+    struct source_process sp = {.pid = s->pid, .name = bpf_tracer_name(s->tracer), .wall = ""};
+    if (s->outer.process)
+        s->outer.process(s->outer.arg, &sp);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
+    s->outer.events(s->outer.arg, &ev, 1);
+    /* The symbol tables of the modules mapped now, while the process is
+     * there to open them (it may exit before a reply needs a frame). */
+    size_t nm;
+    const struct procmaps_module *ms = bpf_tracer_modules(s->tracer, &nm);
+    for (size_t i = 0; s->syms && i < nm; i++)
+        module_learn(s, ms[i].start, ms[i].end, ms[i].bias, ms[i].path, ms[i].build_id);
     rc = bpf_tracer_run(s->tracer, &k, err, errsz);
     if (rc) {
         bpf_tracer_detach(s->tracer);

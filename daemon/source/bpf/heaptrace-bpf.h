@@ -25,6 +25,8 @@ enum hb_fn {
     HB_FN_POSIX_MEMALIGN, /* (&p, align, size) -> 0 */
     HB_FN_PVALLOC,        /* (size) -> p, size rounded up to a page */
     HB_FN_FREE,           /* (p): entry only, free and operator delete */
+    HB_FN_HINT,           /* entry only: a function that calls malloc (libstdc++'s operator
+                             new, strdup): where the frame-pointer stack starts */
     HB_FN_COUNT
 };
 

@@ -41,7 +41,15 @@ struct thread_state {
     __u32 depth;
     __u32 pad;
     struct frame frames[DEPTH_MAX];
+    /* Entry of a hint function (HB_FN_HINT): its stack pointer, return
+     * address and the caller's frame pointer; used by the next outermost
+     * allocation made within it, then cleared. */
+    __u64 hint_sp, hint_ra, hint_bp;
 };
+
+/* An allocation at most this far below a hint function's entry was made
+ * within it. */
+#define HINT_REACH 4096
 
 struct sys_state {
     __u64 id;
@@ -141,11 +149,21 @@ static __always_inline void rec_submit(struct scratch *s, __u64 size)
  * perf callchain costs ~8 us more per event on these hosts (18.3 against
  * 26.9 us per malloc+free pair, tests/unit/bpf/measure.sh), for the same
  * frames. */
-static __noinline __u64 stack_fp(__u64 ip, __u64 bp, struct scratch *s)
+static __noinline __u64 stack_fp(__u64 ip, __u64 leaf_sp, __u64 bp, struct scratch *s)
 {
     __u32 n = 1;
+    int first = 1;
     s->frames[0] = ip;
-    for (int i = 1; i < HB_MAX_FRAMES; i++) {
+    /* A leaf without a frame of its own (glibc's mmap and mprotect wrappers
+     * make the syscall without touching the stack): its return address is
+     * at sp, and the chain from bp starts at its caller's caller. */
+    __u64 ra = 0;
+    if (leaf_sp && bpf_probe_read_user(&ra, sizeof(ra), (void *)leaf_sp) == 0 && ra) {
+        s->frames[1] = ra;
+        n = 2;
+        first = 2;
+    }
+    for (int i = first; i < HB_MAX_FRAMES; i++) {
         __u64 fr[2]; /* saved bp, return address */
         if (bp == 0 || bpf_probe_read_user(fr, sizeof(fr), (void *)bp) || fr[1] == 0)
             break;
@@ -198,10 +216,27 @@ static __always_inline __u64 stack_dwarf(struct pt_regs *regs, struct scratch *s
     return sizeof(struct hb_regs) + len;
 }
 
+/* The user registers of a syscall, copied for stack_dwarf. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct pt_regs);
+} regs_copy SEC(".maps");
+
+static __always_inline __u64 sys_stack_dwarf(struct pt_regs *uregs, struct scratch *s)
+{
+    __u32 zero = 0;
+    struct pt_regs *r = bpf_map_lookup_elem(&regs_copy, &zero);
+    if (!r || bpf_probe_read_kernel(r, sizeof(*r), uregs))
+        return 0;
+    return stack_dwarf(r, s);
+}
+
 static __always_inline __u64 stack_take(struct pt_regs *regs, struct scratch *s)
 {
     if (stack_mode == HB_STACKS_FP)
-        return stack_fp(regs->ip, regs->bp, s);
+        return stack_fp(regs->ip, 0, regs->bp, s);
     if (stack_mode == HB_STACKS_DWARF)
         return stack_dwarf(regs, s);
     return 0;
@@ -324,8 +359,38 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
         bpf_probe_read_user(&p, sizeof(p), (void *)f->args[0]);
         s->rec.args[3] = p;
     }
-    __u64 extra = stack_take(ctx, s);
+    __u64 extra;
+    __u64 sp = PT_REGS_SP(ctx);
+    if (stack_mode == HB_STACKS_FP && ts->hint_sp > sp && ts->hint_sp - sp < HINT_REACH)
+        /* Made within strdup or operator new, code without frame pointers:
+         * the stack as it was at their entry, from their caller on. */
+        extra = stack_fp(ts->hint_ra, 0, ts->hint_bp, s);
+    else
+        extra = stack_take(ctx, s);
+    ts->hint_sp = 0;
     rec_submit(s, sizeof(struct hb_rec) + extra);
+    return 0;
+}
+
+/* Entry of a function that allocates through malloc and has no frame
+ * pointer (libstdc++'s operator new, strdup): the return address is at sp
+ * and bp is still the caller's. The outermost hint of a nest is kept. */
+SEC("uprobe")
+int BPF_KPROBE(ht_hint)
+{
+    if (!is_target())
+        return 0;
+    struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 1);
+    if (!ts)
+        return 0;
+    __u64 sp = PT_REGS_SP(ctx), ra = 0;
+    if (ts->hint_sp > sp && ts->hint_sp - sp < HINT_REACH)
+        return 0;
+    if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp))
+        return 0;
+    ts->hint_sp = sp;
+    ts->hint_ra = ra;
+    ts->hint_bp = PT_REGS_FP(ctx);
     return 0;
 }
 
@@ -419,11 +484,16 @@ static __always_inline void sys_exit(void *ctx, __u64 id, long ret)
     if (thread_depth(BPF_CORE_READ(uregs, sp), 0) != 0)
         s->rec.flags |= HB_F_IN_ALLOC;
     __u64 extra = 0;
-    /* A mapping made outside the allocator may be a commit: keep its stack
-     * (frame pointers only: a stack copy per syscall is not worth it). */
-    if (!(s->rec.flags & HB_F_IN_ALLOC) && stack_mode == HB_STACKS_FP &&
-        (id == NR_MMAP || id == NR_MREMAP || id == NR_MPROTECT))
-        extra = stack_fp(BPF_CORE_READ(uregs, ip), BPF_CORE_READ(uregs, bp), s);
+    /* A mapping made outside the allocator may be a commit: keep its stack. */
+    if (!(s->rec.flags & HB_F_IN_ALLOC) &&
+        (id == NR_MMAP || id == NR_MREMAP || id == NR_MPROTECT)) {
+        if (stack_mode == HB_STACKS_FP)
+            extra =
+                stack_fp(BPF_CORE_READ(uregs, ip), id == NR_MREMAP ? 0 : BPF_CORE_READ(uregs, sp),
+                         BPF_CORE_READ(uregs, bp), s);
+        else if (stack_mode == HB_STACKS_DWARF)
+            extra = sys_stack_dwarf(uregs, s);
+    }
     rec_submit(s, sizeof(struct hb_rec) + extra);
 }
 

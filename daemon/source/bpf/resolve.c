@@ -15,12 +15,14 @@
 #include <uv.h>
 
 /* The functions probed. operator new (every variant) takes the size first,
- * so it reads as malloc. new and delete are probed only where the module
- * defining malloc defines them too (tcmalloc, jemalloc): libstdc++'s call
- * malloc and free, probed already. Not probing them there also matters for
- * correctness: a return probe replaces the return address with its
- * trampoline, which the C++ unwinder cannot step through, so a bad_alloc
- * thrown by a probed operator new terminates the target. */
+ * so it reads as malloc. new and delete are allocators only where the
+ * module defining malloc defines them too (tcmalloc, jemalloc): libstdc++'s
+ * call malloc and free, probed already, so there new is only a hint (an
+ * entry probe telling where the frame-pointer stack starts) and delete is
+ * not probed. No return probe on libstdc++'s new: a return probe replaces
+ * the return address with its trampoline, which the C++ unwinder cannot
+ * step through, so a bad_alloc thrown through it would terminate the
+ * target. strdup and friends are hints too: glibc has no frame pointers. */
 static const struct {
     const char *name;
     unsigned fn;
@@ -44,6 +46,11 @@ static const struct {
     {"_ZnamSt11align_val_t", HB_FN_MALLOC, 1},
     {"_ZnwmSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
     {"_ZnamSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
+    {"strdup", HB_FN_HINT, 0},
+    {"strndup", HB_FN_HINT, 0},
+    {"wcsdup", HB_FN_HINT, 0},
+    {"getline", HB_FN_HINT, 0},
+    {"getdelim", HB_FN_HINT, 0},
     {"_ZdlPv", HB_FN_FREE, 1},
     {"_ZdaPv", HB_FN_FREE, 1},
     {"_ZdlPvm", HB_FN_FREE, 1},
@@ -68,6 +75,7 @@ struct mod {
 
 struct ctx {
     uint64_t pid;
+    int hints; /* probe the hint functions (frame-pointer stacks) */
     struct procmaps_module *pms;
     struct mod *mods;
     size_t n;
@@ -144,7 +152,8 @@ static void symbols_scan(struct mod *m, Elf_Scn *scn)
             continue;
         const char *name = elf_strptr(m->elf, sh.sh_link, sym.st_name);
         if (!name || (name[0] != 'm' && name[0] != 'c' && name[0] != 'r' && name[0] != 'f' &&
-                      name[0] != 'p' && name[0] != 'a' && name[0] != 'v' && name[0] != '_'))
+                      name[0] != 'p' && name[0] != 'a' && name[0] != 'v' && name[0] != '_' &&
+                      name[0] != 's' && name[0] != 'w' && name[0] != 'g'))
             continue;
         for (size_t k = 0; k < NSYMS; k++)
             if (!m->vaddr[k] && strcmp(alloc_syms[k].name, name) == 0)
@@ -293,7 +302,8 @@ static int vaddr_to_offset(Elf *elf, uint64_t vaddr, uint64_t *off, uint64_t *le
     return -1;
 }
 
-static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_t mi, size_t k)
+static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_t mi, size_t k,
+                     unsigned fn)
 {
     struct mod *m = &c->mods[mi];
     uint64_t vaddr = m->vaddr[k], off, left;
@@ -311,7 +321,7 @@ static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_
              (unsigned long long)m->pm->first_map_end);
     snprintf(p->module, sizeof(p->module), "%s", m->pm->path);
     p->name = alloc_syms[k].name;
-    p->fn = alloc_syms[k].fn;
+    p->fn = fn;
     p->addr = vaddr + m->pm->bias;
     uint8_t code[PROLOGUE_SCAN];
     size_t want = left < sizeof(code) ? (size_t)left : sizeof(code);
@@ -333,16 +343,21 @@ static void points_pick(struct ctx *c, struct resolve_point *pts, size_t *np)
                 continue;
             if (k == 0)
                 malloc_mod = mi;
+            if (alloc_syms[k].fn == HB_FN_HINT && !c->hints)
+                break;
             if (!alloc_syms[k].is_cxx || mi == malloc_mod)
-                point_add(c, pts, np, mi, k);
+                point_add(c, pts, np, mi, k, alloc_syms[k].fn);
+            else if (alloc_syms[k].fn == HB_FN_MALLOC && c->hints)
+                point_add(c, pts, np, mi, k, HB_FN_HINT);
             break;
         }
     }
 }
 
-int resolve_points(uint64_t pid, struct resolve_point **out, size_t *n, char *err, size_t errsz)
+int resolve_points(uint64_t pid, int hints, struct resolve_point **out, size_t *n, char *err,
+                   size_t errsz)
 {
-    struct ctx c = {.pid = pid};
+    struct ctx c = {.pid = pid, .hints = hints};
     struct resolve_point *pts = NULL;
     size_t np = 0;
     int rc = procmaps_modules(pid, &c.pms, &c.n);

@@ -26,10 +26,12 @@ struct resolve_point {
 };
 
 /* The allocator functions of pid, one point per distinct address, as an
- * array the caller frees with ht_free. 0; UV_ENOENT/UV_ESRCH (no such
+ * array the caller frees with ht_free; with hints, also the functions that
+ * allocate through malloc without frame pointers (HB_FN_HINT). 0; UV_ENOENT/UV_ESRCH (no such
  * process), UV_ENOENT with "no allocator symbol" in err, or another error,
  * with a message for people in err. */
-int resolve_points(uint64_t pid, struct resolve_point **out, size_t *n, char *err, size_t errsz);
+int resolve_points(uint64_t pid, int hints, struct resolve_point **out, size_t *n, char *err,
+                   size_t errsz);
 
 /* The enum hb_fn of an allocator symbol name (0 if not one), and whether it
  * is an operator delete. */

@@ -234,9 +234,12 @@ static void exit_report(struct bpf_tracer *t, char *reason, size_t sz)
  * the time this thread runs): the session's first events. */
 static int start_report(struct bpf_tracer *t)
 {
-    t->sink.process(t->sink.emit.arg, t->p.pid, t->name);
-    struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = t->p.pid};
-    int rc = put(t, &ev);
+    int rc = 0;
+    if (t->sink.process) { /* else the caller reported the process itself */
+        t->sink.process(t->sink.emit.arg, t->p.pid, t->name);
+        struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = t->p.pid};
+        rc = put(t, &ev);
+    }
     for (size_t i = 0; i < t->nmods && !rc; i++)
         rc = module_put(t, &t->mods[i], 1);
     return rc;

@@ -256,6 +256,17 @@ void bpf_tracer_free(struct bpf_tracer *t)
     ht_free(t);
 }
 
+const struct procmaps_module *bpf_tracer_modules(const struct bpf_tracer *t, size_t *n)
+{
+    *n = t->nmods;
+    return t->mods;
+}
+
+const char *bpf_tracer_name(const struct bpf_tracer *t)
+{
+    return t->name;
+}
+
 void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st)
 {
     uv_mutex_lock(&t->stats_lock);
@@ -272,7 +283,7 @@ void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st)
 
 static const char *const fn_names[HB_FN_COUNT] = {
     "",         "malloc",         "calloc",  "realloc", "reallocarray",
-    "memalign", "posix_memalign", "pvalloc", "free",
+    "memalign", "posix_memalign", "pvalloc", "free",    "hint",
 };
 static const char *const stack_names[] = {"none", "fp", "dwarf"};
 

@@ -18,6 +18,7 @@
 
 struct bpf_tracer;
 struct cJSON;
+struct procmaps_module;
 
 struct bpf_tracer_params {
     uint64_t pid;
@@ -37,7 +38,8 @@ struct bpf_tracer_sink {
     struct bpf_emit emit; /* events and stacks; emit.arg is the sink's */
     /* Id of a string (module paths, build ids), 0 when it could not be interned. */
     uint32_t (*str)(void *arg, const char *s, unsigned len);
-    /* The process, once at the start. */
+    /* The process, once at the start, followed by an HT_EV_PROCESS event
+     * (NULL: the caller reports it, with bpf_tracer_name). */
     void (*process)(void *arg, uint64_t pid, const char *name);
     /* Everything emitted so far should be made visible (going idle). */
     void (*idle)(void *arg);
@@ -80,6 +82,11 @@ void bpf_tracer_free(struct bpf_tracer *t);
 void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st);
 /* "probes": [{"fn","module","offset","probe_off"}...] and the settings. */
 struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t);
+
+/* The modules as read at attach (valid until the next call on t). */
+const struct procmaps_module *bpf_tracer_modules(const struct bpf_tracer *t, size_t *n);
+/* The process's name (its comm) as read at attach. */
+const char *bpf_tracer_name(const struct bpf_tracer *t);
 
 /* Can the backend run here (privileges, BTF)? 0 or an error with why. */
 int bpf_tracer_available(char *err, size_t errsz);
