@@ -115,6 +115,8 @@ static void merge(struct regions *rt, uint32_t i, uint32_t j)
 
 static void remove_span(struct regions *rt, uint32_t i, uint32_t j, regions_fn fn, void *arg)
 {
+    if (i == j)
+        return;
     for (uint32_t k = i; k < j; k++)
         if (fn)
             fn(arg, &rt->r[k]);

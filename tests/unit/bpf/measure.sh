@@ -34,10 +34,10 @@ run() { # $1: label, rest: ht-bpf-dump options or "plain"
     wait "$pid" || true
     if [ "$1" != plain ]; then wait "$dpid" || true; fi
     printf '%-22s %s   %s\n' "$label" "$(grep ns_per_pair "$out" | cut -d' ' -f2)" \
-        "$(grep summary "$dumpout" | grep -o 'alloc=[0-9]* \|lost=[0-9]* \|attach_ms=[0-9.]*' | tr -d '\n')"
+        "$(grep summary "$dumpout" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^(alloc|records|attach_ms)=/) printf "%s ", $i; for (i = NF; i > 0; i--) if ($i ~ /^lost=/) { printf "%s", $i; break } }')"
     rm -f "$fifo" "$out" "$dumpout"
 }
-echo "configuration          ns/pair   (events seen, lost, attach)"
+echo "configuration          ns/pair   (allocs seen, records, attach, events lost)"
 run plain plain
 run "probe floor (empty)" --floor
 run "attached, fp stacks" --stacks fp

@@ -424,6 +424,10 @@ static void test_cxx_new_once(void)
     struct bpf_tracer_params p = {.stacks = HB_STACKS_FP, .stack_depth = 64};
     struct bpf_tracer_stats st;
     int status = 0;
+    if (!BPF_TARGET_CXX[0]) {
+        printf("skip: no C++ compiler to build the C++ target\n");
+        exit(HT_TEST_SKIP);
+    }
     target_path = BPF_TARGET_CXX;
     run_target(&p, &s, &st, &status);
     if (ht_test_failed)
