@@ -340,8 +340,19 @@ static void render_status(const cJSON *d)
            sz(num(m, "stacks"), s2), num(m, "distinct_stacks"));
     render_budget(m);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(d, "ingest");
-    printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
-           num(in, "lines"), num(in, "malformed"));
+    if (num(in, "lines") > 0 || num(in, "malformed") > 0) /* a recorded stream */
+        printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
+               num(in, "lines"), num(in, "malformed"));
+    else /* a live source */
+        printf("  ingest       %.0f events, %.0f lost\n", num(in, "events"), num(in, "lost"));
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(d, "source_detail");
+    if (sd)
+        printf(
+            "  source       %s stacks, %d probes in %.0f links, ring %s, %.0f records, %.0f lost, "
+            "attached in %.0f ms\n",
+            str(sd, "stacks"), cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sd, "probes")),
+            num(sd, "links"), sz(num(sd, "ring_bytes"), s1), num(sd, "records"), num(sd, "lost"),
+            num(sd, "attach_ms"));
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
