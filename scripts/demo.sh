@@ -76,7 +76,7 @@ else
     echo
     echo "== What the app says it did (its own ground truth)"
     grep '"done":true' "$tmp/app.out"
-    mid=mid_before:mid_after spikes=spikes_before:done step=250ms
+    mid=mid_before:mid_after spikes=spikes_before:done step=1s
 fi
 
 ctl status MemoryTestApp

@@ -116,8 +116,13 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     }
     rc = session_add_triggers(s, args, err, sizeof(err));
     if (rc == 0) {
+        /* Private bytes sampled four times per timeline interval (a read of
+         * /proc/PID/status is ~5 us), so a timeline sample and a trigger see
+         * a value at most a quarter interval old; at least every 10 ms. */
         uint64_t tl = ctx->srv->cfg->limits.timeline_ns;
-        p.sample_ns = tl ? tl : 1000000000ULL;
+        p.sample_ns = (tl ? tl : 1000000000ULL) / 4;
+        if (p.sample_ns < 10000000ULL)
+            p.sample_ns = 10000000ULL;
         s->state = SESSION_RUNNING;
         rc = session_source_begin(s, ops, &p, err, sizeof(err));
     }
