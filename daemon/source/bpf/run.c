@@ -113,6 +113,15 @@ static int private_sample(struct bpf_tracer *t)
     struct procmem pm;
     if (procmem_read(t->p.pid, &pm))
         return 0;
+    /* Sent when it changed, else once per four samples (a heartbeat that
+     * moves the session's clock while the target is idle): an idle target
+     * makes no stream of identical events. */
+    if (t->private_sent && pm.private_bytes == t->last_private &&
+        now - t->last_private_t < 4 * t->p.sample_ns)
+        return 0;
+    t->private_sent = 1;
+    t->last_private = pm.private_bytes;
+    t->last_private_t = now;
     struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_PRIVATE_BYTES, .size = pm.private_bytes};
     return put(t, &ev);
 }

@@ -39,6 +39,8 @@ struct bpf_tracer {
     uint64_t t0;
     uint64_t lost_seen; /* drops already reported */
     uint64_t next_sample;
+    uint64_t last_private, last_private_t; /* the last private bytes sent, and when */
+    int private_sent;
     int tramp_found;
     char name[64];                /* /proc/PID/comm at attach */
     struct procmaps_module *mods; /* read at attach, then as last reported (module events) */
