@@ -7,6 +7,7 @@
  * Threads: the ops run on the loop; the tracer's consumer thread runs the
  * producer callbacks below (the *_cb functions up to the loop side).
  */
+#include "bpf-source.h"
 #include "evring.h"
 #include "procmaps.h"
 #include "ht-alloc.h"
@@ -34,6 +35,15 @@ struct bpf_source {
     int started, stopped, ended;
     char reason[160];
     uv_mutex_t mu; /* reason: written by the consumer, read by the loop */
+
+    /* Synthetic input (bpf-source.h, tests only): no tracer; a thread of
+     * ours runs the consumer over the generator's records. */
+    struct bpf_synth synth;
+    struct bpf_consumer cons;
+    uint32_t stack_depth;
+    uv_thread_t synth_thread;
+    int synth_running;
+    struct source_stats synth_st; /* under mu */
 };
 
 /* Producer side: the tracer's sink, on its consumer thread. */
@@ -187,6 +197,17 @@ fail:
     return rc;
 }
 
+/* The process is known before start's reply: the session shows its pid
+ * and name at once (nothing was drained yet, so the order holds). */
+static void process_report(struct bpf_source *s, const char *name)
+{
+    struct source_process sp = {.pid = s->pid, .name = name, .wall = ""};
+    if (s->outer.process)
+        s->outer.process(s->outer.arg, &sp);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
+    s->outer.events(s->outer.arg, &ev, 1);
+}
+
 static int bpf_src_start(struct source *base, char *err, size_t errsz)
 {
     struct bpf_source *s = (struct bpf_source *)base;
@@ -202,13 +223,7 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
         .idle = idle_cb,
         .done = done_cb,
     };
-    /* The process is known before start's reply: the session shows its pid
-     * and name at once (nothing was drained yet, so the order holds). */
-    struct source_process sp = {.pid = s->pid, .name = bpf_tracer_name(s->tracer), .wall = ""};
-    if (s->outer.process)
-        s->outer.process(s->outer.arg, &sp);
-    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
-    s->outer.events(s->outer.arg, &ev, 1);
+    process_report(s, bpf_tracer_name(s->tracer));
     /* The symbol tables of the modules mapped now, while the process is
      * there to open them (it may exit before a reply needs a frame). */
     size_t nm;
@@ -349,3 +364,140 @@ const struct source_ops source_bpf_ops = {
     .close_input = NULL,
     .symbolize = bpf_src_symbolize,
 };
+
+/* Synthetic input (bpf-source.h): tests only, outside the ops table above. */
+
+static void synth_stats_copy(struct bpf_source *s)
+{
+    uv_mutex_lock(&s->mu);
+    s->synth_st.events = s->cons.events;
+    s->synth_st.malformed = s->cons.malformed;
+    s->synth_st.lost = s->cons.drops_seen;
+    s->synth_st.lines = s->cons.records; /* records taken */
+    uv_mutex_unlock(&s->mu);
+}
+
+/* The producer thread: what run.c's consumer does with the kernel ring's
+ * records and drop counter, over the generator's items. */
+static void synth_thread(void *arg)
+{
+    struct bpf_source *s = arg;
+    struct bpf_emit emit = {.arg = s, .event = event_cb, .stack = stack_cb};
+    bpf_consumer_init(&s->cons, &emit, s->synth.t0, s->stack_depth);
+    struct bpf_synth_item it;
+    int stop = 0;
+    unsigned n = 0;
+    while (!stop && s->synth.next(s->synth.arg, &it)) {
+        if (it.drops)
+            stop = bpf_consume_drops(&s->cons, it.drops_total, it.now) != 0;
+        else
+            stop = bpf_consume_record(&s->cons, it.rec, it.size) != 0;
+        if (++n % 256 == 0) {
+            synth_stats_copy(s);
+            evring_publish(s->ring);
+        }
+    }
+    synth_stats_copy(s);
+    bpf_consumer_close(&s->cons);
+    done_cb(s, stop ? "tracing stopped" : "end of synthetic input");
+}
+
+static int synth_start(struct source *base, char *err, size_t errsz)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->started)
+        return 0;
+    process_report(s, "synthetic");
+    int rc = uv_thread_create(&s->synth_thread, synth_thread, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot start the producer thread: %s", uv_strerror(rc));
+        return rc;
+    }
+    s->synth_running = 1;
+    s->started = 1;
+    return 0;
+}
+
+static void synth_stop(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->stopped)
+        return;
+    s->stopped = 1;
+    if (s->ring)
+        evring_quit(s->ring);
+    if (s->synth_running)
+        uv_thread_join(&s->synth_thread);
+    s->synth_running = 0;
+}
+
+static void synth_close(struct source *base)
+{
+    if (!base)
+        return;
+    struct bpf_source *s = (struct bpf_source *)base;
+    synth_stop(base);
+    if (s->ring)
+        evring_free(s->ring);
+    mem_acct_close(&s->acct);
+    uv_mutex_destroy(&s->mu);
+    ht_free(s);
+}
+
+static void synth_stats(struct source *base, struct source_stats *st)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    memset(st, 0, sizeof(*st));
+    if (s->ring)
+        evring_producer_stats(s->ring, st);
+    uv_mutex_lock(&s->mu);
+    st->events = s->synth_st.events;
+    st->malformed = s->synth_st.malformed;
+    st->lost = s->synth_st.lost;
+    st->lines = s->synth_st.lines;
+    uv_mutex_unlock(&s->mu);
+}
+
+static const struct source_ops bpf_synth_ops = {
+    .name = "bpf-synthetic",
+    .modes = 0, /* reachable only through bpf_source_open_synthetic */
+    .summary = "the eBPF source on synthetic ring records (tests)",
+    .start = synth_start,
+    .drain = bpf_src_drain,
+    .stop = synth_stop,
+    .close = synth_close,
+    .stats = synth_stats,
+};
+
+int bpf_source_open_synthetic(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                              const struct source_sink *sink, const struct bpf_synth *gen,
+                              char *err, size_t errsz)
+{
+    *out = NULL;
+    struct bpf_source *s = ht_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    s->base.ops = &bpf_synth_ops;
+    s->outer = *sink;
+    s->base.sink = *sink;
+    s->base.sink.arg = s;
+    s->base.sink.events = events_cb;
+    s->base.sink.process = process_fwd;
+    s->synth = *gen;
+    s->pid = gen->pid;
+    s->stack_depth = p->stack_depth;
+    uv_mutex_init(&s->mu);
+    mem_acct_init(&s->acct, p->budget);
+    struct evring_limits lim = {gen->ring_events ? gen->ring_events : BPF_RING_EVENTS,
+                                p->max_stacks, p->max_strings, p->max_name_len, p->budget};
+    int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
+        synth_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}

@@ -269,3 +269,16 @@ int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size)
     syscall_record(&k);
     return k.stopped ? -1 : 0;
 }
+
+int bpf_consume_drops(struct bpf_consumer *c, uint64_t total, uint64_t now)
+{
+    if (total <= c->drops_seen)
+        return 0;
+    struct ht_event ev = {.kind = HT_EV_LOST, .size = total - c->drops_seen};
+    ev.t = now > c->t0 ? now - c->t0 : 0;
+    c->drops_seen = total;
+    if (c->emit.event(c->emit.arg, &ev))
+        return -1;
+    c->events++;
+    return 0;
+}

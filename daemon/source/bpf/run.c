@@ -97,11 +97,9 @@ static int lost_check(struct bpf_tracer *t)
         return 0;
     for (int i = 0; i < ncpu; i++)
         sum += vals[i];
-    if (sum <= t->lost_seen)
-        return 0;
-    struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_LOST, .size = sum - t->lost_seen};
-    t->lost_seen = sum;
-    return put(t, &ev);
+    int rc = bpf_consume_drops(&t->cons, sum, bpf_now_ns());
+    t->lost_seen = t->cons.drops_seen;
+    return rc;
 }
 
 static int private_sample(struct bpf_tracer *t)
