@@ -118,6 +118,7 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     if (rc == 0) {
         uint64_t tl = ctx->srv->cfg->limits.timeline_ns;
         p.sample_ns = tl ? tl : 1000000000ULL;
+        p.ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
         s->state = SESSION_RUNNING;
         rc = session_source_begin(s, ops, &p, err, sizeof(err));
     }

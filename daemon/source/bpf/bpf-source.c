@@ -174,14 +174,21 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
         .stacks = stacks_of(p->stacks),
         .stack_depth = p->stack_depth,
         .sample_ns = p->sample_ns,
+        .ring_bytes = (uint32_t)p->ring_bytes, /* validated by the config: at most 1 GiB */
         .no_heap = p->no_heap,
         .no_virtual = p->no_virtual,
     };
     int rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
     if (rc)
         goto fail;
-    struct evring_limits lim = {BPF_RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
-                                p->budget};
+    /* The event ring holds about as many records as the kernel ring (one
+     * per 256 bytes of it, 1024 at least): a small kernel ring (bpf_ring_bytes)
+     * is not hidden behind a large buffer of ours. */
+    uint64_t rb = p->ring_bytes ? p->ring_bytes : 16u << 20;
+    uint32_t nev = BPF_RING_EVENTS;
+    while (nev > 1024 && (uint64_t)nev * 256 > rb)
+        nev >>= 1;
+    struct evring_limits lim = {nev, p->max_stacks, p->max_strings, p->max_name_len, p->budget};
     rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
     if (rc) {
         snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
@@ -302,7 +309,9 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
     bpf_tracer_stats(s->tracer, &ts);
     st->events = ts.events;
     st->malformed = ts.malformed;
-    st->lost = ts.lost;
+    /* The drops went to the engine as lost events already (the session adds
+     * st->lost to them): only what never became an event is lost here. */
+    st->lost = ts.undelivered;
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
@@ -320,6 +329,7 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     bpf_tracer_stats(s->tracer, &ts);
     cJSON_AddNumberToObject(o, "records", (double)ts.records);
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
+    cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
     cJSON_AddNumberToObject(o, "region_drops", (double)ts.region_drops);
@@ -372,7 +382,7 @@ static void synth_stats_copy(struct bpf_source *s)
     uv_mutex_lock(&s->mu);
     s->synth_st.events = s->cons.events;
     s->synth_st.malformed = s->cons.malformed;
-    s->synth_st.lost = s->cons.drops_seen;
+    s->synth_st.lost = s->cons.undelivered;
     s->synth_st.lines = s->cons.records; /* records taken */
     uv_mutex_unlock(&s->mu);
 }

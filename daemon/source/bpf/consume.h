@@ -40,6 +40,11 @@ struct bpf_consumer {
     int exec_mapped;     /* an executable file mapping appeared: rescan the modules */
     uint64_t records, events, malformed, brk_calls, unwind_failures;
     uint64_t drops_seen; /* the kernel's drop total already reported as lost */
+    /* Records (and drops) that never became events: taken while the sink
+     * refused (the ring quitting at stop), or discarded by the consumer at
+     * stop. Reported as the source's own lost count (source_stats.lost), on
+     * top of the lost events the engine got. */
+    uint64_t undelivered;
 };
 
 void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
