@@ -559,8 +559,8 @@ cJSON *session_ingest_json(struct session *s)
     cJSON_AddNumberToObject(o, "lines", (double)in->lines);
     cJSON_AddNumberToObject(o, "events", (double)in->events);
     cJSON_AddNumberToObject(o, "malformed", (double)in->malformed);
-    cJSON_AddNumberToObject(o, "lost",
-                            (double)in->lost); /* never became events (quality adds it) */
+    if (in->lost) /* never became events (the replies' quality adds it to lost) */
+        cJSON_AddNumberToObject(o, "lost", (double)in->lost);
     if (s->input_dropped)
         cJSON_AddNumberToObject(o, "dropped_bytes", (double)s->input_dropped);
     cJSON *errs = cJSON_AddArrayToObject(o, "errors");
