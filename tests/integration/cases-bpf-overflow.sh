@@ -84,3 +84,47 @@ case_bpf_overflow_reported() {
     [ "$produced" -le $((2 * pairs + 2000)) ] || fail "records taken + lost $produced > $((2 * pairs)) calls made (+2000): counted twice"
     stop_clean
 }
+
+# Stopped while the loop is held and the rings are full: what was converted
+# but never applied is counted (cut_at_stop, in lost), never silent.
+case_bpf_stop_cut_counted() {
+    start_daemon
+    bpf_need
+    local bench apid q1 q2
+    bench="$(dirname "$HT_DAEMON")/../tests/apps/allocbench"
+    [ -x "$bench" ] || fail "no allocbench at $bench"
+    overflow_big_session 300000
+    ctl load "$T/big.htev" --name big >/dev/null 2>&1 || fail "load"
+    "$bench" 1000000 1 >"$T/bench.out" </dev/null &
+    apid=$!
+    for _ in $(seq 200); do
+        grep -q ready "$T/bench.out" && break
+        sleep 0.05
+    done
+    ctl start --pid "$apid" --name live >/dev/null 2>&1 || fail "start --pid"
+    kill -USR1 "$apid"
+    sleep 1
+    # Two long queries ahead of the stop: the rings fill behind them.
+    ctl stacks big --range 1ms:1h --top 10000 >/dev/null 2>&1 &
+    q1=$!
+    ctl stacks big --range 1ms:1h --top 10000 >/dev/null 2>&1 &
+    q2=$!
+    ctl stop live >/dev/null || fail "stop"
+    wait "$q1" "$q2"
+    kill "$apid"
+    wait "$apid" 2>/dev/null
+    ctl --json status live >"$T/status.json" || fail "status"
+    local events applied cut lost undelivered qlost
+    events=$(jget ingest.events <"$T/status.json")
+    applied=$(jget quality.events <"$T/status.json")
+    cut=$(jget source_status.cut_at_stop <"$T/status.json")
+    lost=$(jget source_status.lost <"$T/status.json")
+    undelivered=$(jget source_status.undelivered <"$T/status.json")
+    qlost=$(jget quality.lost <"$T/status.json")
+    echo "converted $events, applied $applied (with the process event), cut at stop $cut," \
+        "kernel drops $lost, undelivered $undelivered, quality.lost $qlost"
+    # Every converted event was applied or counted as cut (the process event comes from start).
+    eq "$((applied - 1 + cut))" "$events" "events applied + cut at stop against converted"
+    eq "$qlost" "$((lost + undelivered + cut))" "quality.lost against drops + undelivered + cut"
+    stop_clean
+}

@@ -18,6 +18,7 @@
 #include "tracer.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,11 @@ struct bpf_source {
     struct source_sink outer; /* the session's sink; base.sink wraps it */
     uint64_t pid;
     int started, stopped, ended;
+    /* Events put into the event ring (producer) and handed to the session
+     * (loop): at a stop the session takes no more, and what was put but not
+     * handed over is counted as lost rather than vanishing. */
+    atomic_uint_fast64_t put;
+    uint64_t delivered;
     char reason[160];
     uv_mutex_t mu; /* reason: written by the consumer, read by the loop */
 
@@ -51,7 +57,10 @@ struct bpf_source {
 static int event_cb(void *arg, const struct ht_event *ev)
 {
     struct bpf_source *s = arg;
-    return evring_put(s->ring, ev) != 0;
+    if (evring_put(s->ring, ev) != 0)
+        return 1;
+    atomic_fetch_add_explicit(&s->put, 1, memory_order_relaxed);
+    return 0;
 }
 
 static uint32_t stack_cb(void *arg, const uint64_t *frames, unsigned n)
@@ -118,7 +127,10 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
             sym_cache_remove_module(s->syms, ev->addr);
         }
     }
-    return s->outer.events(s->outer.arg, evs, n);
+    int rc = s->outer.events(s->outer.arg, evs, n);
+    if (rc == 0)
+        s->delivered += n; /* else the session stopped: this batch counts as cut */
+    return rc;
 }
 
 static void process_fwd(void *arg, const struct source_process *p)
@@ -297,6 +309,16 @@ static void bpf_src_close(struct source *base)
     ht_free(s);
 }
 
+/* Events the producer put that the session never took: only known once
+ * the source stopped (while it runs they are in flight). */
+static uint64_t cut_at_stop(struct bpf_source *s)
+{
+    if (!s->stopped)
+        return 0;
+    uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
+    return put > s->delivered ? put - s->delivered : 0;
+}
+
 static void bpf_src_stats(struct source *base, struct source_stats *st)
 {
     struct bpf_source *s = (struct bpf_source *)base;
@@ -311,7 +333,7 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
     st->malformed = ts.malformed;
     /* The drops went to the engine as lost events already (the session adds
      * st->lost to them): only what never became an event is lost here. */
-    st->lost = ts.undelivered;
+    st->lost = ts.undelivered + cut_at_stop(s);
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
@@ -330,6 +352,7 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "records", (double)ts.records);
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
     cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
+    cJSON_AddNumberToObject(o, "cut_at_stop", (double)cut_at_stop(s));
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
     cJSON_AddNumberToObject(o, "region_drops", (double)ts.region_drops);
@@ -463,7 +486,7 @@ static void synth_stats(struct source *base, struct source_stats *st)
     uv_mutex_lock(&s->mu);
     st->events = s->synth_st.events;
     st->malformed = s->synth_st.malformed;
-    st->lost = s->synth_st.lost;
+    st->lost = s->synth_st.lost + cut_at_stop(s);
     st->lines = s->synth_st.lines;
     uv_mutex_unlock(&s->mu);
 }
