@@ -344,8 +344,8 @@ static void render_status(const cJSON *d)
         printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
                num(in, "lines"), num(in, "malformed"));
     else /* a live source */
-        printf("  ingest       %.0f events, %.0f lost\n", num(in, "events"), num(in, "lost"));
-    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(d, "source_detail");
+        printf("  ingest       %.0f events\n", num(in, "events"));
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(d, "source_status");
     if (sd)
         printf(
             "  source       %s stacks, %d probes in %.0f links, ring %s, %.0f records, %.0f lost, "

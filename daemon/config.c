@@ -77,6 +77,7 @@ void config_defaults(struct ht_config *cfg)
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
     cfg->session_memory_budget = 512ull << 20;
+    cfg->bpf_ring_bytes = CONFIG_BPF_RING_DEFAULT;
     cfg->daemon_memory_budget = 2ull << 30;
     engine_limits_default(&cfg->limits);
     parse_cull_text(cfg, ht_default_cull_frames);
@@ -247,6 +248,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_u64(o, "session_memory_budget", &cfg->session_memory_budget, 1, 0, err, errsz);
     if (!rc)
         rc = get_u64(o, "daemon_memory_budget", &cfg->daemon_memory_budget, 1, 0, err, errsz);
+    if (!rc)
+        rc = get_u64(o, "bpf_ring_bytes", &cfg->bpf_ring_bytes, 1, 0, err, errsz);
     if (!rc && lim) {
         rc = get_u32(lim, "table_cap", &cfg->limits.table_cap, err, errsz);
         if (!rc)
@@ -301,6 +304,13 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
     }
     if (interval == 0 || life == 0 || cring == 0 || tring == 0) {
         snprintf(err, errsz, "config: intervals and ring sizes must be positive");
+        return HT_EBADARG;
+    }
+    /* The kernel takes a ring of a power of two pages; past 1 GiB it is
+     * memory locked for nothing, below 64 KiB a few stacks fill it. */
+    uint64_t rb = cfg->bpf_ring_bytes;
+    if (rb < CONFIG_BPF_RING_MIN || rb > CONFIG_BPF_RING_MAX || (rb & (rb - 1)) != 0) {
+        snprintf(err, errsz, "config: bpf_ring_bytes must be a power of two from 64KiB to 1GiB");
         return HT_EBADARG;
     }
     /* Stack ids carry two flag bits in the stream id maps (htevb.c, evring.c). */

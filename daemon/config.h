@@ -15,6 +15,10 @@ enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* The least client_output_cap: one reply frame (HT_FRAME_TARGET, 64 KiB);
  * below, ordinary replies cut off a client that reads. */
 #define CONFIG_OUTPUT_CAP_MIN (64u << 10)
+/* bpf_ring_bytes: the eBPF source's kernel ring buffer (a power of two). */
+#define CONFIG_BPF_RING_MIN (64u << 10)
+#define CONFIG_BPF_RING_MAX (1u << 30)
+#define CONFIG_BPF_RING_DEFAULT (16u << 20)
 /* timeline_interval and timeline_ring: the samples one event can make the
  * loop take (config_load says why). */
 #define CONFIG_TIMELINE_NS_MIN 1000000ULL
@@ -38,6 +42,7 @@ struct ht_config {
     uint32_t snapshot_top;
     uint64_t session_memory_budget; /* bytes one session may hold (0: no limit) */
     uint64_t daemon_memory_budget; /* bytes all sessions and queued output may hold (0: no limit) */
+    uint64_t bpf_ring_bytes;       /* the eBPF source's kernel ring, per session */
     struct engine_limits limits;
     /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;

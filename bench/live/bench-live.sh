@@ -21,9 +21,11 @@
 #   --threads "1 2"    thread counts
 #   --configs LIST     comma list (default plain,heaptrace,floor,memleak,heaptrack)
 #   --probes LIST      floor probes in the allocator library, SYMBOL+DELTA:entry|ret, comma
-#                      separated (default malloc+0:entry,malloc+0:ret,free+3:entry: heaptrace's
-#                      malloc entry and return probes and free at +3, linux-backend.md section 2;
-#                      set it to what `heaptracectl status --json` lists as probes)
+#                      separated. Default: the ones heaptrace really attaches on the functions
+#                      allocbench calls (malloc entry and return, free entry), with the offsets
+#                      `heaptracectl status --json` lists (source_status.probes) for a session on
+#                      a throwaway allocbench; malloc+0:entry,malloc+0:ret,free+3:entry when
+#                      heaptrace cannot run (linux-backend.md section 2)
 #   --stacks MODE      heaptrace's --stacks (default: its default)
 #   --bcc-kernel-source DIR  BCC_KERNEL_SOURCE for memleak: bcc compiles its program at run time
 #                      against kernel headers, and these hosts have none for their kernel. A merged
@@ -40,7 +42,8 @@ PLAIN_PAIRS=1000000
 REPS=3
 THREADS="1 2"
 CONFIGS=plain,heaptrace,floor,memleak,heaptrack
-PROBES=malloc+0:entry,malloc+0:ret,free+3:entry
+PROBES=
+PROBES_FROM="--probes"
 STACKS=
 KEEP=0
 BCC_SRC=
@@ -75,6 +78,7 @@ CHILDREN=()
 RESULTS=$W/results.tsv
 : >"$RESULTS"
 declare -A NOTE # config -> why it has no numbers
+declare -A RUNFAIL # config -> runs that failed (not in the table), and why
 
 finish() {
     local p
@@ -137,9 +141,10 @@ if has heaptrace; then
         DPID=$!
         for _ in $(seq 100); do "$CTL" ping >/dev/null 2>&1 && break; sleep 0.05; done
         "$CTL" --json version >"$W/version.json" 2>&1
-        # A source serving pid: "bpf" by name, or an object listing "pid" among its modes.
-        if ! tr -d ' \t\n' <"$W/version.json" | grep -o '"sources":\[[^]]*\]' | grep -q '"bpf"\|"pid"'; then
-            NOTE[heaptrace]="no source serves pid in this build ($(tr -d ' \t\n' <"$W/version.json" | grep -o '"sources":\[[^]]*\]'))"
+        # A source serving pid: an object of "sources" listing "pid" among its modes (the list
+        # holds arrays: matched on the modes array itself, not up to the first "]").
+        if ! tr -d ' \t\n' <"$W/version.json" | grep -q '"modes":\[[^]]*"pid"'; then
+            NOTE[heaptrace]="no source serves pid in this build ($(tr -d ' \t\n' <"$W/version.json" | grep -o '"name":"[a-z]*","modes":\[[^]]*\]' | paste -sd' '))"
         fi
     else
         NOTE[heaptrace]="heaptraced/heaptracectl not built in $BUILD"
@@ -147,6 +152,30 @@ if has heaptrace; then
 fi
 has memleak && ! command -v memleak-bpfcc >/dev/null && NOTE[memleak]="memleak-bpfcc missing (bpfcc-tools)"
 has heaptrack && ! command -v heaptrack >/dev/null && NOTE[heaptrack]="heaptrack missing"
+
+# probes_of_heaptrace: the probes heaptrace attaches on malloc and free, from the status of a
+# session on a throwaway allocbench ("malloc+OFF:entry,malloc+OFF:ret,free+OFF:entry").
+probes_of_heaptrace() {
+    local apid out
+    (cd "$W" && exec "$BENCH" 1000 1) >"$W/probes.out" 2>&1 </dev/null &
+    apid=$!
+    CHILDREN+=("$apid")
+    wait_for "$W/probes.out" '"ready":true' "$apid" 10 || return 1
+    "$CTL" start --pid "$apid" --name probes >/dev/null 2>&1 || { kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
+    "$CTL" --json status probes >"$W/probes.status" 2>&1
+    "$CTL" stop probes >/dev/null 2>&1
+    "$CTL" drop probes >/dev/null 2>&1
+    kill "$apid"
+    wait "$apid" 2>/dev/null
+    out=$(python3 - "$W/probes.status" <<'PY'
+import json, sys
+probes = json.load(open(sys.argv[1]))["source_status"]["probes"]
+off = {p["function"]: p["probe_offset"] for p in probes if p["module"].endswith("/libc.so.6")}
+print("malloc+%d:entry,malloc+%d:ret,free+%d:entry" % (off["malloc"], off["malloc"], off["free"]))
+PY
+) || return 1
+    echo "$out"
+}
 
 # --- one run -----------------------------------------------------------------------------
 # run_one CONFIG THREADS REP: one allocbench run under CONFIG; appends a line to results.tsv:
@@ -184,13 +213,30 @@ run_one() {
         wait_for "$W/$tag.tool" '"attached"' "$tpid" 20 || {
             NOTE[floor]="probe-floor: $(head -n 1 "$W/$tag.tool")"; kill "$apid"; wait "$apid" 2>/dev/null; return 1; } ;;
     memleak)
-        env ${BCC_SRC:+BCC_KERNEL_SOURCE=$BCC_SRC} memleak-bpfcc -p "$apid" 3600 >"$W/$tag.tool" 2>&1 &
-        tpid=$!
-        CHILDREN+=("$tpid")
-        wait_for "$W/$tag.tool" 'Attaching to pid' "$tpid" 60 || {
-            NOTE[memleak]="memleak-bpfcc failed: $(grep -m1 -i 'unable\|error\|cannot' "$W/$tag.tool")"
-            kill "$tpid" 2>/dev/null; kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
-        sleep 0.5 ;;
+        # It prints "Attaching" before attaching: a probe it cannot attach (EINVAL while a
+        # uprobe with another ref_ctr_offset is registered at the same libc offset, dmesg
+        # "ref_ctr_offset mismatch": another tracer, or the previous configuration's probes
+        # not yet gone) ends it. Tried three times, 2 s apart; a run where it never attached
+        # measured the plain loop and is not counted.
+        local try
+        for try in 1 2 3; do
+            sleep 2
+            env ${BCC_SRC:+BCC_KERNEL_SOURCE=$BCC_SRC} memleak-bpfcc -p "$apid" 3600 >"$W/$tag.tool" 2>&1 &
+            tpid=$!
+            CHILDREN+=("$tpid")
+            wait_for "$W/$tag.tool" 'Attaching to pid' "$tpid" 60 || {
+                NOTE[memleak]="memleak-bpfcc failed: $(grep -m1 -i 'unable\|error\|cannot' "$W/$tag.tool")"
+                kill "$tpid" 2>/dev/null; kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
+            sleep 1
+            kill -0 "$tpid" 2>/dev/null && ! grep -q 'Traceback\|cannot attach' "$W/$tag.tool" && break
+            log "$tag: memleak did not attach (try $try): $(grep -m1 -i 'cannot attach' "$W/$tag.tool")"
+            kill "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null
+            tpid=
+        done
+        if [ -z "$tpid" ]; then
+            RUNFAIL[memleak]="${RUNFAIL[memleak]:-}$tag "
+            kill "$apid"; wait "$apid" 2>/dev/null; return 1
+        fi ;;
     heaptrack)
         (cd "$W" && exec heaptrack -p "$apid") >"$W/$tag.tool" 2>&1 &
         tpid=$!
@@ -214,7 +260,8 @@ run_one() {
             a=$b
         done
         "$CTL" --json status "$name" >"$W/$tag.status" 2>&1
-        lost=$(tr -d ' \t\n' <"$W/$tag.status" | grep -o '"lost[a-z_]*":[0-9]*' | head -n 1 | cut -d: -f2)
+        # quality.lost: what every reply reports (the kernel ring's drops, and what never became an event)
+        lost=$(tr -d ' \t\n' <"$W/$tag.status" | grep -o '"quality":{[^}]*}' | grep -o '"lost":[0-9]*' | cut -d: -f2)
         [ -n "$lost" ] || lost="?"
         "$CTL" stop "$name" >/dev/null 2>&1
         "$CTL" drop "$name" >/dev/null 2>&1 ;;
@@ -226,6 +273,16 @@ run_one() {
     printf '%s\t%s\t%s\t%s\t%s\n' "$cfg" "$t" "$rep" "$ns" "$lost" >>"$RESULTS"
     log "$tag: $ns ns/pair${lost:+ (lost $lost)}"
 }
+
+if [ -z "$PROBES" ]; then
+    if [ -z "${NOTE[heaptrace]:-}" ] && [ -n "$DPID" ] && PROBES=$(probes_of_heaptrace) && [ -n "$PROBES" ]; then
+        PROBES_FROM="heaptracectl status --json of a session (source_status.probes)"
+    else
+        PROBES=malloc+0:entry,malloc+0:ret,free+3:entry
+        PROBES_FROM="built-in default (heaptrace's own probes could not be read)"
+    fi
+fi
+log "floor probes: $PROBES, from $PROBES_FROM"
 
 # --- the matrix, interleaved -------------------------------------------------------------
 log "allocbench $PAIRS pairs/thread ($PLAIN_PAIRS plain), threads: $THREADS, $REPS repetitions, configs: $CONFIGS"
@@ -257,6 +314,10 @@ for t in $THREADS; do
             continue
         fi
         vals=$(awk -v c="$cfg" -v t="$t" '$1 == c && $2 == t { print $4 }' "$RESULTS")
+        if [ -z "$vals" ]; then
+            printf '%-10s %7s %12s   no run counted (see below)\n' "$cfg" "$t" -
+            continue
+        fi
         med=$(echo "$vals" | median)
         lost=$(awk -v c="$cfg" -v t="$t" '$1 == c && $2 == t { print $5 }' "$RESULTS" | sort -u | paste -sd/)
         xp=$(awk -v a="$med" -v b="${plain:-0}" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }')
@@ -265,4 +326,5 @@ for t in $THREADS; do
     done
 done
 for cfg in "${!NOTE[@]}"; do echo "note: $cfg: ${NOTE[$cfg]}"; done
-echo "floor probes: $PROBES (in the target's libc)"
+for cfg in "${!RUNFAIL[@]}"; do echo "runs not counted: $cfg: ${RUNFAIL[$cfg]}(the tool never attached: cannot attach uprobe, EINVAL, dmesg ref_ctr_offset mismatch)"; done
+echo "floor probes: $PROBES (in the target's libc), from $PROBES_FROM"

@@ -123,6 +123,7 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
         p.sample_ns = (tl ? tl : 1000000000ULL) / 4;
         if (p.sample_ns < 10000000ULL)
             p.sample_ns = 10000000ULL;
+        p.ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
         s->state = SESSION_RUNNING;
         rc = session_source_begin(s, ops, &p, err, sizeof(err));
     }

@@ -79,10 +79,10 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(mods, "dropped", (double)e->modules.drops);
     cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
     cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
-    /* The backend's own figures (a live source's probes, ring, symbols) while it is open. */
-    cJSON *detail = s->src && s->src->ops->status_json ? s->src->ops->status_json(s->src) : NULL;
-    if (detail)
-        cJSON_AddItemToObject(d, "source_detail", detail);
+    /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
+    cJSON *sj = s->src && s->src->ops->status_json ? s->src->ops->status_json(s->src) : NULL;
+    if (sj)
+        cJSON_AddItemToObject(d, "source_status", sj);
     cJSON *h = cJSON_AddObjectToObject(d, "heap");
     cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);
     cJSON_AddNumberToObject(h, "outstanding_count", (double)e->heap_count);

@@ -88,7 +88,8 @@ struct source_params {
      * private interner, symbol caches) is charged to budget. */
     uint32_t max_stacks, max_strings, max_name_len;
     struct mem_budget *budget;
-    uint64_t sample_ns; /* how often a live source samples private bytes */
+    uint64_t sample_ns;  /* how often a live source samples private bytes */
+    uint64_t ring_bytes; /* a live source's kernel ring (eBPF: bpf_ring_bytes); 0: its default */
 };
 
 /* Counters every source keeps; a field a source has no use for stays 0.

@@ -7,6 +7,7 @@
  * Threads: the ops run on the loop; the tracer's consumer thread runs the
  * producer callbacks below (the *_cb functions up to the loop side).
  */
+#include "bpf-source.h"
 #include "evring.h"
 #include "procmaps.h"
 #include "ht-alloc.h"
@@ -17,6 +18,7 @@
 #include "tracer.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,8 +34,22 @@ struct bpf_source {
     struct source_sink outer; /* the session's sink; base.sink wraps it */
     uint64_t pid;
     int started, stopped, ended;
+    /* Events put into the event ring (producer) and handed to the session
+     * (loop): at a stop the session takes no more, and what was put but not
+     * handed over is counted as lost rather than vanishing. */
+    atomic_uint_fast64_t put;
+    uint64_t delivered;
     char reason[160];
     uv_mutex_t mu; /* reason: written by the consumer, read by the loop */
+
+    /* Synthetic input (bpf-source.h, tests only): no tracer; a thread of
+     * ours runs the consumer over the generator's records. */
+    struct bpf_synth synth;
+    struct bpf_consumer cons;
+    uint32_t stack_depth;
+    uv_thread_t synth_thread;
+    int synth_running;
+    struct source_stats synth_st; /* under mu */
 };
 
 /* Producer side: the tracer's sink, on its consumer thread. */
@@ -41,7 +57,10 @@ struct bpf_source {
 static int event_cb(void *arg, const struct ht_event *ev)
 {
     struct bpf_source *s = arg;
-    return evring_put(s->ring, ev) != 0;
+    if (evring_put(s->ring, ev) != 0)
+        return 1;
+    atomic_fetch_add_explicit(&s->put, 1, memory_order_relaxed);
+    return 0;
 }
 
 static uint32_t stack_cb(void *arg, const uint64_t *frames, unsigned n)
@@ -108,7 +127,10 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
             sym_cache_remove_module(s->syms, ev->addr);
         }
     }
-    return s->outer.events(s->outer.arg, evs, n);
+    int rc = s->outer.events(s->outer.arg, evs, n);
+    if (rc == 0)
+        s->delivered += n; /* else the session stopped: this batch counts as cut */
+    return rc;
 }
 
 static void process_fwd(void *arg, const struct source_process *p)
@@ -164,14 +186,21 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
         .stacks = stacks_of(p->stacks),
         .stack_depth = p->stack_depth,
         .sample_ns = p->sample_ns,
+        .ring_bytes = (uint32_t)p->ring_bytes, /* validated by the config: at most 1 GiB */
         .no_heap = p->no_heap,
         .no_virtual = p->no_virtual,
     };
     int rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
     if (rc)
         goto fail;
-    struct evring_limits lim = {BPF_RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
-                                p->budget};
+    /* The event ring holds about as many records as the kernel ring (one
+     * per 256 bytes of it, 1024 at least): a small kernel ring (bpf_ring_bytes)
+     * is not hidden behind a large buffer of ours. */
+    uint64_t rb = p->ring_bytes ? p->ring_bytes : 16u << 20;
+    uint32_t nev = BPF_RING_EVENTS;
+    while (nev > 1024 && (uint64_t)nev * 256 > rb)
+        nev >>= 1;
+    struct evring_limits lim = {nev, p->max_stacks, p->max_strings, p->max_name_len, p->budget};
     rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
     if (rc) {
         snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
@@ -185,6 +214,17 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
 fail:
     bpf_src_close(&s->base);
     return rc;
+}
+
+/* The process is known before start's reply: the session shows its pid
+ * and name at once (nothing was drained yet, so the order holds). */
+static void process_report(struct bpf_source *s, const char *name)
+{
+    struct source_process sp = {.pid = s->pid, .name = name, .wall = ""};
+    if (s->outer.process)
+        s->outer.process(s->outer.arg, &sp);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
+    s->outer.events(s->outer.arg, &ev, 1);
 }
 
 static int bpf_src_start(struct source *base, char *err, size_t errsz)
@@ -202,13 +242,7 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
         .idle = idle_cb,
         .done = done_cb,
     };
-    /* The process is known before start's reply: the session shows its pid
-     * and name at once (nothing was drained yet, so the order holds). */
-    struct source_process sp = {.pid = s->pid, .name = bpf_tracer_name(s->tracer), .wall = ""};
-    if (s->outer.process)
-        s->outer.process(s->outer.arg, &sp);
-    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
-    s->outer.events(s->outer.arg, &ev, 1);
+    process_report(s, bpf_tracer_name(s->tracer));
     /* The symbol tables of the modules mapped now, while the process is
      * there to open them (it may exit before a reply needs a frame). */
     size_t nm;
@@ -275,6 +309,16 @@ static void bpf_src_close(struct source *base)
     ht_free(s);
 }
 
+/* Events the producer put that the session never took: only known once
+ * the source stopped (while it runs they are in flight). */
+static uint64_t cut_at_stop(struct bpf_source *s)
+{
+    if (!s->stopped)
+        return 0;
+    uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
+    return put > s->delivered ? put - s->delivered : 0;
+}
+
 static void bpf_src_stats(struct source *base, struct source_stats *st)
 {
     struct bpf_source *s = (struct bpf_source *)base;
@@ -287,7 +331,9 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
     bpf_tracer_stats(s->tracer, &ts);
     st->events = ts.events;
     st->malformed = ts.malformed;
-    st->lost = ts.lost;
+    /* The drops went to the engine as lost events already (the session adds
+     * st->lost to them): only what never became an event is lost here. */
+    st->lost = ts.undelivered + cut_at_stop(s);
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
@@ -305,6 +351,8 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     bpf_tracer_stats(s->tracer, &ts);
     cJSON_AddNumberToObject(o, "records", (double)ts.records);
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
+    cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
+    cJSON_AddNumberToObject(o, "cut_at_stop", (double)cut_at_stop(s));
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
     cJSON_AddNumberToObject(o, "region_drops", (double)ts.region_drops);
@@ -349,3 +397,140 @@ const struct source_ops source_bpf_ops = {
     .close_input = NULL,
     .symbolize = bpf_src_symbolize,
 };
+
+/* Synthetic input (bpf-source.h): tests only, outside the ops table above. */
+
+static void synth_stats_copy(struct bpf_source *s)
+{
+    uv_mutex_lock(&s->mu);
+    s->synth_st.events = s->cons.events;
+    s->synth_st.malformed = s->cons.malformed;
+    s->synth_st.lost = s->cons.undelivered;
+    s->synth_st.lines = s->cons.records; /* records taken */
+    uv_mutex_unlock(&s->mu);
+}
+
+/* The producer thread: what run.c's consumer does with the kernel ring's
+ * records and drop counter, over the generator's items. */
+static void synth_thread(void *arg)
+{
+    struct bpf_source *s = arg;
+    struct bpf_emit emit = {.arg = s, .event = event_cb, .stack = stack_cb};
+    bpf_consumer_init(&s->cons, &emit, s->synth.t0, s->stack_depth);
+    struct bpf_synth_item it;
+    int stop = 0;
+    unsigned n = 0;
+    while (!stop && s->synth.next(s->synth.arg, &it)) {
+        if (it.drops)
+            stop = bpf_consume_drops(&s->cons, it.drops_total, it.now) != 0;
+        else
+            stop = bpf_consume_record(&s->cons, it.rec, it.size) != 0;
+        if (++n % 256 == 0) {
+            synth_stats_copy(s);
+            evring_publish(s->ring);
+        }
+    }
+    synth_stats_copy(s);
+    bpf_consumer_close(&s->cons);
+    done_cb(s, stop ? "tracing stopped" : "end of synthetic input");
+}
+
+static int synth_start(struct source *base, char *err, size_t errsz)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->started)
+        return 0;
+    process_report(s, "synthetic");
+    int rc = uv_thread_create(&s->synth_thread, synth_thread, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot start the producer thread: %s", uv_strerror(rc));
+        return rc;
+    }
+    s->synth_running = 1;
+    s->started = 1;
+    return 0;
+}
+
+static void synth_stop(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->stopped)
+        return;
+    s->stopped = 1;
+    if (s->ring)
+        evring_quit(s->ring);
+    if (s->synth_running)
+        uv_thread_join(&s->synth_thread);
+    s->synth_running = 0;
+}
+
+static void synth_close(struct source *base)
+{
+    if (!base)
+        return;
+    struct bpf_source *s = (struct bpf_source *)base;
+    synth_stop(base);
+    if (s->ring)
+        evring_free(s->ring);
+    mem_acct_close(&s->acct);
+    uv_mutex_destroy(&s->mu);
+    ht_free(s);
+}
+
+static void synth_stats(struct source *base, struct source_stats *st)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    memset(st, 0, sizeof(*st));
+    if (s->ring)
+        evring_producer_stats(s->ring, st);
+    uv_mutex_lock(&s->mu);
+    st->events = s->synth_st.events;
+    st->malformed = s->synth_st.malformed;
+    st->lost = s->synth_st.lost + cut_at_stop(s);
+    st->lines = s->synth_st.lines;
+    uv_mutex_unlock(&s->mu);
+}
+
+static const struct source_ops bpf_synth_ops = {
+    .name = "bpf-synthetic",
+    .modes = 0, /* reachable only through bpf_source_open_synthetic */
+    .summary = "the eBPF source on synthetic ring records (tests)",
+    .start = synth_start,
+    .drain = bpf_src_drain,
+    .stop = synth_stop,
+    .close = synth_close,
+    .stats = synth_stats,
+};
+
+int bpf_source_open_synthetic(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                              const struct source_sink *sink, const struct bpf_synth *gen,
+                              char *err, size_t errsz)
+{
+    *out = NULL;
+    struct bpf_source *s = ht_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    s->base.ops = &bpf_synth_ops;
+    s->outer = *sink;
+    s->base.sink = *sink;
+    s->base.sink.arg = s;
+    s->base.sink.events = events_cb;
+    s->base.sink.process = process_fwd;
+    s->synth = *gen;
+    s->pid = gen->pid;
+    s->stack_depth = p->stack_depth;
+    uv_mutex_init(&s->mu);
+    mem_acct_init(&s->acct, p->budget);
+    struct evring_limits lim = {gen->ring_events ? gen->ring_events : BPF_RING_EVENTS,
+                                p->max_stacks, p->max_strings, p->max_name_len, p->budget};
+    int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
+        synth_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}

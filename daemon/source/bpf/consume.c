@@ -239,7 +239,17 @@ static size_t tail_size(const struct hb_rec *r)
     return (size_t)r->nframes * sizeof(uint64_t);
 }
 
+static int consume_one(struct bpf_consumer *c, const void *data, size_t size);
+
 int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size)
+{
+    int rc = consume_one(c, data, size);
+    if (rc)
+        c->undelivered++; /* the sink refused it: not an event, not a lost event either */
+    return rc;
+}
+
+static int consume_one(struct bpf_consumer *c, const void *data, size_t size)
 {
     struct hb_rec rec;
     if (size < sizeof(rec)) {
@@ -268,4 +278,19 @@ int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size)
         return rec.args[0] ? emit(&k, HT_EV_FREE, rec.args[0], 0, 0) : 0;
     syscall_record(&k);
     return k.stopped ? -1 : 0;
+}
+
+int bpf_consume_drops(struct bpf_consumer *c, uint64_t total, uint64_t now)
+{
+    if (total <= c->drops_seen)
+        return 0;
+    struct ht_event ev = {.kind = HT_EV_LOST, .size = total - c->drops_seen};
+    ev.t = now > c->t0 ? now - c->t0 : 0;
+    c->drops_seen = total;
+    if (c->emit.event(c->emit.arg, &ev)) {
+        c->undelivered += ev.size;
+        return -1;
+    }
+    c->events++;
+    return 0;
 }

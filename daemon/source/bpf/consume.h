@@ -39,6 +39,12 @@ struct bpf_consumer {
     struct unwinder *uw; /* --stacks dwarf; NULL otherwise */
     int exec_mapped;     /* an executable file mapping appeared: rescan the modules */
     uint64_t records, events, malformed, brk_calls, unwind_failures;
+    uint64_t drops_seen; /* the kernel's drop total already reported as lost */
+    /* Records (and drops) that never became events: taken while the sink
+     * refused (the ring quitting at stop), or discarded by the consumer at
+     * stop. Reported as the source's own lost count (source_stats.lost), on
+     * top of the lost events the engine got. */
+    uint64_t undelivered;
 };
 
 void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
@@ -47,5 +53,9 @@ void bpf_consumer_close(struct bpf_consumer *c);
 /* Convert one record of size bytes. 0; -1 when emit->event asked to stop;
  * a record too short for what it claims is counted in malformed and skipped (0). */
 int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size);
+/* The kernel's count of records the ring had no room for (summed over CPUs),
+ * read at monotonic time now: what it grew by since the last call becomes
+ * one HT_EV_LOST event. 0; -1 when emit->event asked to stop. */
+int bpf_consume_drops(struct bpf_consumer *c, uint64_t total, uint64_t now);
 
 #endif

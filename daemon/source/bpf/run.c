@@ -38,6 +38,10 @@ static int put(struct bpf_tracer *t, const struct ht_event *ev)
 static int ring_cb(void *ctx, void *data, size_t size)
 {
     struct bpf_tracer *t = ctx;
+    if (t->discarding) { /* stopped: what the ring still holds is counted, not converted */
+        t->cons.undelivered++;
+        return 0;
+    }
     return bpf_consume_record(&t->cons, data, size) ? -ECANCELED : 0;
 }
 
@@ -85,8 +89,8 @@ static int modules_scan(struct bpf_tracer *t)
     return rc;
 }
 
-/* Records the ring had no room for, summed over CPUs; new ones become a lost event. */
-static int lost_check(struct bpf_tracer *t)
+/* Records the ring had no room for, summed over CPUs: 0 when unreadable. */
+static uint64_t drops_read(struct bpf_tracer *t)
 {
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0 || ncpu > 4096)
@@ -97,11 +101,16 @@ static int lost_check(struct bpf_tracer *t)
         return 0;
     for (int i = 0; i < ncpu; i++)
         sum += vals[i];
-    if (sum <= t->lost_seen)
-        return 0;
-    struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_LOST, .size = sum - t->lost_seen};
-    t->lost_seen = sum;
-    return put(t, &ev);
+    return sum;
+}
+
+/* New drops become a lost event. */
+static int lost_check(struct bpf_tracer *t)
+{
+    uint64_t sum = drops_read(t);
+    int rc = bpf_consume_drops(&t->cons, sum, bpf_now_ns());
+    t->lost_seen = t->cons.drops_seen;
+    return rc;
 }
 
 static int private_sample(struct bpf_tracer *t)
@@ -134,6 +143,7 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.malformed = t->cons.malformed;
     t->st.unwind_failures = t->cons.unwind_failures;
     t->st.lost = t->lost_seen;
+    t->st.undelivered = t->cons.undelivered;
     t->st.region_drops = t->cons.regions.drops;
     t->st.regions = t->cons.regions.n;
     uv_mutex_unlock(&t->stats_lock);
@@ -291,6 +301,15 @@ void bpf_tracer_thread(void *arg)
     if (!stop) { /* told to quit: what the ring holds still counts */
         ring_buffer__consume(t->rb);
         lost_check(t);
+    }
+    /* Whatever could not be delivered (the ring to the loop quit at stop)
+     * is counted: records left in the kernel ring and drops not reported. */
+    t->discarding = 1;
+    ring_buffer__consume(t->rb);
+    uint64_t drops = drops_read(t);
+    if (drops > t->cons.drops_seen) {
+        t->cons.undelivered += drops - t->cons.drops_seen;
+        t->cons.drops_seen = drops;
     }
     stats_publish(t);
     t->done_called = 1;

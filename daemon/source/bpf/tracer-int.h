@@ -46,6 +46,7 @@ struct bpf_tracer {
     struct procmaps_module *mods; /* read at attach, then as last reported (module events) */
     size_t nmods;
     int done_called;
+    int discarding; /* the consumer is done: ring records are only counted */
 
     /* Copies for stats from other threads. */
     uv_mutex_t stats_lock;

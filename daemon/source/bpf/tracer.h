@@ -49,7 +49,9 @@ struct bpf_tracer_sink {
 };
 
 struct bpf_tracer_stats {
-    uint64_t records, events, malformed, lost, unwind_failures;
+    uint64_t records, events, malformed, unwind_failures;
+    uint64_t lost;        /* kernel ring drops, each reported as a lost event */
+    uint64_t undelivered; /* records and drops that never became events (at stop) */
     uint64_t region_drops, regions;
     uint32_t probes, links;
     uint64_t attach_ns; /* resolving + attaching */
