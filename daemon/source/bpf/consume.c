@@ -100,7 +100,8 @@ static int alloc_record(struct cur *k)
         size = (size + k->c->page_size - 1) & ~(k->c->page_size - 1);
         break;
     case HB_FN_CALLOC:
-        size = r->args[0] * r->args[1];
+        if (__builtin_mul_overflow(r->args[0], r->args[1], &size))
+            return 0; /* refused by the allocator (ENOMEM), whatever it returned */
         break;
     case HB_FN_MEMALIGN:
         size = r->args[1];
@@ -115,8 +116,11 @@ static int alloc_record(struct cur *k)
         realloc_like = 1;
         break;
     case HB_FN_REALLOCARRAY:
+        /* An overflowing n * m fails with ENOMEM and leaves the old block
+         * alone: a wrapped product of 0 is not realloc(p, 0). */
+        if (__builtin_mul_overflow(r->args[1], r->args[2], &size))
+            return 0;
         old = r->args[0];
-        size = r->args[1] * r->args[2];
         realloc_like = 1;
         break;
     default:
