@@ -253,11 +253,16 @@ int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size)
     memcpy(&rec, data, sizeof(rec));
     size_t tail = tail_size(&rec);
     if (size - sizeof(rec) < tail || rec.nframes > HB_MAX_FRAMES || rec.stack_len > HB_STACK_COPY ||
-        rec.kind < HB_REC_ALLOC || rec.kind > HB_REC_BRK) {
+        rec.kind < HB_REC_ALLOC || rec.kind > HB_REC_EXEC) {
         c->malformed++;
         return 0;
     }
     c->records++;
+    if (rec.kind == HB_REC_EXEC) {
+        /* Whatever follows belongs to another program: stop here. */
+        c->exec_seen = 1;
+        return -1;
+    }
     struct cur k = {.c = c, .rec = &rec};
     k.base.t = rec.t > c->t0 ? rec.t - c->t0 : 0;
     k.base.tid = rec.tid;

@@ -416,6 +416,22 @@ int BPF_KPROBE(ht_free, __u64 p)
     return 0;
 }
 
+/* The target replaced its program (execve, from any of its threads: the
+ * TGID stays): the heap and mappings the trace knows are gone, and the
+ * probes may no longer cover its allocator. Always woken: the consumer ends
+ * the trace at once. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ht_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+    if (!is_target())
+        return 0;
+    struct hb_rec r;
+    rec_init(&r, HB_REC_EXEC);
+    if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_FORCE_WAKEUP))
+        drop_count();
+    return 0;
+}
+
 /* Syscalls: x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define NR_MMAP 9
 #define NR_MPROTECT 10

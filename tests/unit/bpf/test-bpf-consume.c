@@ -155,6 +155,20 @@ static void test_array_overflow(void)
     teardown(&c, &o);
 }
 
+/* An exec record ends the conversion: what follows belongs to another program. */
+static void test_exec_record(void)
+{
+    struct bpf_consumer c;
+    struct out o;
+    setup(&c, &o, 64);
+    CHECK_EQ(feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa000, 8, 0, 0, 0, 1), 0);
+    CHECK_EQ(feed(&c, HB_REC_EXEC, 0, 0, 0, 0, 0, 0, 0, 0), -1);
+    CHECK(c.exec_seen);
+    CHECK_EQ(c.malformed, 0);
+    CHECK_EQ(o.n, 1);
+    teardown(&c, &o);
+}
+
 static void test_stacks(void)
 {
     struct bpf_consumer c;
@@ -302,5 +316,6 @@ static void test_malformed(void)
     teardown(&c, &o);
 }
 
-HT_TEST_MAIN(T(heap_calls), T(nested_and_failures), T(array_overflow), T(stacks), T(regions_commit),
-             T(regions_heap_owned), T(regions_mprotect), T(regions_mremap), T(malformed))
+HT_TEST_MAIN(T(heap_calls), T(nested_and_failures), T(array_overflow), T(exec_record), T(stacks),
+             T(regions_commit), T(regions_heap_owned), T(regions_mprotect), T(regions_mremap),
+             T(malformed))
