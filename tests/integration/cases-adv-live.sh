@@ -39,3 +39,33 @@ case_adv_live_exec() {
     ctl --json stacks ex >/dev/null || fail "stacks on the ended session"
     stop_clean
 }
+
+# The kernel ring overflows while the daemon is held (SIGSTOP stands for a loop kept busy): the
+# records it had no room for are counted once in the data quality, never silently and never
+# twice (they arrive as lost events and were also added from the source's counters): what the
+# session took plus what it says it lost cannot exceed what the target did.
+case_adv_live_lost_once() {
+    live_setup
+    local pairs=100000
+    live_app lo allocbench "$pairs" 1
+    local pid=$APID
+    live_attach lo "$pid"
+    ctl --json status lo >"$T/s0"
+    local ev0
+    ev0=$(jget quality.events <"$T/s0")
+    kill -STOP "$DPID"
+    live_go "$pid"
+    live_wait_line lo '"ns_per_pair"'
+    kill -CONT "$DPID"
+    wait "$pid" || fail "allocbench exit code"
+    adv_wait_state lo >"$T/s"
+    local ev lost
+    ev=$(jget quality.events <"$T/s")
+    lost=$(jget quality.lost <"$T/s")
+    echo "events $ev (before go $ev0), lost $lost, target's calls $((2 * pairs))"
+    [ "$lost" -gt 0 ] || fail "no lost events reported although the daemon was held (events $ev)"
+    # Besides malloc/free: the lost and private-bytes events, the exit, stdio's buffer.
+    [ $((ev - ev0 + lost)) -le $((2 * pairs + 1000)) ] ||
+        fail "taken $((ev - ev0)) + lost $lost > the target's $((2 * pairs)) calls: lost counted twice"
+    stop_clean
+}

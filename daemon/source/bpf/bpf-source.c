@@ -287,7 +287,8 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
     bpf_tracer_stats(s->tracer, &ts);
     st->events = ts.events;
     st->malformed = ts.malformed;
-    st->lost = ts.lost;
+    /* Not st->lost: the kernel's drops reach the engine as HT_EV_LOST events
+     * (placed in time), and the data quality adds st->lost to those. */
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
