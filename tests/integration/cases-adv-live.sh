@@ -69,3 +69,31 @@ case_adv_live_lost_once() {
         fail "taken $((ev - ev0)) + lost $lost > the target's $((2 * pairs)) calls: lost counted twice"
     stop_clean
 }
+
+# The kernel's 16 MiB ring of each live session is real memory mapped into the daemon: the
+# session's memory accounting shows it (source_buffers) and a budget that cannot hold it refuses
+# the start with a clear error, nothing attached (16 idle sessions held ~550 MB RSS while the
+# status said ~100 MB used).
+case_adv_live_ring_budget() {
+    live_setup
+    live_app rb mtalloc 2 10
+    local pid=$APID
+    live_attach rb "$pid"
+    ctl --json status rb >"$T/s"
+    local sb
+    sb=$(jget memory.by_structure.source_buffers <"$T/s")
+    [ "$sb" -ge 16777216 ] || fail "source_buffers $sb: the kernel ring is not accounted"
+    ctl drop rb >/dev/null || fail "drop"
+    stop_clean
+    echo '{"session_memory_budget": 12582912}' >"$T/cfg.json"
+    start_daemon --config "$T/cfg.json"
+    out=$(ctl start --pid "$pid" --name rb2 2>&1)
+    rc=$?
+    echo "$out"
+    [ "$rc" -ne 0 ] || fail "a live session started within a 12 MiB budget"
+    echo "$out" | grep -qi 'budget' || fail "unclear error: $out"
+    eq "$(ctl --json ls | jget sessions.#)" 0 "sessions after the refused start"
+    eq "$(live_bpf_held prog)" 0 "programs held after the refused start"
+    live_go "$pid"
+    stop_clean
+}

@@ -22,6 +22,10 @@
 
 /* Records in flight between the consumer thread and the loop. */
 #define BPF_RING_EVENTS (1u << 16)
+/* The kernel's ring buffer: allocated whole when the program loads and
+ * mapped into the daemon, so charged to the session's budget as a source
+ * buffer for the session's life. */
+#define BPF_KERNEL_RING (16u << 20)
 
 struct bpf_source {
     struct source base;
@@ -159,15 +163,24 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     s->pid = p->pid;
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    int rc = mem_acct_charge(&s->acct, MEM_source_buffers, BPF_KERNEL_RING);
+    if (rc) {
+        snprintf(err, errsz,
+                 "the memory budget cannot hold the %u MiB kernel ring of a live trace "
+                 "(session_memory_budget, daemon_memory_budget)",
+                 BPF_KERNEL_RING >> 20);
+        goto fail;
+    }
     struct bpf_tracer_params tp = {
         .pid = p->pid,
+        .ring_bytes = BPF_KERNEL_RING,
         .stacks = stacks_of(p->stacks),
         .stack_depth = p->stack_depth,
         .sample_ns = p->sample_ns,
         .no_heap = p->no_heap,
         .no_virtual = p->no_virtual,
     };
-    int rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
+    rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
     if (rc)
         goto fail;
     struct evring_limits lim = {BPF_RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
