@@ -97,3 +97,46 @@ case_adv_live_ring_budget() {
     live_go "$pid"
     stop_clean
 }
+
+# A client admitted without being root (group heaptrace) must not make the root daemon probe
+# another user's process: it traces only its own (all of the target's uids its own, as ptrace
+# asks). The group is created for the case when the host has none, and removed after.
+case_adv_live_other_user() {
+    command -v setpriv >/dev/null || live_skip "setpriv missing"
+    command -v groupadd >/dev/null || live_skip "groupadd missing"
+    live_setup
+    ADV_GROUP_MADE=
+    if ! getent group heaptrace >/dev/null; then
+        groupadd --system heaptrace || live_skip "cannot create group heaptrace"
+        ADV_GROUP_MADE=1
+        trap 'live_cleanup; [ -n "$ADV_GROUP_MADE" ] && groupdel heaptrace' EXIT
+    fi
+    local gid
+    gid=$(getent group heaptrace | cut -d: -f3)
+    # A fresh daemon: its socket is bound with the group, the directory open to pass through.
+    ctl shutdown >/dev/null
+    wait "$DPID"
+    chmod 711 "$T"
+    start_daemon
+    local as_user=(setpriv --reuid=65534 --regid="$gid" --clear-groups)
+    "${as_user[@]}" "$HT_CTL" ping >/dev/null || fail "uid 65534 in group heaptrace is not admitted"
+    live_app ou mtalloc 2 10 # root's
+    local root_pid=$APID
+    out=$("${as_user[@]}" "$HT_CTL" start --pid "$root_pid" --name ou 2>&1)
+    rc=$?
+    echo "$out"
+    [ "$rc" -ne 0 ] || fail "uid 65534 attached to root's process $root_pid"
+    echo "$out" | grep -q 'EPERM' || fail "unclear error: $out"
+    eq "$(ctl --json ls | jget sessions.#)" 0 "sessions after the refused start"
+    # Its own process: allowed.
+    "${as_user[@]}" "$LIVE_APPS/mtalloc" 2 10 >"$T/own.out" 2>&1 </dev/null &
+    local own=$!
+    LIVE_PIDS+=("$own")
+    live_wait_line own '"ready":true'
+    "${as_user[@]}" "$HT_CTL" start --pid "$own" --name own >"$T/start.out" 2>&1 ||
+        fail "uid 65534 cannot trace its own process: $(cat "$T/start.out")"
+    ctl drop own >/dev/null
+    live_go "$root_pid"
+    live_go "$own"
+    stop_clean
+}
