@@ -140,3 +140,25 @@ case_adv_live_other_user() {
     live_go "$own"
     stop_clean
 }
+
+# A mapping grown with mremap by a named function: the commit of the grown range is that
+# function's (glibc's mremap has a frame but no frame pointer, so the walk from the syscall
+# started at its caller's caller).
+case_adv_live_mremap_caller() {
+    live_setup
+    live_app mg mapgrow
+    local pid=$APID
+    live_attach mg "$pid"
+    live_go "$pid"
+    live_wait_line mg '"done":true'
+    live_settle mg
+    ctl --json commits mg --size 196608:196609 >"$T/j" || fail "commits"
+    eq "$(jget total.count <"$T/j")" 1 "commits of the grown size"
+    case "$(live_first_app_frame "$T/j" 0 mapgrow)" in
+    *'!grow_mapping') ;;
+    *) fail "the mremap commit is attributed to $(live_first_app_frame "$T/j" 0 mapgrow): $(jget rows.0.frames <"$T/j")" ;;
+    esac
+    live_go "$pid"
+    wait "$pid" || fail "mapgrow exit code"
+    stop_clean
+}
