@@ -274,7 +274,8 @@ static int syscalls_attach(struct bpf_tracer *t, char *err, size_t errsz)
     struct bpf_program *prog;
     bpf_object__for_each_program(prog, obj)
     {
-        if (!bpf_program__autoload(prog) || bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE)
+        if (!bpf_program__autoload(prog) || bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE ||
+            prog == t->skel->progs.ht_exec)
             continue;
         struct bpf_link *l = bpf_program__attach(prog);
         if (!l) {
@@ -288,6 +289,22 @@ static int syscalls_attach(struct bpf_tracer *t, char *err, size_t errsz)
             return rc;
     }
     return 0;
+}
+
+/* The exec watch (tp_btf, any kernel with BTF): without it an exec goes
+ * unnoticed, so attaching fails rather than trace the wrong program. */
+static int exec_attach(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    struct bpf_link *l = bpf_program__attach(t->skel->progs.ht_exec);
+    if (!l) {
+        int e = errno;
+        snprintf(err, errsz,
+                 "cannot watch the target's exec (tp_btf/sched_process_exec): %s "
+                 "(libbpf: %s)",
+                 strerror(e), bpf_libbpf_last());
+        return uv_translate_sys_error(e);
+    }
+    return link_keep(t, l);
 }
 
 static int pid_gone(struct bpf_tracer *t)
@@ -312,8 +329,8 @@ static void name_read(struct bpf_tracer *t)
 int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
 {
     uint64_t t0 = bpf_now_ns();
-    int rc = 0;
-    if (!t->p.no_heap)
+    int rc = exec_attach(t, err, errsz);
+    if (!rc && !t->p.no_heap)
         rc = points_attach(t, err, errsz);
     if (!rc && t->tracepoints)
         rc = syscalls_attach(t, err, errsz);

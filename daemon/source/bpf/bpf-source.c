@@ -24,6 +24,10 @@
 
 /* Records in flight between the consumer thread and the loop. */
 #define BPF_RING_EVENTS (1u << 16)
+/* The kernel's ring buffer: allocated whole when the program loads and
+ * mapped into the daemon, so charged to the session's budget as a source
+ * buffer for the session's life. */
+#define BPF_KERNEL_RING (16u << 20)
 
 struct bpf_source {
     struct source base;
@@ -181,22 +185,32 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     s->pid = p->pid;
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    /* bpf_ring_bytes (validated by the config: a power of two, at most 1 GiB). */
+    uint32_t ring = p->ring_bytes ? (uint32_t)p->ring_bytes : BPF_KERNEL_RING;
+    int rc = mem_acct_charge(&s->acct, MEM_source_buffers, ring);
+    if (rc) {
+        snprintf(err, errsz,
+                 "the memory budget cannot hold the %u KiB kernel ring of a live trace "
+                 "(session_memory_budget, daemon_memory_budget, bpf_ring_bytes)",
+                 ring >> 10);
+        goto fail;
+    }
     struct bpf_tracer_params tp = {
         .pid = p->pid,
+        .ring_bytes = ring,
         .stacks = stacks_of(p->stacks),
         .stack_depth = p->stack_depth,
         .sample_ns = p->sample_ns,
-        .ring_bytes = (uint32_t)p->ring_bytes, /* validated by the config: at most 1 GiB */
         .no_heap = p->no_heap,
         .no_virtual = p->no_virtual,
     };
-    int rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
+    rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
     if (rc)
         goto fail;
     /* The event ring holds about as many records as the kernel ring (one
      * per 256 bytes of it, 1024 at least): a small kernel ring (bpf_ring_bytes)
      * is not hidden behind a large buffer of ours. */
-    uint64_t rb = p->ring_bytes ? p->ring_bytes : 16u << 20;
+    uint64_t rb = ring;
     uint32_t nev = BPF_RING_EVENTS;
     while (nev > 1024 && (uint64_t)nev * 256 > rb)
         nev >>= 1;

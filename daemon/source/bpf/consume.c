@@ -100,7 +100,8 @@ static int alloc_record(struct cur *k)
         size = (size + k->c->page_size - 1) & ~(k->c->page_size - 1);
         break;
     case HB_FN_CALLOC:
-        size = r->args[0] * r->args[1];
+        if (__builtin_mul_overflow(r->args[0], r->args[1], &size))
+            return 0; /* refused by the allocator (ENOMEM), whatever it returned */
         break;
     case HB_FN_MEMALIGN:
         size = r->args[1];
@@ -115,8 +116,11 @@ static int alloc_record(struct cur *k)
         realloc_like = 1;
         break;
     case HB_FN_REALLOCARRAY:
+        /* An overflowing n * m fails with ENOMEM and leaves the old block
+         * alone: a wrapped product of 0 is not realloc(p, 0). */
+        if (__builtin_mul_overflow(r->args[1], r->args[2], &size))
+            return 0;
         old = r->args[0];
-        size = r->args[1] * r->args[2];
         realloc_like = 1;
         break;
     default:
@@ -259,11 +263,16 @@ static int consume_one(struct bpf_consumer *c, const void *data, size_t size)
     memcpy(&rec, data, sizeof(rec));
     size_t tail = tail_size(&rec);
     if (size - sizeof(rec) < tail || rec.nframes > HB_MAX_FRAMES || rec.stack_len > HB_STACK_COPY ||
-        rec.kind < HB_REC_ALLOC || rec.kind > HB_REC_BRK) {
+        rec.kind < HB_REC_ALLOC || rec.kind > HB_REC_EXEC) {
         c->malformed++;
         return 0;
     }
     c->records++;
+    if (rec.kind == HB_REC_EXEC) {
+        /* Whatever follows belongs to another program: stop here. */
+        c->exec_seen = 1;
+        return -1;
+    }
     struct cur k = {.c = c, .rec = &rec};
     k.base.t = rec.t > c->t0 ? rec.t - c->t0 : 0;
     k.base.tid = rec.tid;

@@ -38,6 +38,7 @@ struct bpf_consumer {
     struct regions regions;
     struct unwinder *uw; /* --stacks dwarf; NULL otherwise */
     int exec_mapped;     /* an executable file mapping appeared: rescan the modules */
+    int exec_seen;       /* the target executed a new program: the trace is over */
     uint64_t records, events, malformed, brk_calls, unwind_failures;
     uint64_t drops_seen; /* the kernel's drop total already reported as lost */
     /* Records (and drops) that never became events: taken while the sink
@@ -50,7 +51,8 @@ struct bpf_consumer {
 void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
                        uint32_t stack_depth);
 void bpf_consumer_close(struct bpf_consumer *c);
-/* Convert one record of size bytes. 0; -1 when emit->event asked to stop;
+/* Convert one record of size bytes. 0; -1 when emit->event asked to stop or
+ * the record says the target executed a new program (exec_seen set);
  * a record too short for what it claims is counted in malformed and skipped (0). */
 int bpf_consume_record(struct bpf_consumer *c, const void *data, size_t size);
 /* The kernel's count of records the ring had no room for (summed over CPUs),

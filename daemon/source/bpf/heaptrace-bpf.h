@@ -39,6 +39,7 @@ enum hb_kind {
     HB_REC_MREMAP,    /* args: old, old_len, new_len, flags, new; ret = address or -errno */
     HB_REC_MPROTECT,  /* args: addr, len, prot; ret */
     HB_REC_BRK,       /* args: brk; ret = new break */
+    HB_REC_EXEC,      /* the target executed a new program: its heap and mappings are gone */
 };
 
 /* hb_rec.flags */

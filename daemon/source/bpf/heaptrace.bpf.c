@@ -416,6 +416,22 @@ int BPF_KPROBE(ht_free, __u64 p)
     return 0;
 }
 
+/* The target replaced its program (execve, from any of its threads: the
+ * TGID stays): the heap and mappings the trace knows are gone, and the
+ * probes may no longer cover its allocator. Always woken: the consumer ends
+ * the trace at once. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ht_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+    if (!is_target())
+        return 0;
+    struct hb_rec r;
+    rec_init(&r, HB_REC_EXEC);
+    if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_FORCE_WAKEUP))
+        drop_count();
+    return 0;
+}
+
 /* Syscalls: x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define NR_MMAP 9
 #define NR_MPROTECT 10
@@ -454,6 +470,25 @@ static __always_inline __u16 sys_kind(__u64 id)
     return 0;
 }
 
+/* The frame-pointer stack of a syscall. glibc's mremap has a stack frame
+ * but no frame pointer: its caller's return address is found through the
+ * hint probe on its entry (ht_hint), taken here and cleared. */
+static __always_inline __u64 sys_stack_fp(__u64 id, struct pt_regs *uregs, struct scratch *s)
+{
+    __u64 sp = BPF_CORE_READ(uregs, sp);
+    if (id == NR_MREMAP) {
+        __u32 tid = (__u32)bpf_get_current_pid_tgid();
+        struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
+        if (ts && ts->hint_sp > sp && ts->hint_sp - sp < HINT_REACH) {
+            __u64 ra = ts->hint_ra, bp = ts->hint_bp;
+            ts->hint_sp = 0;
+            return stack_fp(ra, 0, bp, s);
+        }
+        return stack_fp(BPF_CORE_READ(uregs, ip), 0, BPF_CORE_READ(uregs, bp), s);
+    }
+    return stack_fp(BPF_CORE_READ(uregs, ip), sp, BPF_CORE_READ(uregs, bp), s);
+}
+
 static __always_inline void sys_exit(void *ctx, __u64 id, long ret)
 {
     if (!is_target())
@@ -488,9 +523,7 @@ static __always_inline void sys_exit(void *ctx, __u64 id, long ret)
     if (!(s->rec.flags & HB_F_IN_ALLOC) &&
         (id == NR_MMAP || id == NR_MREMAP || id == NR_MPROTECT)) {
         if (stack_mode == HB_STACKS_FP)
-            extra =
-                stack_fp(BPF_CORE_READ(uregs, ip), id == NR_MREMAP ? 0 : BPF_CORE_READ(uregs, sp),
-                         BPF_CORE_READ(uregs, bp), s);
+            extra = sys_stack_fp(id, uregs, s);
         else if (stack_mode == HB_STACKS_DWARF)
             extra = sys_stack_dwarf(uregs, s);
     }

@@ -51,6 +51,10 @@ static const struct {
     {"wcsdup", HB_FN_HINT, 0},
     {"getline", HB_FN_HINT, 0},
     {"getdelim", HB_FN_HINT, 0},
+    /* Not an allocator: its wrapper has a stack frame but no frame pointer,
+     * so the walk from the syscall would skip its caller (heaptrace.bpf.c
+     * sys_exit takes the stack from the hint instead). */
+    {"mremap", HB_FN_HINT, 0},
     {"_ZdlPv", HB_FN_FREE, 1},
     {"_ZdaPv", HB_FN_FREE, 1},
     {"_ZdlPvm", HB_FN_FREE, 1},

@@ -282,6 +282,12 @@ void bpf_tracer_thread(void *arg)
         int n = epoll_wait(t->epfd, evs, 4, POLL_MS);
         int exited = n > 0 && target_exited(t, evs, n);
         stop = ring_buffer__consume(t->rb) == -ECANCELED;
+        if (t->cons.exec_seen) {
+            snprintf(reason, sizeof(reason),
+                     "target executed a new program (exec): its earlier heap is gone, the trace "
+                     "ends here");
+            stop = 1;
+        }
         if (!stop && t->cons.exec_mapped) {
             t->cons.exec_mapped = 0;
             stop = modules_scan(t);

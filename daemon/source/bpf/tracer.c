@@ -149,6 +149,36 @@ static int pid_open(struct bpf_tracer *t, char *err, size_t errsz)
     return rc;
 }
 
+/* Processes no tracer can serve: the daemon itself (its own allocations,
+ * made while it handles the events, would feed the trace it is taking) and
+ * kernel threads (no user address space: /proc/PID/exe cannot be read while
+ * the thread is alive). */
+static int pid_refused(uint64_t pid, char *err, size_t errsz)
+{
+    char path[64], buf[8];
+    if (pid == (uint64_t)getpid()) {
+        snprintf(err, errsz, "process %llu is heaptraced itself: the daemon cannot trace itself",
+                 (unsigned long long)pid);
+        return HT_EBADARG;
+    }
+    snprintf(path, sizeof(path), "/proc/%llu/exe", (unsigned long long)pid);
+    if (readlink(path, buf, sizeof(buf)) < 0 && errno == ENOENT) {
+        snprintf(path, sizeof(path), "/proc/%llu/cmdline", (unsigned long long)pid);
+        FILE *f = fopen(path, "re");
+        int empty = f && fgetc(f) == EOF;
+        if (f)
+            fclose(f);
+        if (empty) {
+            snprintf(err, errsz,
+                     "process %llu is a kernel thread (or has exited): it has no user-space "
+                     "allocator to trace",
+                     (unsigned long long)pid);
+            return HT_ENOTSUP;
+        }
+    }
+    return 0;
+}
+
 int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, char *err,
                    size_t errsz)
 {
@@ -159,6 +189,9 @@ int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, c
         snprintf(err, errsz, "invalid PID %llu", (unsigned long long)p->pid);
         return HT_EBADARG;
     }
+    rc = pid_refused(p->pid, err, errsz);
+    if (rc)
+        return rc;
     struct bpf_tracer *t = ht_calloc(1, sizeof(*t));
     if (!t) {
         snprintf(err, errsz, "out of memory");

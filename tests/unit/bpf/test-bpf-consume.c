@@ -133,6 +133,42 @@ static void test_nested_and_failures(void)
     teardown(&c, &o);
 }
 
+/* reallocarray(p, n, m) whose n * m overflows fails with ENOMEM and leaves p alone (glibc
+ * malloc/reallocarray.c): a wrapped product of 0 must not read as realloc(p, 0) freeing p.
+ * calloc's overflow likewise is a failure, never a block. */
+static void test_array_overflow(void)
+{
+    struct bpf_consumer c;
+    struct out o;
+    setup(&c, &o, 64);
+    feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa000, 100, 0, 0, 0, 1);
+    feed(&c, HB_REC_ALLOC, HB_FN_REALLOCARRAY, 0, 0, 0xa000, 1ull << 32, 1ull << 32, 0, 1);
+    feed(&c, HB_REC_ALLOC, HB_FN_REALLOCARRAY, 0, 0, 0xa000, 3, 1ull << 63, 0, 1);
+    feed(&c, HB_REC_ALLOC, HB_FN_CALLOC, 0, 0, 1ull << 33, 1ull << 33, 0, 0, 1);
+    CHECK_EQ(o.n, 1);
+    CHECK_EQ(o.ev[0].kind, HT_EV_ALLOC);
+    /* reallocarray(p, 0, n) is realloc(p, 0): p freed. */
+    feed(&c, HB_REC_ALLOC, HB_FN_REALLOCARRAY, 0, 0, 0xa000, 0, 16, 0, 1);
+    CHECK_EQ(o.n, 2);
+    CHECK_EQ(o.ev[1].kind, HT_EV_FREE);
+    CHECK_EQ(o.ev[1].addr, 0xa000);
+    teardown(&c, &o);
+}
+
+/* An exec record ends the conversion: what follows belongs to another program. */
+static void test_exec_record(void)
+{
+    struct bpf_consumer c;
+    struct out o;
+    setup(&c, &o, 64);
+    CHECK_EQ(feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa000, 8, 0, 0, 0, 1), 0);
+    CHECK_EQ(feed(&c, HB_REC_EXEC, 0, 0, 0, 0, 0, 0, 0, 0), -1);
+    CHECK(c.exec_seen);
+    CHECK_EQ(c.malformed, 0);
+    CHECK_EQ(o.n, 1);
+    teardown(&c, &o);
+}
+
 static void test_stacks(void)
 {
     struct bpf_consumer c;
@@ -280,5 +316,6 @@ static void test_malformed(void)
     teardown(&c, &o);
 }
 
-HT_TEST_MAIN(T(heap_calls), T(nested_and_failures), T(stacks), T(regions_commit),
-             T(regions_heap_owned), T(regions_mprotect), T(regions_mremap), T(malformed))
+HT_TEST_MAIN(T(heap_calls), T(nested_and_failures), T(array_overflow), T(exec_record), T(stacks),
+             T(regions_commit), T(regions_heap_owned), T(regions_mprotect), T(regions_mremap),
+             T(malformed))

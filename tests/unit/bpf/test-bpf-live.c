@@ -522,5 +522,45 @@ static void test_no_such_pid(void)
     CHECK(strstr(err, "no process") != NULL);
 }
 
+/* The daemon's own PID is refused: its allocations while it takes the events would feed the
+ * trace. */
+static void test_self_refused(void)
+{
+    need_root();
+    struct bpf_tracer_params p = {.pid = (uint64_t)getpid()};
+    struct bpf_tracer *t = NULL;
+    char err[512] = "";
+    int rc = bpf_tracer_new(&t, &p, err, sizeof(err));
+    printf("error: %s\n", err);
+    CHECK_EQ(rc, HT_EBADARG);
+    CHECK(t == NULL);
+    CHECK(strstr(err, "itself") != NULL);
+}
+
+/* A kernel thread (kthreadd, PID 2 in the initial PID namespace) has no allocator: said so,
+ * not "a static binary". */
+static void test_kernel_thread(void)
+{
+    need_root();
+    char name[32] = "";
+    FILE *f = fopen("/proc/2/comm", "r");
+    if (!f || !fgets(name, sizeof(name), f) || strcmp(name, "kthreadd\n") != 0) {
+        printf("skip: PID 2 is not kthreadd here (a PID namespace)\n");
+        if (f)
+            fclose(f);
+        exit(HT_TEST_SKIP);
+    }
+    fclose(f);
+    struct bpf_tracer_params p = {.pid = 2};
+    struct bpf_tracer *t = NULL;
+    char err[512] = "";
+    int rc = bpf_tracer_new(&t, &p, err, sizeof(err));
+    printf("error: %s\n", err);
+    CHECK_EQ(rc, HT_ENOTSUP);
+    CHECK(t == NULL);
+    CHECK(strstr(err, "kernel thread") != NULL);
+}
+
 HT_TEST_MAIN(T(exact_counts), T(single_links), T(tp_btf_dwarf), T(cxx_new_once), T(jemalloc_counts),
-             T(nothing_left), T(already_attached), T(no_such_pid))
+             T(nothing_left), T(already_attached), T(no_such_pid), T(self_refused),
+             T(kernel_thread))
