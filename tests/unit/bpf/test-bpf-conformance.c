@@ -533,8 +533,12 @@ static void gen_malformed(struct gen *g)
         break;
     case 1: /* claims frames it does not carry */
         r.fn = HB_FN_MALLOC;
-        r.nframes = 5;
-        input_record(&g->in, &r, sizeof(r) + 16);
+        r.nframes = 5; /* 5 frames claimed, 2 carried */
+        {
+            unsigned char buf[sizeof(r) + 16] = {0};
+            memcpy(buf, &r, sizeof(r));
+            input_record(&g->in, buf, sizeof(buf));
+        }
         break;
     case 2: /* an unknown kind */
         r.kind = 77;
