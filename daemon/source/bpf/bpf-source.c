@@ -366,6 +366,7 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "records", (double)ts.records);
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
     cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
+    cJSON_AddNumberToObject(o, "returns_without_entry", (double)ts.returns_without_entry);
     cJSON_AddNumberToObject(o, "cut_at_stop", (double)cut_at_stop(s));
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);

@@ -75,10 +75,12 @@ struct {
     __type(value, struct sys_state);
 } syscalls SEC(".maps");
 
-/* Records the ring had no room for, per CPU. */
+/* Per CPU: [0] records the ring had no room for; [1] returns of an
+ * allocating call whose entry state was not found (the call began before the
+ * attach, or the thread's state was evicted from the LRU map): not recorded. */
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
+    __uint(max_entries, 2);
     __type(key, __u32);
     __type(value, __u64);
 } drops SEC(".maps");
@@ -115,12 +117,16 @@ static __always_inline struct scratch *scratch_get(void)
     return bpf_map_lookup_elem(&scratch_buf, &zero);
 }
 
-static __always_inline void drop_count(void)
+static __always_inline void counter_add(__u32 k)
 {
-    __u32 zero = 0;
-    __u64 *n = bpf_map_lookup_elem(&drops, &zero);
+    __u64 *n = bpf_map_lookup_elem(&drops, &k);
     if (n)
         *n += 1;
+}
+
+static __always_inline void drop_count(void)
+{
+    counter_add(0);
 }
 
 static __always_inline void rec_init(struct hb_rec *r, __u16 kind)
@@ -338,8 +344,10 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
     if (!is_target())
         return 0;
     struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 0);
-    if (!ts || ts->depth == 0)
-        return 0; /* entered before we attached */
+    if (!ts || ts->depth == 0) {
+        counter_add(1); /* entered before we attached, or the state was evicted */
+        return 0;
+    }
     __u32 d = ts->depth - 1;
     ts->depth = d;
     if (d != 0)

@@ -90,18 +90,23 @@ static int modules_scan(struct bpf_tracer *t)
 }
 
 /* Records the ring had no room for, summed over CPUs: 0 when unreadable. */
-static uint64_t drops_read(struct bpf_tracer *t)
+/* Sum over CPUs of the program's counter k (heaptrace.bpf.c "drops"). */
+static uint64_t counter_read(struct bpf_tracer *t, uint32_t k)
 {
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0 || ncpu > 4096)
         return 0;
     uint64_t vals[ncpu], sum = 0;
-    uint32_t zero = 0;
-    if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &zero, vals))
+    if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &k, vals))
         return 0;
     for (int i = 0; i < ncpu; i++)
         sum += vals[i];
     return sum;
+}
+
+static uint64_t drops_read(struct bpf_tracer *t)
+{
+    return counter_read(t, 0);
 }
 
 /* New drops become a lost event. */
@@ -137,6 +142,7 @@ static int private_sample(struct bpf_tracer *t)
 
 static void stats_publish(struct bpf_tracer *t)
 {
+    uint64_t orphans = counter_read(t, 1); /* a syscall: outside the lock */
     uv_mutex_lock(&t->stats_lock);
     t->st.records = t->cons.records;
     t->st.events = t->cons.events;
@@ -146,6 +152,7 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.undelivered = t->cons.undelivered;
     t->st.region_drops = t->cons.regions.drops;
     t->st.regions = t->cons.regions.n;
+    t->st.returns_without_entry = orphans;
     uv_mutex_unlock(&t->stats_lock);
 }
 

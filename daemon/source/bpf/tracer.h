@@ -52,6 +52,9 @@ struct bpf_tracer_stats {
     uint64_t records, events, malformed, unwind_failures;
     uint64_t lost;        /* kernel ring drops, each reported as a lost event */
     uint64_t undelivered; /* records and drops that never became events (at stop) */
+    /* Allocator returns whose entry was not seen (called before the attach, or
+     * the thread's state evicted from the kernel's LRU map): not recorded. */
+    uint64_t returns_without_entry;
     uint64_t region_drops, regions;
     uint32_t probes, links;
     uint64_t attach_ns; /* resolving + attaching */
