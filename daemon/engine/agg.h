@@ -55,7 +55,14 @@ struct agg_table {
 
 void agg_table_init(struct agg_table *t);
 void agg_table_close(struct agg_table *t);
-#define AGG_SHIFT 12
+/*
+ * 256 stacks (18 KiB) a chunk: a view's first write to a chunk copies it,
+ * and copies this small come from the allocator's arenas and go back to
+ * them, where 4096-stack chunks (288 KiB) were mapped and unmapped for
+ * every view (glibc maps blocks from 128 KiB): the page faults of ~25
+ * fresh chunks cost ~10 ms per view at 100k stacks on these machines.
+ */
+#define AGG_SHIFT 8
 #define AGG_CHUNK (1u << AGG_SHIFT)
 /* A chunk: AGG_CHUNK aggregates (plus a line of alignment slack), then AGG_CHUNK re words. */
 #define AGG_CHUNK_BYTES ((AGG_CHUNK + 1) * sizeof(struct agg) + AGG_CHUNK * sizeof(uint64_t))

@@ -70,6 +70,7 @@ void alloc_table_close(struct alloc_table *t)
     for (uint32_t i = 0; i < t->nretired; i++)
         ht_free(t->retired[i]);
     ht_free(t->retired);
+    ht_free(t->dead);
     ht_free(t->spare);
     ht_free(t->chunks);
     ht_free(t->links);
@@ -238,6 +239,8 @@ static void chunk_recycle(struct alloc_table *t, uint32_t s)
     if (s == t->dest)
         t->dest = ALLOC_NO_CHUNK;
     t->filled -= c->fill;
+    if (t->pinned && s < t->dead_slots) /* a new chunk may take the slot: not dead */
+        memset(&t->dead[(size_t)s * (ALLOC_CHUNK / 64)], 0, ALLOC_CHUNK / 8);
     if (c->shared)
         t->retired[t->nretired++] = c->e; /* room for every shared chunk: alloc_table_pin */
     else if (!t->spare)
@@ -248,26 +251,17 @@ static void chunk_recycle(struct alloc_table *t, uint32_t s)
     t->nchunks--;
 }
 
-/* Give slot s a copy of its chunk, the view keeping the original. */
-static int chunk_cow(struct alloc_table *t, uint32_t s)
+/* Entry idx died while a view shares its chunk: marked a hole at unpin,
+ * so the view keeps reading it as it was at the pin. */
+static inline void dead_set(struct alloc_table *t, uint32_t idx)
 {
-    struct alloc_chunk *c = &t->chunks[s];
-    struct alloc_entry *e = t->spare; /* never shared: it was out of the table at the pin */
-    if (e)
-        t->spare = NULL;
-    else if (!(e = mem_alloc_forced(t->acct, MEM_table, CHUNK_BYTES)))
-        return UV_ENOMEM;
-    memcpy(e, c->e, (size_t)c->fill * sizeof(*e));
-    t->retired[t->nretired++] = c->e;
-    c->e = e;
-    c->shared = 0;
-    t->cow_copies++;
-    return 0;
+    t->dead[idx >> 6] |= 1ULL << (idx & 63);
+    t->deferred++;
 }
 
-static inline int chunk_writable(struct alloc_table *t, uint32_t s)
+static inline int dead_test(const struct alloc_table *t, uint32_t idx)
 {
-    return t->chunks[s].shared ? chunk_cow(t, s) : 0;
+    return (t->dead[idx >> 6] >> (idx & 63)) & 1;
 }
 
 static inline void chunk_time(struct alloc_chunk *c, uint64_t a)
@@ -291,8 +285,7 @@ static int chunk_take(struct alloc_table *t, uint32_t *s, uint32_t *idx)
         if (old != ALLOC_NO_CHUNK && t->chunks[old].live == 0)
             chunk_recycle(t, old);
     }
-    if (chunk_writable(t, *s) != 0)
-        return UV_ENOMEM;
+    /* No copy even when shared: the view reads only the entries below its fill. */
     struct alloc_chunk *c = &t->chunks[*s];
     *idx = *s << ALLOC_CHUNK_SHIFT | c->fill;
     c->fill++;
@@ -426,12 +419,28 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
 int alloc_table_find_mut(struct alloc_table *t, unsigned heap, uint64_t addr,
                          struct alloc_entry **out)
 {
-    uint32_t *link = find_link(t, heap, addr, key_hash(heap, addr));
+    uint64_t h = key_hash(heap, addr);
+    uint32_t *link = find_link(t, heap, addr, h);
     if (!link)
         return UV_ENOENT;
-    if (chunk_writable(t, (*link - 1) >> ALLOC_CHUNK_SHIFT) != 0)
-        return UV_ENOMEM;
-    *out = entry_at(t, *link - 1);
+    uint32_t idx = *link - 1, s = idx >> ALLOC_CHUNK_SHIFT;
+    if (t->chunks[s].shared) {
+        /* A view reads it: the entry moves to the open chunk (whose bytes
+         * past the view's fill are the table's own), the old one dies. */
+        uint32_t nidx;
+        if (chunk_take(t, &t->open, &nidx) != 0)
+            return UV_ENOMEM;
+        *entry_at(t, nidx) = *entry_at(t, idx);
+        chunk_time(&t->chunks[t->open], alloc_entry_time(entry_at(t, nidx)));
+        t->links[nidx] = t->links[idx];
+        *link_to(t, h, idx) = nidx + 1; /* chunk_take may have moved the links array */
+        dead_set(t, idx);
+        t->pinned_moves++;
+        if (--t->chunks[s].live == 0 && s != t->open && s != t->dest)
+            chunk_recycle(t, s);
+        idx = nidx;
+    }
+    *out = entry_at(t, idx);
     return 0;
 }
 
@@ -440,7 +449,10 @@ static void unlink_entry(struct alloc_table *t, uint32_t *link)
 {
     uint32_t idx = *link - 1, s = idx >> ALLOC_CHUNK_SHIFT;
     *link = t->links[idx];
-    entry_at(t, idx)->size_heap = FREE_SIZE_HEAP;
+    if (t->chunks[s].shared)
+        dead_set(t, idx);
+    else
+        entry_at(t, idx)->size_heap = FREE_SIZE_HEAP;
     t->count--;
     if (--t->chunks[s].live == 0 && s != t->open && s != t->dest)
         chunk_recycle(t, s);
@@ -451,8 +463,6 @@ int alloc_table_remove(struct alloc_table *t, unsigned heap, uint64_t addr, stru
     uint32_t *link = find_link(t, heap, addr, key_hash(heap, addr));
     if (!link)
         return UV_ENOENT;
-    if (chunk_writable(t, (*link - 1) >> ALLOC_CHUNK_SHIFT) != 0)
-        return UV_ENOMEM;
     if (out)
         *out = *entry_at(t, *link - 1);
     unlink_entry(t, link);
@@ -468,7 +478,8 @@ void alloc_table_foreach(const struct alloc_table *t,
     for (uint32_t s = 0; s < t->nslots; s++) {
         const struct alloc_entry *e = t->chunks[s].e;
         for (uint32_t i = 0, n = e ? t->chunks[s].fill : 0; i < n; i++) {
-            if (alloc_entry_heap(&e[i]) != ALLOC_HEAP_FREE)
+            if (alloc_entry_heap(&e[i]) != ALLOC_HEAP_FREE &&
+                !(t->pinned && dead_test(t, s << ALLOC_CHUNK_SHIFT | i)))
                 fn(&e[i], arg);
         }
     }
@@ -486,10 +497,9 @@ void alloc_table_remove_heap(struct alloc_table *t, unsigned heap,
             uint32_t *link = &t->buckets[i][b];
             while (*link) {
                 const struct alloc_entry *e = entry_at(t, *link - 1);
-                if (alloc_entry_heap(e) == heap &&
-                    chunk_writable(t, (*link - 1) >> ALLOC_CHUNK_SHIFT) == 0) {
+                if (alloc_entry_heap(e) == heap) {
                     if (fn)
-                        fn(entry_at(t, *link - 1), arg);
+                        fn(e, arg);
                     unlink_entry(t, link);
                 } else {
                     link = &t->links[*link - 1];
@@ -542,6 +552,8 @@ uint64_t alloc_table_memory(const struct alloc_table *t)
     m += (uint64_t)t->link_slots * ALLOC_CHUNK * sizeof(uint32_t);
     m += (uint64_t)t->slots * sizeof(struct alloc_chunk);
     m += (uint64_t)t->retired_cap * sizeof(void *);
+    if (t->dead)
+        m += (uint64_t)t->dead_slots * (ALLOC_CHUNK / 8);
     m += ((uint64_t)t->mask[0] + 1) * 4;
     if (t->buckets[1])
         m += ((uint64_t)t->mask[1] + 1) * 4;
@@ -553,19 +565,26 @@ int alloc_table_pin(struct alloc_table *t, struct alloc_view_chunk **out, uint32
     if (t->pinned)
         return UV_EBUSY;
     /* Each shared chunk is retired at most once: room for all of them now,
-     * so no write while pinned has to grow the list. */
-    size_t cap = t->nchunks ? t->nchunks : 1;
+     * so no write while pinned has to grow the list. Deaths in shared
+     * chunks go to a bitmap of their entries, allocated now for the same
+     * reason. */
+    size_t cap = t->nchunks ? t->nchunks : 1, dead = (size_t)t->nslots * (ALLOC_CHUNK / 8);
     struct alloc_view_chunk *v = ht_malloc(cap * sizeof(*v));
     t->retired = mem_alloc(t->acct, MEM_table, cap * sizeof(*t->retired));
-    if (!v || !t->retired) {
+    t->dead = mem_calloc(t->acct, MEM_table, dead ? dead : 8, 1);
+    if (!v || !t->retired || !t->dead) {
         ht_free(v);
         if (t->retired)
             mem_free(t->acct, MEM_table, t->retired, cap * sizeof(*t->retired));
+        if (t->dead)
+            mem_free(t->acct, MEM_table, t->dead, dead ? dead : 8);
         t->retired = NULL;
+        t->dead = NULL;
         return UV_ENOMEM;
     }
     t->retired_cap = (uint32_t)cap;
     t->nretired = 0;
+    t->dead_slots = t->nslots;
     uint32_t k = 0;
     for (uint32_t s = 0; s < t->nslots; s++) {
         struct alloc_chunk *c = &t->chunks[s];
@@ -580,10 +599,29 @@ int alloc_table_pin(struct alloc_table *t, struct alloc_view_chunk **out, uint32
     return 0;
 }
 
+/* The entries that died while shared become holes now that no view reads them. */
+static void dead_apply(struct alloc_table *t)
+{
+    for (uint32_t s = 0; s < t->dead_slots; s++) {
+        const uint64_t *w = &t->dead[(size_t)s * (ALLOC_CHUNK / 64)];
+        for (uint32_t i = 0; i < ALLOC_CHUNK / 64; i++) {
+            for (uint64_t bits = w[i]; bits; bits &= bits - 1) {
+                uint32_t off = i * 64 + (uint32_t)__builtin_ctzll(bits);
+                t->chunks[s].e[off].size_heap = FREE_SIZE_HEAP;
+            }
+        }
+    }
+}
+
 void alloc_table_unpin(struct alloc_table *t)
 {
     if (!t->pinned)
         return;
+    dead_apply(t);
+    mem_free(t->acct, MEM_table, t->dead,
+             t->dead_slots ? (size_t)t->dead_slots * (ALLOC_CHUNK / 8) : 8);
+    t->dead = NULL;
+    t->dead_slots = 0;
     for (uint32_t i = 0; i < t->nretired; i++)
         mem_free(t->acct, MEM_table, t->retired[i], CHUNK_BYTES);
     mem_free(t->acct, MEM_table, t->retired, (size_t)t->retired_cap * sizeof(*t->retired));

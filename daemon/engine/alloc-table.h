@@ -19,8 +19,8 @@
  * chains) until it is empty, so no single event pays for a whole pass.
  *
  * The chain links live in an array apart from the entries, so rehashing
- * and re-linking never write an entry chunk: while a view pins the table
- * (alloc_table_pin) only entry writes copy a chunk, and compaction waits.
+ * and re-linking never write an entry chunk, and a view can pin the table
+ * (alloc_table_pin) without any chunk being copied.
  * The bucket array doubles at load 1.0 and is migrated a few buckets per
  * operation (after redis dict's incremental rehash). The heap is an index
  * into the session's heap list, not the handle, to keep the entry small.
@@ -92,13 +92,22 @@ struct alloc_table {
     uint32_t mask[2];
     int64_t rehash_idx;        /* next old bucket to migrate, -1 when not rehashing */
     struct alloc_entry *spare; /* an emptied chunk kept for the next one needed */
-    /* Pinning (alloc_table_pin): chunks replaced by their copies, freed at unpin. */
+    /*
+     * Pinning (alloc_table_pin): no byte a view reads is written. A shared
+     * chunk's entries are never rewritten: an entry freed meanwhile is only
+     * marked in dead[] (made a hole at unpin), one resized in place moves
+     * to the open chunk, and appends write past the view's fill. Shared
+     * chunks that empty are retired (freed at unpin).
+     */
     int pinned;
     struct alloc_entry **retired;
     uint32_t nretired, retired_cap;
+    uint64_t *dead;        /* bit per entry index of the slots shared at the pin */
+    uint32_t dead_slots;   /* slots dead[] covers */
     uint64_t moved;        /* entries moved by compaction */
     uint64_t compactions;  /* chunks compaction started to empty */
-    uint64_t cow_copies;   /* chunks copied because a view shared them */
+    uint64_t deferred;     /* entries that died while a view shared them */
+    uint64_t pinned_moves; /* entries moved to the open chunk to be resized while shared */
     struct mem_acct *acct; /* growth is charged here (NULL: unaccounted) */
 };
 
@@ -115,20 +124,18 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
                        uint64_t size, uint32_t stack, struct alloc_entry **out);
 /* The live entry for the key or NULL, to read only. Valid until the next insert/remove. */
 struct alloc_entry *alloc_table_find(struct alloc_table *t, unsigned heap, uint64_t addr);
-/* The live entry for the key, to write (its chunk copied first if a view
- * shares it): 0, UV_ENOENT, or UV_ENOMEM when the copy could not be made. */
+/* The live entry for the key, to write (moved to the open chunk first if a
+ * view shares its chunk): 0, UV_ENOENT, or UV_ENOMEM when the move found no room. */
 int alloc_table_find_mut(struct alloc_table *t, unsigned heap, uint64_t addr,
                          struct alloc_entry **out);
-/* Remove the key; copies the entry to *out. 0, UV_ENOENT, or UV_ENOMEM (the
- * entry's chunk is shared with a view and could not be copied: nothing changed). */
+/* Remove the key; copies the entry to *out. 0 or UV_ENOENT. */
 int alloc_table_remove(struct alloc_table *t, unsigned heap, uint64_t addr,
                        struct alloc_entry *out);
 /* Calls fn for each live entry (in memory order, not key order). fn may not
  * modify the table. */
 void alloc_table_foreach(const struct alloc_table *t,
                          void (*fn)(const struct alloc_entry *, void *), void *arg);
-/* Remove every entry of a heap, calling fn for each before removal. An entry
- * whose shared chunk could not be copied stays (counted by the acct). */
+/* Remove every entry of a heap, calling fn for each before removal. */
 void alloc_table_remove_heap(struct alloc_table *t, unsigned heap,
                              void (*fn)(const struct alloc_entry *, void *), void *arg);
 /* Cache hints for a key about to be looked up (batched ingest): stage 1
@@ -153,8 +160,8 @@ struct alloc_view_chunk {
 /*
  * Pin the table for a view: *out (an array of *n, the caller frees it with
  * ht_free) lists every chunk, and until alloc_table_unpin the table writes
- * none of their bytes (a write copies the chunk first; compaction waits).
- * Costs O(chunks). 0 or UV_ENOMEM; UV_EBUSY when already pinned.
+ * none of the bytes it lists (see pinned above; compaction waits). Costs
+ * O(chunks). 0 or UV_ENOMEM; UV_EBUSY when already pinned.
  */
 int alloc_table_pin(struct alloc_table *t, struct alloc_view_chunk **out, uint32_t *n);
 /* The view is gone: frees the chunks the copies replaced. */

@@ -425,7 +425,7 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
     struct alloc_entry *en;
     int rc = alloc_table_find_mut(&e->table, hi, ev->addr, &en);
     if (rc == UV_ENOMEM)
-        return; /* a view shares the entry and no copy could be made (counted by e->acct) */
+        return; /* a view shares the entry and no chunk could take its move (acct counts it) */
     if (rc != 0) {
         e->q.unknown_frees++;
         apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);

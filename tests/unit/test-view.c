@@ -457,7 +457,7 @@ static void test_view_consistent(void)
         CHECK(rd.reads >= 2);
         snap_free(&want);
     }
-    cow_before = e.table.cow_copies;
+    cow_before = e.table.deferred;
     CHECK(cow_before > 0);          /* the owner really wrote into shared chunks */
     CHECK(e.table.compactions > 0); /* and compacted between views */
     CHECK(e.heap_life.pushed > 4 * lim.life_ring);
@@ -485,7 +485,7 @@ static void test_view_memory(void)
     CHECK(engine_view_open(&e, &v) == 0);
     gen(&e, 20000);
     uint64_t during = engine_memory(&e);
-    uint64_t retired = (uint64_t)e.table.nretired * ALLOC_CHUNK * sizeof(struct alloc_entry);
+    uint64_t retired = (uint64_t)e.heap_agg.nretired * AGG_CHUNK_BYTES;
     CHECK(retired > 0);
     CHECK(during >= retired);
     engine_view_close(&e, v);
