@@ -232,7 +232,8 @@ static void stacks_copy(struct snap *s, const struct stack_intern *si)
         unsigned d;
         const uint64_t *f = stack_intern_frames(si, id, &d);
         s->depth[id] = d;
-        memcpy(&s->frames[id * 4], f, d * sizeof(uint64_t));
+        if (f)
+            memcpy(&s->frames[id * 4], f, d * sizeof(uint64_t));
     }
     s->strs = calloc(s->nstrs, sizeof(char *));
     for (uint32_t id = 1; id < s->nstrs; id++)
@@ -272,7 +273,8 @@ static void snap_engine(struct snap *s, const struct engine *e)
     ring_copy(s, 2, &e->re_ring);
     s->ncommits = e->commits.n;
     s->commits = malloc((s->ncommits + 1) * sizeof(*s->commits));
-    memcpy(s->commits, e->commits.r, s->ncommits * sizeof(*s->commits));
+    if (s->ncommits)
+        memcpy(s->commits, e->commits.r, s->ncommits * sizeof(*s->commits));
     for (unsigned h = 0; h < 8; h++)
         s->heaps[h] = h < e->nheaps ? e->heaps[h].handle : 0;
 }
