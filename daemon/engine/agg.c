@@ -82,6 +82,8 @@ struct agg *agg_get_slow(struct agg_table *t, uint32_t stack)
         if (!t->raw[c])
             return NULL;
         t->chunks[c] = chunk_align(t->raw[c]);
+        if (t->pinned && c < t->npinned)
+            t->shared[c] = 0; /* new since the pin: the view has no pointer to it */
     } else if (t->pinned && c < t->npinned && t->shared[c] && chunk_cow(t, c) != 0) {
         return NULL;
     }
