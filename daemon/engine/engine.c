@@ -702,14 +702,19 @@ void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
                     __builtin_prefetch(g);
             }
         }
-        if (i + AHEAD_AGG < n && evs[i + AHEAD_AGG].kind == HT_EV_FREE) {
+        if (i + AHEAD_AGG < n &&
+            (evs[i + AHEAD_AGG].kind == HT_EV_FREE || evs[i + AHEAD_AGG].kind == HT_EV_REALLOC)) {
             const struct hint *h = &hints[(i + AHEAD_AGG) & (HINTS - 1)];
             const struct alloc_entry *en =
                 h->hi >= 0 ? alloc_table_peek_head(&e->table, (unsigned)h->hi, h->addr, h->hash)
                            : NULL;
             const struct agg *g = en ? agg_peek(&e->heap_agg, en->stack) : NULL;
-            if (g)
+            if (g) {
                 __builtin_prefetch(g);
+                /* A block with reallocs updates its stack's live-realloc word too. */
+                if (alloc_entry_reallocs(en) || evs[i + AHEAD_AGG].kind == HT_EV_REALLOC)
+                    __builtin_prefetch(agg_peek_live_re(&e->heap_agg, en->stack));
+            }
         }
         engine_apply(e, &evs[i]);
     }
