@@ -102,8 +102,3 @@ uint64_t ev_heap_handle(const struct engine_view *v, unsigned heap)
 {
     return heap < v->e->nheaps ? v->e->heaps[heap].handle : 0;
 }
-
-int engine_query_view(struct engine_view *v, const struct query *q, struct query_result *res)
-{
-    return engine_query(v->e, q, res);
-}
