@@ -118,6 +118,7 @@ struct qctx {
     struct acc *acc[4];
     uint64_t *re[4];
     struct acc *ge;
+    uint64_t sub_from; /* live blocks allocated before this are AOFO: min(t1, t2 + 1) */
     int exact;         /* figures from the aggregates since start */
     uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
     uint8_t *req;      /* per stack: 0 = not known, 1 = passes require, 2 = not */
@@ -887,9 +888,10 @@ enum live_mode {
 };
 
 /*
- * The subtraction path's live block: at or after t1 it is counted in its
- * stack's ge (and is AIFO if allocated by t2); before t1 it is AOFO, counted
- * by the subtraction, and only its reallocs inside the window are added.
+ * The subtraction path's live block: allocated at or after t1, or after t2
+ * (sub_from), it is counted in its stack's ge (and is AIFO if allocated in
+ * the window); else it is AOFO, counted by the subtraction, and only its
+ * reallocs inside the window are added.
  */
 static void sub_block(struct qctx *c, const struct alloc_entry *en, uint64_t a)
 {
@@ -899,10 +901,10 @@ static void sub_block(struct qctx *c, const struct alloc_entry *en, uint64_t a)
         return;
     uint64_t size = alloc_entry_size(en);
     unsigned re = alloc_entry_reallocs(en);
-    if (a >= q->t1) {
+    if (a >= c->sub_from) {
         c->ge[s].count++;
         c->ge[s].bytes += size;
-        if (a <= q->t2 && (q->types & T_BIT(HT_AIFO)))
+        if (a >= q->t1 && a <= q->t2 && (q->types & T_BIT(HT_AIFO)))
             dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re);
         return;
     }
@@ -950,7 +952,7 @@ static void scan_live_heap(struct qctx *c, int dense, enum live_mode mode, uint6
 }
 
 /* The earliest alloc time of a block allocated before t1 that one of the
- * window's in-place realloc events names (t1 if none): the AOFO blocks whose
+ * window's in-place realloc events names (sub_from if none): the AOFO blocks whose
  * reallocs the window counts are all allocated at or after it. Events of
  * blocks freed since only make it earlier than needed. */
 static uint64_t re_reach(struct qctx *c)
@@ -958,7 +960,7 @@ static uint64_t re_reach(struct qctx *c)
     const struct chunk_ring *r = c->re_ring;
     uint64_t lo = chunk_ring_lower_bound(r, c->q->t1);
     uint64_t hi = chunk_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
-    uint64_t m = c->q->t1;
+    uint64_t m = c->sub_from;
     for (uint64_t i = lo; i < hi; i++) {
         const struct realloc_rec *x = realloc_ring_at(r, i);
         if (!x->closed && x->a < m)
@@ -1002,6 +1004,7 @@ static void scan_live(struct qctx *c, int dense)
         chunk_ring_complete_from(c->re_ring, q->t1) && !c->re_unresolved &&
         (c->ge = ht_calloc(c->nmemo + 1, sizeof(struct acc))) != NULL) {
         c->paths |= QP_AOFO_SUB;
+        c->sub_from = q->t1 < q->t2 + 1 ? q->t1 : q->t2 + 1; /* t2 <= now < 2^56 */
         scan_live_heap(c, dense, LIVE_SUB, re_reach(c));
         return;
     }
@@ -1127,7 +1130,7 @@ static int stack_fig(struct qctx *c, uint32_t s, struct sfig *f)
             }
         }
         if (c->ge) {
-            /* AOFO live blocks: outstanding minus those allocated from t1 on.
+            /* AOFO live blocks: outstanding minus those allocated from sub_from on.
              * (The aggregate counts every live block of its stack; out of
              * memory it may not, and the figure is then not exact.) */
             const struct agg *a = ev_agg(c->v, HT_DOM_HEAP, s);
