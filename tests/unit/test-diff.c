@@ -703,6 +703,16 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
             int type = q->by == HT_BY_TYPE ? (int)r->key : 0;
             group_text(e, q->by, r->stack, r->skip, r->key, type, erows[en].text,
                        sizeof(erows[en].text));
+            if (q->by == HT_BY_IMAGE && !q->list) {
+                /* The row's name (the result's list) is its stack's module. */
+                const char *name = query_result_image(&res, r->key);
+                if (strcmp(erows[en].text + 6, name ? name : "") != 0) {
+                    fprintf(stderr, "seed %llu: image row named %s, its stack says %s\n",
+                            (unsigned long long)seed_of_case, name ? name : "(none)",
+                            erows[en].text);
+                    bad = 1;
+                }
+            }
             erows[en].r = *r;
             en++;
         }
