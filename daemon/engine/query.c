@@ -122,6 +122,10 @@ struct qctx {
     int exact;         /* figures from the aggregates since start */
     uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
     uint8_t *req;      /* per stack: 0 = not known, 1 = passes require, 2 = not */
+    /* Dense path: blocks whose window reallocs need the realloc ring's
+     * times, counted in one pass over the window's events (re_resolve). */
+    struct re_defer *defer;
+    uint64_t ndefer, defer_alloc;
     /* Image (module) names, key = index; 0 = none. Handed to the result. */
     char **images;
     uint32_t nimages, images_alloc;
@@ -136,6 +140,15 @@ struct qctx {
 struct re_key {
     uint64_t addr, a;
     uint32_t heap_closed; /* heap << 1 | closed */
+};
+
+/* A block waiting for its window reallocs from the ring, and where they go. */
+struct re_defer {
+    struct re_key k;
+    uint32_t stack;
+    uint8_t type;
+    uint64_t n; /* events found (on the first entry of equal keys) */
+    uint64_t first; /* index of the first entry with this key */
 };
 
 static int64_t sort_key(int sort, const struct query_row *r)
@@ -770,12 +783,12 @@ static uint64_t re_lookup(struct qctx *c, unsigned heap, uint64_t addr, uint64_t
  * realloc ring's event times do, and the answer is incomplete if the ring may
  * have evicted some of them.
  */
-static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, uint64_t f,
-                               unsigned re)
+static uint64_t block_reallocs_own(struct qctx *c, uint64_t a, uint64_t f, unsigned re, int *ring)
 {
     const struct query *q = c->q;
     unsigned n = re & HT_RE_INPLACE_MAX;
     uint64_t k = (re & HT_RE_CREATED) && a >= q->t1;
+    *ring = 0;
     if (n == 0)
         return k;
     int all_in = a >= q->t1 && (f == LIVE ? q->t2 >= c->now : f <= q->t2);
@@ -784,7 +797,28 @@ static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uin
     const struct chunk_ring *r = c->re_ring;
     if (!chunk_ring_complete_from(r, a > q->t1 ? a : q->t1) || c->re_unresolved)
         c->re_incomplete = 1;
-    return k + re_lookup(c, heap, addr, a, f != LIVE && f == a);
+    *ring = 1;
+    return k;
+}
+
+static uint64_t block_reallocs(struct qctx *c, unsigned heap, uint64_t addr, uint64_t a, uint64_t f,
+                               unsigned re)
+{
+    int ring;
+    uint64_t k = block_reallocs_own(c, a, f, re, &ring);
+    return ring ? k + re_lookup(c, heap, addr, a, f != LIVE && f == a) : k;
+}
+
+/* Records [i, n) of a ring come in runs stored contiguously: the record at
+ * i, and in *len how many follow it in its run (chunk_ring_at's layout). */
+static const void *ring_run(const struct chunk_ring *r, uint64_t i, uint64_t n, uint64_t *len)
+{
+    uint64_t idx = r->pushed <= r->cap ? i : (r->pushed + i) % r->cap;
+    uint64_t per = 1ULL << LIFE_CHUNK_SHIFT, off = idx & (per - 1), run = per - off;
+    if (r->pushed > r->cap && run > r->cap - idx)
+        run = r->cap - idx; /* wraps to record 0 of the storage */
+    *len = run < n - i ? run : n - i;
+    return r->chunks[idx >> LIFE_CHUNK_SHIFT] + (size_t)off * r->elem;
 }
 
 /* Does a stack pass the require list? Memoized per stack. */
@@ -859,6 +893,95 @@ static void dense_re(struct qctx *c, int type, uint32_t stack, uint64_t n)
     c->re[type][stack] += n;
 }
 
+/* A block's window reallocs into its stack's: its own count now, the ring's
+ * times later (re_resolve), for all such blocks in one pass. */
+static void dense_block_re(struct qctx *c, int type, uint32_t stack, unsigned heap, uint64_t addr,
+                           uint64_t a, uint64_t f, unsigned re)
+{
+    int ring;
+    uint64_t n = block_reallocs_own(c, a, f, re, &ring);
+    if (n)
+        dense_re(c, type, stack, n);
+    if (!ring)
+        return;
+    if (c->ndefer == c->defer_alloc) {
+        uint64_t na = c->defer_alloc ? c->defer_alloc * 2 : 1024;
+        struct re_defer *nd = ht_realloc(c->defer, (size_t)na * sizeof(*nd));
+        if (!nd) {
+            c->oom = 1;
+            return;
+        }
+        c->defer = nd;
+        c->defer_alloc = na;
+    }
+    struct re_defer *d = &c->defer[c->ndefer++];
+    memset(d, 0, sizeof(*d));
+    d->k = (struct re_key){addr, a, (uint32_t)heap << 1 | (f != LIVE && f == a)};
+    d->stack = stack;
+    d->type = (uint8_t)type;
+}
+
+static uint64_t re_key_hash(const struct re_key *k)
+{
+    return ht_mix64(k->addr ^ ht_mix64(k->a ^ ((uint64_t)k->heap_closed << 56)));
+}
+
+/* The deferred blocks' reallocs: one pass over the window's in-place events,
+ * each looked up among the deferred blocks (a table as large as they are,
+ * rather than sorting every event of the window). */
+static void re_resolve(struct qctx *c)
+{
+    if (c->ndefer == 0 || c->oom)
+        return;
+    uint64_t size = 16;
+    while (size < c->ndefer * 2)
+        size *= 2;
+    uint64_t mask = size - 1;
+    uint64_t *slots = ht_calloc(size, sizeof(uint64_t)); /* deferred index + 1 */
+    if (!slots) {
+        c->oom = 1;
+        return;
+    }
+    for (uint64_t i = 0; i < c->ndefer; i++) {
+        struct re_defer *d = &c->defer[i];
+        uint64_t j = re_key_hash(&d->k) & mask;
+        d->first = i;
+        for (; slots[j]; j = (j + 1) & mask) {
+            if (re_key_cmp(&c->defer[slots[j] - 1].k, &d->k) == 0) {
+                d->first = slots[j] - 1;
+                break;
+            }
+        }
+        if (!slots[j])
+            slots[j] = i + 1;
+    }
+    const struct chunk_ring *r = c->re_ring;
+    uint64_t lo = chunk_ring_lower_bound(r, c->q->t1);
+    uint64_t hi = chunk_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
+    for (uint64_t i = lo; i < hi;) {
+        uint64_t len;
+        const unsigned char *run = ring_run(r, i, hi, &len);
+        for (uint64_t m = 0; m < len; m++) {
+            const struct realloc_rec *x = (const void *)(run + m * r->elem);
+            struct re_key k = {x->addr, x->a, (uint32_t)x->heap << 1 | x->closed};
+            for (uint64_t j = re_key_hash(&k) & mask; slots[j]; j = (j + 1) & mask) {
+                if (re_key_cmp(&c->defer[slots[j] - 1].k, &k) == 0) {
+                    c->defer[slots[j] - 1].n++;
+                    break;
+                }
+            }
+        }
+        i += len;
+    }
+    ht_free(slots);
+    for (uint64_t i = 0; i < c->ndefer; i++) {
+        const struct re_defer *d = &c->defer[i];
+        uint64_t n = c->defer[d->first].n;
+        if (n)
+            dense_re(c, d->type, d->stack, n);
+    }
+}
+
 /* One block into its stack's dense sums; groups are made at the end. */
 static void dense_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t addr, uint64_t a,
                         uint64_t f, uint64_t size, unsigned re)
@@ -875,11 +998,8 @@ static void dense_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t 
     x->bytes += size;
     /* Reallocs only for blocks the query keeps: a block of an excluded
      * stack must not make the answer incomplete. */
-    if (re && q->domain == HT_DOM_HEAP && stack_required(c, stack)) {
-        uint64_t n = block_reallocs(c, heap, addr, a, f, re);
-        if (n)
-            dense_re(c, type, stack, n);
-    }
+    if (re && q->domain == HT_DOM_HEAP && stack_required(c, stack))
+        dense_block_re(c, type, stack, heap, addr, a, f, re);
 }
 
 enum live_mode {
@@ -908,11 +1028,8 @@ static void sub_block(struct qctx *c, const struct alloc_entry *en, uint64_t a)
             dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re);
         return;
     }
-    if ((re & HT_RE_INPLACE_MAX) && stack_required(c, s)) {
-        uint64_t n = block_reallocs(c, alloc_entry_heap(en), en->addr, a, LIVE, re);
-        if (n)
-            dense_re(c, HT_AOFO, s, n);
-    }
+    if ((re & HT_RE_INPLACE_MAX) && a <= q->t2 && stack_required(c, s))
+        dense_block_re(c, HT_AOFO, s, alloc_entry_heap(en), en->addr, a, LIVE, re);
 }
 
 /* Live heap blocks allocated at or after lo, chunk by chunk. */
@@ -961,10 +1078,15 @@ static uint64_t re_reach(struct qctx *c)
     uint64_t lo = chunk_ring_lower_bound(r, c->q->t1);
     uint64_t hi = chunk_ring_lower_bound(r, c->q->t2 + 1); /* t2 <= now < 2^56 */
     uint64_t m = c->sub_from;
-    for (uint64_t i = lo; i < hi; i++) {
-        const struct realloc_rec *x = realloc_ring_at(r, i);
-        if (!x->closed && x->a < m)
-            m = x->a;
+    for (uint64_t i = lo; i < hi;) {
+        uint64_t len;
+        const unsigned char *run = ring_run(r, i, hi, &len);
+        for (uint64_t k = 0; k < len; k++) {
+            const struct realloc_rec *x = (const void *)(run + k * r->elem);
+            if (!x->closed && x->a < m)
+                m = x->a;
+        }
+        i += len;
     }
     return m;
 }
@@ -1017,13 +1139,40 @@ static void scan_ring(struct qctx *c, int dense)
 {
     const struct chunk_ring *ring =
         c->q->domain == HT_DOM_HEAP ? ev_heap_life(c->v) : ev_commit_life(c->v);
+    const struct query *q = c->q;
     uint64_t n = chunk_ring_len(ring);
-    for (uint64_t i = chunk_ring_lower_bound(ring, c->q->t1); i < n; i++) {
-        const struct life_rec *r = life_ring_at(ring, i);
-        if (dense)
-            dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
-        else
-            add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
+    /* Up to now with no filter, every block freed from t1 on is AIFI or
+     * AOFI by its alloc time alone. */
+    int plain = dense && q->t2 == c->now && q->size_min == 0 && q->size_max == UINT64_MAX &&
+                q->life_min == 0 && q->life_max == UINT64_MAX;
+    for (uint64_t i = chunk_ring_lower_bound(ring, q->t1); i < n;) {
+        uint64_t len;
+        const unsigned char *run = ring_run(ring, i, n, &len);
+        i += len;
+        if (plain) {
+            struct acc *in = c->acc[HT_AIFI], *out = c->acc[HT_AOFI];
+            for (uint64_t k = 0; k < len; k++) {
+                const struct life_rec *r = (const void *)(run + k * ring->elem);
+                uint32_t s = r->stack;
+                int aifi = r->a >= q->t1;
+                struct acc *x = aifi ? in : out;
+                if (!x || s >= c->nmemo)
+                    continue;
+                x[s].count++;
+                x[s].bytes += r->size;
+                if (r->reallocs && q->domain == HT_DOM_HEAP && stack_required(c, s))
+                    dense_block_re(c, aifi ? HT_AIFI : HT_AOFI, s, r->heap, r->addr, r->a, r->f,
+                                   r->reallocs);
+            }
+            continue;
+        }
+        for (uint64_t k = 0; k < len; k++) {
+            const struct life_rec *r = (const void *)(run + k * ring->elem);
+            if (dense)
+                dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
+            else
+                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
+        }
     }
 }
 
@@ -1365,6 +1514,7 @@ static void ctx_free(struct qctx *c)
     ht_free(c->live_re);
     ht_free(c->req);
     ht_free(c->ge);
+    ht_free(c->defer);
     for (int t = 0; t < 4; t++) {
         ht_free(c->acc[t]);
         ht_free(c->re[t]);
@@ -1436,6 +1586,7 @@ int engine_query_view(struct engine_view *v, const struct query *qin, struct que
             c.paths |= QP_NO_RING;
         else
             scan_ring(&c, dense);
+        re_resolve(&c);
         if (whole && !q->list)
             add_untracked(&c);
         ring_ok = live_only || chunk_ring_complete_from(ring, q->t1);
