@@ -118,6 +118,7 @@ struct qctx {
     struct acc *acc[4];
     uint64_t *re[4];
     struct acc *ge;
+    int ge_is_aifo; /* ge is acc[HT_AIFO]: the window ends now, so they are the same blocks */
     uint64_t sub_from; /* live blocks allocated before this are AOFO: min(t1, t2 + 1) */
     int exact;         /* figures from the aggregates since start */
     uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
@@ -886,6 +887,9 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
 /* A stack's reallocs of one type, the array made on first use. */
 static void dense_re(struct qctx *c, int type, uint32_t stack, uint64_t n)
 {
+    /* Split by type only where the rows are (less memory to touch). */
+    if (c->q->by != HT_BY_TYPE)
+        type = 0;
     if (!c->re[type] && !(c->re[type] = ht_calloc(c->nmemo, sizeof(uint64_t)))) {
         c->oom = 1;
         return;
@@ -1022,6 +1026,10 @@ static void sub_block(struct qctx *c, const struct alloc_entry *en, uint64_t a)
     uint64_t size = alloc_entry_size(en);
     unsigned re = alloc_entry_reallocs(en);
     if (a >= c->sub_from) {
+        if (c->ge_is_aifo) {
+            dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re);
+            return;
+        }
         c->ge[s].count++;
         c->ge[s].bytes += size;
         if (a >= q->t1 && a <= q->t2 && (q->types & T_BIT(HT_AIFO)))
@@ -1091,6 +1099,20 @@ static uint64_t re_reach(struct qctx *c)
     return m;
 }
 
+/* The subtraction's per-stack sums of live blocks from sub_from on: the
+ * AIFO sums themselves when the window ends now (every live block allocated
+ * from t1 on is then AIFO, with no size filter). 0 when out of memory. */
+static int sub_ge(struct qctx *c)
+{
+    const struct query *q = c->q;
+    if ((q->types & T_BIT(HT_AIFO)) && q->t2 == c->now) {
+        c->ge = c->acc[HT_AIFO];
+        c->ge_is_aifo = 1;
+        return 1;
+    }
+    return (c->ge = ht_calloc(c->nmemo + 1, sizeof(struct acc))) != NULL;
+}
+
 /* Read the live blocks the query can keep. */
 static void scan_live(struct qctx *c, int dense)
 {
@@ -1123,8 +1145,7 @@ static void scan_live(struct qctx *c, int dense)
      * filter) and every realloc event of the window (else each AOFO block
      * must be looked at to know whether the answer is complete). */
     if (dense && q->size_min == 0 && q->size_max == UINT64_MAX &&
-        chunk_ring_complete_from(c->re_ring, q->t1) && !c->re_unresolved &&
-        (c->ge = ht_calloc(c->nmemo + 1, sizeof(struct acc))) != NULL) {
+        chunk_ring_complete_from(c->re_ring, q->t1) && !c->re_unresolved && sub_ge(c)) {
         c->paths |= QP_AOFO_SUB;
         c->sub_from = q->t1 < q->t2 + 1 ? q->t1 : q->t2 + 1; /* t2 <= now < 2^56 */
         scan_live_heap(c, dense, LIVE_SUB, re_reach(c));
@@ -1513,7 +1534,8 @@ static void ctx_free(struct qctx *c)
     ht_free(c->re_keys);
     ht_free(c->live_re);
     ht_free(c->req);
-    ht_free(c->ge);
+    if (!c->ge_is_aifo)
+        ht_free(c->ge);
     ht_free(c->defer);
     for (int t = 0; t < 4; t++) {
         ht_free(c->acc[t]);
