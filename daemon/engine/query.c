@@ -20,8 +20,14 @@
  *   time those events carry. A size filter, or a realloc ring that may have
  *   lost events of the window, sends the query back to reading every block.
  * - Completed blocks are read from the lifetime ring from the first freed at
- *   or after t1, and not at all when the window ends now and keeps no
- *   completed type (AIFI, AOFI).
+ *   or after t1, run by run, and not at all when the window ends now and
+ *   keeps no completed type (AIFI, AOFI).
+ * - Blocks whose window reallocs need the realloc ring's event times are
+ *   collected, and the window's events looked up among them in one pass
+ *   (re_resolve), rather than sorting every event of the window.
+ * - Fresh memory is what a cold query pays most for on these machines (a
+ *   page fault costs tens of microseconds in their VMs), so the per-stack
+ *   arrays are only made for the types kept and shared where they can be.
  *
  * Realloc counting rules: see block_reallocs.
  */
