@@ -230,10 +230,3 @@ uint64_t ev_heap_handle(const struct engine_view *v, unsigned heap)
 {
     return heap < v->nheaps ? v->heaps[heap] : 0;
 }
-
-/* Glue until query.c answers from a view (issue 10, h-query): it reads the
- * engine itself, so it is right only while the owner applies nothing. */
-int engine_query_view(struct engine_view *v, const struct query *q, struct query_result *res)
-{
-    return engine_query(v->e, q, res);
-}
