@@ -148,6 +148,7 @@ void engine_view_close(struct engine *e, struct engine_view *v)
     if (e->view == v)
         e->view = NULL;
     ht_free(v);
+    qscratch_sync(&e->qscratch, &e->acct); /* what the view's queries kept */
 }
 
 uint64_t ev_now(const struct engine_view *v)
@@ -224,6 +225,11 @@ const struct commit_range *ev_commits(const struct engine_view *v, uint32_t *n)
 {
     *n = v->ncommits;
     return v->commits;
+}
+
+struct query_scratch *ev_scratch(struct engine_view *v)
+{
+    return &v->e->qscratch;
 }
 
 uint64_t ev_heap_handle(const struct engine_view *v, unsigned heap)

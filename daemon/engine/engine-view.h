@@ -74,6 +74,9 @@ const struct commit_range *ev_commits(const struct engine_view *v, uint32_t *n);
 /* A heap index's handle (0 when unknown). */
 uint64_t ev_heap_handle(const struct engine_view *v, unsigned heap);
 
+/* The engine's query scratch (query-scratch.h), for the view's thread. */
+struct query_scratch *ev_scratch(struct engine_view *v);
+
 /* Run a query over the view (query.h semantics; q->t2 past ev_now is clamped).
  * The skip cache, if any, must not be used by another thread meanwhile. */
 int engine_query_view(struct engine_view *v, const struct query *q, struct query_result *res);

@@ -85,6 +85,7 @@ void engine_close(struct engine *e)
     ht_free(e->heaps);
     ht_free(e->heap_slots);
     ht_free(e->marks);
+    qscratch_close(&e->qscratch, &e->acct);
     mem_acct_close(&e->acct); /* the structures above were freed whole: give back their charge */
     memset(e, 0, sizeof(*e));
 }

@@ -8,6 +8,7 @@
 #include "ht-event.h"
 #include "mem-acct.h"
 #include "modules.h"
+#include "query-scratch.h"
 #include "rings.h"
 #include "stack-intern.h"
 
@@ -96,6 +97,9 @@ struct engine {
     struct ht_quality q;
     struct mem_acct acct;     /* every engine structure's memory, by structure */
     struct engine_view *view; /* the open view (engine-view.h), or NULL */
+    /* Used by the open view's holder only (query-scratch.h), on its thread;
+     * its bytes are charged to acct at view close. */
+    struct query_scratch qscratch;
 };
 
 int engine_init(struct engine *e, const struct engine_limits *lim);

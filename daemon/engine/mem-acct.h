@@ -44,7 +44,8 @@
     X(snapshots, "snapshots (cJSON trees, estimated)")                                             \
     X(modules, "module list (module load events)")                                                 \
     X(symbols, "symbol caches of live sources (per module, by build id)")                          \
-    X(source_buffers, "a live source's own tables: region map, thread state, unwinder")
+    X(source_buffers, "a live source's own tables: region map, thread state, unwinder")            \
+    X(query_scratch, "query scratch kept between queries (query-scratch.h)")
 
 enum mem_kind {
 #define X(name, doc) MEM_##name,

@@ -37,6 +37,7 @@
 #include "engine.h"
 #include "ht-alloc.h"
 #include "ht-hash.h"
+#include "query-scratch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,8 +95,8 @@ struct qctx {
     uint64_t now;
     const struct chunk_ring *re_ring;
     uint64_t re_unresolved;
-    uint32_t *memo; /* per stack id: 0 = not seen, group + 1, or MEMO_EXCLUDED */
-    uint32_t nmemo; /* stacks in the view */
+    uint32_t *memo;         /* per stack id: 0 = not seen, group + 1, or MEMO_EXCLUDED */
+    uint32_t nmemo;         /* stacks in the view */
     uint32_t *canon_groups; /* with a skip cache: canonical stack -> group + 1 */
     struct query_row *groups;
     uint32_t ngroups, galloc;
@@ -124,7 +125,7 @@ struct qctx {
     struct acc *acc[4];
     uint64_t *re[4];
     struct acc *ge;
-    int ge_is_aifo; /* ge is acc[HT_AIFO]: the window ends now, so they are the same blocks */
+    int ge_is_aifo;    /* ge is acc[HT_AIFO]: the window ends now, so they are the same blocks */
     uint64_t sub_from; /* live blocks allocated before this are AOFO: min(t1, t2 + 1) */
     int exact;         /* figures from the aggregates since start */
     uint64_t *live_re; /* exact typed path: realloc events of live blocks by stack */
@@ -140,7 +141,22 @@ struct qctx {
     uint32_t imask;
     unsigned paths; /* QP_* */
     int oom;
+    /* The per-stack arrays' memory (query-scratch.h), or NULL: the allocator's. */
+    struct query_scratch *qs;
 };
+
+/* A per-stack array: from the scratch arena kept between queries when the
+ * query has one (fresh pages are what cold queries paid most for), zeroed. */
+static void *qalloc(struct qctx *c, size_t n, size_t size)
+{
+    return c->qs ? qscratch_calloc(c->qs, n, size) : ht_calloc(n, size);
+}
+
+static void qfree(struct qctx *c, void *p)
+{
+    if (!c->qs)
+        ht_free(p);
+}
 
 /* A block named by heap, address, alloc time and closed (freed at its alloc
  * time: engine.c, realloc_close). */
@@ -154,7 +170,7 @@ struct re_defer {
     struct re_key k;
     uint32_t stack;
     uint8_t type;
-    uint64_t n; /* events found (on the first entry of equal keys) */
+    uint64_t n;     /* events found (on the first entry of equal keys) */
     uint64_t first; /* index of the first entry with this key */
 };
 
@@ -207,8 +223,9 @@ ROW_CMP(row_cmp_impact, HT_SORT_IMPACT)
 static void rows_sort(struct query_row *rows, uint32_t n, int sort)
 {
     static int (*const cmp[])(const void *, const void *) = {
-        [HT_SORT_SO] = row_cmp_so,   [HT_SORT_SOC] = row_cmp_soc, [HT_SORT_ST] = row_cmp_st,
-        [HT_SORT_STC] = row_cmp_stc, [HT_SORT_SRC] = row_cmp_src, [HT_SORT_IMPACT] = row_cmp_impact};
+        [HT_SORT_SO] = row_cmp_so,   [HT_SORT_SOC] = row_cmp_soc,
+        [HT_SORT_ST] = row_cmp_st,   [HT_SORT_STC] = row_cmp_stc,
+        [HT_SORT_SRC] = row_cmp_src, [HT_SORT_IMPACT] = row_cmp_impact};
     qsort(rows, n, sizeof(*rows), cmp[sort >= 0 && sort <= HT_SORT_IMPACT ? sort : HT_SORT_SO]);
 }
 
@@ -592,7 +609,8 @@ static uint32_t image_index(struct qctx *c, const char *m, size_t len)
             return 0;
         }
         for (uint32_t k = 1; k < c->nimages; k++) {
-            uint32_t j = (uint32_t)ht_hash_bytes(c->images[k], strlen(c->images[k]), 11) & (size - 1);
+            uint32_t j =
+                (uint32_t)ht_hash_bytes(c->images[k], strlen(c->images[k]), 11) & (size - 1);
             while (ns[j])
                 j = (j + 1) & (size - 1);
             ns[j] = k + 1;
@@ -644,7 +662,7 @@ static uint64_t image_key(struct qctx *c, uint64_t frame)
 /* Group (+ 1) of a canonical stack, created on first use; MEMO_EXCLUDED when out of memory. */
 static uint32_t canon_group(struct qctx *c, uint32_t canon)
 {
-    if (!c->canon_groups && !(c->canon_groups = ht_calloc(c->nmemo, sizeof(uint32_t)))) {
+    if (!c->canon_groups && !(c->canon_groups = qalloc(c, c->nmemo, sizeof(uint32_t)))) {
         c->oom = 1;
         return MEMO_EXCLUDED;
     }
@@ -896,7 +914,7 @@ static void dense_re(struct qctx *c, int type, uint32_t stack, uint64_t n)
     /* Split by type only where the rows are (less memory to touch). */
     if (c->q->by != HT_BY_TYPE)
         type = 0;
-    if (!c->re[type] && !(c->re[type] = ht_calloc(c->nmemo, sizeof(uint64_t)))) {
+    if (!c->re[type] && !(c->re[type] = qalloc(c, c->nmemo, sizeof(uint64_t)))) {
         c->oom = 1;
         return;
     }
@@ -947,7 +965,7 @@ static void re_resolve(struct qctx *c)
     while (size < c->ndefer * 2)
         size *= 2;
     uint64_t mask = size - 1;
-    uint64_t *slots = ht_calloc(size, sizeof(uint64_t)); /* deferred index + 1 */
+    uint64_t *slots = qalloc(c, size, sizeof(uint64_t)); /* deferred index + 1 */
     if (!slots) {
         c->oom = 1;
         return;
@@ -983,7 +1001,7 @@ static void re_resolve(struct qctx *c)
         }
         i += len;
     }
-    ht_free(slots);
+    qfree(c, slots);
     for (uint64_t i = 0; i < c->ndefer; i++) {
         const struct re_defer *d = &c->defer[i];
         uint64_t n = c->defer[d->first].n;
@@ -1116,7 +1134,7 @@ static int sub_ge(struct qctx *c)
         c->ge_is_aifo = 1;
         return 1;
     }
-    return (c->ge = ht_calloc(c->nmemo + 1, sizeof(struct acc))) != NULL;
+    return (c->ge = qalloc(c, c->nmemo + 1, sizeof(struct acc))) != NULL;
 }
 
 /* Read the live blocks the query can keep. */
@@ -1211,7 +1229,7 @@ static int live_reallocs(struct qctx *c)
 {
     uint32_t n = c->nmemo;
     uint8_t *need = NULL;
-    if (!(c->live_re = ht_calloc(n + 1, sizeof(uint64_t))))
+    if (!(c->live_re = qalloc(c, n + 1, sizeof(uint64_t))))
         return -1;
     int any = 0;
     for (uint32_t s = 0; s < n; s++) {
@@ -1224,7 +1242,7 @@ static int live_reallocs(struct qctx *c)
             c->paths |= QP_LIVE_RE_VIEW;
             continue;
         }
-        if (!need && !(need = ht_calloc(n, 1)))
+        if (!need && !(need = qalloc(c, n, 1)))
             return -1;
         need[s] = 1;
         any = 1;
@@ -1243,11 +1261,11 @@ static int live_reallocs(struct qctx *c)
             if (!re || alloc_entry_heap(en) == ALLOC_HEAP_FREE || en->stack >= n ||
                 !need[en->stack])
                 continue;
-            c->live_re[en->stack] += block_reallocs(c, alloc_entry_heap(en), en->addr,
-                                                    alloc_entry_time(en), LIVE, re);
+            c->live_re[en->stack] +=
+                block_reallocs(c, alloc_entry_heap(en), en->addr, alloc_entry_time(en), LIVE, re);
         }
     }
-    ht_free(need);
+    qfree(c, need);
     return 0;
 }
 
@@ -1382,8 +1400,8 @@ static int finish_canon(struct qctx *c, uint32_t top, struct query_result *res)
     memset(&out, 0, sizeof(out));
     struct query_row total;
     memset(&total, 0, sizeof(total));
-    int64_t *gk = ht_calloc(n + 1, sizeof(int64_t));
-    uint8_t *used = ht_calloc(n + 1, 1); /* 1: group has stacks, 2: and is in the top */
+    int64_t *gk = qalloc(c, n + 1, sizeof(int64_t));
+    uint8_t *used = qalloc(c, n + 1, 1); /* 1: group has stacks, 2: and is in the top */
     struct kgroup *best = ht_malloc((size_t)(top < n ? top : n) * sizeof(*best) + 1);
     int rc = UV_ENOMEM;
     if (!gk || !used || !best)
@@ -1436,8 +1454,8 @@ static int finish_canon(struct qctx *c, uint32_t top, struct query_result *res)
     rc = 0;
 done:
     ht_free(out.rows);
-    ht_free(gk);
-    ht_free(used);
+    qfree(c, gk);
+    qfree(c, used);
     ht_free(best);
     return rc;
 }
@@ -1529,23 +1547,23 @@ static void add_untracked(struct qctx *c)
 
 static void ctx_free(struct qctx *c)
 {
-    ht_free(c->memo);
+    qfree(c, c->memo);
     ht_free(c->gslots);
     ht_free(c->ghash);
     ht_free(c->groups);
     ht_free(c->heap);
     ht_free(c->fm_keys);
     ht_free(c->fm_vals);
-    ht_free(c->canon_groups);
+    qfree(c, c->canon_groups);
     ht_free(c->re_keys);
-    ht_free(c->live_re);
-    ht_free(c->req);
+    qfree(c, c->live_re);
+    qfree(c, c->req);
     if (!c->ge_is_aifo)
-        ht_free(c->ge);
+        qfree(c, c->ge);
     ht_free(c->defer);
     for (int t = 0; t < 4; t++) {
-        ht_free(c->acc[t]);
-        ht_free(c->re[t]);
+        qfree(c, c->acc[t]);
+        qfree(c, c->re[t]);
     }
     for (uint32_t k = 1; k < c->nimages; k++)
         ht_free(c->images[k]);
@@ -1573,11 +1591,13 @@ int engine_query_view(struct engine_view *v, const struct query *qin, struct que
     c.re_ring = ev_re_ring(v);
     c.re_unresolved = ev_re_unresolved(v);
     c.nmemo = ev_nstacks(v);
-    c.memo = ht_calloc(c.nmemo + 1, sizeof(uint32_t));
+    c.qs = ev_scratch(v);
+    qscratch_begin(c.qs);
+    c.memo = qalloc(&c, c.nmemo + 1, sizeof(uint32_t));
     c.gmask = 255;
     c.gslots = ht_calloc(c.gmask + 1, sizeof(uint32_t));
     if (q->nrequire)
-        c.req = ht_calloc(c.nmemo + 1, 1);
+        c.req = qalloc(&c, c.nmemo + 1, 1);
     if (q->list) {
         c.hcap = top;
         c.heap = ht_malloc(top * sizeof(struct query_row));
@@ -1603,7 +1623,7 @@ int engine_query_view(struct engine_view *v, const struct query *qin, struct que
             c.paths |= QP_DENSE;
             for (int t = 0; t < 4; t++)
                 if ((q->types & T_BIT(t)) &&
-                    !(c.acc[t] = ht_calloc(c.nmemo + 1, sizeof(struct acc))))
+                    !(c.acc[t] = qalloc(&c, c.nmemo + 1, sizeof(struct acc))))
                     goto oom;
         }
         scan_live(&c, dense);
@@ -1646,11 +1666,13 @@ int engine_query_view(struct engine_view *v, const struct query *qin, struct que
     c.images = NULL;
     c.nimages = 0;
     ctx_free(&c);
+    qscratch_end(c.qs);
     return 0;
 oom:
     rc = UV_ENOMEM;
 fail:
     ctx_free(&c);
+    qscratch_end(c.qs);
     query_result_free(res);
     return rc;
 }

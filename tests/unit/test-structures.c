@@ -2,6 +2,8 @@
 #include "alloc-table.h"
 #include "commit-map.h"
 #include "frame-match.h"
+#include "mem-acct.h"
+#include "query-scratch.h"
 #include "ht-error.h"
 #include "ht-test.h"
 #include "rings.h"
@@ -418,6 +420,74 @@ static void test_timeline_wrap(void)
     timeline_close(&tl);
 }
 
+/* The query scratch arena: zeroed memory, kept between queries, grown to
+ * what a query needed, trimmed when oversized, its bytes charged at sync. */
+static void test_query_scratch(void)
+{
+    struct mem_acct m;
+    mem_acct_init(&m, NULL);
+    struct query_scratch s = {0};
+    const size_t big =
+        9u << 20; /* over 4 times what the small queries below need, rounded to 2 MiB */
+    qscratch_begin(&s);
+    unsigned char *p = qscratch_calloc(&s, big, 1); /* no region yet: from the allocator */
+    CHECK(p != NULL);
+    CHECK_EQ(p[0] | p[big - 1], 0);
+    memset(p, 0xab, big);
+    qscratch_end(&s);
+    CHECK(s.cap >= big);
+    CHECK_EQ(m.bytes[MEM_query_scratch], 0); /* charged at sync, on the owner thread */
+    qscratch_sync(&s, &m);
+    CHECK_EQ(m.bytes[MEM_query_scratch], s.held);
+    CHECK(s.held >= big);
+    /* The next query gets the kept region, zeroed, and does not grow it. */
+    uint64_t grown = s.grown;
+    qscratch_begin(&s);
+    p = qscratch_calloc(&s, big, 1);
+    CHECK(p == s.mem);
+    for (size_t i = 0; i < big; i += 4096)
+        CHECK_EQ(p[i], 0);
+    memset(p, 0xcd, big);
+    qscratch_end(&s);
+    CHECK_EQ(s.grown, grown);
+    /* Memory the last query wrote comes back zeroed, aligned. */
+    qscratch_begin(&s);
+    CHECK(qscratch_calloc(&s, 1, 1) == s.mem);
+    unsigned char *q = qscratch_calloc(&s, 100, 8);
+    CHECK(q != NULL && ((uintptr_t)q & 63) == 0);
+    for (unsigned i = 0; i < 800; i++)
+        CHECK_EQ(q[i], 0);
+    qscratch_end(&s);
+    /* Small queries from now on: the region is trimmed within QSCRATCH_DECAY of them. */
+    for (unsigned k = 0; k < 2 * QSCRATCH_DECAY; k++) {
+        qscratch_begin(&s);
+        CHECK(qscratch_calloc(&s, 1000, 8) != NULL);
+        qscratch_end(&s);
+    }
+    CHECK(s.trimmed >= 1);
+    CHECK(s.cap < big);
+    qscratch_sync(&s, &m);
+    CHECK_EQ(m.bytes[MEM_query_scratch], s.held);
+    /* A budget that refuses it: not kept. */
+    struct mem_budget b;
+    mem_budget_init(&b, NULL, 4096);
+    struct mem_acct mb;
+    mem_acct_init(&mb, &b);
+    struct query_scratch t = {0};
+    qscratch_begin(&t);
+    CHECK(qscratch_calloc(&t, big, 1) != NULL);
+    qscratch_end(&t);
+    qscratch_sync(&t, &mb);
+    CHECK_EQ(t.held, 0);
+    CHECK_EQ(mb.bytes[MEM_query_scratch], 0);
+    CHECK(mb.over_budget[MEM_query_scratch] >= 1);
+    qscratch_close(&t, &mb);
+    mem_acct_close(&mb);
+    qscratch_close(&s, &m);
+    CHECK_EQ(m.bytes[MEM_query_scratch], 0);
+    mem_acct_close(&m);
+}
+
 static void test_frame_patterns(void)
 {
     struct frame_pat p;
@@ -443,4 +513,4 @@ HT_TEST_MAIN(T(alloc_table_basic), T(alloc_table_growth), T(alloc_table_compacti
              T(alloc_table_cap), T(alloc_table_remove_heap), T(stack_intern_basic),
              T(stack_intern_caps), T(stack_intern_growth), T(commit_map_split),
              T(commit_map_recommit), T(commit_map_cap), T(life_ring_wrap), T(timeline_wrap),
-             T(frame_patterns))
+             T(frame_patterns), T(query_scratch))
