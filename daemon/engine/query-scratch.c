@@ -12,9 +12,9 @@
 #define QS_ALIGN 64
 #define QS_HUGE ((size_t)2 << 20)
 
-/* An overflow block: the header, then its bytes. */
-struct qscratch_block {
-    struct qscratch_block *next;
+/* An allocation no region could take: the header, then its bytes. */
+struct qscratch_extra {
+    struct qscratch_extra *next;
     unsigned char pad[QS_ALIGN - sizeof(void *)];
 };
 
@@ -23,66 +23,94 @@ static size_t round_up(size_t n, size_t to)
     return (n + to - 1) / to * to;
 }
 
-static void region_free(struct query_scratch *s)
+static void regions_free(struct query_scratch *s)
 {
-    ht_free(s->base);
-    s->base = s->mem = NULL;
+    for (unsigned i = 0; i < s->nr; i++)
+        ht_free(s->r[i].base);
+    memset(s->r, 0, sizeof(s->r));
+    s->nr = 0;
     s->cap = 0;
 }
 
-/* A region of at least n bytes (rounded to huge pages); 0 or -1. */
-static int region_make(struct query_scratch *s, size_t n)
+/* A new region of at least n bytes (2 MiB aligned and rounded, so that the
+ * kernel can back it with huge pages); NULL when none can be had. */
+static struct qscratch_region *region_add(struct query_scratch *s, size_t n)
 {
-    size_t cap = round_up(n, QS_HUGE);
-    unsigned char *base = ht_malloc(cap + QS_HUGE);
+    if (s->nr == QSCRATCH_REGIONS || s->cap + n > QSCRATCH_KEEP_MAX)
+        return NULL;
+    /* Small sessions' arenas stay small: huge page alignment only from 2 MiB on. */
+    int huge = n >= QS_HUGE;
+    size_t align = huge ? QS_HUGE : QS_ALIGN;
+    size_t cap = round_up(n, huge ? QS_HUGE : (size_t)4096);
+    unsigned char *base = ht_malloc(cap + align);
     if (!base)
-        return -1;
-    region_free(s);
-    s->base = base;
-    s->mem = (unsigned char *)round_up((size_t)(uintptr_t)base, QS_HUGE);
-    s->cap = cap;
+        return NULL;
+    struct qscratch_region *r = &s->r[s->nr++];
+    r->base = base;
+    r->mem = (unsigned char *)round_up((size_t)(uintptr_t)base, align);
+    r->cap = cap;
+    r->used = 0;
+    r->bytes = cap + align;
+    s->cap += cap;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    /* Advice only: where THP is off, or set to "never", pages are 4 KiB. */
-    (void)madvise(s->mem, cap, MADV_HUGEPAGE);
+    /* Advice only: where THP is off, pages are 4 KiB. */
+    if (huge)
+        (void)madvise(r->mem, cap, MADV_HUGEPAGE);
 #endif
     s->grown++;
-    return 0;
+    return r;
+}
+
+static uint64_t held_bytes(const struct query_scratch *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nr; i++)
+        n += s->r[i].bytes;
+    return n;
 }
 
 void qscratch_begin(struct query_scratch *s)
 {
-    s->used = 0;
+    for (unsigned i = 0; i < s->nr; i++)
+        s->r[i].used = 0;
     s->need = 0;
     s->extra = NULL;
 }
 
 void *qscratch_calloc(struct query_scratch *s, size_t n, size_t size)
 {
-    if (size && n > (SIZE_MAX - 2 * QS_ALIGN) / size)
+    if (size && n > (SIZE_MAX - 2 * QS_HUGE) / size)
         return NULL;
     size_t bytes = round_up(n * size > 0 ? n * size : 1, QS_ALIGN);
     s->need += bytes;
-    if (s->cap - s->used >= bytes) {
-        void *p = s->mem + s->used;
-        s->used += bytes;
+    struct qscratch_region *r = NULL;
+    for (unsigned i = 0; i < s->nr && !r; i++)
+        if (s->r[i].cap - s->r[i].used >= bytes)
+            r = &s->r[i];
+    /* Grown geometrically: a few regions at most. */
+    if (!r)
+        r = region_add(s, bytes > s->cap ? bytes : s->cap);
+    if (r) {
+        void *p = r->mem + r->used;
+        r->used += bytes;
         memset(p, 0, bytes);
         return p;
     }
-    struct qscratch_block *b = ht_malloc(sizeof(*b) + bytes);
-    if (!b)
+    struct qscratch_extra *x = ht_malloc(sizeof(*x) + bytes);
+    if (!x)
         return NULL;
-    b->next = s->extra;
-    s->extra = b;
-    memset(b + 1, 0, bytes);
-    return b + 1;
+    x->next = s->extra;
+    s->extra = x;
+    memset(x + 1, 0, bytes);
+    return x + 1;
 }
 
 void qscratch_end(struct query_scratch *s)
 {
     while (s->extra) {
-        struct qscratch_block *b = s->extra;
-        s->extra = b->next;
-        ht_free(b);
+        struct qscratch_extra *x = s->extra;
+        s->extra = x->next;
+        ht_free(x);
     }
     s->queries++;
     if (s->recent_n >= QSCRATCH_DECAY) {
@@ -92,19 +120,37 @@ void qscratch_end(struct query_scratch *s)
     s->recent_n++;
     if (s->need > s->recent_max)
         s->recent_max = s->need;
-    if (s->need > s->cap && s->need <= QSCRATCH_KEEP_MAX) {
-        /* Not touched here: the next query that needs it faults it in. */
-        (void)region_make(s, s->need);
-    } else if (s->cap > QSCRATCH_KEEP_MAX ||
-               (s->recent_n == QSCRATCH_DECAY && s->cap > 4 * round_up(s->recent_max, QS_HUGE))) {
-        region_free(s);
+    size_t want = round_up(s->recent_max, QS_HUGE);
+    if (want < s->floor)
+        want = s->floor;
+    if (s->recent_n == QSCRATCH_DECAY && s->cap > 4 * want) {
+        /* Oversized for a while: one region as large as the queries need. */
+        regions_free(s);
         s->trimmed++;
-        if (s->recent_max && s->recent_max <= QSCRATCH_KEEP_MAX)
-            (void)region_make(s, s->recent_max);
+        (void)region_add(s, s->recent_max > s->floor ? s->recent_max : s->floor);
     }
-    s->used = 0;
     s->need = 0;
-    s->held = s->cap ? s->cap + QS_HUGE : 0;
+    s->held = held_bytes(s);
+}
+
+int qscratch_reserve(struct query_scratch *s, size_t bytes, size_t step)
+{
+    if (bytes > QSCRATCH_KEEP_MAX)
+        bytes = QSCRATCH_KEEP_MAX;
+    s->floor = bytes;
+    while (s->cap < bytes) {
+        size_t n = bytes - s->cap;
+        if (n < step)
+            n = step;
+        if (n < s->cap / 2)
+            n = s->cap / 2; /* geometric: a few regions however the stacks come */
+        struct qscratch_region *r = region_add(s, n);
+        if (!r)
+            return -1;
+        memset(r->mem, 0, r->cap); /* the page faults, now rather than in a query */
+    }
+    s->held = held_bytes(s);
+    return 0;
 }
 
 void qscratch_sync(struct query_scratch *s, struct mem_acct *acct)
@@ -112,7 +158,7 @@ void qscratch_sync(struct query_scratch *s, struct mem_acct *acct)
     if (s->held > s->charged) {
         if (mem_acct_charge(acct, MEM_query_scratch, s->held - s->charged) != 0) {
             /* Over the budget (counted by the acct): not kept. */
-            region_free(s);
+            regions_free(s);
             s->held = 0;
             s->trimmed++;
         } else {
@@ -127,7 +173,7 @@ void qscratch_sync(struct query_scratch *s, struct mem_acct *acct)
 
 void qscratch_close(struct query_scratch *s, struct mem_acct *acct)
 {
-    region_free(s);
+    regions_free(s);
     s->held = 0;
     qscratch_sync(s, acct);
     memset(s, 0, sizeof(*s));

@@ -23,26 +23,35 @@
  * arena's bytes into the engine's accounting (MEM_query_scratch), which
  * belongs to the owner thread.
  *
- * Bounded: a region larger than QSCRATCH_KEEP_MAX is not kept, and a region
- * more than 4 times larger than what the last QSCRATCH_DECAY queries used is
- * given back. A query that needs more than the region gets the rest from the
- * allocator (freed at its end), and the next query finds a region that large.
+ * Bounded: memory past QSCRATCH_KEEP_MAX is not kept, and when the arena
+ * holds more than 4 times what any of the last QSCRATCH_DECAY queries
+ * needed (and than its reserve), it is given back. It grows by regions kept for the next queries
+ * (a query that needs more than the arena holds adds a region and touches
+ * it once; replacing the region by a larger one would make the next query
+ * fault the whole of it in again).
  */
 #define QSCRATCH_KEEP_MAX ((size_t)256 << 20)
 #define QSCRATCH_DECAY 32u
+#define QSCRATCH_REGIONS 24 /* each at least the size of all before it: 2 MiB << 23 is plenty */
 
-struct qscratch_block;
-
-struct query_scratch {
-    unsigned char *base; /* the region's allocation */
+struct qscratch_region {
+    unsigned char *base; /* the allocation */
     unsigned char *mem;  /* its aligned start */
     size_t cap, used;
-    size_t need;                  /* bytes this query asked for (region and overflow) */
-    struct qscratch_block *extra; /* overflow blocks of this query */
-    size_t recent_max;            /* most any of the last queries needed */
-    unsigned recent_n;            /* queries counted in recent_max */
-    uint64_t held;                /* bytes held between queries (the region) */
-    uint64_t charged;             /* of which charged to the engine's acct (owner thread) */
+    size_t bytes; /* allocated, with the alignment slack */
+};
+
+struct query_scratch {
+    struct qscratch_region r[QSCRATCH_REGIONS];
+    unsigned nr;
+    size_t cap;        /* bytes in all regions */
+    size_t need;       /* bytes this query asked for */
+    void *extra;       /* this query's allocations that no region could take */
+    size_t recent_max; /* most any of the last queries needed */
+    unsigned recent_n; /* queries counted in recent_max */
+    size_t floor;      /* never trimmed below this (qscratch_reserve) */
+    uint64_t held;     /* bytes held between queries */
+    uint64_t charged;  /* of which charged to the engine's acct (owner thread) */
     uint64_t queries, grown, trimmed;
 };
 
@@ -52,8 +61,18 @@ void qscratch_begin(struct query_scratch *s);
 void *qscratch_calloc(struct query_scratch *s, size_t n, size_t size);
 void qscratch_end(struct query_scratch *s);
 
+/*
+ * The owner thread, no view open: make the arena hold at least bytes, in
+ * regions of at least step bytes (the largest array a query takes), their
+ * pages touched now, and keep them from trimming. A query's first use of
+ * memory is what costs (page faults); done while the engine warms a session
+ * (skip_cache_warm), the first query after a load finds it ready. 0, or -1
+ * when not all could be had (the queries then grow the arena themselves).
+ */
+int qscratch_reserve(struct query_scratch *s, size_t bytes, size_t step);
+
 /* The owner thread, no view open: charge or give back the bytes held since
- * the last sync; a region the budget refuses is freed. */
+ * the last sync; an arena the budget refuses is freed. */
 void qscratch_sync(struct query_scratch *s, struct mem_acct *acct);
 void qscratch_close(struct query_scratch *s, struct mem_acct *acct);
 

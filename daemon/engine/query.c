@@ -145,6 +145,12 @@ struct qctx {
     struct query_scratch *qs;
 };
 
+/* Bytes of scratch per stack a query over every type can take: the memo
+ * (4), dense sums of four types (64), reallocs (8), the subtraction's sums
+ * (16), group keys and marks (8 + 1 + 4), the require memo (1), the live
+ * blocks' reallocs (8 + 1), rounded up. */
+#define QUERY_SCRATCH_PER_STACK 128
+
 /* A per-stack array: from the scratch arena kept between queries when the
  * query has one (fresh pages are what cold queries paid most for), zeroed. */
 static void *qalloc(struct qctx *c, size_t n, size_t size)
@@ -583,6 +589,13 @@ void skip_cache_warm(struct engine *e, struct skip_cache *sc, const struct frame
     }
     ht_free(c.fm_keys);
     ht_free(c.fm_vals);
+    /* The owner thread, the session warming: the query scratch made ready
+     * for the stacks there are, unless a view (a query) holds it now. */
+    if (!e->view) {
+        size_t n = (size_t)e->si.nstacks + 1;
+        (void)qscratch_reserve(&e->qscratch, n * QUERY_SCRATCH_PER_STACK, n * sizeof(struct acc));
+        qscratch_sync(&e->qscratch, &e->acct);
+    }
 }
 
 static int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
@@ -934,11 +947,16 @@ static void dense_block_re(struct qctx *c, int type, uint32_t stack, unsigned he
         return;
     if (c->ndefer == c->defer_alloc) {
         uint64_t na = c->defer_alloc ? c->defer_alloc * 2 : 1024;
-        struct re_defer *nd = ht_realloc(c->defer, (size_t)na * sizeof(*nd));
+        /* From the scratch arena too (the old array stays there until the
+         * query ends: twice the last size at most). */
+        struct re_defer *nd = c->qs ? qalloc(c, (size_t)na, sizeof(*nd))
+                                    : ht_realloc(c->defer, (size_t)na * sizeof(*nd));
         if (!nd) {
             c->oom = 1;
             return;
         }
+        if (c->qs && c->ndefer)
+            memcpy(nd, c->defer, (size_t)c->ndefer * sizeof(*nd));
         c->defer = nd;
         c->defer_alloc = na;
     }
@@ -1213,6 +1231,12 @@ static void scan_ring(struct qctx *c, int dense)
         }
         for (uint64_t k = 0; k < len; k++) {
             const struct life_rec *r = (const void *)(run + k * ring->elem);
+            /* Allocated after t2, a block is in no window (classify): a
+             * window ending before now walks the blocks freed since, few of
+             * them allocated by t2, so the rest are passed over here on
+             * their alloc time alone (no call, no other field read). */
+            if (r->a > q->t2)
+                continue;
             if (dense)
                 dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
             else
@@ -1560,7 +1584,7 @@ static void ctx_free(struct qctx *c)
     qfree(c, c->req);
     if (!c->ge_is_aifo)
         qfree(c, c->ge);
-    ht_free(c->defer);
+    qfree(c, c->defer);
     for (int t = 0; t < 4; t++) {
         qfree(c, c->acc[t]);
         qfree(c, c->re[t]);

@@ -33,7 +33,9 @@ struct skip_cache {
 void skip_cache_free(struct skip_cache *sc);
 /* Compute the cache's entries for stacks [from, to) with these cull patterns
  * (the ones the cache is for), so the first query after they appear does not
- * pay for them. Out of memory leaves entries to be computed by queries. */
+ * pay for them. Out of memory leaves entries to be computed by queries.
+ * The engine's owner thread: it also makes the engine's query scratch ready
+ * for its stacks (query-scratch.h: qscratch_reserve) when no view is open. */
 void skip_cache_warm(struct engine *e, struct skip_cache *sc, const struct frame_pat *cull,
                      unsigned ncull, uint32_t from, uint32_t to);
 

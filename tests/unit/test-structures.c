@@ -430,7 +430,7 @@ static void test_query_scratch(void)
     const size_t big =
         9u << 20; /* over 4 times what the small queries below need, rounded to 2 MiB */
     qscratch_begin(&s);
-    unsigned char *p = qscratch_calloc(&s, big, 1); /* no region yet: from the allocator */
+    unsigned char *p = qscratch_calloc(&s, big, 1); /* the first region */
     CHECK(p != NULL);
     CHECK_EQ(p[0] | p[big - 1], 0);
     memset(p, 0xab, big);
@@ -444,7 +444,7 @@ static void test_query_scratch(void)
     uint64_t grown = s.grown;
     qscratch_begin(&s);
     p = qscratch_calloc(&s, big, 1);
-    CHECK(p == s.mem);
+    CHECK(p == s.r[0].mem);
     for (size_t i = 0; i < big; i += 4096)
         CHECK_EQ(p[i], 0);
     memset(p, 0xcd, big);
@@ -452,12 +452,25 @@ static void test_query_scratch(void)
     CHECK_EQ(s.grown, grown);
     /* Memory the last query wrote comes back zeroed, aligned. */
     qscratch_begin(&s);
-    CHECK(qscratch_calloc(&s, 1, 1) == s.mem);
+    CHECK(qscratch_calloc(&s, 1, 1) == s.r[0].mem);
     unsigned char *q = qscratch_calloc(&s, 100, 8);
     CHECK(q != NULL && ((uintptr_t)q & 63) == 0);
     for (unsigned i = 0; i < 800; i++)
         CHECK_EQ(q[i], 0);
     qscratch_end(&s);
+    /* A query that needs more keeps its new region for the next ones. */
+    qscratch_begin(&s);
+    CHECK(qscratch_calloc(&s, big, 1) == s.r[0].mem);
+    p = qscratch_calloc(&s, big, 1);
+    CHECK(p != NULL && s.nr == 2 && p == s.r[1].mem);
+    memset(p, 0xef, big);
+    qscratch_end(&s);
+    grown = s.grown;
+    qscratch_begin(&s);
+    CHECK(qscratch_calloc(&s, big, 1) == s.r[0].mem);
+    CHECK(qscratch_calloc(&s, big, 1) == s.r[1].mem);
+    qscratch_end(&s);
+    CHECK_EQ(s.grown, grown);
     /* Small queries from now on: the region is trimmed within QSCRATCH_DECAY of them. */
     for (unsigned k = 0; k < 2 * QSCRATCH_DECAY; k++) {
         qscratch_begin(&s);
@@ -466,6 +479,25 @@ static void test_query_scratch(void)
     }
     CHECK(s.trimmed >= 1);
     CHECK(s.cap < big);
+    qscratch_sync(&s, &m);
+    CHECK_EQ(m.bytes[MEM_query_scratch], s.held);
+    /* Reserved (the owner thread warming a session): held, touched, and
+     * not trimmed below the reserve however little the queries take. */
+    CHECK(qscratch_reserve(&s, big, 1u << 20) == 0);
+    CHECK(s.cap >= big);
+    grown = s.grown;
+    for (unsigned k = 0; k < 2 * QSCRATCH_DECAY; k++) {
+        qscratch_begin(&s);
+        CHECK(qscratch_calloc(&s, 1000, 8) != NULL);
+        qscratch_end(&s);
+    }
+    CHECK(s.cap >= big);
+    CHECK_EQ(s.grown, grown);
+    qscratch_begin(&s);
+    CHECK(qscratch_calloc(&s, big / 2, 1) != NULL);
+    CHECK(qscratch_calloc(&s, big / 4, 1) != NULL);
+    qscratch_end(&s);
+    CHECK_EQ(s.grown, grown); /* within the reserve: nothing new */
     qscratch_sync(&s, &m);
     CHECK_EQ(m.bytes[MEM_query_scratch], s.held);
     /* A budget that refuses it: not kept. */
