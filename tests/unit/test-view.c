@@ -384,11 +384,27 @@ static int snap_equal(const struct snap *a, const struct snap *b)
 
 /* The reader thread: reads the whole view again and again until told to stop. */
 struct reader {
-    const struct engine_view *v;
+    struct engine_view *v;
     const struct snap *want;
     atomic_int stop;
-    int reads, bad;
+    int reads, bad, queries;
 };
+
+/* A window query over the view, as a worker thread runs one: it uses the
+ * engine's query scratch (query-scratch.h), which the owner must not touch
+ * meanwhile (TSan). */
+static int reader_query(struct reader *r)
+{
+    struct query q;
+    query_init(&q);
+    q.top = 10;
+    q.t1 = ev_now(r->v) / 2;
+    struct query_result res;
+    int rc = engine_query_view(r->v, &q, &res);
+    if (rc == 0)
+        query_result_free(&res);
+    return rc;
+}
 
 static void *reader_main(void *arg)
 {
@@ -399,6 +415,9 @@ static void *reader_main(void *arg)
         if (!ok || !snap_equal(&got, r->want))
             r->bad++;
         snap_free(&got);
+        if (reader_query(r) != 0)
+            r->bad++;
+        r->queries++;
         r->reads++;
     } while (!atomic_load(&r->stop) || r->reads < 2);
     return NULL;
@@ -429,6 +448,10 @@ static void test_view_consistent(void)
     nops = 0;
     nstk = 0;
     uint64_t cow_before = 0;
+    struct skip_cache sc;
+    memset(&sc, 0, sizeof(sc));
+    struct frame_pat pat;
+    CHECK(frame_pat_parse("malloc", 6, &pat) == 0);
     for (int round = 0; round < 12; round++) {
         gen(&e, 20000 + (size_t)round * 3000);
         /* Expected: a fresh engine replaying the log so far. */
@@ -452,13 +475,25 @@ static void test_view_consistent(void)
         pthread_t th;
         CHECK(pthread_create(&th, NULL, reader_main, &rd) == 0);
         gen(&e, 15000);
+        /* The owner warms the session meanwhile: with the view open it
+         * leaves the query scratch alone (the reader is using it). */
+        uint64_t reserved = e.qscratch.floor;
+        skip_cache_warm(&e, &sc, &pat, 1, 0, e.si.nstacks);
+        CHECK_EQ(e.qscratch.floor, reserved);
         atomic_store(&rd.stop, 1);
         pthread_join(th, NULL);
         engine_view_close(&e, v);
         CHECK_EQ(rd.bad, 0);
         CHECK(rd.reads >= 2);
         snap_free(&want);
+        /* No view open: the warm reserves scratch for every stack, charged. */
+        skip_cache_warm(&e, &sc, &pat, 1, 0, e.si.nstacks);
+        CHECK(e.qscratch.floor >= (size_t)e.si.nstacks * 64);
+        CHECK(e.qscratch.cap >= e.qscratch.floor);
+        CHECK_EQ(e.acct.bytes[MEM_query_scratch], e.qscratch.held);
     }
+    CHECK(e.qscratch.queries > 0);
+    skip_cache_free(&sc);
     cow_before = e.table.deferred;
     CHECK(cow_before > 0);          /* the owner really wrote into shared chunks */
     CHECK(e.table.compactions > 0); /* and compacted between views */
