@@ -149,6 +149,7 @@ void engine_view_close(struct engine *e, struct engine_view *v)
         e->view = NULL;
     ht_free(v);
     qscratch_sync(&e->qscratch, &e->acct); /* what the view's queries kept */
+    (void)qscratch_touch(&e->qscratch);    /* a bounded step of the reserve, if any is left */
 }
 
 uint64_t ev_now(const struct engine_view *v)

@@ -677,6 +677,10 @@ static void hint_make(const struct engine *e, const struct ht_event *ev, struct 
 
 void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
 {
+    /* A bounded step of the query scratch's reserve while some is left and
+     * no view (query) holds the scratch (query-scratch.h). */
+    if (!e->view && e->qscratch.untouched)
+        (void)qscratch_touch(&e->qscratch);
     if (e->table.count < PREFETCH_MIN_LIVE) {
         for (size_t i = 0; i < n; i++)
             engine_apply(e, &evs[i]);

@@ -50,6 +50,7 @@ static struct qscratch_region *region_add(struct query_scratch *s, size_t n)
     r->mem = (unsigned char *)round_up((size_t)(uintptr_t)base, align);
     r->cap = cap;
     r->used = 0;
+    r->touched = 0;
     r->bytes = cap + align;
     s->cap += cap;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -144,13 +145,33 @@ int qscratch_reserve(struct query_scratch *s, size_t bytes, size_t step)
             n = step;
         if (n < s->cap / 2)
             n = s->cap / 2; /* geometric: a few regions however the stacks come */
-        struct qscratch_region *r = region_add(s, n);
-        if (!r)
+        if (!region_add(s, n))
             return -1;
-        memset(r->mem, 0, r->cap); /* the page faults, now rather than in a query */
     }
     s->held = held_bytes(s);
+    (void)qscratch_touch(s);
     return 0;
+}
+
+int qscratch_touch(struct query_scratch *s)
+{
+    size_t left = QSCRATCH_TOUCH_STEP;
+    for (unsigned i = 0; i < s->nr; i++) {
+        struct qscratch_region *r = &s->r[i];
+        if (r->touched >= r->cap)
+            continue;
+        if (left == 0)
+            return s->untouched = 1;
+        size_t n = r->cap - r->touched < left ? r->cap - r->touched : left;
+        memset(r->mem + r->touched, 0, n); /* the page faults, now rather than in a query */
+        r->touched += n;
+        left -= n;
+    }
+    s->untouched = 0;
+    for (unsigned i = 0; i < s->nr; i++)
+        if (s->r[i].touched < s->r[i].cap)
+            s->untouched = 1;
+    return s->untouched;
 }
 
 void qscratch_sync(struct query_scratch *s, struct mem_acct *acct)

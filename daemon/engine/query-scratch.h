@@ -38,7 +38,8 @@ struct qscratch_region {
     unsigned char *base; /* the allocation */
     unsigned char *mem;  /* its aligned start */
     size_t cap, used;
-    size_t bytes; /* allocated, with the alignment slack */
+    size_t touched; /* bytes from mem on that qscratch_reserve has faulted in */
+    size_t bytes;   /* allocated, with the alignment slack */
 };
 
 struct query_scratch {
@@ -50,6 +51,7 @@ struct query_scratch {
     size_t recent_max; /* most any of the last queries needed */
     unsigned recent_n; /* queries counted in recent_max */
     size_t floor;      /* never trimmed below this (qscratch_reserve) */
+    int untouched;     /* some of the reserve is left to touch (qscratch_touch) */
     uint64_t held;     /* bytes held between queries */
     uint64_t charged;  /* of which charged to the engine's acct (owner thread) */
     uint64_t queries, grown, trimmed;
@@ -63,13 +65,19 @@ void qscratch_end(struct query_scratch *s);
 
 /*
  * The owner thread, no view open: make the arena hold at least bytes, in
- * regions of at least step bytes (the largest array a query takes), their
- * pages touched now, and keep them from trimming. A query's first use of
- * memory is what costs (page faults); done while the engine warms a session
- * (skip_cache_warm), the first query after a load finds it ready. 0, or -1
- * when not all could be had (the queries then grow the arena themselves).
+ * regions of at least step bytes (the largest array a query takes), and keep
+ * them from trimming; their pages are touched QSCRATCH_TOUCH_STEP bytes per
+ * call at most (qscratch_touch), so that no call holds the owner's loop for
+ * long (2 MiB: 1-5 ms on the CI VMs). A query's first use of memory is what
+ * costs (page faults); done while the engine warms a session
+ * (skip_cache_warm), at view closes and at event batches while some is left
+ * (engine_apply_batch), the first queries find it ready.
+ * 0, or -1 when not all could be had (queries then grow the arena themselves).
  */
+#define QSCRATCH_TOUCH_STEP ((size_t)2 << 20)
 int qscratch_reserve(struct query_scratch *s, size_t bytes, size_t step);
+/* Touch up to QSCRATCH_TOUCH_STEP more bytes of the reserve; 1 while some remain. */
+int qscratch_touch(struct query_scratch *s);
 
 /* The owner thread, no view open: charge or give back the bytes held since
  * the last sync; an arena the budget refuses is freed. */

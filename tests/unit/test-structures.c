@@ -485,6 +485,13 @@ static void test_query_scratch(void)
      * not trimmed below the reserve however little the queries take. */
     CHECK(qscratch_reserve(&s, big, 1u << 20) == 0);
     CHECK(s.cap >= big);
+    /* Touched a bounded step per call: more than one call for 9 MiB. */
+    unsigned steps = 1;
+    while (qscratch_touch(&s))
+        steps++;
+    CHECK(steps >= 2 && steps <= big / QSCRATCH_TOUCH_STEP + 2);
+    for (unsigned i = 0; i < s.nr; i++)
+        CHECK_EQ(s.r[i].touched, s.r[i].cap);
     grown = s.grown;
     for (unsigned k = 0; k < 2 * QSCRATCH_DECAY; k++) {
         qscratch_begin(&s);
