@@ -423,6 +423,15 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
+/* Bytes of the query scratch's regions touched by its reserve. */
+static size_t scratch_touched(const struct query_scratch *s)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < s->nr; i++)
+        n += s->r[i].touched;
+    return n;
+}
+
 static void limits(struct engine_limits *lim)
 {
     engine_limits_default(lim);
@@ -466,6 +475,11 @@ static void test_view_consistent(void)
         snap_free(&mine);
         engine_close(&fresh);
 
+        if (round == 0) {
+            /* A reserve larger than one touch step: some is left to touch. */
+            CHECK(qscratch_reserve(&e.qscratch, 8u << 20, 1u << 20) == 0);
+            CHECK(e.qscratch.untouched);
+        }
         struct engine_view *v;
         CHECK(engine_view_open(&e, &v) == 0);
         struct engine_view *v2;
@@ -480,6 +494,10 @@ static void test_view_consistent(void)
         uint64_t reserved = e.qscratch.floor;
         skip_cache_warm(&e, &sc, &pat, 1, 0, e.si.nstacks);
         CHECK_EQ(e.qscratch.floor, reserved);
+        /* Nor do event batches touch what is left of the reserve. */
+        size_t touched = scratch_touched(&e.qscratch);
+        engine_apply_batch(&e, NULL, 0);
+        CHECK_EQ(scratch_touched(&e.qscratch), touched);
         atomic_store(&rd.stop, 1);
         pthread_join(th, NULL);
         engine_view_close(&e, v);
