@@ -294,4 +294,105 @@ static void test_open_fails_leaves_nothing(void)
     CHECK_EQ(down(), 0);
 }
 
-HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing))
+/* A query runs on a worker while the loop goes on applying the live
+ * source's events (HEAPTRACED_TEST_QUERY_DELAY_MS makes it last). */
+static void test_query_off_loop(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "300", 1);
+    struct session *s = up(2, &rc, err, sizeof(err)); /* endless producer */
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->eng.heap_count < 1000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0);
+    CHECK(s->q_running != NULL);
+    uint64_t before = s->eng.heap_count;
+    for (int i = 0; i < 1000000 && n_done == 0 && s->eng.heap_count < before + 5000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(n_done, 0);                           /* still running... */
+    CHECK(s->eng.heap_count >= before + 5000);     /* ... while events are applied */
+    wait_done(1);
+    CHECK_EQ(n_done, 1);
+    CHECK_EQ(last_rc, 0);
+    CHECK(last_top != NULL);
+    CHECK_EQ(s->qs.run, 1);
+    CHECK(s->qs.worker_max_ns >= 300000000ULL);
+    cJSON_Delete(last_top);
+    last_top = NULL;
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+/* Dropped while its query runs: waiting queries are answered ENOSESSION at
+ * once, the source stays open for the worker's frame names until the query
+ * returns, then everything is freed (ASan: nothing used after free, no leak). */
+static void test_drop_while_query_runs(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "200", 1);
+    struct session *s = up(2, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->eng.heap_count < 1000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0);
+    CHECK_EQ(top_submit(s, 2), 0); /* waits behind the first */
+    CHECK_EQ(s->q_waiting, 1);
+    session_drop(s);
+    CHECK_EQ(srv.nsessions, 0);
+    CHECK_EQ(n_done, 1); /* the waiting one, at once */
+    CHECK_EQ(done_order[0], 2);
+    CHECK_EQ(last_rc, HT_ENOSESSION);
+    CHECK_EQ(n_stops, 1);  /* the source stopped producing... */
+    CHECK_EQ(n_closes, 0); /* ... but is kept for the running query */
+    wait_done(2);
+    CHECK_EQ(n_done, 2);
+    CHECK_EQ(done_order[1], 1);
+    CHECK_EQ(last_rc, HT_ENOSESSION);
+    CHECK_EQ(n_closes, 1); /* freed once the query returned */
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+/* Past max_queued_queries waiting queries one more is refused (HT_EFULL,
+ * counted); snapshots' jobs (urgent) are never refused and go first. */
+static void test_queue_full(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "100", 1);
+    struct session *s = up(1, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->state == SESSION_RUNNING; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    cfg.max_queued_queries = 2;
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0); /* runs */
+    CHECK_EQ(top_submit(s, 2), 0); /* waits */
+    CHECK_EQ(top_submit(s, 3), 0); /* waits */
+    CHECK_EQ(top_submit(s, 4), HT_EFULL);
+    CHECK_EQ(s->qs.rejected, 1);
+    struct qjob *j = session_top_job(s, HT_DOM_HEAP, 5, "test");
+    j->arg = (void *)(intptr_t)5;
+    j->done = top_done;
+    j->urgent = 1;
+    CHECK_EQ(session_query_submit(j), 0);
+    wait_done(4);
+    CHECK_EQ(n_done, 4);
+    CHECK_EQ(done_order[0], 1);
+    CHECK_EQ(done_order[1], 5); /* ahead of the waiting ones */
+    CHECK_EQ(done_order[2], 2);
+    CHECK_EQ(done_order[3], 3);
+    CHECK_EQ(s->qs.run, 4);
+    cJSON_Delete(last_top);
+    last_top = NULL;
+    session_drop(s);
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing),
+             T(query_off_loop), T(drop_while_query_runs), T(queue_full))
