@@ -144,7 +144,10 @@ case_query_async_drop_mid_query() {
     stop_clean
 }
 
-# The client leaves mid-query: its answer is discarded, the daemon goes on.
+# The client leaves mid-query: the daemon sees a half-closed client (EOF)
+# and writes the answer when it comes, the write fails and the client is
+# closed; the daemon goes on. (A client closed while its query runs, as at
+# shutdown, loses its answer: query_async_shutdown_mid_query, under ASan.)
 case_query_async_client_gone() {
     qa_start 1000
     load_demo
