@@ -185,11 +185,15 @@ static void drain_cb(uv_idle_t *h)
     }
     int rc = 0;
     /* A drain may teach the symbolizer modules (eBPF: module events) while
-     * a query worker asks it for names: one at a time. */
-    session_src_lock(s);
+     * a query worker asks it for names: one at a time. A source without a
+     * symbolizer is never called from a worker. */
+    int sym = s->src->ops->symbolize != NULL;
+    if (sym)
+        session_src_lock(s);
     if (session_active(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
-    session_src_unlock(s);
+    if (sym)
+        session_src_unlock(s);
     session_stats_refresh(s);
     session_warm(s);
     if (!session_active(s)) {
