@@ -228,3 +228,39 @@ case_query_async_top_and_snapshots() {
     grep -q '"seq":2' "$T/top" || fail "top frames: $(head -c 300 "$T/top")"
     stop_clean
 }
+
+# Live eBPF (root): while a query runs, the session keeps taking the target's
+# events from the kernel ring, and none is lost for it (before, the loop was
+# held for the query and the ring filled). Skips without root, eBPF or apps.
+case_query_async_live_bpf() {
+    HEAPTRACED_TEST_QUERY_DELAY_MS=$((1500 * QA_FACTOR)) live_setup
+    local pairs=300000
+    live_app lo allocbench "$pairs" 1
+    local pid=$APID
+    live_attach lo "$pid"
+    live_go "$pid"
+    local e0=0
+    for _ in $(seq 200); do
+        e0=$(qa_status lo ingest.events)
+        [ "${e0:-0}" -gt 10000 ] && break
+        sleep 0.02
+    done
+    [ "${e0:-0}" -gt 10000 ] || fail "the live session takes no events ($e0)"
+    ctl --json stacks lo --top 5 >"$T/q.json" 2>&1 &
+    local qpid=$!
+    qa_wait_in_flight lo
+    qa_need_knob
+    e0=$(qa_status lo ingest.events)
+    sleep 0.5
+    local e1
+    e1=$(qa_status lo ingest.events)
+    eq "$(qa_status lo queries.in_flight)" 1 "the query still runs"
+    [ "$e1" -gt "$e0" ] || fail "no event taken while the query ran ($e0 then $e1)"
+    wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
+    grep -q "allocbench" "$T/q.json" || fail "frames not symbolized: $(head -c 400 "$T/q.json")"
+    live_wait_line lo '"ns_per_pair"'
+    wait "$pid" || fail "allocbench exit code"
+    adv_wait_state lo >"$T/s"
+    eq "$(jget quality.lost <"$T/s")" 0 "events lost"
+    stop_clean
+}
