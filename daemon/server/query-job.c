@@ -399,7 +399,9 @@ static void session_query_next(struct session *s)
         else
             qw->todo_head = j;
         qw->todo_tail = j;
-        uv_cond_signal(&qw->cv);
+        /* Broadcast: a worker in the test knob's wait shares the cond and
+         * could take a signal meant for an idle one. */
+        uv_cond_broadcast(&qw->cv);
         uv_mutex_unlock(&qw->mu);
     }
 }
