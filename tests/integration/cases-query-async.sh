@@ -98,7 +98,8 @@ case_query_async_loop_free() {
 # A client's requests are answered in order: a ping sent after a slow query
 # is answered after it; a half-closed client gets its answer, then is closed.
 case_query_async_client_order() {
-    qa_start 500
+    # Not scaled: raw waits 1.5 s at most for the next line.
+    HEAPTRACED_TEST_QUERY_DELAY_MS=500 start_daemon
     load_demo
     printf '{"v":1,"id":1,"cmd":"stacks","args":{"top":3}}\n{"v":1,"id":2,"cmd":"ping"}\n' |
         "$HT_TOOL" raw "$HEAPTRACE_PIPE" >"$T/r"
