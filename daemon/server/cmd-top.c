@@ -60,7 +60,14 @@ static void top_done(struct qjob *j)
     int64_t id = c->sub_req_id;
     if (last)
         client_unsubscribe(c);
-    client_send(c, ht_reply_ok(id, d, !last));
+    if (client_send(c, ht_reply_ok(id, d, !last)) != 0 || last)
+        return;
+    /* The client's time to read this frame starts now, not at the tick
+     * that asked for it: building a big frame can take longer than
+     * TOP_STALL_MS (1000 rows of deep stacks: about 1 s). */
+    uv_update_time(c->srv->loop);
+    c->top_progress_ms = uv_now(c->srv->loop);
+    c->top_unread = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) + c->oq_bytes;
 }
 
 static void top_tick_cb(uv_timer_t *t)
