@@ -37,15 +37,20 @@ void engine_view_close(struct engine *e, struct engine_view *v);
 /* Readers (the view's thread). */
 uint64_t ev_now(const struct engine_view *v);
 /* The interner as of open: stack_intern_frames / strget / frame_text work on
- * it; never intern through it. Frame names go through its resolve hook: the
- * hook's owner makes that safe from the view's thread. */
+ * it; never intern through it (it has no hash tables: stack_intern_str or
+ * _get on it crash; a query that needs new ids, e.g. image keys, keeps its
+ * own map). Frame names go through its resolve hook: the hook's owner makes
+ * that safe from the view's thread. */
 const struct stack_intern *ev_stacks(const struct engine_view *v);
 uint32_t ev_nstacks(const struct engine_view *v);
 /* A stack's aggregate in a domain (enum ht_domain) as of open, or NULL. */
 const struct agg *ev_agg(const struct engine_view *v, int domain, uint32_t stack);
 /*
- * Live heap blocks, chunk by chunk: entries with alloc_entry_heap() ==
- * ALLOC_HEAP_FREE are holes. Every live entry's alloc time lies in
+ * Live heap blocks, chunk by chunk (i < ev_live_nchunks; never NULL, the
+ * list has no gaps): entries with alloc_entry_heap() == ALLOC_HEAP_FREE are
+ * holes. Chunks hold ALLOC_CHUNK entries at most and are filled in alloc
+ * time order (compaction and resizes under a view move a few older ones
+ * into newer chunks, which the bounds account for). Every live entry's alloc time lies in
  * [*min_a, *max_a] of its chunk (bounds may be loose, never wrong), so a
  * window starting at t1 need only read chunks with max_a >= t1.
  */

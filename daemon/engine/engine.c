@@ -264,16 +264,57 @@ static void realloc_close(struct engine *e, unsigned hi, uint64_t addr, uint64_t
     struct chunk_ring *r = &e->re_ring;
     uint64_t len = chunk_ring_len(r), found = 0, k = 0;
     for (; k < len && k < RE_CLOSE_SCAN && (n >= HT_RE_INPLACE_MAX || found < n); k++) {
-        struct realloc_rec *x = realloc_ring_at(r, len - 1 - k);
+        const struct realloc_rec *x = realloc_ring_at(r, len - 1 - k);
         if (x->t != t)
             return; /* the rest were evicted (the horizon covers them) */
         if (!x->closed && x->heap == hi && x->addr == addr && x->a == t) {
-            x->closed = 1;
+            struct realloc_rec *w = chunk_ring_at_mut(r, len - 1 - k);
+            if (!w) {
+                e->re_unresolved++; /* shared with a view and no copy could be made */
+                return;
+            }
+            w->closed = 1;
             found++;
         }
     }
     if (k == RE_CLOSE_SCAN && k < len && (n >= HT_RE_INPLACE_MAX || found < n))
         e->re_unresolved++;
+}
+
+/* What a live block adds to its stack's live-realloc word (agg.h): its
+ * realloc events as a whole-session query counts them, or a saturated block. */
+static uint64_t live_re_part(unsigned re)
+{
+    if ((re & HT_RE_INPLACE_MAX) == HT_RE_INPLACE_MAX)
+        return 1ULL << AGG_RE_SUM_BITS;
+    return (re & HT_RE_INPLACE_MAX) + ((re & HT_RE_CREATED) != 0);
+}
+
+static void live_re_add(struct engine *e, uint32_t stack, uint64_t part)
+{
+    uint64_t *w = agg_live_re(&e->heap_agg, stack);
+    if ((*w >> AGG_RE_SUM_BITS) == AGG_RE_SAT_STICKY)
+        return;
+    uint64_t sum = *w & AGG_RE_SUM_MAX;
+    if (sum + (part & AGG_RE_SUM_MAX) > AGG_RE_SUM_MAX)
+        *w = AGG_RE_SAT_STICKY << AGG_RE_SUM_BITS; /* not reached: the sum cannot overflow */
+    else
+        *w += part;
+}
+
+/* Counts on both sides may disagree when an aggregate was missing (no
+ * memory) at the alloc: the word then says unknown for good, never a wrong
+ * figure. */
+static void live_re_sub(struct engine *e, uint32_t stack, uint64_t part)
+{
+    uint64_t *w = agg_live_re(&e->heap_agg, stack);
+    if ((*w >> AGG_RE_SUM_BITS) == AGG_RE_SAT_STICKY)
+        return;
+    if ((*w & AGG_RE_SUM_MAX) < (part & AGG_RE_SUM_MAX) ||
+        (*w >> AGG_RE_SUM_BITS) < (part >> AGG_RE_SUM_BITS))
+        *w = AGG_RE_SAT_STICKY << AGG_RE_SUM_BITS;
+    else
+        *w -= part;
 }
 
 /* A live block stops being live at t: into the lifetime ring and the aggregates. */
@@ -298,6 +339,8 @@ static void complete_block(const struct alloc_entry *en, void *arg)
     if (g) {
         g->out_count--;
         g->out_bytes -= size;
+        if (re)
+            live_re_sub(e, en->stack, live_re_part(re));
     }
     heap_out_sub(e, hi, size, 1);
 }
@@ -319,10 +362,12 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
         /* The address is live again, so its free was missed: close the old block. */
         e->q.dup_allocs++;
         struct alloc_entry old;
-        alloc_table_remove(&e->table, hi, addr, &old);
-        struct complete_ctx c = {e, t};
-        complete_block(&old, &c);
-        rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
+        rc = alloc_table_remove(&e->table, hi, addr, &old);
+        if (rc == 0) {
+            struct complete_ctx c = {e, t};
+            complete_block(&old, &c);
+            rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
+        }
     }
     if (rc != 0) {
         /* At the cap it counts here; refused memory is counted by e->acct. */
@@ -343,6 +388,8 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
         g->total_bytes += size;
         g->reallocs += created;
         peak_update(g);
+        if (created)
+            live_re_add(e, stack, 1);
     }
     heap_out_add(e, hi, size, 1);
 }
@@ -350,8 +397,10 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
 static void apply_free(struct engine *e, uint64_t t, unsigned hi, uint64_t addr)
 {
     struct alloc_entry old;
-    if (alloc_table_remove(&e->table, hi, addr, &old) != 0) {
-        e->q.unknown_frees++;
+    int rc = alloc_table_remove(&e->table, hi, addr, &old);
+    if (rc != 0) {
+        if (rc == UV_ENOENT)
+            e->q.unknown_frees++; /* else no memory, counted by e->acct */
         return;
     }
     struct complete_ctx c = {e, t};
@@ -373,8 +422,11 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
         apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
         return;
     }
-    struct alloc_entry *en = alloc_table_find(&e->table, hi, ev->addr);
-    if (!en) {
+    struct alloc_entry *en;
+    int rc = alloc_table_find_mut(&e->table, hi, ev->addr, &en);
+    if (rc == UV_ENOMEM)
+        return; /* a view shares the entry and no chunk could take its move (acct counts it) */
+    if (rc != 0) {
         e->q.unknown_frees++;
         apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
         return;
@@ -384,17 +436,25 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
     en->size_heap = (en->size_heap & ~ALLOC_SIZE_MAX) | ev->size;
     /* The block counts its in-place reallocs up to HT_RE_INPLACE_MAX; the
      * ring keeps each one's time for windows, the stack's total every one. */
-    if ((alloc_entry_reallocs(en) & HT_RE_INPLACE_MAX) < HT_RE_INPLACE_MAX)
+    unsigned re_before = alloc_entry_reallocs(en);
+    if ((re_before & HT_RE_INPLACE_MAX) < HT_RE_INPLACE_MAX)
         en->t_re += (uint64_t)1 << ALLOC_TIME_BITS;
+    unsigned re_after = alloc_entry_reallocs(en);
     struct realloc_rec rr = {
         .t = t, .a = alloc_entry_time(en), .addr = ev->addr, .heap = (uint16_t)hi};
     realloc_ring_push(&e->re_ring, &rr);
-    struct agg *g = agg_get(&e->heap_agg, en->stack);
+    uint32_t stack = en->stack;
+    struct agg *g = agg_get(&e->heap_agg, stack);
     if (g) {
         g->out_bytes += ev->size - old;
         g->total_bytes += ev->size - old;
         g->reallocs++;
         peak_update(g);
+        if (re_after != re_before) {
+            if (re_before)
+                live_re_sub(e, stack, live_re_part(re_before));
+            live_re_add(e, stack, live_re_part(re_after));
+        }
     }
     if (ev->size >= old)
         heap_out_add(e, hi, ev->size - old, 0);
@@ -642,14 +702,19 @@ void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n)
                     __builtin_prefetch(g);
             }
         }
-        if (i + AHEAD_AGG < n && evs[i + AHEAD_AGG].kind == HT_EV_FREE) {
+        if (i + AHEAD_AGG < n &&
+            (evs[i + AHEAD_AGG].kind == HT_EV_FREE || evs[i + AHEAD_AGG].kind == HT_EV_REALLOC)) {
             const struct hint *h = &hints[(i + AHEAD_AGG) & (HINTS - 1)];
             const struct alloc_entry *en =
                 h->hi >= 0 ? alloc_table_peek_head(&e->table, (unsigned)h->hi, h->addr, h->hash)
                            : NULL;
             const struct agg *g = en ? agg_peek(&e->heap_agg, en->stack) : NULL;
-            if (g)
+            if (g) {
                 __builtin_prefetch(g);
+                /* A block with reallocs updates its stack's live-realloc word too. */
+                if (alloc_entry_reallocs(en) || evs[i + AHEAD_AGG].kind == HT_EV_REALLOC)
+                    __builtin_prefetch(agg_peek_live_re(&e->heap_agg, en->stack));
+            }
         }
         engine_apply(e, &evs[i]);
     }

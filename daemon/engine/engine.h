@@ -59,6 +59,8 @@ struct heap_info {
     uint64_t destroys;
 };
 
+struct engine_view;
+
 struct mark {
     char name[64];
     uint64_t t;
@@ -92,7 +94,8 @@ struct engine {
     int exited;
     int64_t exit_code;
     struct ht_quality q;
-    struct mem_acct acct; /* every engine structure's memory, by structure */
+    struct mem_acct acct;     /* every engine structure's memory, by structure */
+    struct engine_view *view; /* the open view (engine-view.h), or NULL */
 };
 
 int engine_init(struct engine *e, const struct engine_limits *lim);
@@ -101,6 +104,7 @@ int engine_init(struct engine *e, const struct engine_limits *lim);
  * by structure in e->acct. UV_ENOMEM when even the initial tables do not fit. */
 int engine_init_budget(struct engine *e, const struct engine_limits *lim,
                        struct mem_budget *budget);
+/* Any open view must be closed first (engine_view_close). */
 void engine_close(struct engine *e);
 /* Apply one event. Never fails: what cannot be taken is counted in e->q. */
 void engine_apply(struct engine *e, const struct ht_event *ev);

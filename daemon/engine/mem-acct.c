@@ -107,6 +107,27 @@ void *mem_alloc(struct mem_acct *m, int kind, size_t n)
     return grow_end(m, kind, n, ht_malloc(n));
 }
 
+void *mem_alloc_forced(struct mem_acct *m, int kind, size_t n)
+{
+    if (!m)
+        return ht_malloc(n);
+    void *p = ht_malloc(n);
+    if (!p) {
+        m->alloc_failures++;
+        m->no_memory[kind]++;
+        return NULL;
+    }
+    /* Charged whatever the limits say: past one, later growths are refused. */
+    int over = 0;
+    for (struct mem_budget *b = m->budget; b; b = b->parent) {
+        uint64_t u = atomic_fetch_add(&b->used, n) + n;
+        over |= b->limit && u > b->limit;
+    }
+    m->forced += over;
+    m->bytes[kind] += n;
+    return p;
+}
+
 void *mem_calloc(struct mem_acct *m, int kind, size_t n, size_t size)
 {
     if (!m)

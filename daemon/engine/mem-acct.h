@@ -73,6 +73,7 @@ struct mem_acct {
     uint64_t no_memory[MEM_KINDS];   /* growths refused: allocation failed, or backing off */
     uint64_t alloc_attempts;         /* calls of the allocator made for growth */
     uint64_t alloc_failures;         /* ... of which failed */
+    uint64_t forced;                 /* growths charged past the budget (mem_alloc_forced) */
     uint32_t backoff_left, backoff_len;
 };
 
@@ -92,6 +93,12 @@ void *mem_calloc(struct mem_acct *m, int kind, size_t n, size_t size);
 /* Resize p from old to n bytes; NULL when refused (p is then unchanged). */
 void *mem_realloc(struct mem_acct *m, int kind, void *p, size_t old, size_t n);
 void mem_free(struct mem_acct *m, int kind, void *p, size_t n);
+/* An allocation that must not be refused for the budget: the copy a
+ * copy-on-write makes so that an open engine view keeps its bytes (the
+ * engine cannot take the event otherwise). Charged even past the limit
+ * (counted in m->forced), for as long as the view is open; NULL only when
+ * the allocator fails (counted under kind). m may be NULL. */
+void *mem_alloc_forced(struct mem_acct *m, int kind, size_t n);
 /* Charge / give back bytes the caller holds by other means (an estimate of a
  * cJSON tree). 0, or HT_EFULL / UV_ENOMEM (counted under kind). */
 int mem_acct_charge(struct mem_acct *m, int kind, uint64_t n);

@@ -55,7 +55,7 @@ struct query {
 void query_init(struct query *q);
 
 struct query_row {
-    uint64_t key;   /* stack id, frame, image string id, heap handle or type, by q->by */
+    uint64_t key;   /* stack id, frame, image (query_result_image), heap handle or type, by q->by */
     uint32_t stack; /* a stack of the group; frames[skip..] is what the group shows */
     uint16_t skip;  /* frames culled from the allocation site's end */
     uint64_t count[4], bytes[4]; /* per ht_itype */
@@ -80,10 +80,29 @@ struct query_result {
                        * events a ring may have evicted (at or before horizon) */
     uint64_t horizon; /* valid when !complete */
     int exact_totals; /* answered from the per-stack totals since start */
+    unsigned paths;   /* QP_* bits: how it was answered (tests, benchmarks) */
+    char **images;    /* by image: the module names, [key]; [0] (no module) is NULL */
+    uint32_t nimages;
 };
 
-/* Run a query. 0 or UV_ENOMEM; the caller frees with query_result_free. */
+/* How a query was answered (query_result.paths). */
+#define QP_EXACT (1u << 0)          /* from the per-stack aggregates since start */
+#define QP_LIVE_RE_VIEW (1u << 1)   /* some stacks' live-block reallocs from the view */
+#define QP_LIVE_RE_SCAN (1u << 2)   /* ... and some counted block by block */
+#define QP_DENSE (1u << 3)          /* blocks summed per stack, grouped at the end */
+#define QP_CANON (1u << 4)          /* grouped by (culled) stack, rows for the top only */
+#define QP_AOFO_SUB (1u << 5)       /* live AOFO = outstanding - live blocks from t1 */
+#define QP_CHUNKS_SKIPPED (1u << 6) /* live chunks allocated before the window's reach not read */
+#define QP_NO_LIVE (1u << 7)        /* no live block could be kept: the table not read */
+#define QP_NO_RING (1u << 8)        /* no completed block could be kept: the ring not read */
+#define QP_FULL_SCAN (1u << 9)      /* AOFO wanted and every live block read */
+
+/* Run a query (an engine view opened and closed around engine_query_view,
+ * engine-view.h). 0, UV_ENOMEM, or UV_EBUSY while another view of the engine
+ * is open; the caller frees with query_result_free. */
 int engine_query(struct engine *e, const struct query *q, struct query_result *res);
+/* An image row's module name (q->by == HT_BY_IMAGE), NULL for none. */
+const char *query_result_image(const struct query_result *res, uint64_t key);
 void query_result_free(struct query_result *res);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <uv.h>
 
 /* Grow a not-yet-wrapped ring's storage geometrically toward cap. */
 static void *ring_grow(struct mem_acct *m, int kind, void *p, uint64_t *alloc, uint64_t cap,
@@ -46,6 +47,10 @@ void chunk_ring_close(struct chunk_ring *r)
 {
     for (uint64_t i = 0; i < r->nchunks; i++)
         ht_free(r->chunks[i]);
+    for (uint64_t i = 0; i < r->nretired; i++)
+        ht_free(r->retired[i].p);
+    ht_free(r->retired);
+    ht_free(r->shared);
     ht_free(r->chunks);
     memset(r, 0, sizeof(*r));
 }
@@ -55,6 +60,41 @@ static uint64_t rec_time(const struct chunk_ring *r, const unsigned char *rec)
     uint64_t t;
     memcpy(&t, rec + r->time_off, sizeof(t));
     return t;
+}
+
+/* Bytes of chunk c: the last chunk holds only what cap needs. */
+static size_t chunk_bytes(const struct chunk_ring *r, uint64_t c)
+{
+    uint64_t base = c << LIFE_CHUNK_SHIFT, len = (uint64_t)1 << LIFE_CHUNK_SHIFT;
+    return (size_t)(len < r->cap - base ? len : r->cap - base) * r->elem;
+}
+
+/* Chunk c is about to be written: if a view shares it, the ring takes a copy. */
+static int chunk_writable(struct chunk_ring *r, uint64_t c)
+{
+    if (!r->pinned || c >= r->npinned || !r->shared[c])
+        return 0;
+    size_t n = chunk_bytes(r, c);
+    unsigned char *copy = mem_alloc_forced(r->acct, r->kind, n);
+    if (!copy)
+        return -1;
+    memcpy(copy, r->chunks[c], n);
+    r->retired[r->nretired++] = (struct ring_retired){r->chunks[c], n};
+    r->chunks[c] = copy;
+    r->shared[c] = 0;
+    return 0;
+}
+
+static uint64_t slot_of(const struct chunk_ring *r, uint64_t i)
+{
+    return r->pushed <= r->cap ? i : (r->pushed + i) % r->cap;
+}
+
+void *chunk_ring_at_mut(struct chunk_ring *r, uint64_t i)
+{
+    if (chunk_writable(r, slot_of(r, i) >> LIFE_CHUNK_SHIFT) != 0)
+        return NULL;
+    return chunk_ring_at(r, i);
 }
 
 /* Storage for slot idx (< cap): a new chunk when the ring first reaches it. */
@@ -95,7 +135,16 @@ void *chunk_ring_next(struct chunk_ring *r, uint64_t t)
         }
         return chunk_ring_at(r, r->pushed++);
     }
-    unsigned char *slot = chunk_ring_at(r, 0); /* the oldest */
+    unsigned char *slot = chunk_ring_at_mut(r, 0); /* the oldest */
+    if (!slot) {
+        /* A view reads it and no copy could be made: the new record is
+         * dropped (as when a chunk cannot be had), the oldest stays. */
+        r->dropped++;
+        r->evicted = 1;
+        if (t > r->horizon)
+            r->horizon = t;
+        return NULL;
+    }
     uint64_t old = rec_time(r, slot);
     if (!r->evicted || old > r->horizon)
         r->horizon = old;
@@ -166,4 +215,57 @@ const struct tl_sample *timeline_at(const struct timeline *tl, uint64_t i)
     if (tl->pushed <= tl->cap)
         return &tl->s[i];
     return &tl->s[(tl->pushed + i) % tl->cap];
+}
+
+int chunk_ring_pin(struct chunk_ring *r, struct chunk_ring *view)
+{
+    *view = *r;
+    uint64_t n = r->nchunks ? r->nchunks : 1;
+    view->chunks = ht_malloc((size_t)n * sizeof(*view->chunks));
+    r->shared = ht_malloc((size_t)n);
+    r->retired = ht_malloc((size_t)n * sizeof(*r->retired)); /* a chunk is retired once at most */
+    if (!view->chunks || !r->shared || !r->retired) {
+        ht_free(view->chunks);
+        ht_free(r->shared);
+        ht_free(r->retired);
+        r->shared = NULL;
+        r->retired = NULL;
+        memset(view, 0, sizeof(*view));
+        return UV_ENOMEM;
+    }
+    if (r->nchunks)
+        memcpy(view->chunks, r->chunks, (size_t)r->nchunks * sizeof(*view->chunks));
+    memset(r->shared, 1, (size_t)n);
+    view->chunk_slots = r->nchunks;
+    view->acct = NULL;
+    view->shared = NULL;
+    view->retired = NULL;
+    view->nretired = 0;
+    view->pinned = 0;
+    r->npinned = r->nchunks;
+    r->nretired = 0;
+    r->pinned = 1;
+    return 0;
+}
+
+void chunk_ring_unpin(struct chunk_ring *r, struct chunk_ring *view)
+{
+    for (uint64_t i = 0; i < r->nretired; i++)
+        mem_free(r->acct, r->kind, r->retired[i].p, r->retired[i].bytes);
+    ht_free(r->retired);
+    ht_free(r->shared);
+    r->retired = NULL;
+    r->shared = NULL;
+    r->nretired = r->npinned = 0;
+    r->pinned = 0;
+    ht_free(view->chunks);
+    memset(view, 0, sizeof(*view));
+}
+
+uint64_t chunk_ring_memory(const struct chunk_ring *r)
+{
+    uint64_t m = r->alloc * r->elem + r->chunk_slots * sizeof(*r->chunks);
+    for (uint64_t i = 0; i < r->nretired; i++)
+        m += r->retired[i].bytes;
+    return m;
 }

@@ -4,6 +4,7 @@
 
 #include "mem-acct.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A block's realloc byte (in the alloc table and the lifetime ring): whether
@@ -33,6 +34,11 @@ struct life_rec {
  */
 #define LIFE_CHUNK_SHIFT 12 /* 4 Ki records per chunk */
 
+struct ring_retired {
+    unsigned char *p;
+    size_t bytes;
+};
+
 struct chunk_ring {
     unsigned char **chunks;
     uint64_t nchunks, chunk_slots;
@@ -45,6 +51,13 @@ struct chunk_ring {
     uint32_t elem, time_off;
     int kind;              /* what its growth is charged as (enum mem_kind) */
     struct mem_acct *acct; /* growth charged here; NULL: unaccounted */
+    /* Pinning (chunk_ring_pin): chunks [0, npinned) with shared[c] set are
+     * read by a view; a write into one replaces it with a copy first. */
+    int pinned;
+    uint64_t npinned;
+    uint8_t *shared;
+    struct ring_retired *retired; /* the originals, freed at unpin */
+    uint64_t nretired;
 };
 
 void chunk_ring_init(struct chunk_ring *r, uint64_t cap, uint32_t elem, uint32_t time_off,
@@ -55,6 +68,21 @@ void chunk_ring_close(struct chunk_ring *r);
  * then behaves as if the record was evicted at once). */
 void *chunk_ring_next(struct chunk_ring *r, uint64_t t);
 uint64_t chunk_ring_len(const struct chunk_ring *r);
+/* The i-th record, to write (its chunk copied first if a view shares it);
+ * NULL when the copy could not be made. */
+void *chunk_ring_at_mut(struct chunk_ring *r, uint64_t i);
+/*
+ * Pin for a view: *view becomes a read-only copy of the ring (chunk_ring_at,
+ * _len, _lower_bound, _complete_from work on it) whose records the ring does
+ * not write until chunk_ring_unpin: a push that would overwrite one, or a
+ * write through chunk_ring_at_mut, copies its chunk first. O(chunks). 0 or
+ * UV_ENOMEM.
+ */
+int chunk_ring_pin(struct chunk_ring *r, struct chunk_ring *view);
+/* Frees the view's chunk array and the chunks the copies replaced. */
+void chunk_ring_unpin(struct chunk_ring *r, struct chunk_ring *view);
+/* Bytes held: chunks (retired ones too) and the chunk array. */
+uint64_t chunk_ring_memory(const struct chunk_ring *r);
 /* Index of the first record whose time is at or after t. */
 uint64_t chunk_ring_lower_bound(const struct chunk_ring *r, uint64_t t);
 /* Does the ring hold every record whose time is at or after t? */

@@ -5,6 +5,7 @@
 #include "ht-hash.h"
 
 #include <string.h>
+#include <uv.h>
 
 #define REC_SHIFT 12
 #define REC_CHUNK (1u << REC_SHIFT)
@@ -279,4 +280,40 @@ uint64_t stack_intern_memory(const struct stack_intern *si)
 {
     return si->frame_bytes + ((uint64_t)si->stack_tab.mask + 1) * 4 +
            ((uint64_t)si->str_tab.mask + 1) * 4;
+}
+
+/* The view's own copy of a chunk-pointer array. */
+static int chunks_pin(const struct si_chunks *c, struct si_chunks *view)
+{
+    *view = *c;
+    view->chunks = ht_malloc((c->nchunks ? c->nchunks : 1) * sizeof(*view->chunks));
+    if (!view->chunks)
+        return -1;
+    if (c->nchunks)
+        memcpy(view->chunks, c->chunks, c->nchunks * sizeof(*view->chunks));
+    return 0;
+}
+
+int stack_intern_pin(const struct stack_intern *si, struct stack_intern *view)
+{
+    *view = *si;
+    view->recs.chunks = view->frames.chunks = view->str_recs.chunks = view->chars.chunks = NULL;
+    view->stack_tab.slots = view->str_tab.slots = NULL; /* never read through a view */
+    view->stack_tab.mask = view->str_tab.mask = 0;
+    view->acct = NULL;
+    if (chunks_pin(&si->recs, &view->recs) || chunks_pin(&si->frames, &view->frames) ||
+        chunks_pin(&si->str_recs, &view->str_recs) || chunks_pin(&si->chars, &view->chars)) {
+        stack_intern_unpin(view);
+        return UV_ENOMEM;
+    }
+    return 0;
+}
+
+void stack_intern_unpin(struct stack_intern *view)
+{
+    ht_free(view->recs.chunks);
+    ht_free(view->frames.chunks);
+    ht_free(view->str_recs.chunks);
+    ht_free(view->chars.chunks);
+    memset(view, 0, sizeof(*view));
 }

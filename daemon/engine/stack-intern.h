@@ -81,5 +81,15 @@ uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len);
 const char *stack_intern_strget(const struct stack_intern *si, uint32_t id);
 /* Approximate bytes of memory used. */
 uint64_t stack_intern_memory(const struct stack_intern *si);
+/*
+ * A read-only copy for a view: the counts and its own copies of the
+ * chunk-pointer arrays, sharing the chunks (append-only: what the owner adds
+ * later lies past the copy's counts, and a growth of the owner's pointer
+ * arrays or hash tables is not seen). stack_intern_frames, _strget and
+ * frame_text work on it; interning through it is not allowed (no hash
+ * tables). O(chunks). 0 or UV_ENOMEM; free with stack_intern_unpin.
+ */
+int stack_intern_pin(const struct stack_intern *si, struct stack_intern *view);
+void stack_intern_unpin(struct stack_intern *view);
 
 #endif

@@ -334,7 +334,8 @@ cJSON *quality_json(struct session *s)
     return o;
 }
 
-cJSON *query_row_json(struct session *s, const struct query *q, const struct query_row *r)
+cJSON *query_row_json(struct session *s, const struct query *q, const struct query_result *res,
+                      const struct query_row *r)
 {
     char buf[FRAME_TEXT_MAX];
     cJSON *o = cJSON_CreateObject();
@@ -351,7 +352,7 @@ cJSON *query_row_json(struct session *s, const struct query *q, const struct que
             cJSON_AddStringToObject(o, "frame", frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
             break;
         case HT_BY_IMAGE: {
-            const char *m = r->key ? stack_intern_strget(&s->eng.si, (uint32_t)r->key) : NULL;
+            const char *m = query_result_image(res, r->key);
             cJSON_AddStringToObject(o, "image", m ? m : "?");
             break;
         }
@@ -391,7 +392,7 @@ cJSON *query_result_json(struct session *s, const struct query *q, const struct 
     cJSON_AddNumberToObject(d, "groups", (double)res->ngroups);
     cJSON *rows = cJSON_AddArrayToObject(d, "rows");
     for (uint32_t i = 0; i < res->nrows; i++)
-        cJSON_AddItemToArray(rows, query_row_json(s, q, &res->rows[i]));
+        cJSON_AddItemToArray(rows, query_row_json(s, q, res, &res->rows[i]));
     cJSON *total = cJSON_AddObjectToObject(d, "total");
     figures_json(total, &res->total);
     cJSON_AddItemToObject(d, "quality", quality_json(s));

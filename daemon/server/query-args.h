@@ -38,7 +38,8 @@ int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2,
 struct cJSON *query_result_json(struct session *s, const struct query *q,
                                 const struct query_result *res);
 /* One row of a result as reply JSON (rows are also sent one at a time). */
-struct cJSON *query_row_json(struct session *s, const struct query *q, const struct query_row *r);
+struct cJSON *query_row_json(struct session *s, const struct query *q,
+                             const struct query_result *res, const struct query_row *r);
 /* The session's data-quality counters. */
 struct cJSON *quality_json(struct session *s);
 

@@ -266,7 +266,7 @@ static void query_text(struct engine *e, const char *label, const struct query *
         else if (q->by == HT_BY_FRAME)
             put(&l, "%s", frame_text(&e->si, r->key, buf, sizeof(buf)));
         else if (q->by == HT_BY_IMAGE)
-            put(&l, "%s", r->key ? stack_intern_strget(&e->si, (uint32_t)r->key) : "?");
+            put(&l, "%s", query_result_image(&res, r->key) ? query_result_image(&res, r->key) : "?");
         else
             put(&l, "%llu", (unsigned long long)r->key);
         for (int k = 0; k < 4; k++)

@@ -5,6 +5,13 @@
 
 #include <ctype.h>
 
+#ifdef HT_VIEW_DOUBLE
+/* test-diff-view: query.c reads live chunks and realloc counts through the
+ * stand-in of view-double.c (small time-bounded chunks, per-stack counts). */
+#include "engine-view.h"
+#include "view-double.h"
+#endif
+
 /* ---- reproducible randomness (splitmix64) ---- */
 static uint64_t rng_state;
 static uint64_t rnd(void)
@@ -396,6 +403,10 @@ static int m_type(const struct query *q, uint64_t a, uint64_t f)
     return f <= q->t2 ? HT_AOFI : HT_AOFO;
 }
 
+/* Set by model_query: a live AOFO block has reallocs inside the window; a
+ * kept block's in-place count saturated the engine's 7 bits. */
+static int m_aofo_live_re, m_saturated_kept;
+
 static unsigned model_query(struct engine *e, const struct query *qin, const struct mquery *mq,
                             struct query_row *total)
 {
@@ -428,6 +439,7 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
     for (unsigned i = 0; i < nb; i++)
         if (M.b[i].created && M.b[i].a >= q->t1 && M.b[i].a <= q->t2)
             re_in[i]++;
+    m_aofo_live_re = m_saturated_kept = 0;
     for (unsigned i = 0; i < nb; i++) {
         const struct mblock *b = &M.b[i];
         if (b->domain != q->domain)
@@ -450,6 +462,8 @@ static unsigned model_query(struct engine *e, const struct query *qin, const str
             snprintf(mrows[n].text, sizeof(mrows[n].text), "%s", text);
             n++;
         }
+        m_aofo_live_re |= type == HT_AOFO && b->f == LIVE && re_in[i] > 0;
+        m_saturated_kept |= b->domain == 0 && b->inplace >= 127;
         mrows[k].r.count[type] += 1;
         mrows[k].r.bytes[type] += b->size;
         mrows[k].r.reallocs += re_in[i];
@@ -621,6 +635,43 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* How often each of query.c's ways of answering was checked (QP_* bits),
+ * and the cases the fast paths must get right. */
+#define NPATHS 10
+static const char *const path_names[NPATHS] = {
+    "exact",     "live_reallocs_from_view", "live_reallocs_counted", "dense", "canon",
+    "aofo_subtraction", "chunks_skipped", "no_live_scan", "no_ring_walk", "full_live_scan"};
+static uint64_t stat_path[NPATHS], stat_sub_re, stat_sat, stat_exact_typed, stat_exact_typed_sat,
+    stat_image, stat_filtered_window, stat_chunk_edge, stat_past_window;
+static int g_edge; /* this query's t1 is a live chunk's bound */
+
+static int m_live_saturated(void)
+{
+    for (unsigned i = 0; i < M.nb; i++)
+        if (M.b[i].domain == 0 && M.b[i].f == LIVE && M.b[i].inplace >= 127)
+            return 1;
+    return 0;
+}
+
+static void path_stats(struct engine *e, const struct query *q, const struct query_result *res)
+{
+    for (int b = 0; b < NPATHS; b++)
+        stat_path[b] += (res->paths >> b) & 1;
+    int whole = q->t1 == 0 && q->t2 >= e->now;
+    stat_sub_re += (res->paths & QP_AOFO_SUB) && res->complete && m_aofo_live_re;
+    stat_sat += res->complete && m_saturated_kept;
+    if ((res->paths & QP_EXACT) && q->types != HT_TYPES_ALL && q->domain == HT_DOM_HEAP) {
+        stat_exact_typed++;
+        stat_exact_typed_sat += m_live_saturated();
+    }
+    stat_image += q->by == HT_BY_IMAGE && res->complete && res->nrows > 0;
+    stat_filtered_window += !whole && res->complete && (res->paths & QP_DENSE) &&
+                            (q->size_min || q->size_max != UINT64_MAX || q->life_min ||
+                             q->life_max != UINT64_MAX);
+    stat_past_window += q->t1 > 0 && q->t2 < e->now && res->complete;
+    stat_chunk_edge += g_edge && res->complete;
+}
+
 /* Run one query both ways; returns 0 if they agree. */
 static int compare_query(struct engine *e, struct query *q, const struct mquery *mq)
 {
@@ -652,6 +703,16 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
             int type = q->by == HT_BY_TYPE ? (int)r->key : 0;
             group_text(e, q->by, r->stack, r->skip, r->key, type, erows[en].text,
                        sizeof(erows[en].text));
+            if (q->by == HT_BY_IMAGE && !q->list) {
+                /* The row's name (the result's list) is its stack's module. */
+                const char *name = query_result_image(&res, r->key);
+                if (strcmp(erows[en].text + 6, name ? name : "") != 0) {
+                    fprintf(stderr, "seed %llu: image row named %s, its stack says %s\n",
+                            (unsigned long long)seed_of_case, name ? name : "(none)",
+                            erows[en].text);
+                    bad = 1;
+                }
+            }
             erows[en].r = *r;
             en++;
         }
@@ -728,6 +789,8 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
     stat_re_window += res.complete && res.total.reallocs && !res.exact_totals;
     stat_pieces += res.complete && q->domain == HT_DOM_COMMIT && m_split_seen;
     stat_exact += res.exact_totals;
+    if (!bad)
+        path_stats(e, q, &res);
     /* Rows come sorted by the requested key, best first. */
     for (uint32_t i = 1; i < res.nrows && !bad; i++) {
         if (row_key(q->sort, &res.rows[i - 1]) < row_key(q->sort, &res.rows[i])) {
@@ -742,6 +805,29 @@ static int compare_query(struct engine *e, struct query *q, const struct mquery 
 static const char *const req_pool[] = {"app.exe!main", "lib!", "parse", "0x4010", "APP.EXE!Leak"};
 static const char *const cull_pool[] = {"ntdll.dll!", "msvcrt!malloc", "lib.dll!", "0x99", "leak"};
 
+static struct engine *g_eng; /* the case's engine */
+
+#ifdef HT_VIEW_DOUBLE
+/* A window start at a bound of a random live chunk (or one off it). */
+static uint64_t chunk_edge(void)
+{
+    struct engine_view *v;
+    uint64_t t = 0;
+    if (engine_view_open(g_eng, &v) != 0)
+        return 0;
+    uint32_t n = tv_live_nchunks(v);
+    if (n > 0) {
+        uint32_t k;
+        uint64_t lo, hi;
+        tv_live_chunk(v, (uint32_t)below(n), &k, &lo, &hi);
+        uint64_t pick[4] = {lo, hi, hi + 1, lo ? lo - 1 : 0};
+        t = pick[below(4)];
+    }
+    engine_view_close(g_eng, v);
+    return t;
+}
+#endif
+
 static void random_query(struct query *q, struct mquery *mq, int domain)
 {
     query_init(q);
@@ -750,9 +836,18 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
     q->by = (int)below(5);
     q->sort = (int)below(6);
     uint64_t span = M.now + 20;
+    g_edge = 0;
     if (below(3)) {
         q->t1 = below(span);
         q->t2 = q->t1 + below(span);
+        if (below(2))
+            q->t2 = UINT64_MAX; /* up to now: the common window (-5s:) */
+#ifdef HT_VIEW_DOUBLE
+        if (below(2)) {
+            q->t1 = chunk_edge();
+            g_edge = 1;
+        }
+#endif
     } else if (below(3)) {
         q->t1 = 0; /* whole session */
     }
@@ -778,10 +873,11 @@ static void random_query(struct query *q, struct mquery *mq, int domain)
         q->top = (uint32_t)(1 + below(4));
 }
 
-static int g_heavy; /* this case reallocs in place often (fills the realloc ring) */
+static int g_heavy;    /* this case reallocs in place often (fills the realloc ring) */
+static int g_saturate; /* this case has blocks with 127+ in-place reallocs */
 
 /* Events queued by a burst (random_event), given out first. */
-static struct ht_event g_pend[4];
+static struct ht_event g_pend[140];
 static unsigned g_npend, g_next;
 
 /* A block reallocated in place and freed at its alloc time, then a new
@@ -796,6 +892,26 @@ static void queue_same_time_burst(const struct ht_event *base)
         g_pend[i].size = 1 + below(100);
     }
     g_npend = 4;
+    g_next = 0;
+}
+
+/* A block reallocated in place more times than its 7-bit count holds, the
+ * events spread over time so windows cut through them. */
+static void queue_saturating_burst(const struct ht_event *base, uint64_t *t)
+{
+    unsigned n = 127 + (unsigned)below(10);
+    g_pend[0] = *base;
+    g_pend[0].kind = HT_EV_ALLOC;
+    g_pend[0].size = 1 + below(100);
+    for (unsigned i = 1; i <= n; i++) {
+        *t += below(8) == 0;
+        g_pend[i] = *base;
+        g_pend[i].t = *t;
+        g_pend[i].kind = HT_EV_REALLOC;
+        g_pend[i].old_addr = base->addr;
+        g_pend[i].size = 1 + below(120);
+    }
+    g_npend = n + 1;
     g_next = 0;
 }
 
@@ -815,6 +931,12 @@ static void random_event(struct engine *e, struct ht_event *ev, uint64_t *t)
     if (g_heavy && below(20) == 0) {
         ev->t = *t;
         queue_same_time_burst(ev);
+        *ev = g_pend[g_next++];
+        return;
+    }
+    if (g_saturate && below(300) == 0) {
+        ev->t = *t;
+        queue_saturating_burst(ev, t);
         *ev = g_pend[g_next++];
         return;
     }
@@ -862,7 +984,13 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     lim.timeline_ns = 1 + below(20);
     lim.timeline_ring = 1 + below(30);
     g_heavy = below(4) == 0;
+    g_saturate = below(4) == 0;
     g_npend = g_next = 0;
+#ifdef HT_VIEW_DOUBLE
+    tv_chunk_entries = (uint32_t)(1 + below(16));
+    tv_loose = below(2) ? 0 : below(8);
+    tv_refuse_mod = below(3) == 0 ? 0 : (uint32_t)(2 + below(3));
+#endif
     if (g_heavy && below(2))
         lim.life_ring = 1 + below(60); /* and the realloc ring evicts */
     M.table_cap = lim.table_cap;
@@ -870,6 +998,7 @@ static int run_case(uint64_t seed, unsigned nevents, unsigned nqueries)
     struct engine e;
     if (engine_init(&e, &lim) != 0)
         return -1;
+    g_eng = &e;
     for (unsigned s = 0; s < 24; s++) {
         depth_of[s] = s == 0 ? 0 : (unsigned)(1 + below(5));
         for (unsigned k = 0; k < depth_of[s]; k++) {
@@ -975,9 +1104,37 @@ static void run_many(unsigned cases, unsigned nevents, unsigned nqueries)
            (unsigned long long)stat_topn, (unsigned long long)stat_cached,
            (unsigned long long)stat_re_window, (unsigned long long)stat_pieces,
            (unsigned long long)stat_closed);
+    printf("paths checked:");
+    for (int b = 0; b < NPATHS; b++)
+        printf(" %s %llu", path_names[b], (unsigned long long)stat_path[b]);
+    printf("\nfast-path cases checked: aofo_subtraction with window reallocs on live AOFO blocks "
+           "%llu, saturated in-place counts %llu, whole-session typed %llu (%llu with a "
+           "saturated live block), by image %llu, filtered windows %llu, past windows %llu, "
+           "windows starting at a live chunk's bound %llu\n",
+           (unsigned long long)stat_sub_re, (unsigned long long)stat_sat,
+           (unsigned long long)stat_exact_typed, (unsigned long long)stat_exact_typed_sat,
+           (unsigned long long)stat_image, (unsigned long long)stat_filtered_window,
+           (unsigned long long)stat_past_window, (unsigned long long)stat_chunk_edge);
     if (failed)
         fprintf(stderr, "rerun one case: HT_SEED=<seed> HT_CASES=1 ./test-diff <case>\n");
     CHECK_EQ(failed, 0);
+    /* Every way of answering was checked (the long streams, default cases). */
+    if (!getenv("HT_CASES") && cases >= 300 && nevents >= 1000) {
+        static const unsigned must = QP_EXACT | QP_LIVE_RE_SCAN | QP_DENSE | QP_CANON |
+                                     QP_AOFO_SUB | QP_NO_LIVE | QP_NO_RING | QP_FULL_SCAN
+#ifdef HT_VIEW_DOUBLE
+                                     | QP_LIVE_RE_VIEW | QP_CHUNKS_SKIPPED
+#endif
+            ;
+        for (int b = 0; b < NPATHS; b++)
+            if ((must >> b) & 1)
+                CHECK(stat_path[b] > 0);
+        CHECK(stat_sub_re > 0 && stat_sat > 0 && stat_exact_typed_sat > 0 && stat_image > 0 &&
+              stat_filtered_window > 0 && stat_past_window > 0);
+#ifdef HT_VIEW_DOUBLE
+        CHECK(stat_chunk_edge > 0);
+#endif
+    }
 }
 
 static unsigned env_cases(unsigned dflt)

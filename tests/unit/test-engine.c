@@ -197,5 +197,60 @@ static void test_horizon(void)
     engine_close(&E);
 }
 
+/*
+ * Everything that grows with live allocations (table entries, links,
+ * buckets, chunk slots, per-stack aggregates and their live-realloc words)
+ * stays within 64 bytes per live allocation: 200k live over 20k stacks
+ * under churn that leaves holes everywhere (short-lived blocks freed in
+ * order, long-lived ones at random, as the engine bench does at 1M).
+ */
+static void test_memory_per_live(void)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine e;
+    CHECK(engine_init(&e, &lim) == 0);
+    const uint32_t nlive = 200000, nstacks = 20000, pending = 4096;
+    uint32_t *stacks = malloc(nstacks * sizeof(uint32_t));
+    for (uint32_t i = 0; i < nstacks; i++) {
+        uint64_t f[2] = {0x1000 + i, 0x999};
+        stacks[i] = stack_intern_get(&e.si, f, 2);
+    }
+    uint64_t t = 1, x = 0x2545f4914f6cdd1dULL;
+    for (uint32_t i = 0; i < nlive; i++)
+        hte_event(&e, HT_EV_ALLOC, t++, 1, 0x100000000ULL + i * 48ULL, 64, stacks[i % nstacks]);
+    uint64_t head = 0, tail = 0, peak = 0;
+    for (uint32_t i = 0; i < 3000000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint32_t st = stacks[(x >> 20) % nstacks];
+        if (x % 16 == 0) { /* a long-lived block replaced */
+            uint64_t victim = 0x100000000ULL + ((x >> 8) % nlive) * 48;
+            hte_event(&e, HT_EV_FREE, t++, 1, victim, 0, 0);
+            hte_event(&e, HT_EV_ALLOC, t++, 1, victim, 64, st);
+        } else if (head - tail < pending && (x & 2)) {
+            hte_event(&e, HT_EV_ALLOC, t++, 1, 0x800000000ULL + (head++ % (2 * pending)) * 32, 32,
+                      st);
+        } else if (head > tail) {
+            hte_event(&e, HT_EV_FREE, t++, 1, 0x800000000ULL + (tail++ % (2 * pending)) * 32, 0, 0);
+        }
+        if (i % 4096 == 0) {
+            uint64_t m = alloc_table_memory(&e.table) + agg_table_memory(&e.heap_agg);
+            double per = (double)m / e.table.count;
+            if (per * 1000 > (double)peak)
+                peak = (uint64_t)(per * 1000);
+        }
+    }
+    CHECK(e.table.count >= nlive);
+    CHECK(e.table.compactions > 0);
+    printf("bytes per live allocation: %.1f peak, %.1f at the end (%u live)\n", peak / 1000.0,
+           (double)(alloc_table_memory(&e.table) + agg_table_memory(&e.heap_agg)) / e.table.count,
+           e.table.count);
+    CHECK(peak <= 64 * 1000);
+    free(stacks);
+    engine_close(&e);
+}
+
 HT_TEST_MAIN(T(realloc_in_place), T(realloc_moving), T(heap_destroy), T(cap_accounting),
-             T(bad_input), T(timeline), T(marks), T(horizon))
+             T(bad_input), T(timeline), T(marks), T(horizon), T(memory_per_live))

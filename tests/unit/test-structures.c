@@ -73,13 +73,145 @@ static void test_alloc_table_growth(void)
     uint64_t seen = 0;
     alloc_table_foreach(&t, count_cb, &seen);
     CHECK_EQ(seen, t.count);
-    /* Freed entries are reused: the high-water mark does not move. */
+    /* Holes are not reused: new entries are appended to the open chunk. */
     for (uint32_t i = 1; i < 5000; i += 5)
         CHECK(alloc_table_remove(&t, i % 3, 0x10000 + (uint64_t)i * 16, NULL) == 0);
-    uint32_t high = t.high;
-    for (uint32_t i = 0; i < 1000; i++)
+    uint64_t filled = t.filled;
+    uint32_t open = t.open;
+    for (uint32_t i = 0; i < 100; i++)
         CHECK(alloc_table_insert(&t, 5, (uint64_t)i, 1, 1, 1, NULL) == 0);
-    CHECK_EQ(t.high, high);
+    CHECK(t.open == open || t.chunks[open].fill == ALLOC_CHUNK);
+    CHECK(t.filled >= filled + 100 - ALLOC_CHUNK); /* or a chunk was recycled meanwhile */
+    alloc_table_close(&t);
+}
+
+/* The table's own invariants: chunk counts, time bounds, chains, holes. */
+static void check_table(struct alloc_table *t)
+{
+    uint64_t live = 0, filled = 0;
+    uint32_t nchunks = 0;
+    for (uint32_t s = 0; s < t->nslots; s++) {
+        const struct alloc_chunk *c = &t->chunks[s];
+        if (!c->e)
+            continue;
+        nchunks++;
+        filled += c->fill;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < c->fill; i++) {
+            const struct alloc_entry *e = &c->e[i];
+            if (alloc_entry_heap(e) == ALLOC_HEAP_FREE)
+                continue;
+            n++;
+            CHECK(alloc_entry_time(e) >= c->min_a && alloc_entry_time(e) <= c->max_a);
+            /* Findable by its key, at this very entry. */
+            CHECK(alloc_table_find(t, alloc_entry_heap(e), e->addr) == e);
+        }
+        CHECK_EQ(n, c->live);
+        CHECK(n > 0 || s == t->open || s == t->dest); /* empty chunks are recycled */
+        live += n;
+    }
+    CHECK_EQ(live, t->count);
+    CHECK_EQ(filled, t->filled);
+    CHECK_EQ(nchunks, t->nchunks);
+}
+
+/* A naive model: key k = (k % 3, 0x1000 + k * 16) is live with time/stack when set. */
+#define CM_KEYS 60000u
+struct cm_model {
+    uint8_t live[CM_KEYS];
+    uint64_t time[CM_KEYS];
+    uint32_t stack[CM_KEYS];
+    uint32_t count;
+};
+
+static uint64_t cm_rng = 88172645463325252ULL;
+static uint64_t cm_rand(void)
+{
+    cm_rng ^= cm_rng << 13;
+    cm_rng ^= cm_rng >> 7;
+    cm_rng ^= cm_rng << 17;
+    return cm_rng;
+}
+
+static void cm_check(struct alloc_table *t, const struct cm_model *m)
+{
+    CHECK_EQ(t->count, m->count);
+    for (uint32_t k = 0; k < CM_KEYS; k++) {
+        struct alloc_entry *e = alloc_table_find(t, k % 3, 0x1000 + (uint64_t)k * 16);
+        CHECK((e != NULL) == m->live[k]);
+        if (e) {
+            CHECK_EQ(alloc_entry_time(e), m->time[k]);
+            CHECK_EQ(e->stack, m->stack[k]);
+        }
+    }
+    check_table(t);
+}
+
+/*
+ * Compaction against a naive model: a long-lived set freed at random (holes
+ * spread over every chunk) and short-lived blocks freed FIFO (chunks left
+ * sparse), through growth and rehash. Every key stays findable with its
+ * fields, counts and chunk time bounds stay true, chunks are really
+ * compacted, and the holes stay within the slack (plus the young chunks
+ * compaction leaves alone and the one being emptied).
+ */
+static void test_alloc_table_compaction(void)
+{
+    static struct cm_model m;
+    memset(&m, 0, sizeof(m));
+    struct alloc_table t;
+    CHECK(alloc_table_init(&t, CM_KEYS) == 0);
+    const uint32_t longs = 30000; /* keys [0, longs) long-lived, the rest short-lived FIFO */
+    uint32_t head = longs, tail = longs;
+    uint64_t now = 1;
+    uint64_t max_holes = 0;
+    for (uint32_t step = 0; step < 600000; step++) {
+        uint64_t r = cm_rand();
+        uint32_t k;
+        if (step < longs) {
+            k = step;
+        } else if (r % 4 == 0) {
+            k = (uint32_t)(cm_rand() % longs); /* a long-lived one, freed or (re)allocated */
+        } else if (head - tail < 4000 && (r & 16)) {
+            k = longs + head++ % (CM_KEYS - longs);
+        } else if (head > tail) {
+            k = longs + tail++ % (CM_KEYS - longs);
+        } else {
+            continue;
+        }
+        now += r % 3;
+        if (m.live[k]) {
+            struct alloc_entry out;
+            CHECK(alloc_table_remove(&t, k % 3, 0x1000 + (uint64_t)k * 16, &out) == 0);
+            CHECK_EQ(out.stack, m.stack[k]);
+            m.live[k] = 0;
+            m.count--;
+        } else {
+            uint32_t stack = (uint32_t)(r >> 40);
+            CHECK(alloc_table_insert(&t, k % 3, 0x1000 + (uint64_t)k * 16, now, 16, stack, NULL) ==
+                  0);
+            m.live[k] = 1;
+            m.time[k] = now;
+            m.stack[k] = stack;
+            m.count++;
+        }
+        if (step > 100000 && t.filled - t.count > max_holes)
+            max_holes = t.filled - t.count;
+        if (step % 50000 == 0)
+            cm_check(&t, &m);
+    }
+    cm_check(&t, &m);
+    CHECK(t.compactions > 10 && t.moved > 1000);
+    CHECK(max_holes <= t.count / ALLOC_COMPACT_SLACK + (2 + 4 + 2) * ALLOC_CHUNK);
+    /* Everything freed: every chunk but the open and move-target ones recycled. */
+    for (uint32_t k = 0; k < CM_KEYS; k++)
+        if (m.live[k]) {
+            CHECK(alloc_table_remove(&t, k % 3, 0x1000 + (uint64_t)k * 16, NULL) == 0);
+            m.live[k] = 0;
+            m.count--;
+        }
+    cm_check(&t, &m);
+    CHECK(t.nchunks <= 2);
     alloc_table_close(&t);
 }
 
@@ -307,7 +439,8 @@ static void test_frame_patterns(void)
     CHECK(frame_pat_parse("", 0, &p) != 0);
 }
 
-HT_TEST_MAIN(T(alloc_table_basic), T(alloc_table_growth), T(alloc_table_cap),
-             T(alloc_table_remove_heap), T(stack_intern_basic), T(stack_intern_caps),
-             T(stack_intern_growth), T(commit_map_split), T(commit_map_recommit), T(commit_map_cap),
-             T(life_ring_wrap), T(timeline_wrap), T(frame_patterns))
+HT_TEST_MAIN(T(alloc_table_basic), T(alloc_table_growth), T(alloc_table_compaction),
+             T(alloc_table_cap), T(alloc_table_remove_heap), T(stack_intern_basic),
+             T(stack_intern_caps), T(stack_intern_growth), T(commit_map_split),
+             T(commit_map_recommit), T(commit_map_cap), T(life_ring_wrap), T(timeline_wrap),
+             T(frame_patterns))
