@@ -60,11 +60,13 @@ static void top_done(struct qjob *j)
     int64_t id = c->sub_req_id;
     if (last)
         client_unsubscribe(c);
-    if (client_send(c, ht_reply_ok(id, d, !last)) != 0 || last)
+    int caught_up = client_unread(c) == 0;
+    if (client_send(c, ht_reply_ok(id, d, !last)) != 0 || last || !caught_up)
         return;
-    /* The client's time to read this frame starts now, not at the tick
-     * that asked for it: building a big frame can take longer than
-     * TOP_STALL_MS (1000 rows of deep stacks: about 1 s). */
+    /* A client that had read everything gets its time to read this frame
+     * from now, not from the tick that asked for it: building a big frame
+     * can take longer than TOP_STALL_MS (1000 rows of deep stacks: about
+     * 1 s). One that was not reading stays stalled (the caps drop it). */
     uv_update_time(c->srv->loop);
     c->top_progress_ms = uv_now(c->srv->loop);
     c->top_unread = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) + c->oq_bytes;
