@@ -361,6 +361,12 @@ static void render_status(const cJSON *d)
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality")) if (q->valuedouble != 0)
         printf(" %s=%.0f", q->string, q->valuedouble);
     printf("\n");
+    const cJSON *qs = cJSON_GetObjectItemCaseSensitive(d, "queries");
+    if (qs)
+        printf("  queries      %.0f run, %.0f waiting, %.0f running, %.0f refused (busy), %.0f "
+               "failed; longest loop hold %.2f ms, longest on a worker %.1f ms\n",
+               num(qs, "run"), num(qs, "waiting"), num(qs, "in_flight"), num(qs, "rejected_busy"),
+               num(qs, "failed"), num(qs, "longest_loop_hold_ms"), num(qs, "longest_worker_ms"));
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "triggers"))
         printf("  trigger      %s-when %s: fired %.0f times\n", str(q, "action"), str(q, "when"),
                num(q, "fired"));

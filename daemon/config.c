@@ -76,6 +76,9 @@ void config_defaults(struct ht_config *cfg)
     cfg->output_cap_total = 64u << 20;
     cfg->max_snapshots = 16;
     cfg->snapshot_top = 50;
+    /* As many as the clients: each has at most one request and one top
+     * refresh waiting (its requests wait for its previous reply). */
+    cfg->max_queued_queries = 256;
     cfg->session_memory_budget = 512ull << 20;
     cfg->bpf_ring_bytes = CONFIG_BPF_RING_DEFAULT;
     cfg->daemon_memory_budget = 2ull << 30;
@@ -244,6 +247,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_u32(o, "max_snapshots", &cfg->max_snapshots, err, errsz);
     if (!rc)
         rc = get_u32(o, "snapshot_top", &cfg->snapshot_top, err, errsz);
+    if (!rc)
+        rc = get_u32(o, "max_queued_queries", &cfg->max_queued_queries, err, errsz);
     if (!rc)
         rc = get_u64(o, "session_memory_budget", &cfg->session_memory_budget, 1, 0, err, errsz);
     if (!rc)

@@ -40,6 +40,9 @@ struct ht_config {
     uint64_t output_cap_total; /* every client's unread output together */
     uint32_t max_snapshots;
     uint32_t snapshot_top;
+    /* Queries of one session waiting behind its running one (query-job.h):
+     * one more is refused with EFULL. */
+    uint32_t max_queued_queries;
     uint64_t session_memory_budget; /* bytes one session may hold (0: no limit) */
     uint64_t daemon_memory_budget; /* bytes all sessions and queued output may hold (0: no limit) */
     uint64_t bpf_ring_bytes;       /* the eBPF source's kernel ring, per session */

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 struct cmd_ctx;
+struct qjob;
 struct server;
 
 /* Where a client's bytes go once a request switched it out of line mode. */
@@ -64,6 +65,9 @@ struct client {
     struct session_sub sub;               /* in the session's subscriber list (record or top) */
     /* record: events of the gap not yet reported in the stream, and of all gaps. */
     uint64_t rec_lost, rec_lost_total;
+    /* Queries of this client not answered yet (query-job.h), and top's refresh among them. */
+    struct qjob *jobs;
+    struct qjob *top_job;
 };
 
 /* A client on the server's list with its handles initialised (not yet
@@ -106,10 +110,17 @@ typedef int (*reply_fmt_fn)(const void *arg, const struct cJSON *row, uint32_t r
 /* Append row as the item fmt makes of it (see reply_fmt_fn). */
 int reply_item_add(const struct cJSON *row, reply_fmt_fn fmt, const void *arg, uint32_t rank,
                    struct ht_sbuf *out);
+/* Cut data's array arr (in data, or in its member outer) for r, the reply
+ * to request id; data is freed. 0, or HT_ENOMEM with r freed. */
+int reply_src_ready(struct reply_src *r, int64_t id, struct cJSON *data, struct cJSON *arr,
+                    struct cJSON *outer);
 /* Cut data's array arr (in data, or in its member outer) for r and queue r
  * to the client; data is freed. Returns 0 (an error was answered). */
 int reply_start(struct cmd_ctx *ctx, struct reply_src *r, struct cJSON *data, struct cJSON *arr,
                 struct cJSON *outer);
+/* Reply data (taken over) as a stream whose biggest array is cut into
+ * frames, as cmd_reply sends it; NULL when out of memory. */
+struct reply_src *reply_json_src(int64_t id, struct cJSON *data);
 /* Queue a reply stream (taken over) after the client's other replies. */
 void client_send_src(struct client *c, struct reply_src *r);
 /* The next frame of r (*last = 1 when it is the last one, or an error
@@ -127,6 +138,12 @@ void client_resume(struct client *c);
 #define CLIENT_READ_MAX 65536
 /* Bytes read from a client: requests, or a load stream. */
 void client_feed(struct client *c, const char *buf, size_t n);
+/* A place in the client's reply order for an answer that comes later (a
+ * query on a worker): replies after it wait, and so do the client's next
+ * requests. NULL when out of memory or closing. */
+struct out_item *client_reserve(struct client *c);
+/* Put the answer (a line or a stream, taken over) in its place. */
+void client_fill(struct client *c, struct out_item *slot, char *line, struct reply_src *r);
 /* Send a last line, then close once everything queued is written. */
 void client_send_then_close(struct client *c, char *line);
 

@@ -4,6 +4,7 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "query-args.h"
+#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -270,41 +271,118 @@ static int export_timeline(struct cmd_ctx *ctx, const char *format)
                          csv ? "\"" CSV_SAMPLES_HEADER "\"" : NULL);
 }
 
+/* What an export's answer needs besides its query. */
+struct export_job {
+    char format[16], sort[16];
+};
+
+static void export_job_done(struct qjob *j)
+{
+    if (j->rc || !j->c) {
+        qjob_answer_failed(j);
+        return;
+    }
+    const struct export_job *x = j->arg;
+    cJSON *arr, *outer;
+    cJSON *d =
+        export_data(x->format, rows_head(j->s, &j->qa[0]->q, &j->res[0]), "rows", &arr, &outer);
+    if (!strcmp(x->format, "csv"))
+        rows_job_answer(j, 0, d, arr, outer, csv_fmt, NULL, "\"" CSV_ROWS_HEADER "\"");
+    else if (!strcmp(x->format, "collapsed"))
+        rows_job_answer(j, 0, d, arr, outer, collapsed_fmt, sort_field(x->sort), NULL);
+    else
+        rows_job_answer(j, 0, d, arr, outer, NULL, NULL, NULL);
+}
+
+/* The query runs on a worker (query-job.h); the rows are formatted as they are sent. */
 static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what, const char *sort)
 {
-    struct qargs *qa = ht_malloc(sizeof(*qa));
-    if (!qa)
+    struct qjob *j = qjob_new(ctx->s, "export");
+    struct export_job *x = j ? ht_calloc(1, sizeof(*x)) : NULL;
+    if (!x) {
+        qjob_free(j);
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
+    }
+    snprintf(x->format, sizeof(x->format), "%s", format);
+    snprintf(x->sort, sizeof(x->sort), "%s", sort);
+    j->arg = x;
+    j->release = ht_free;
     /* Exports want everything: the top defaults to the maximum. */
     cJSON *qargs_obj = cJSON_Duplicate(ctx->req->args, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
-    if (!cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
+    if (qargs_obj && !cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
         cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
     char err[256];
-    struct session *s = ctx->s;
-    int rc = qargs_parse(qa, s, ctx->srv->cfg, qargs_obj,
-                         strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err, sizeof(err));
-    struct query_result res;
-    if (rc == 0 && engine_query(&s->eng, &qa->q, &res) != 0) {
-        rc = HT_ENOMEM;
-        snprintf(err, sizeof(err), "out of memory running the query");
-    }
-    cJSON_Delete(qargs_obj);
+    int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
+                            err, sizeof(err));
     if (rc != 0) {
-        ht_free(qa);
+        qjob_free(j);
         return cmd_error(ctx, rc, "%s", err);
     }
-    cJSON *arr, *outer;
-    cJSON *d = export_data(format, rows_head(s, &qa->q, &res), "rows", &arr, &outer);
-    if (!strcmp(format, "csv"))
-        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, csv_fmt, NULL, "\"" CSV_ROWS_HEADER "\"");
-    else if (!strcmp(format, "collapsed"))
-        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, collapsed_fmt, sort_field(sort), NULL);
+    j->done = export_job_done;
+    return qjob_submit_request(ctx, j);
+}
+
+/* A snapshot's export (snapshots are small: built whole): 0 with the data,
+ * or an error with its message in err. */
+static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, char *err,
+                           size_t errsz)
+{
+    const char *format = cJSON_GetObjectItemCaseSensitive(args, "format")->valuestring;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(args, "what");
+    const char *what = w ? w->valuestring : "stacks";
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(args, "sort");
+    const char *sort = so ? so->valuestring : "so";
+    const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
+    uint32_t cap = s->srv->cfg->max_snapshots;
+    const struct snapshot *x = &s->snaps[((uint32_t)snap->valuedouble + cap - 1) % cap];
+    *out = NULL;
+    if (!x->data || x->seq != (uint32_t)snap->valuedouble) {
+        snprintf(err, errsz, "session %u has no snapshot %u", s->id, (uint32_t)snap->valuedouble);
+        return HT_EBADARG;
+    }
+    if (!strcmp(what, "timeline")) {
+        snprintf(err, errsz, "snapshots hold stacks and commits, not the timeline");
+        return HT_EBADARG;
+    }
+    const cJSON *part =
+        cJSON_GetObjectItemCaseSensitive(x->data, strcmp(what, "commits") ? "stacks" : "commits");
+    if (!strcmp(format, "json")) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "format", "json");
+        cJSON_AddItemToObject(d, "result", cJSON_Duplicate(x->data, 1));
+        *out = d;
+        return 0;
+    }
+    cJSON *result = cJSON_Duplicate(part, 1);
+    cJSON *d = result ? render(result, format, sort) : NULL;
+    cJSON_Delete(result);
+    if (!d) {
+        snprintf(err, errsz, "out of memory rendering the snapshot");
+        return HT_ENOMEM;
+    }
+    *out = d;
+    return 0;
+}
+
+/* A snapshot still being taken: the export waits its turn behind it. */
+static void snapshot_job_done(struct qjob *j)
+{
+    if (j->rc || !j->c) {
+        qjob_answer_failed(j);
+        return;
+    }
+    char err[256];
+    cJSON *d;
+    int rc = snapshot_export(j->s, j->args, &d, err, sizeof(err));
+    struct reply_src *r = rc == 0 ? reply_json_src(j->req_id, d) : NULL;
+    if (rc != 0)
+        qjob_answer_error(j, rc, err);
+    else if (!r)
+        qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");
     else
-        rc = rows_reply(ctx, &qa->q, &res, d, arr, outer, NULL, NULL, NULL);
-    ht_free(qa);
-    return rc;
+        qjob_answer_src(j, r);
 }
 
 int cmd_export(struct cmd_ctx *ctx)
@@ -321,36 +399,24 @@ int cmd_export(struct cmd_ctx *ctx)
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
     struct session *s = ctx->s;
-    cJSON *result = NULL;
-    const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
-    if (snap) {
-        uint32_t cap = ctx->srv->cfg->max_snapshots;
-        const struct snapshot *x = &s->snaps[((uint32_t)snap->valuedouble + cap - 1) % cap];
-        if (!x->data || x->seq != (uint32_t)snap->valuedouble)
-            return cmd_error(ctx, HT_EBADARG, "session %u has no snapshot %u", s->id,
-                             (uint32_t)snap->valuedouble);
+    if (!cJSON_GetObjectItemCaseSensitive(args, "snapshot")) {
         if (!strcmp(what, "timeline"))
-            return cmd_error(ctx, HT_EBADARG,
-                             "snapshots hold stacks and commits, not the timeline");
-        const cJSON *part = cJSON_GetObjectItemCaseSensitive(
-            x->data, strcmp(what, "commits") ? "stacks" : "commits");
-        if (!strcmp(format, "json")) {
-            cJSON *d = cJSON_CreateObject();
-            cJSON_AddStringToObject(d, "format", "json");
-            cJSON_AddItemToObject(d, "result", cJSON_Duplicate(x->data, 1));
-            return cmd_reply(ctx, d);
-        }
-        result = cJSON_Duplicate(part, 1);
-    } else if (!strcmp(what, "timeline")) {
-        return export_timeline(ctx, format);
-    } else {
+            return export_timeline(ctx, format);
         return export_rows(ctx, format, what, sort);
     }
-    if (!result)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory");
-    cJSON *d = render(result, format, sort);
-    cJSON_Delete(result);
-    if (!d)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory rendering the snapshot");
+    if (s->snap_pending) {
+        struct qjob *j = qjob_new(s, "export snapshot");
+        if (!j || !(j->args = cJSON_Duplicate(args, 1))) {
+            qjob_free(j);
+            return cmd_error(ctx, HT_ENOMEM, "out of memory");
+        }
+        j->done = snapshot_job_done;
+        return qjob_submit_request(ctx, j);
+    }
+    char err[256];
+    cJSON *d;
+    int rc = snapshot_export(s, args, &d, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
     return cmd_reply(ctx, d);
 }

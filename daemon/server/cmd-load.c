@@ -126,6 +126,10 @@ static void load_source_end(struct session *s)
     if (!c)
         return;
     if (c->mode == CLIENT_DRAINING) {
+        /* The summary waits for the snapshots the load took: what the
+         * client asks next sees them whole (query-job.h runs them). */
+        if (s->snap_pending)
+            return;
         s->loader = NULL;
         loader_done(c, s);
     } else {

@@ -4,9 +4,11 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "query-args.h"
+#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <string.h>
 
 /* A result's rows, turned into JSON a frame at a time: 10k rows of deep
  * stacks hold the loop for one frame's worth each time, not for all. */
@@ -44,29 +46,41 @@ static void rows_src_free(struct reply_src *r)
     ht_free(x);
 }
 
-int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *res, cJSON *data,
-               cJSON *arr, cJSON *outer, reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
+struct reply_src *rows_src_new(struct server *srv, uint32_t session, const struct query *q,
+                               struct query_result *res, reply_fmt_fn fmt, const void *fmt_arg,
+                               const char *lead)
 {
     struct rows_src *x = ht_calloc(1, sizeof(*x));
     if (!x) {
         query_result_free(res);
-        cJSON_Delete(data);
-        return cmd_error(ctx, HT_ENOMEM, "out of memory");
+        return NULL;
     }
-    x->srv = ctx->srv;
-    x->session = ctx->s->id;
+    x->srv = srv;
+    x->session = session;
     query_init(&x->q);
     x->q.domain = q->domain;
     x->q.list = q->list;
     x->q.by = q->by;
     x->res = *res;
-    x->base.held = sizeof(*x) + (uint64_t)res->nrows * sizeof(res->rows[0]);
+    memset(res, 0, sizeof(*res)); /* the stream's now */
+    x->base.held = sizeof(*x) + (uint64_t)x->res.nrows * sizeof(x->res.rows[0]);
     x->fmt = fmt;
     x->fmt_arg = fmt_arg;
     x->base.item = rows_item;
     x->base.free = rows_src_free;
     x->base.lead = lead;
-    return reply_start(ctx, &x->base, data, arr, outer);
+    return &x->base;
+}
+
+int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *res, cJSON *data,
+               cJSON *arr, cJSON *outer, reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
+{
+    struct reply_src *r = rows_src_new(ctx->srv, ctx->s->id, q, res, fmt, fmt_arg, lead);
+    if (!r) {
+        cJSON_Delete(data);
+        return cmd_error(ctx, HT_ENOMEM, "out of memory");
+    }
+    return reply_start(ctx, r, data, arr, outer);
 }
 
 cJSON *rows_head(struct session *s, const struct query *q, const struct query_result *res)
@@ -76,29 +90,50 @@ cJSON *rows_head(struct session *s, const struct query *q, const struct query_re
     return query_result_json(s, q, &head);
 }
 
-/* Shared by stacks and commits: they differ only in the domain. */
+void rows_job_answer(struct qjob *j, unsigned i, cJSON *data, cJSON *arr, cJSON *outer,
+                     reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
+{
+    struct session *s = j->s;
+    struct reply_src *r =
+        rows_src_new(s->srv, s->id, &j->qa[i]->q, &j->res[i], fmt, fmt_arg, lead);
+    if (!r) {
+        cJSON_Delete(data);
+        qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");
+        return;
+    }
+    if (reply_src_ready(r, j->req_id, data, arr, outer) != 0) {
+        qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");
+        return;
+    }
+    qjob_answer_src(j, r);
+}
+
+/* On the loop, the query done: its rows, streamed. */
+static void rows_job_done(struct qjob *j)
+{
+    if (j->rc || !j->c) {
+        qjob_answer_failed(j);
+        return;
+    }
+    cJSON *d = rows_head(j->s, &j->qa[0]->q, &j->res[0]);
+    rows_job_answer(j, 0, d, cJSON_GetObjectItemCaseSensitive(d, "rows"), NULL, NULL, NULL, NULL);
+}
+
+/* Shared by stacks and commits: they differ only in the domain. The
+ * arguments are checked now; the query runs on a worker (query-job.h). */
 int cmd_query_domain(struct cmd_ctx *ctx, int domain)
 {
-    struct qargs *qa = ht_malloc(sizeof(*qa));
-    if (!qa)
+    struct qjob *j = qjob_new(ctx->s, domain == HT_DOM_HEAP ? "stacks" : "commits");
+    if (!j)
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
     char err[256];
-    int rc = qargs_parse(qa, ctx->s, ctx->srv->cfg, ctx->req->args, domain, err, sizeof(err));
+    int rc = qjob_add_query(j, cJSON_Duplicate(ctx->req->args, 1), domain, err, sizeof(err));
     if (rc != 0) {
-        ht_free(qa);
+        qjob_free(j);
         return cmd_error(ctx, rc, "%s", err);
     }
-    struct query_result res;
-    rc = engine_query(&ctx->s->eng, &qa->q, &res);
-    if (rc != 0) {
-        ht_free(qa);
-        return cmd_error(ctx, HT_ENOMEM, "out of memory running the query");
-    }
-    cJSON *d = rows_head(ctx->s, &qa->q, &res);
-    rc = rows_reply(ctx, &qa->q, &res, d, cJSON_GetObjectItemCaseSensitive(d, "rows"), NULL, NULL,
-                    NULL, NULL);
-    ht_free(qa);
-    return rc;
+    j->done = rows_job_done;
+    return qjob_submit_request(ctx, j);
 }
 
 int cmd_stacks(struct cmd_ctx *ctx)

@@ -51,6 +51,21 @@ static void memory_json(cJSON *m, struct session *s)
     cJSON_AddNumberToObject(o, "used", (double)(mem_budget_used(d) + s->srv->out_queued));
 }
 
+/* Queries of the session (query-job.h): how many ran, wait, run now, were
+ * refused for a full queue or failed, and the longest each took of the loop
+ * (view open + close + answer) and of a worker. */
+static void queries_json(cJSON *o, const struct session *s)
+{
+    cJSON_AddNumberToObject(o, "run", (double)s->qs.run);
+    cJSON_AddNumberToObject(o, "waiting", s->q_waiting);
+    cJSON_AddNumberToObject(o, "in_flight", s->q_running ? 1 : 0);
+    cJSON_AddNumberToObject(o, "rejected_busy", (double)s->qs.rejected);
+    cJSON_AddNumberToObject(o, "failed", (double)s->qs.failed);
+    cJSON_AddNumberToObject(o, "longest_loop_hold_ms", (double)s->qs.hold_max_ns / 1e6);
+    cJSON_AddNumberToObject(o, "longest_worker_ms", (double)s->qs.worker_max_ns / 1e6);
+    cJSON_AddNumberToObject(o, "worker_ms", (double)s->qs.worker_total_ns / 1e6);
+}
+
 int cmd_status(struct cmd_ctx *ctx)
 {
     struct session *s = ctx->s;
@@ -80,7 +95,12 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
     cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
     /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
-    cJSON *sj = s->src && s->src->ops->status_json ? s->src->ops->status_json(s->src) : NULL;
+    cJSON *sj = NULL;
+    if (s->src && s->src->ops->status_json) {
+        session_src_lock(s); /* its symbol cache's counters: a query worker may be using it */
+        sj = s->src->ops->status_json(s->src);
+        session_src_unlock(s);
+    }
     if (sj)
         cJSON_AddItemToObject(d, "source_status", sj);
     cJSON *h = cJSON_AddObjectToObject(d, "heap");
@@ -157,5 +177,6 @@ int cmd_status(struct cmd_ctx *ctx)
         cJSON_AddNumberToObject(o, "t", (double)e->marks[i].t);
         cJSON_AddItemToArray(mk, o);
     }
+    queries_json(cJSON_AddObjectToObject(d, "queries"), s);
     return cmd_reply(ctx, d);
 }

@@ -5,6 +5,7 @@
 #include "ht-error.h"
 #include "ht-units.h"
 #include "query-args.h"
+#include "query-job.h"
 
 #include <cjson/cJSON.h>
 
@@ -14,6 +15,62 @@
 #define TOP_INTERVAL_MAX 86400000000000ULL
 /* A subscriber that read no byte for this long is not waited for. */
 #define TOP_STALL_MS 3000
+
+/* The session's figures at the instant of the view, sent with its stacks. */
+struct top_figures {
+    uint64_t now, outstanding, outstanding_count, committed, private_bytes, events;
+};
+
+static void top_opened(struct qjob *j)
+{
+    struct top_figures *f = j->arg;
+    const struct engine *e = &j->s->eng;
+    f->now = e->now;
+    f->outstanding = e->heap_bytes;
+    f->outstanding_count = e->heap_count;
+    f->committed = e->commits.bytes;
+    f->private_bytes = e->private_bytes;
+    f->events = e->q.events;
+}
+
+static void top_done(struct qjob *j)
+{
+    struct client *c = j->c;
+    struct session *s = j->s;
+    if (c)
+        c->top_job = NULL;
+    /* The client went, or its subscription ended meanwhile: nothing to send. */
+    if (!c || c->closing || c->topping != s || j->rc || s->dropped)
+        return;
+    const struct top_figures *f = j->arg;
+    cJSON *d = session_top_result(j, 0);
+    if (!d)
+        return;
+    cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);
+    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    cJSON_AddNumberToObject(d, "now", (double)f->now);
+    cJSON_AddNumberToObject(d, "outstanding", (double)f->outstanding);
+    cJSON_AddNumberToObject(d, "outstanding_count", (double)f->outstanding_count);
+    cJSON_AddNumberToObject(d, "committed", (double)f->committed);
+    cJSON_AddNumberToObject(d, "private_bytes", (double)f->private_bytes);
+    cJSON_AddNumberToObject(d, "events", (double)f->events);
+    int last = c->top_left == 1;
+    if (c->top_left)
+        c->top_left--;
+    int64_t id = c->sub_req_id;
+    if (last)
+        client_unsubscribe(c);
+    int caught_up = client_unread(c) == 0;
+    if (client_send(c, ht_reply_ok(id, d, !last)) != 0 || last || !caught_up)
+        return;
+    /* A client that had read everything gets its time to read this frame
+     * from now, not from the tick that asked for it: building a big frame
+     * can take longer than TOP_STALL_MS (1000 rows of deep stacks: about
+     * 1 s). One that was not reading stays stalled (the caps drop it). */
+    uv_update_time(c->srv->loop);
+    c->top_progress_ms = uv_now(c->srv->loop);
+    c->top_unread = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) + c->oq_bytes;
+}
 
 static void top_tick_cb(uv_timer_t *t)
 {
@@ -38,24 +95,30 @@ static void top_tick_cb(uv_timer_t *t)
         c->srv->top_frames_skipped++;
         return;
     }
-    cJSON *d = session_top_json(s, HT_DOM_HEAP, c->top_rows);
-    if (!d)
+    /* The refresh's query runs on a worker (query-job.h); one at a time per client. */
+    if (c->top_job) {
+        c->srv->top_frames_skipped++;
         return;
-    cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);
-    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
-    cJSON_AddNumberToObject(d, "now", (double)s->eng.now);
-    cJSON_AddNumberToObject(d, "outstanding", (double)s->eng.heap_bytes);
-    cJSON_AddNumberToObject(d, "outstanding_count", (double)s->eng.heap_count);
-    cJSON_AddNumberToObject(d, "committed", (double)s->eng.commits.bytes);
-    cJSON_AddNumberToObject(d, "private_bytes", (double)s->eng.private_bytes);
-    cJSON_AddNumberToObject(d, "events", (double)s->eng.q.events);
-    int last = c->top_left == 1;
-    if (c->top_left)
-        c->top_left--;
-    int64_t id = c->sub_req_id;
-    if (last)
-        client_unsubscribe(c);
-    client_send(c, ht_reply_ok(id, d, !last));
+    }
+    struct qjob *j = session_top_job(s, HT_DOM_HEAP, c->top_rows, "top");
+    struct top_figures *f = j ? ht_calloc(1, sizeof(*f)) : NULL;
+    if (!f) {
+        qjob_free(j);
+        return;
+    }
+    j->arg = f;
+    j->release = ht_free;
+    j->opened = top_opened;
+    j->done = top_done;
+    j->for_client = 1;
+    j->c = c;
+    j->cnext = c->jobs;
+    c->jobs = j;
+    c->top_job = j;
+    if (session_query_submit(j) != 0) { /* the session is busy: this refresh is skipped */
+        c->srv->top_frames_skipped++;
+        qjob_free(j);
+    }
 }
 
 int cmd_top(struct cmd_ctx *ctx)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 struct cJSON;
+struct qjob;
 struct tl_span;
 
 /* The context a command handler gets. */
@@ -66,6 +67,13 @@ int cmd_query_domain(struct cmd_ctx *ctx, int domain);
 int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *res,
                struct cJSON *data, struct cJSON *arr, struct cJSON *outer, reply_fmt_fn fmt,
                const void *fmt_arg, const char *lead);
+/* The same as a stream, not sent yet (NULL when out of memory; res is taken either way). */
+struct reply_src *rows_src_new(struct server *srv, uint32_t session, const struct query *q,
+                               struct query_result *res, reply_fmt_fn fmt, const void *fmt_arg,
+                               const char *lead);
+/* A job's answer: the rows of its query i, streamed as rows_reply does. */
+void rows_job_answer(struct qjob *j, unsigned i, struct cJSON *data, struct cJSON *arr,
+                     struct cJSON *outer, reply_fmt_fn fmt, const void *fmt_arg, const char *lead);
 /* A query's reply data around its rows: every member, "rows" empty. */
 struct cJSON *rows_head(struct session *s, const struct query *q, const struct query_result *res);
 /* The same for the timeline's samples in a span (cmd-timeline.c). */

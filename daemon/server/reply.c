@@ -130,38 +130,51 @@ int reply_item_add(const cJSON *row, reply_fmt_fn fmt, const void *arg, uint32_t
     return rc == 0 ? 1 : rc;
 }
 
-int reply_start(struct cmd_ctx *ctx, struct reply_src *r, cJSON *data, cJSON *arr, cJSON *outer)
+int reply_src_ready(struct reply_src *r, int64_t id, cJSON *data, cJSON *arr, cJSON *outer)
 {
     cJSON *items = NULL;
-    int rc = data ? ht_framer_init(&r->fr, ctx->req->id, data, arr, outer, &items) : HT_ENOMEM;
+    int rc = data ? ht_framer_init(&r->fr, id, data, arr, outer, &items) : HT_ENOMEM;
     cJSON_Delete(items); /* the stream makes its own */
     cJSON_Delete(data);
     if (rc != 0) {
         reply_src_free(r);
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+        return HT_ENOMEM;
     }
+    return 0;
+}
+
+int reply_start(struct cmd_ctx *ctx, struct reply_src *r, cJSON *data, cJSON *arr, cJSON *outer)
+{
+    if (reply_src_ready(r, ctx->req->id, data, arr, outer) != 0)
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
     client_send_src(ctx->c, r);
     return 0;
 }
 
-int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
+struct reply_src *reply_json_src(int64_t id, cJSON *data)
 {
-    if (!data)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
-    struct json_src *j = ht_calloc(1, sizeof(*j));
+    struct json_src *j = data ? ht_calloc(1, sizeof(*j)) : NULL;
     if (!j) {
         cJSON_Delete(data);
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+        return NULL;
     }
     j->data = data;
     j->base.item = json_item;
     j->base.free = json_free;
     cJSON *outer;
     cJSON *arr = ht_reply_split_member(data, &outer);
-    if (ht_framer_init(&j->base.fr, ctx->req->id, data, arr, outer, &j->items) != 0) {
+    if (ht_framer_init(&j->base.fr, id, data, arr, outer, &j->items) != 0) {
         reply_src_free(&j->base);
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+        return NULL;
     }
-    client_send_src(ctx->c, &j->base);
+    return &j->base;
+}
+
+int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
+{
+    struct reply_src *r = reply_json_src(ctx->req->id, data);
+    if (!r)
+        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
+    client_send_src(ctx->c, r);
     return 0;
 }

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "endpoint.h"
+#include "query-job.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -19,12 +20,14 @@ struct write_req {
     size_t len;
 };
 
-/* A queued reply: a line, or a stream that makes its frames when asked. */
+/* A queued reply: a line, a stream that makes its frames when asked, or
+ * (pending) the place of an answer still being computed. */
 struct out_item {
     struct out_item *next;
     char *line;
     size_t len;
     struct reply_src *src;
+    int pending;
 };
 
 static void out_queue_clear(struct client *c);
@@ -56,6 +59,7 @@ void client_close(struct client *c)
         client_unsubscribe(c);
     if (c->topping)
         client_unsubscribe(c);
+    qjob_client_gone(c); /* before its queue goes: the jobs point at their places */
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -129,7 +133,7 @@ static int write_line(struct client *c, char *line, size_t len)
 static void client_pump(struct client *c)
 {
     int framed = 0;
-    while (!c->closing && c->oq_head &&
+    while (!c->closing && c->oq_head && !c->oq_head->pending &&
            (c->oq_head->line || (!framed && c->out_pending < CLIENT_OUT_LOW))) {
         struct out_item *it = c->oq_head;
         char *line = it->line;
@@ -314,6 +318,32 @@ void client_send_src(struct client *c, struct reply_src *r)
     out_queued_add(c->srv, (int64_t)r->held);
     out_queue_push(c, it);
     client_pump(c);
+}
+
+struct out_item *client_reserve(struct client *c)
+{
+    struct out_item *it = c->closing ? NULL : ht_calloc(1, sizeof(*it));
+    if (!it)
+        return NULL;
+    it->pending = 1;
+    out_queue_push(c, it);
+    return it;
+}
+
+void client_fill(struct client *c, struct out_item *it, char *line, struct reply_src *r)
+{
+    it->pending = 0;
+    if (line) {
+        it->line = line;
+        it->len = strlen(line);
+        c->oq_bytes += it->len;
+        out_queued_add(c->srv, (int64_t)it->len);
+    } else {
+        it->src = r;
+        out_queued_add(c->srv, (int64_t)r->held);
+    }
+    /* Written if it is first in line; held requests may run now. */
+    client_output_moved(c);
 }
 
 void client_send_then_close(struct client *c, char *line)
@@ -683,6 +713,8 @@ void server_stop(struct server *srv)
         client_close(srv->clients);
     while (srv->sessions)
         session_drop(srv->sessions);
+    /* Joined once their running queries return; the sessions kept for them are freed then. */
+    qworker_stop(srv);
     uv_close((uv_handle_t *)&srv->listener, NULL);
     if (srv->listening) {
         endpoint_cleanup(srv->cfg->endpoint);

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 struct client;
+struct qworker;
 struct session;
 
 struct server {
@@ -37,6 +38,7 @@ struct server {
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
+    struct qworker *qw;    /* query workers (query-job.c), started with the first query */
 };
 
 /* The server's state and handles on loop, not listening and with no timer or

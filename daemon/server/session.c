@@ -9,6 +9,7 @@
 #include "ht-units.h"
 #include "log.h"
 #include "query-args.h"
+#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -84,7 +85,14 @@ struct session *session_new(struct server *srv, const char *name, const char *so
     }
     s->snaps = ht_calloc(srv->cfg->max_snapshots, sizeof(struct snapshot));
     mem_budget_init(&s->mem, &srv->mem, srv->cfg->session_memory_budget);
-    if (!s->snaps || engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem) != 0) {
+    if (!s->snaps || uv_mutex_init_recursive(&s->sym_mu) != 0) {
+        ht_free(s->snaps);
+        ht_free(s);
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    if (engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem) != 0) {
+        uv_mutex_destroy(&s->sym_mu);
         ht_free(s->snaps);
         ht_free(s);
         snprintf(err, errsz,
@@ -124,10 +132,25 @@ int session_taking_input(const struct session *s)
     return s->src && !s->src_over && session_active(s);
 }
 
+void session_src_lock(struct session *s)
+{
+    uv_mutex_lock(&s->sym_mu);
+}
+
+void session_src_unlock(struct session *s)
+{
+    uv_mutex_unlock(&s->sym_mu);
+}
+
 void session_stats_refresh(struct session *s)
 {
-    if (s->src)
-        s->src->ops->stats(s->src, &s->ingest);
+    if (!s->src)
+        return;
+    /* A symbolizing source's counters include its symbol cache's charges,
+     * which a query worker may be making. */
+    session_src_lock(s);
+    s->src->ops->stats(s->src, &s->ingest);
+    session_src_unlock(s);
 }
 
 static void idle_closed_cb(uv_handle_t *h)
@@ -161,8 +184,16 @@ static void drain_cb(uv_idle_t *h)
         return;
     }
     int rc = 0;
+    /* A drain may teach the symbolizer modules (eBPF: module events) while
+     * a query worker asks it for names: one at a time. A source without a
+     * symbolizer is never called from a worker. */
+    int sym = s->src->ops->symbolize != NULL;
+    if (sym)
+        session_src_lock(s);
     if (session_active(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
+    if (sym)
+        session_src_unlock(s);
     session_stats_refresh(s);
     session_warm(s);
     if (!session_active(s)) {
@@ -180,14 +211,14 @@ static void drain_cb(uv_idle_t *h)
 static void sink_ready(void *arg)
 {
     struct session *s = arg;
-    if (s->drain_idle && !s->src_over)
+    if (!s->dropped && s->drain_idle && !s->src_over)
         uv_idle_start(s->drain_idle, drain_cb);
 }
 
 static void sink_ended(void *arg, const char *reason)
 {
     struct session *s = arg;
-    if (!session_active(s))
+    if (s->dropped || !session_active(s))
         return;
     /* Stopping tells the subscribers (record, top) the input is over; a
      * source that ran out is "ended" rather than "stopped". */
@@ -195,13 +226,19 @@ static void sink_ended(void *arg, const char *reason)
     s->state = SESSION_ENDED;
 }
 
-/* Address frames through the live source's symbolizer (stack-intern.h resolve). */
+/* Address frames through the live source's symbolizer (stack-intern.h
+ * resolve): from the loop (replies, the skip cache's warming) and from the
+ * query workers (cull and require patterns), so under the session's lock.
+ * The source stays open while a query runs (session_drop waits for it). */
 static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t bufsz)
 {
     struct session *s = arg;
     if (!s->src || !s->src->ops->symbolize)
         return NULL;
-    return s->src->ops->symbolize(s->src, addr, buf, bufsz);
+    session_src_lock(s);
+    const char *r = s->src->ops->symbolize(s->src, addr, buf, bufsz);
+    session_src_unlock(s);
+    return r;
 }
 
 int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
@@ -283,7 +320,7 @@ static void end_subscribers(struct session *s, const char *why)
 
 void session_stop(struct session *s, const char *reason)
 {
-    if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
+    if (s->dropped || s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
         return;
     /* The source stops producing (a live one detaches) now; it may be
      * draining right now (a trigger fired), so what follows its end runs
@@ -301,6 +338,8 @@ void session_stop(struct session *s, const char *reason)
 void session_drop(struct session *s)
 {
     struct server *srv = s->srv;
+    if (s->dropped)
+        return;
     end_subscribers(s, "session dropped");
     if (s->on_dropped)
         s->on_dropped(s);
@@ -311,17 +350,38 @@ void session_drop(struct session *s)
         }
     }
     srv->nsessions--;
+    s->dropped = 1;
+    /* Waiting queries are answered now (ENOSESSION); snapshots' jobs read the ring: first. */
+    int running = session_queries_cancel(s);
     for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
-    if (s->src)
-        s->src->ops->close(s->src);
+    s->snaps = NULL;
     if (s->drain_idle) {
         s->drain_idle->data = NULL;
         uv_close((uv_handle_t *)s->drain_idle, idle_closed_cb);
+        s->drain_idle = NULL; /* the source's ready calls find no drain */
     }
+    if (running) {
+        /* A worker reads the engine through its view and may ask the
+         * source for frame names: both stay until its query returns
+         * (query-job.c then calls session_free_dropped). The source stops
+         * producing now. */
+        if (s->src && !s->src_over)
+            s->src->ops->stop(s->src);
+        log_info("session %u dropped (freed once its running query returns)", s->id);
+        return;
+    }
+    session_free_dropped(s);
+}
+
+void session_free_dropped(struct session *s)
+{
+    if (s->src)
+        s->src->ops->close(s->src);
     skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
+    uv_mutex_destroy(&s->sym_mu);
     log_info("session %u dropped", s->id);
     ht_free(s);
 }
@@ -399,7 +459,9 @@ int session_apply(void *arg, struct ht_event *evs, size_t n)
 void session_warm(struct session *s)
 {
     uint32_t n = s->eng.si.nstacks;
-    if (s->warmed >= n)
+    /* The skip cache is the running query's meanwhile (query.h: one thread
+     * at a time); warmed when it returns (query-job.c). */
+    if (s->warmed >= n || s->q_running)
         return;
     /* The same patterns a query with the default list alone uses (query-args.c). */
     const struct ht_config *cfg = s->srv->cfg;
@@ -572,24 +634,31 @@ cJSON *session_ingest_json(struct session *s)
     return o;
 }
 
-cJSON *session_top_json(struct session *s, int domain, uint32_t top)
+/* The query of a whole-session top of domain added to j: 0 or an error. */
+static int top_query_add(struct qjob *j, int domain, uint32_t top)
 {
-    struct qargs *qa = ht_calloc(1, sizeof(*qa));
-    if (!qa)
-        return NULL;
     char err[128];
-    cJSON *args = cJSON_CreateObject();
-    cJSON_AddNumberToObject(args, "top", top);
-    cJSON *d = NULL;
-    struct query_result res;
-    if (qargs_parse(qa, s, s->srv->cfg, args, domain, err, sizeof(err)) == 0 &&
-        engine_query(&s->eng, &qa->q, &res) == 0) {
-        d = query_result_json(s, &qa->q, &res);
-        query_result_free(&res);
+    if (!j->args) {
+        j->args = cJSON_CreateObject();
+        if (!j->args || !cJSON_AddNumberToObject(j->args, "top", top))
+            return HT_ENOMEM;
     }
-    cJSON_Delete(args);
-    ht_free(qa);
-    return d;
+    return qjob_add_query(j, j->args, domain, err, sizeof(err));
+}
+
+struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const char *what)
+{
+    struct qjob *j = qjob_new(s, what);
+    if (j && top_query_add(j, domain, top) != 0) {
+        qjob_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+cJSON *session_top_result(struct qjob *j, unsigned i)
+{
+    return query_result_json(j->s, &j->qa[i]->q, &j->res[i]);
 }
 
 /* Bytes a cJSON tree holds, estimated from its nodes and strings (the
@@ -622,6 +691,57 @@ static void snapshot_charge(struct session *s, struct snapshot *sn)
     s->snaps_over_budget++;
 }
 
+/* A snapshot's stacks and commits come from one job (one view): urgent, so
+ * it goes ahead of waiting queries, and its view opens at once unless a
+ * query of the session is running (then when it returns; "stacks_t" says
+ * the time the stacks are of). */
+static void snapshot_done(struct qjob *j)
+{
+    struct session *s = j->s;
+    uint32_t seq = (uint32_t)(uintptr_t)j->arg;
+    s->snap_pending--;
+    if (s->dropped)
+        return;
+    uint32_t cap = s->srv->cfg->max_snapshots;
+    struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
+    if (sn->seq == seq && sn->data && j->rc == 0) { /* not overwritten meanwhile */
+        cJSON_AddNumberToObject(sn->data, "stacks_t", (double)j->view_now);
+        cJSON *st = session_top_result(j, 0), *cm = session_top_result(j, 1);
+        if (st)
+            cJSON_AddItemToObject(sn->data, "stacks", st);
+        if (cm)
+            cJSON_AddItemToObject(sn->data, "commits", cm);
+        snapshot_charge(s, sn);
+    } else if (j->rc != 0) {
+        log_warn("session %u: snapshot %u has no stacks: %s", s->id, seq, uv_strerror(j->rc));
+    }
+    /* A load answers once its snapshots are complete (cmd-load.c). */
+    if (s->snap_pending == 0 && s->src_over && s->on_source_end)
+        s->on_source_end(s);
+}
+
+static void snapshot_query(struct session *s, struct snapshot *sn)
+{
+    uint32_t top = s->srv->cfg->snapshot_top;
+    struct qjob *j = session_top_job(s, HT_DOM_HEAP, top, "snapshot");
+    if (j && top_query_add(j, HT_DOM_COMMIT, top) != 0) {
+        qjob_free(j);
+        j = NULL;
+    }
+    if (!j) {
+        log_warn("session %u: snapshot %u has no stacks: out of memory", s->id, sn->seq);
+        return;
+    }
+    j->urgent = 1;
+    j->arg = (void *)(uintptr_t)sn->seq;
+    j->done = snapshot_done;
+    s->snap_pending++;
+    if (session_query_submit(j) != 0) {
+        s->snap_pending--;
+        qjob_free(j);
+    }
+}
+
 static void take_snapshot(struct session *s, const char *reason)
 {
     uint32_t cap = s->srv->cfg->max_snapshots;
@@ -644,14 +764,7 @@ static void take_snapshot(struct session *s, const char *reason)
     cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
     cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
     cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
-    uint32_t top = s->srv->cfg->snapshot_top;
-    cJSON *st = session_top_json(s, HT_DOM_HEAP, top),
-          *cm = session_top_json(s, HT_DOM_COMMIT, top);
-    if (st)
-        cJSON_AddItemToObject(sn->data, "stacks", st);
-    if (cm)
-        cJSON_AddItemToObject(sn->data, "commits", cm);
-    snapshot_charge(s, sn);
+    snapshot_query(s, sn);
     log_info("session %u: snapshot %u (%s)", s->id, sn->seq, reason);
 }
 

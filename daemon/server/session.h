@@ -17,6 +17,7 @@
 
 struct cJSON;
 struct client;
+struct qjob;
 struct server;
 
 enum session_state { SESSION_LOADING, SESSION_RUNNING, SESSION_STOPPED, SESSION_ENDED };
@@ -104,6 +105,22 @@ struct session {
     uint64_t recorded_events, recorder_drops;
     /* Events left out of recordings that fell behind, reported as "lost" gaps. */
     uint64_t recorder_lost;
+    /* Queries (query-job.h): waiting in order, and the one whose view is open. */
+    struct qjob *q_head, *q_tail;
+    uint32_t q_waiting;
+    struct qjob *q_running;
+    uint32_t snap_pending; /* snapshots whose stacks are still being queried */
+    struct {
+        uint64_t run, rejected, failed;
+        uint64_t hold_max_ns;   /* longest loop hold: view open + close + answer */
+        uint64_t worker_max_ns; /* longest query on a worker, and all of them */
+        uint64_t worker_total_ns;
+    } qs;
+    int dropped; /* off the list, freed once q_running returns (session_free_dropped) */
+    /* The source's symbolizer is used by the loop (drain, status, replies)
+     * and by the query workers (frame names for cull and require patterns):
+     * one at a time. Recursive: a drain's recorder formats frames. */
+    uv_mutex_t sym_mu;
 };
 
 /* Sessions (session.c). */
@@ -113,7 +130,13 @@ struct session {
 int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
 struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
                             size_t errsz);
+/* Off the session list at once; freed now, or when its running query
+ * returns (query-job.c calls session_free_dropped). */
 void session_drop(struct session *s);
+void session_free_dropped(struct session *s);
+/* Hold the source's symbolizer (and what it charges) against the query workers. */
+void session_src_lock(struct session *s);
+void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
 /* Apply a source's events (source_sink.events); nonzero once the session stopped. */
@@ -146,9 +169,11 @@ int session_add_triggers(struct session *s, const struct cJSON *args, char *err,
  * every is 0 or the step passes 64 bits. */
 uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
 void session_check_triggers(struct session *s);
-/* The whole-session top stacks (default cull, sorted by outstanding) as reply
- * data, or NULL when out of memory. */
-struct cJSON *session_top_json(struct session *s, int domain, uint32_t top);
+/* A job (query-job.h) for the whole-session top stacks (default cull,
+ * sorted by outstanding) of domain, or NULL when out of memory. */
+struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const char *what);
+/* Reply data of a top job's query i, or NULL when out of memory. */
+struct cJSON *session_top_result(struct qjob *j, unsigned i);
 /* Bytes, lines, events and the first malformed lines of the session's input. */
 struct cJSON *session_ingest_json(struct session *s);
 const char *session_state_name(enum session_state st);

@@ -9,6 +9,7 @@
 #include "ht-error.h"
 #include "ht-test.h"
 #include "query-args.h"
+#include "query-job.h"
 #include "stack-intern.h"
 
 #include <cjson/cJSON.h>
@@ -151,6 +152,41 @@ static uv_loop_t loop;
 static struct ht_config cfg;
 static struct server srv;
 
+/* Jobs answered (query-job.h), in order, with what they got. */
+static int n_done, last_rc, done_order[64];
+static cJSON *last_top;
+
+static void top_done(struct qjob *j)
+{
+    if (n_done < 64)
+        done_order[n_done] = (int)(intptr_t)j->arg;
+    n_done++;
+    last_rc = j->rc;
+    cJSON_Delete(last_top);
+    last_top = j->rc == 0 && !j->s->dropped ? session_top_result(j, 0) : NULL;
+}
+
+/* A whole-session top query on the workers: 0 or the submit's error. */
+static int top_submit(struct session *s, int tag)
+{
+    struct qjob *j = session_top_job(s, HT_DOM_HEAP, 5, "test");
+    if (!j)
+        abort();
+    j->arg = (void *)(intptr_t)tag;
+    j->done = top_done;
+    int rc = session_query_submit(j);
+    if (rc != 0)
+        qjob_free(j);
+    return rc;
+}
+
+/* Run the loop until n jobs were answered (or a bound of iterations). */
+static void wait_done(int n)
+{
+    for (int i = 0; i < 1000000 && n_done < n; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+}
+
 static struct session *up(uint64_t pid, int *rc, char *err, size_t errsz)
 {
     n_stops = n_closes = 0;
@@ -202,11 +238,16 @@ static void test_live_ends_with_exit(void)
     char buf[FRAME_TEXT_MAX];
     CHECK_STR(frame_text(&s->eng.si, 0x7010, buf, sizeof(buf)), "fake.so!fn_10");
     CHECK_STR(frame_text(&s->eng.si, 0x9000, buf, sizeof(buf)), "0x9000");
-    cJSON *top = session_top_json(s, HT_DOM_HEAP, 5);
-    char *txt = cJSON_PrintUnformatted(top);
-    CHECK(strstr(txt, "fake.so!fn_") != NULL);
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0);
+    wait_done(1);
+    CHECK_EQ(n_done, 1);
+    CHECK_EQ(last_rc, 0);
+    char *txt = cJSON_PrintUnformatted(last_top);
+    CHECK(txt && strstr(txt, "fake.so!fn_") != NULL);
     free(txt);
-    cJSON_Delete(top);
+    cJSON_Delete(last_top);
+    last_top = NULL;
     /* The source's own lost events are in data quality. */
     cJSON *q = quality_json(s);
     CHECK_EQ(cJSON_GetObjectItemCaseSensitive(q, "lost")->valuedouble, 5);
@@ -253,4 +294,105 @@ static void test_open_fails_leaves_nothing(void)
     CHECK_EQ(down(), 0);
 }
 
-HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing))
+/* A query runs on a worker while the loop goes on applying the live
+ * source's events (HEAPTRACED_TEST_QUERY_DELAY_MS makes it last). */
+static void test_query_off_loop(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "300", 1);
+    struct session *s = up(2, &rc, err, sizeof(err)); /* endless producer */
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->eng.heap_count < 1000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0);
+    CHECK(s->q_running != NULL);
+    uint64_t before = s->eng.heap_count;
+    for (int i = 0; i < 1000000 && n_done == 0 && s->eng.heap_count < before + 5000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(n_done, 0);                           /* still running... */
+    CHECK(s->eng.heap_count >= before + 5000);     /* ... while events are applied */
+    wait_done(1);
+    CHECK_EQ(n_done, 1);
+    CHECK_EQ(last_rc, 0);
+    CHECK(last_top != NULL);
+    CHECK_EQ(s->qs.run, 1);
+    CHECK(s->qs.worker_max_ns >= 300000000ULL);
+    cJSON_Delete(last_top);
+    last_top = NULL;
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+/* Dropped while its query runs: waiting queries are answered ENOSESSION at
+ * once, the source stays open for the worker's frame names until the query
+ * returns, then everything is freed (ASan: nothing used after free, no leak). */
+static void test_drop_while_query_runs(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "200", 1);
+    struct session *s = up(2, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->eng.heap_count < 1000; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0);
+    CHECK_EQ(top_submit(s, 2), 0); /* waits behind the first */
+    CHECK_EQ(s->q_waiting, 1);
+    session_drop(s);
+    CHECK_EQ(srv.nsessions, 0);
+    CHECK_EQ(n_done, 1); /* the waiting one, at once */
+    CHECK_EQ(done_order[0], 2);
+    CHECK_EQ(last_rc, HT_ENOSESSION);
+    CHECK_EQ(n_stops, 1);  /* the source stopped producing... */
+    CHECK_EQ(n_closes, 0); /* ... but is kept for the running query */
+    wait_done(2);
+    CHECK_EQ(n_done, 2);
+    CHECK_EQ(done_order[1], 1);
+    CHECK_EQ(last_rc, HT_ENOSESSION);
+    CHECK_EQ(n_closes, 1); /* freed once the query returned */
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+/* Past max_queued_queries waiting queries one more is refused (HT_EFULL,
+ * counted); snapshots' jobs (urgent) are never refused and go first. */
+static void test_queue_full(void)
+{
+    char err[256];
+    int rc;
+    setenv("HEAPTRACED_TEST_QUERY_DELAY_MS", "100", 1);
+    struct session *s = up(1, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100000 && s->state == SESSION_RUNNING; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    cfg.max_queued_queries = 2;
+    n_done = 0;
+    CHECK_EQ(top_submit(s, 1), 0); /* runs */
+    CHECK_EQ(top_submit(s, 2), 0); /* waits */
+    CHECK_EQ(top_submit(s, 3), 0); /* waits */
+    CHECK_EQ(top_submit(s, 4), HT_EFULL);
+    CHECK_EQ(s->qs.rejected, 1);
+    struct qjob *j = session_top_job(s, HT_DOM_HEAP, 5, "test");
+    j->arg = (void *)(intptr_t)5;
+    j->done = top_done;
+    j->urgent = 1;
+    CHECK_EQ(session_query_submit(j), 0);
+    wait_done(4);
+    CHECK_EQ(n_done, 4);
+    CHECK_EQ(done_order[0], 1);
+    CHECK_EQ(done_order[1], 5); /* ahead of the waiting ones */
+    CHECK_EQ(done_order[2], 2);
+    CHECK_EQ(done_order[3], 3);
+    CHECK_EQ(s->qs.run, 4);
+    cJSON_Delete(last_top);
+    last_top = NULL;
+    session_drop(s);
+    CHECK_EQ(down(), 0);
+    unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
+}
+
+HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing),
+             T(query_off_loop), T(drop_while_query_runs), T(queue_full))
