@@ -31,16 +31,20 @@ static void event_cb(void *arg, const struct ht_event *ev)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ht-convert [--plain] [--level N] IN OUT.htevb   (- for stdin/stdout)\n"
-                    "  IN: .htev text or .htevb, plain or compressed\n"
-                    "  OUT: .htevb in zstd frames (level 1-19, default %d), or plain with --plain\n",
-            HTEVZ_LEVEL_DEFAULT);
+    fprintf(stderr,
+            "usage: ht-convert [--plain] [--level N] [--frame-kib N] IN OUT.htevb   (- for "
+            "stdin/stdout)\n"
+            "  IN: .htev text or .htevb, plain or compressed\n"
+            "  OUT: .htevb in zstd frames (level 1-19, default %d; frames of N KiB of stream,\n"
+            "       at most and by default %u), or plain with --plain\n",
+            HTEVZ_LEVEL_DEFAULT, HTEVZ_FRAME_BYTES >> 10);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     int plain = 0, level = HTEVZ_LEVEL_DEFAULT;
+    long frame_kib = HTEVZ_FRAME_BYTES >> 10;
     const char *files[2];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
@@ -49,6 +53,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
             level = atoi(argv[++i]);
             if (level < 1 || level > 19)
+                return usage();
+        } else if (!strcmp(argv[i], "--frame-kib") && i + 1 < argc) {
+            frame_kib = atol(argv[++i]);
+            if (frame_kib < 1 || frame_kib > (long)(HTEVZ_FRAME_BYTES >> 10))
                 return usage();
         } else if (nfiles < 2 && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
             files[nfiles++] = argv[i];
@@ -71,6 +79,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ht-convert: out of memory for the compressor\n");
         return 1;
     }
+    zw.frame_bytes = (uint64_t)frame_kib << 10;
     if (plain)
         htevb_writer_init(&writer, &si, write_cb, NULL);
     else
