@@ -174,7 +174,9 @@ void replay_feed(struct replay *r, const char *buf, size_t n)
 void replay_finish(struct replay *r)
 {
     if (r->compressed) {
-        if (!r->z.broken && htevz_finish(&r->z) != 0)
+        /* A broken binary stream stopped the reading (counted there): the
+         * frame it was in is not cut. */
+        if (!r->z.broken && !(r->binary && r->bin.broken) && htevz_finish(&r->z) != 0)
             compressed_broken(r);
         if (r->z.broken) {
             /* Counted once above: the cut record or line is part of it. */
