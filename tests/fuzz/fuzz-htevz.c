@@ -38,8 +38,8 @@ struct digest {
 static void digest_ev(void *arg, const struct ht_event *ev)
 {
     struct digest *d = arg;
-    const uint64_t v[] = {ev->kind,     ev->t,        ev->addr,  ev->heap, ev->old_addr,
-                          ev->size,     ev->old_size, ev->stack, ev->tid,  ev->flags};
+    const uint64_t v[] = {ev->kind, ev->t,        ev->addr,  ev->heap, ev->old_addr,
+                          ev->size, ev->old_size, ev->stack, ev->tid,  ev->flags};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         d->h = (d->h ^ v[i]) * 0x100000001b3ULL;
 }
@@ -113,7 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     /* The input itself as the frames' bytes. */
     memcpy(plain, HTEVZ_MAGIC, HTEVZ_MAGIC_LEN);
-    memcpy(plain + HTEVZ_MAGIC_LEN, data, size < plain_n - HTEVZ_MAGIC_LEN ? size : plain_n - HTEVZ_MAGIC_LEN);
+    memcpy(plain + HTEVZ_MAGIC_LEN, data,
+           size < plain_n - HTEVZ_MAGIC_LEN ? size : plain_n - HTEVZ_MAGIC_LEN);
     struct result g = read_all(plain, plain_n, piece);
     if (g.malformed > 1 || g.mem_max > MEM_BOUND)
         abort();

@@ -529,7 +529,8 @@ static void build_stream(struct tee *t, uint64_t n, uint64_t frame_bytes, int le
         uint64_t fr[12];
         unsigned d = 1 + i % 12;
         for (unsigned k = 0; k < d; k++)
-            fr[k] = k % 3 == 1 ? HT_FRAME_SYM | names[(i + k) % 8] : 0x400000 + rng_next(&seed) % 65536;
+            fr[k] =
+                k % 3 == 1 ? HT_FRAME_SYM | names[(i + k) % 8] : 0x400000 + rng_next(&seed) % 65536;
         stacks[i] = stack_intern_get(&si, fr, d);
     }
     uint64_t tm = 0;
@@ -577,8 +578,8 @@ struct decoded {
 static void digest_ev(void *arg, const struct ht_event *ev)
 {
     struct decoded *d = arg;
-    const uint64_t v[] = {ev->kind,     ev->t,        ev->addr,  ev->heap, ev->old_addr,
-                          ev->size,     ev->old_size, ev->stack, ev->tid,  ev->flags};
+    const uint64_t v[] = {ev->kind, ev->t,        ev->addr,  ev->heap, ev->old_addr,
+                          ev->size, ev->old_size, ev->stack, ev->tid,  ev->flags};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         d->h = (d->h ^ v[i]) * 0x100000001b3ULL;
     d->kinds |= 1u << ev->kind;

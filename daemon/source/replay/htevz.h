@@ -41,10 +41,10 @@ struct htevz_writer {
     void *arg;
     unsigned char *stage, *obuf;
     size_t stage_len, obuf_cap;
-    uint64_t frame_in;           /* stream bytes in the open frame */
-    uint64_t frame_bytes;        /* frame size (HTEVZ_FRAME_BYTES unless a test asks less) */
+    uint64_t frame_in;    /* stream bytes in the open frame */
+    uint64_t frame_bytes; /* frame size (HTEVZ_FRAME_BYTES unless a test asks less) */
     uint64_t bytes_in, bytes_out, frames;
-    int failed;                  /* a zstd error: nothing more is written */
+    int failed; /* a zstd error: nothing more is written */
 };
 
 /* level: zstd's (1..19). 0, or -1 when out of memory. */
@@ -60,13 +60,13 @@ int htevz_writer_close(struct htevz_writer *z);
 typedef void (*htevz_plain_fn)(void *arg, const unsigned char *buf, size_t n);
 
 struct htevz_reader {
-    void *dctx; /* ZSTD_DCtx */
+    void *dctx;            /* ZSTD_DCtx */
     struct mem_acct *acct; /* charged with the context and the buffer; may be NULL */
     uint64_t charged;
     unsigned char *obuf;
     size_t obuf_cap;
-    int in_frame; /* the last frame is not complete yet */
-    int broken;   /* after an error nothing more is read */
+    int in_frame;  /* the last frame is not complete yet */
+    int broken;    /* after an error nothing more is read */
     int too_large; /* a frame asked for a window over the limit */
     uint64_t frames, bytes_out;
     char err[128];
