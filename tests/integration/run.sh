@@ -159,6 +159,36 @@ case_record_roundtrip() {
     stop_clean
 }
 
+# The same recording written as compressed .htevb (-o FILE.htevb): a zstd
+# frame, far smaller than the text, and it replays to the same answers.
+case_record_htevb() {
+    start_daemon
+    mkfifo "$T/fifo"
+    ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
+    local lpid=$!
+    exec 3>"$T/fifo"
+    for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+    ctl record live -o "$T/rec.htevb" 2>"$T/rec.err" 3>&- &
+    local rpid=$!
+    sleep 0.3
+    cat "$DEMO" >&3
+    exec 3>&-
+    wait "$lpid" || fail "load through the fifo"
+    wait "$rpid" || fail "record: $(cat "$T/rec.err")"
+    [ "$(head -c 4 "$T/rec.htevb" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] || fail "not a zstd frame"
+    [ "$(stat -c %s "$T/rec.htevb")" -lt "$(( $(stat -c %s "$DEMO") / 5 ))" ] ||
+        fail "recording of $(stat -c %s "$T/rec.htevb") bytes"
+    ctl --json load "$T/rec.htevb" --name replayed >"$T/j" 2>/dev/null || fail "reload the recording"
+    eq "$(jget malformed <"$T/j")" 0 "recording clean"
+    [ "$(jget events <"$T/j")" -ge 1383 ] || fail "recording holds $(jget events <"$T/j") events"
+    for s in live replayed; do
+        ctl --json stacks "$s" --by stack | "$HT_TOOL" norm | grep -v '"session"' >"$T/$s.json"
+        ctl --json commits "$s" --range 14s:16s | "$HT_TOOL" norm | grep -v '"session"' >>"$T/$s.json"
+    done
+    diff -u "$T/live.json" "$T/replayed.json" || fail "the recording does not replay to the same answers"
+    stop_clean
+}
+
 case_binary_load() {
     start_daemon
     "$HT_CONVERT" --plain "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert --plain"
