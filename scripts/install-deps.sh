@@ -15,7 +15,7 @@ for a in "$@"; do
 done
 
 # Build and unit/integration tests.
-pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev)
+pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 # The eBPF live backend (HEAPTRACE_WITH_BPF): CO-RE program built with clang -target bpf,
 # vmlinux.h and the skeleton from bpftool, libbpf; symbols with elfutils' libdw (needs libelf,
 # zlib) and libiberty's demangler.

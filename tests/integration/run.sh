@@ -159,23 +159,66 @@ case_record_roundtrip() {
     stop_clean
 }
 
+# The same recording written as compressed .htevb (-o FILE.htevb): a zstd
+# frame, far smaller than the text, and it replays to the same answers.
+case_record_htevb() {
+    start_daemon
+    mkfifo "$T/fifo"
+    ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
+    local lpid=$!
+    exec 3>"$T/fifo"
+    for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+    ctl record live -o "$T/rec.htevb" 2>"$T/rec.err" 3>&- &
+    local rpid=$!
+    sleep 0.3
+    cat "$DEMO" >&3
+    exec 3>&-
+    wait "$lpid" || fail "load through the fifo"
+    wait "$rpid" || fail "record: $(cat "$T/rec.err")"
+    [ "$(head -c 4 "$T/rec.htevb" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] || fail "not a zstd frame"
+    [ "$(stat -c %s "$T/rec.htevb")" -lt "$(( $(stat -c %s "$DEMO") / 5 ))" ] ||
+        fail "recording of $(stat -c %s "$T/rec.htevb") bytes"
+    ctl --json load "$T/rec.htevb" --name replayed >"$T/j" 2>/dev/null || fail "reload the recording"
+    eq "$(jget malformed <"$T/j")" 0 "recording clean"
+    [ "$(jget events <"$T/j")" -ge 1383 ] || fail "recording holds $(jget events <"$T/j") events"
+    for s in live replayed; do
+        ctl --json stacks "$s" --by stack | "$HT_TOOL" norm | grep -v '"session"' >"$T/$s.json"
+        ctl --json commits "$s" --range 14s:16s | "$HT_TOOL" norm | grep -v '"session"' >>"$T/$s.json"
+    done
+    diff -u "$T/live.json" "$T/replayed.json" || fail "the recording does not replay to the same answers"
+    stop_clean
+}
+
 case_binary_load() {
     start_daemon
-    "$HT_CONVERT" "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert"
+    "$HT_CONVERT" --plain "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert --plain"
     [ "$(head -c 6 "$T/demo.htevb")" = HTEVB1 ] || fail "not a binary stream"
+    # Compressed (the default): zstd frames of 4 KiB of stream, zstd's magic first.
+    "$HT_CONVERT" --frame-kib 4 "$DEMO" "$T/demo.htevbz" 2>/dev/null || fail "ht-convert"
+    [ "$(head -c 4 "$T/demo.htevbz" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] ||
+        fail "not a zstd frame"
+    [ "$(stat -c %s "$T/demo.htevbz")" -lt "$(( $(stat -c %s "$T/demo.htevb") / 2 ))" ] ||
+        fail "compressed not smaller"
     ctl load "$DEMO" --name text >/dev/null 2>&1 || fail "load text"
     ctl load "$T/demo.htevb" --name binary >/dev/null 2>&1 || fail "load binary"
-    for s in text binary; do
+    ctl --json load "$T/demo.htevbz" --name zstd >"$T/j" 2>/dev/null || fail "load compressed"
+    eq "$(jget malformed <"$T/j")" 0 "compressed stream clean"
+    for s in text binary zstd; do
         { ctl --json stacks "$s" --by frame; ctl --json commits "$s" --range 14s:16s;
           ctl --json timeline "$s" --step 5s; } | grep -v '"session"\|"wall_start"' >"$T/$s.json"
     done
     diff -u "$T/text.json" "$T/binary.json" || fail "binary and text streams answer differently"
+    diff -u "$T/text.json" "$T/zstd.json" || fail "compressed and text streams answer differently"
     eq "$(ctl --json status binary | jget process.name)" MemoryTestApp.exe "process name"
+    eq "$(ctl --json status zstd | jget process.name)" MemoryTestApp.exe "process name (zstd)"
     # A truncated binary stream: what came is kept, the cut is reported.
-    head -c "$(( $(stat -c %s "$T/demo.htevb") / 2 ))" "$T/demo.htevb" >"$T/cut.htevb"
-    ctl --json load "$T/cut.htevb" --name cut >"$T/j" 2>/dev/null || fail "load cut"
-    eq "$(jget malformed <"$T/j")" 1 "cut stream reported"
-    [ "$(jget events <"$T/j")" -gt 100 ] || fail "events before the cut kept"
+    # Compressed, the frames before the cut are kept.
+    for f in demo.htevb demo.htevbz; do
+        head -c "$(( $(stat -c %s "$T/$f") / 2 ))" "$T/$f" >"$T/cut-$f"
+        ctl --json load "$T/cut-$f" --name "cut-${f#*.}" >"$T/j" 2>/dev/null || fail "load cut $f"
+        eq "$(jget malformed <"$T/j")" 1 "cut stream reported ($f)"
+        [ "$(jget events <"$T/j")" -gt 100 ] || fail "events before the cut kept ($f)"
+    done
     stop_clean
 }
 

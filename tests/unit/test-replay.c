@@ -6,6 +6,9 @@
 #include "query.h"
 #include "frame-match.h"
 #include "htev-write.h"
+#include "htevz.h"
+
+#include <stdlib.h>
 
 static struct engine E;
 static struct replay R;
@@ -463,6 +466,417 @@ static void test_frame_resolver(void)
     teardown();
 }
 
+/* Compressed .htevb (htevz.h): the same events as the plain stream whatever
+ * the pieces the input comes in, errors counted like malformed records, the
+ * decoder's memory fixed. */
+struct zbuf {
+    unsigned char *p;
+    size_t n, cap;
+};
+
+static void zbuf_out(void *arg, const void *buf, size_t n)
+{
+    struct zbuf *b = arg;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, buf, n);
+    b->n += n;
+}
+
+/* The writer's output, plain and compressed at once. */
+struct tee {
+    struct zbuf plain, packed;
+    struct htevz_writer z;
+};
+
+static void tee_out(void *arg, const void *buf, size_t n)
+{
+    struct tee *t = arg;
+    zbuf_out(&t->plain, buf, n);
+    htevz_write(&t->z, buf, n);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* n events of every kind (process and module ones included), with stacks,
+ * names, tids and truncation flags, written plain and in frames of at most
+ * frame_bytes. */
+static void build_stream(struct tee *t, uint64_t n, uint64_t frame_bytes, int level)
+{
+    memset(t, 0, sizeof(*t));
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    CHECK(htevz_writer_init(&t->z, level, zbuf_out, &t->packed) == 0);
+    t->z.frame_bytes = frame_bytes;
+    struct htevb_writer w;
+    htevb_writer_init(&w, &si, tee_out, t);
+    uint32_t stacks[64], names[8];
+    for (unsigned i = 0; i < 8; i++) {
+        char nm[32];
+        int len = snprintf(nm, sizeof(nm), "lib%u.so!fn_%u", i, i * 7);
+        names[i] = stack_intern_str(&si, nm, (size_t)len);
+    }
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (unsigned i = 0; i < 64; i++) {
+        uint64_t fr[12];
+        unsigned d = 1 + i % 12;
+        for (unsigned k = 0; k < d; k++)
+            fr[k] =
+                k % 3 == 1 ? HT_FRAME_SYM | names[(i + k) % 8] : 0x400000 + rng_next(&seed) % 65536;
+        stacks[i] = stack_intern_get(&si, fr, d);
+    }
+    uint64_t tm = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t r = rng_next(&seed);
+        struct ht_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.kind = (uint8_t)(1 + i % (HT_EV_KIND_COUNT - 1));
+        tm += r % 5000;
+        ev.t = tm;
+        if (ev.kind == HT_EV_PROCESS) {
+            htevb_write_process(&w, ev.t, 1000 + i, "proc-name");
+            continue;
+        }
+        ev.addr = 0x55d000000000ULL + (r >> 20) % (1u << 24) * 16;
+        ev.size = r % 4096;
+        ev.tid = (uint32_t)(r >> 50) % 7;
+        ev.flags = (r >> 40) % 13 == 0 ? HT_EVF_TRUNCATED : 0;
+        if (ev.kind == HT_EV_MODULE_LOAD || ev.kind == HT_EV_MODULE_UNLOAD) {
+            ev.heap = names[r % 8];
+            ev.old_size = (r >> 8) % 2 ? names[(r >> 9) % 8] : 0;
+            ev.old_addr = ev.addr - 0x1000;
+        } else {
+            ev.heap = (r >> 30) % 3 == 0 ? 0x1d0000 : 0;
+            ev.old_addr = ev.kind == HT_EV_REALLOC ? ev.addr + 32 : 0;
+            ev.old_size = ev.kind == HT_EV_REALLOC ? r % 1000 : 0;
+            if (ev.kind == HT_EV_ALLOC || ev.kind == HT_EV_REALLOC || ev.kind == HT_EV_COMMIT)
+                ev.stack = stacks[(r >> 12) % 64];
+        }
+        CHECK(htevb_write_event(&w, &ev) == 0);
+    }
+    htevb_writer_close(&w);
+    CHECK(htevz_writer_close(&t->z) == 0);
+    stack_intern_close(&si);
+}
+
+struct decoded {
+    uint64_t events, malformed, frames, h;
+    unsigned kinds; /* a bit per kind seen */
+    size_t mem_first, mem_max;
+    int too_large, mem_changed;
+    char err[160];
+};
+
+static void digest_ev(void *arg, const struct ht_event *ev)
+{
+    struct decoded *d = arg;
+    const uint64_t v[] = {ev->kind, ev->t,        ev->addr,  ev->heap, ev->old_addr,
+                          ev->size, ev->old_size, ev->stack, ev->tid,  ev->flags};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        d->h = (d->h ^ v[i]) * 0x100000001b3ULL;
+    d->kinds |= 1u << ev->kind;
+}
+
+/* Decode buf through replay (a fresh interner: the ids come out the same):
+ * split_at > 0 cuts it in two there; else seed > 0 feeds pieces of random
+ * sizes (1 to 8 KiB, a third of them under 16 bytes); else one piece. */
+static struct decoded decode(const unsigned char *buf, size_t n, size_t split_at, uint64_t seed)
+{
+    struct decoded d;
+    memset(&d, 0, sizeof(d));
+    d.h = 0xcbf29ce484222325ULL;
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    struct replay r;
+    replay_init(&r, &si, digest_ev, &d);
+    size_t off = 0;
+    while (off < n) {
+        size_t k = n - off;
+        if (split_at)
+            k = off < split_at ? split_at - off : n - off;
+        else if (seed)
+            k = rng_next(&seed) % 3 == 0 ? 1 + seed % 16 : 1 + seed % 8192;
+        if (k > n - off)
+            k = n - off;
+        replay_feed(&r, (const char *)buf + off, k);
+        off += k;
+        if (r.compressed) {
+            size_t m = htevz_reader_mem(&r.z);
+            if (r.z.frames > 0 && !d.mem_first)
+                d.mem_first = m;
+            if (d.mem_first && m != d.mem_first)
+                d.mem_changed = 1;
+            if (m > d.mem_max)
+                d.mem_max = m;
+        }
+    }
+    replay_finish(&r);
+    d.events = r.events;
+    d.malformed = r.malformed;
+    d.frames = r.z.frames;
+    d.too_large = r.z.too_large;
+    if (r.nerrors)
+        snprintf(d.err, sizeof(d.err), "%s", r.errors[0].msg);
+    replay_close(&r);
+    stack_intern_close(&si);
+    return d;
+}
+
+static void check_same(const struct decoded *a, const struct decoded *b)
+{
+    CHECK_EQ(a->events, b->events);
+    CHECK_EQ(a->h, b->h);
+    CHECK_EQ(a->malformed, b->malformed);
+}
+
+static void test_compressed_roundtrip(void)
+{
+    /* Small frames: a few hundred bytes of stream each, so frames and records
+     * cut each other everywhere. */
+    struct tee t;
+    build_stream(&t, 300, 500, 3);
+    CHECK(t.z.frames == 0); /* closed: counters reset */
+    CHECK(t.packed.n > 4 && memcmp(t.packed.p, HTEVZ_MAGIC, 4) == 0);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    CHECK_EQ(ref.events, 300);
+    CHECK_EQ(ref.malformed, 0);
+    /* Every kind came through (bit 0, HT_EV_NONE, is never set). */
+    CHECK_EQ(ref.kinds, (1u << HT_EV_KIND_COUNT) - 2);
+    struct decoded whole = decode(t.packed.p, t.packed.n, 0, 0);
+    check_same(&ref, &whole);
+    CHECK(whole.frames >= t.plain.n / 500);
+    /* Cut at every byte of the first frames (each one's header, blocks and
+     * checksum split), then every 11th byte (each decode sets up a fresh
+     * decompressor: they cost). */
+    for (size_t at = 1; at < t.packed.n; at += at < 1500 ? 1 : 11) {
+        struct decoded d = decode(t.packed.p, t.packed.n, at, 0);
+        if (d.h != ref.h || d.malformed) {
+            CHECK_EQ(at, 0); /* names the offset */
+            break;
+        }
+    }
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct decoded d = decode(t.packed.p, t.packed.n, 0, seed * 7919);
+        check_same(&ref, &d);
+    }
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
+/* A big stream in the default frames: many frames, random pieces, and the
+ * decoder's memory the same after its first frame as at the end, under
+ * 2 MiB (a 1 MiB window, its output buffer and zstd's tables). */
+static void test_compressed_big(void)
+{
+    struct tee t;
+    build_stream(&t, 400000, HTEVZ_FRAME_BYTES, 3);
+    CHECK(t.plain.n > 3 * HTEVZ_FRAME_BYTES);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    struct decoded d = decode(t.packed.p, t.packed.n, 0, 12345);
+    check_same(&ref, &d);
+    d = decode(t.packed.p, t.packed.n, 0, 0); /* one feed: many output buffers from it */
+    check_same(&ref, &d);
+    CHECK_EQ(d.frames, (t.plain.n + HTEVZ_FRAME_BYTES - 1) / HTEVZ_FRAME_BYTES);
+    CHECK(d.mem_max > 0 && d.mem_max < (2u << 20));
+    CHECK_EQ(d.mem_changed, 0);
+    CHECK(t.packed.n < t.plain.n); /* random fields: the demo's shrink more */
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
+/* Compressed and plain give the same engine: the demo session's answers. */
+static struct tee demo_tee;
+
+static void to_both(void *arg, const struct ht_event *ev)
+{
+    engine_apply(arg, ev);
+    if (ev->kind == HT_EV_PROCESS)
+        htevb_write_process(&W, ev->t, ev->size, R.parser.name);
+    else
+        htevb_write_event(&W, ev);
+}
+
+static void test_compressed_same_engine(void)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine a;
+    engine_init(&a, &lim);
+    memset(&demo_tee, 0, sizeof(demo_tee));
+    CHECK(htevz_writer_init(&demo_tee.z, HTEVZ_LEVEL_DEFAULT, zbuf_out, &demo_tee.packed) == 0);
+    demo_tee.z.frame_bytes = 4096;
+    replay_init(&R, &a.si, to_both, &a);
+    htevb_writer_init(&W, &a.si, tee_out, &demo_tee);
+    load_demo_file();
+    htevb_writer_close(&W);
+    CHECK(htevz_writer_close(&demo_tee.z) == 0);
+    replay_close(&R);
+    uint64_t seed = 77;
+    for (int round = 0; round < 2; round++) {
+        /* Round 0: engine a against the compressed stream; 1: the plain one. */
+        const struct zbuf *b = round ? &demo_tee.plain : &demo_tee.packed;
+        setup();
+        for (size_t off = 0, k; off < b->n; off += k) {
+            k = 1 + rng_next(&seed) % 3000;
+            if (k > b->n - off)
+                k = b->n - off;
+            replay_feed(&R, (const char *)b->p + off, k);
+        }
+        replay_finish(&R);
+        CHECK_EQ(R.malformed, 0);
+        CHECK_EQ(R.events, 1383);
+        CHECK_EQ(R.compressed, !round);
+        CHECK_STR(R.parser.name, "MemoryTestApp.exe");
+        static const uint64_t windows[][2] = {
+            {0, UINT64_MAX}, {14000000000ULL, 16000000000ULL}, {19000000000ULL, 29000000000ULL}};
+        for (int w = 0; w < 3; w++)
+            for (int dom = 0; dom < 2; dom++) {
+                char sa[4096], sb[4096];
+                summary(&a, dom, windows[w][0], windows[w][1], sa, sizeof(sa));
+                summary(&E, dom, windows[w][0], windows[w][1], sb, sizeof(sb));
+                CHECK_STR(sb, sa);
+            }
+        CHECK_EQ(E.heap_bytes, a.heap_bytes);
+        CHECK_EQ(E.commits.bytes, a.commits.bytes);
+        CHECK_EQ(E.pid, a.pid);
+        teardown();
+    }
+    CHECK(demo_tee.packed.n * 3 < demo_tee.plain.n);
+    engine_close(&a);
+    free(demo_tee.plain.p);
+    free(demo_tee.packed.p);
+}
+
+/* Bytes compressed as they are, frames of frame_bytes, by a writer of their own. */
+static void compress_raw(struct zbuf *out, const unsigned char *p, size_t n, uint64_t frame_bytes)
+{
+    struct htevz_writer z;
+    CHECK(htevz_writer_init(&z, 1, zbuf_out, out) == 0);
+    z.frame_bytes = frame_bytes;
+    htevz_write(&z, p, n);
+    CHECK(htevz_writer_close(&z) == 0);
+}
+
+static void test_compressed_malformed(void)
+{
+    struct tee t;
+    build_stream(&t, 3000, 2000, 3);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    struct decoded d;
+    /* Cut in the middle: what came before stays, one malformed count. */
+    d = decode(t.packed.p, t.packed.n / 2, 0, 0);
+    CHECK(d.events > 0 && d.events < ref.events);
+    CHECK_EQ(d.malformed, 1);
+    CHECK(strstr(d.err, "compressed stream: it ends inside a frame") != NULL);
+    /* Cut right after a frame: a clean end, the frames before it whole. */
+    {
+        struct zbuf one = {0};
+        compress_raw(&one, t.plain.p, t.plain.n, 2000);
+        compress_raw(&one, t.plain.p, 0, 2000); /* nothing: no empty frame */
+        struct decoded a = decode(one.p, one.n, 0, 0);
+        check_same(&ref, &a);
+        free(one.p);
+    }
+    /* One byte changed in the middle: the checksum (or the format) catches it. */
+    for (size_t at = t.packed.n / 3; at < t.packed.n; at += t.packed.n / 7) {
+        t.packed.p[at] ^= 0x5a;
+        d = decode(t.packed.p, t.packed.n, 0, 3);
+        t.packed.p[at] ^= 0x5a;
+        CHECK_EQ(d.malformed, 1);
+        CHECK(d.events < ref.events);
+        CHECK(strstr(d.err, "compressed stream") != NULL);
+    }
+    /* Good frames, then garbage: all the events, then one malformed. */
+    {
+        struct zbuf g = {0};
+        zbuf_out(&g, t.packed.p, t.packed.n);
+        zbuf_out(&g, "garbage!", 8);
+        d = decode(g.p, g.n, 0, 0);
+        CHECK_EQ(d.events, ref.events);
+        CHECK_EQ(d.malformed, 1);
+        free(g.p);
+    }
+    /* Two compressors' frames end to end, the stream cut between them in the
+     * middle of a record: one stream. */
+    {
+        struct zbuf cat = {0};
+        size_t cut = t.plain.n / 3 + 1;
+        compress_raw(&cat, t.plain.p, cut, 1u << 20);
+        compress_raw(&cat, t.plain.p + cut, t.plain.n - cut, 777);
+        d = decode(cat.p, cat.n, 0, 5);
+        check_same(&ref, &d);
+        free(cat.p);
+    }
+    /* A frame header asking for a 16 MiB window (Window_Descriptor 0x70:
+     * exponent 14, 2^(10+14); RFC 8878 3.1.1.1.2): refused before any
+     * allocation for it. */
+    {
+        const unsigned char huge[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x70, 0x01, 0x00, 0x00};
+        d = decode(huge, sizeof(huge), 0, 0);
+        CHECK_EQ(d.events, 0);
+        CHECK_EQ(d.malformed, 1);
+        CHECK_EQ(d.too_large, 1);
+        CHECK(d.mem_max < (1u << 20));
+        CHECK(strstr(d.err, "window") != NULL);
+    }
+    /* The magic, then garbage. */
+    {
+        unsigned char junk[4096];
+        uint64_t s = 99;
+        memcpy(junk, HTEVZ_MAGIC, 4);
+        for (size_t i = 4; i < sizeof(junk); i++)
+            junk[i] = (unsigned char)rng_next(&s);
+        d = decode(junk, sizeof(junk), 0, 0);
+        CHECK_EQ(d.events, 0);
+        CHECK_EQ(d.malformed, 1);
+    }
+    /* Nothing at all: no events, nothing wrong. The magic alone: cut. */
+    d = decode((const unsigned char *)"", 0, 0, 0);
+    CHECK_EQ(d.events, 0);
+    CHECK_EQ(d.malformed, 0);
+    d = decode((const unsigned char *)HTEVZ_MAGIC, 4, 0, 0);
+    CHECK_EQ(d.malformed, 1);
+    /* A stream that shrinks 100-fold: a few bytes of input fill the output
+     * buffer many times over, and all of it comes out. */
+    {
+        static const char line[] = "{\"t\":1,\"ev\":\"private_bytes\",\"bytes\":4096}\n";
+        struct zbuf txt = {0}, z = {0};
+        for (int i = 0; i < 50000; i++)
+            zbuf_out(&txt, line, sizeof(line) - 1);
+        compress_raw(&z, txt.p, txt.n, 1u << 20);
+        CHECK(z.n * 100 < txt.n);
+        for (uint64_t seed = 0; seed < 2; seed++) {
+            d = decode(z.p, z.n, 0, seed);
+            CHECK_EQ(d.events, 50000);
+            CHECK_EQ(d.malformed, 0);
+        }
+        free(txt.p);
+        free(z.p);
+    }
+    /* .htev text in frames reads too. */
+    {
+        const char *txt = "{\"t\":1,\"ev\":\"alloc\",\"addr\":\"0x10\",\"size\":8}\n"
+                          "{\"t\":2,\"ev\":\"free\",\"addr\":\"0x10\"}\n";
+        struct zbuf z = {0};
+        compress_raw(&z, (const unsigned char *)txt, strlen(txt), 40);
+        d = decode(z.p, z.n, 0, 0);
+        CHECK_EQ(d.events, 2);
+        CHECK_EQ(d.malformed, 0);
+        free(z.p);
+    }
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
              T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
-             T(module_events), T(frame_resolver))
+             T(module_events), T(frame_resolver), T(compressed_roundtrip), T(compressed_big),
+             T(compressed_same_engine), T(compressed_malformed))

@@ -4,6 +4,7 @@
 #include "ht-test.h"
 #include "htev-write.h"
 #include "htevb.h"
+#include "htevz.h"
 #include "replay-source.h"
 #include "source-conformance.h"
 #include "stack-intern.h"
@@ -94,9 +95,38 @@ static int feed_binary(void *arg, struct conf_run *r, struct source *src,
     return rc;
 }
 
+/* The binary stream in zstd frames of an odd size (htevz.h): frames, records,
+ * write pieces and the 64 KiB input ring's wrap all cut each other. */
+static int feed_compressed(void *arg, struct conf_run *r, struct source *src,
+                           const struct ht_event *evs, size_t n, const struct stack_intern *si)
+{
+    (void)arg;
+    struct buf b = {0};
+    struct htevz_writer z;
+    if (htevz_writer_init(&z, HTEVZ_LEVEL_FAST, buf_put, &b) != 0)
+        return -1;
+    z.frame_bytes = 3001;
+    struct htevb_writer w;
+    htevb_writer_init(&w, si, htevz_write, &z);
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].kind == HT_EV_PROCESS)
+            htevb_write_process(&w, evs[i].t, evs[i].size, "conf");
+        else if (htevb_write_event(&w, &evs[i]) != 0)
+            return -1;
+    }
+    htevb_writer_close(&w);
+    if (htevz_writer_close(&z) != 0)
+        return -1;
+    int rc = write_all(r, src, &b);
+    free(b.p);
+    return rc;
+}
+
 static const struct conf_backend replay_text = {"replay (text)", replay_open, feed_text, NULL};
 static const struct conf_backend replay_binary = {"replay (binary)", replay_open, feed_binary,
                                                   NULL};
+static const struct conf_backend replay_compressed = {"replay (compressed)", replay_open,
+                                                      feed_compressed, NULL};
 
 #define NEVENTS 20000
 
@@ -160,6 +190,16 @@ static void test_replay_binary_remapped(void)
     run(&replay_binary, 1);
 }
 
+static void test_replay_compressed(void)
+{
+    run(&replay_compressed, 0);
+}
+
+static void test_replay_compressed_remapped(void)
+{
+    run(&replay_compressed, 1);
+}
+
 static void test_harness_catches_loss(void)
 {
     static struct ht_event evs[4000];
@@ -176,4 +216,4 @@ static void test_harness_catches_loss(void)
 }
 
 HT_TEST_MAIN(T(replay_text), T(replay_text_remapped), T(replay_binary), T(replay_binary_remapped),
-             T(harness_catches_loss))
+             T(replay_compressed), T(replay_compressed_remapped), T(harness_catches_loss))

@@ -1,14 +1,17 @@
-/* ht-convert: .htev (JSON Lines) to its binary twin, for fast replay (heaptracectl load takes
- * both). */
+/* ht-convert: a recorded stream (.htev text, .htevb, either in zstd frames) to .htevb in zstd
+ * frames (htevz.h), or plain .htevb with --plain; heaptracectl load takes all of them. */
 #include "htevb.h"
+#include "htevz.h"
 #include "replay.h"
 #include "stack-intern.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static FILE *out;
 static struct htevb_writer writer;
+static struct htevz_writer zw;
 static struct replay rep;
 
 static void write_cb(void *arg, const void *buf, size_t n)
@@ -26,33 +29,73 @@ static void event_cb(void *arg, const struct ht_event *ev)
         htevb_write_event(&writer, ev);
 }
 
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: ht-convert [--plain] [--level N] [--frame-kib N] IN OUT.htevb   (- for "
+            "stdin/stdout)\n"
+            "  IN: .htev text or .htevb, plain or compressed\n"
+            "  OUT: .htevb in zstd frames (level 1-19, default %d; frames of N KiB of stream,\n"
+            "       at most and by default %u), or plain with --plain\n",
+            HTEVZ_LEVEL_DEFAULT, HTEVZ_FRAME_BYTES >> 10);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: ht-convert IN.htev OUT.htevb   (- for stdin/stdout)\n");
-        return 2;
+    int plain = 0, level = HTEVZ_LEVEL_DEFAULT;
+    long frame_kib = HTEVZ_FRAME_BYTES >> 10;
+    const char *files[2];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--plain")) {
+            plain = 1;
+        } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
+            level = atoi(argv[++i]);
+            if (level < 1 || level > 19)
+                return usage();
+        } else if (!strcmp(argv[i], "--frame-kib") && i + 1 < argc) {
+            frame_kib = atol(argv[++i]);
+            if (frame_kib < 1 || frame_kib > (long)(HTEVZ_FRAME_BYTES >> 10))
+                return usage();
+        } else if (nfiles < 2 && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
+            files[nfiles++] = argv[i];
+        } else {
+            return usage();
+        }
     }
-    FILE *in = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
-    out = strcmp(argv[2], "-") ? fopen(argv[2], "wb") : stdout;
+    if (nfiles != 2)
+        return usage();
+    FILE *in = strcmp(files[0], "-") ? fopen(files[0], "rb") : stdin;
+    out = strcmp(files[1], "-") ? fopen(files[1], "wb") : stdout;
     if (!in || !out) {
-        perror(!in ? argv[1] : argv[2]);
+        perror(!in ? files[0] : files[1]);
         return 1;
     }
     struct stack_intern si;
     stack_intern_init(&si, 1u << 24, 1u << 24);
     replay_init(&rep, &si, event_cb, NULL);
-    htevb_writer_init(&writer, &si, write_cb, NULL);
+    if (!plain && htevz_writer_init(&zw, level, write_cb, NULL) != 0) {
+        fprintf(stderr, "ht-convert: out of memory for the compressor\n");
+        return 1;
+    }
+    zw.frame_bytes = (uint64_t)frame_kib << 10;
+    if (plain)
+        htevb_writer_init(&writer, &si, write_cb, NULL);
+    else
+        htevb_writer_init(&writer, &si, htevz_write, &zw);
     static char buf[1 << 16];
     size_t n;
     while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
         replay_feed(&rep, buf, n);
     replay_finish(&rep);
+    int bad = !plain && htevz_writer_close(&zw) != 0;
     for (uint32_t i = 0; i < rep.nerrors; i++)
-        fprintf(stderr, "%s: line %llu: %s\n", argv[1], (unsigned long long)rep.errors[i].line,
-                rep.errors[i].msg);
-    fprintf(stderr, "%llu events, %llu malformed lines\n", (unsigned long long)rep.events,
-            (unsigned long long)rep.malformed);
-    int bad = ferror(out) || (out != stdout && fclose(out) != 0);
+        fprintf(stderr, "%s: %s %llu: %s\n", files[0], rep.binary ? "record" : "line",
+                (unsigned long long)rep.errors[i].line, rep.errors[i].msg);
+    fprintf(stderr, "%llu events, %llu malformed %s\n", (unsigned long long)rep.events,
+            (unsigned long long)rep.malformed, rep.binary ? "records" : "lines");
+    bad |= ferror(out) || (out != stdout && fclose(out) != 0);
     htevb_writer_close(&writer);
     replay_close(&rep);
     stack_intern_close(&si);

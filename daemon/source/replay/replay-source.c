@@ -318,7 +318,8 @@ static void replay_src_close_input(struct source *base)
 const struct source_ops source_replay_ops = {
     .name = "replay",
     .modes = SOURCE_STREAM,
-    .summary = "recorded streams (.htev text or its binary twin) sent by heaptracectl load",
+    .summary = "recorded streams (.htev text or its binary twin, either in zstd frames) sent by "
+               "heaptracectl load",
     .available = NULL,
     .open = replay_src_open,
     .start = replay_src_start,

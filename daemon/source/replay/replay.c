@@ -19,6 +19,8 @@ int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, v
 
 void replay_close(struct replay *r)
 {
+    if (r->compressed)
+        htevz_reader_close(&r->z);
     htev_parser_close(&r->parser);
     htevb_reader_close(&r->bin);
     ht_free(r->line);
@@ -71,11 +73,12 @@ static void feed_binary(struct replay *r, const char *buf, size_t n)
     }
 }
 
-void replay_feed(struct replay *r, const char *buf, size_t n)
+/* The stream itself (decompressed if it came in frames). */
+static void feed_plain(struct replay *r, const char *buf, size_t n)
 {
-    if (r->bytes == 0 && n > 0 && buf[0] == HTEVB_MAGIC[0])
+    if (r->plain_bytes == 0 && n > 0 && buf[0] == HTEVB_MAGIC[0])
         r->binary = 1;
-    r->bytes += n;
+    r->plain_bytes += n;
     if (r->binary) {
         feed_binary(r, buf, n);
         return;
@@ -126,8 +129,63 @@ void replay_feed(struct replay *r, const char *buf, size_t n)
     }
 }
 
+static void plain_cb(void *arg, const unsigned char *buf, size_t n)
+{
+    feed_plain(arg, (const char *)buf, n);
+}
+
+/* A zstd error ends the stream as a malformed record does: what came
+ * before stays, one malformed count says why. */
+static void compressed_broken(struct replay *r)
+{
+    if (r->binary)
+        r->line_no = r->bin.records;
+    bad_line(r, r->z.err);
+}
+
+static void start_compressed(struct replay *r)
+{
+    r->compressed = 1;
+    if (htevz_reader_init(&r->z, r->parser.si->acct) != 0) {
+        r->z.broken = 1;
+        snprintf(r->z.err, sizeof(r->z.err),
+                 "compressed stream: no memory for its decompressor (or over the budget)");
+        compressed_broken(r);
+    }
+}
+
+void replay_feed(struct replay *r, const char *buf, size_t n)
+{
+    if (r->bytes == 0 && n > 0 && buf[0] == HTEVZ_MAGIC[0])
+        start_compressed(r);
+    r->bytes += n;
+    if (!r->compressed) {
+        feed_plain(r, buf, n);
+        return;
+    }
+    /* Nothing more can be read once either layer is broken. */
+    if (r->z.broken || (r->binary && r->bin.broken))
+        return;
+    htevz_feed(&r->z, (const unsigned char *)buf, n, plain_cb, r);
+    if (r->z.broken)
+        compressed_broken(r);
+}
+
 void replay_finish(struct replay *r)
 {
+    if (r->compressed) {
+        /* A broken binary stream stopped the reading (counted there): the
+         * frame it was in is not cut. */
+        if (!r->z.broken && !(r->binary && r->bin.broken) && htevz_finish(&r->z) != 0)
+            compressed_broken(r);
+        if (r->z.broken) {
+            /* Counted once above: the cut record or line is part of it. */
+            r->bin.carry_len = 0;
+            r->len = 0;
+            r->skipping = 0;
+            return;
+        }
+    }
     if (r->binary) {
         if (r->bin.carry_len > 0 && !r->bin.broken) {
             r->line_no = r->bin.records;

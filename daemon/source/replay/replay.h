@@ -4,6 +4,7 @@
 
 #include "htev.h"
 #include "htevb.h"
+#include "htevz.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,12 @@ struct replay {
     struct htev_parser parser;
     struct htevb_reader bin; /* the binary twin, chosen by the stream's first byte */
     int binary;
+    /* zstd frames around either (htevz.h), chosen by the zstd magic's first
+     * byte (no .htev line or .htevb stream starts with it); the context is
+     * made only then. */
+    struct htevz_reader z;
+    int compressed;
+    uint64_t plain_bytes; /* bytes of .htev or .htevb (after decompression) */
     replay_event_fn on_event;
     void *arg;
     char *line; /* partial line carried between feeds; capped at REPLAY_LINE_MAX */
@@ -34,10 +41,12 @@ struct replay {
 int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, void *arg);
 void replay_close(struct replay *r);
 /* Feed bytes: .htev lines, or the binary twin when the stream starts with its
- * magic. Complete lines/records are parsed and delivered at once. Memory stays
- * bounded by REPLAY_LINE_MAX whatever the input. */
+ * magic, either of them plain or in zstd frames. Complete lines/records are
+ * parsed and delivered at once. Memory stays bounded by REPLAY_LINE_MAX and
+ * the decompressor's cap (htevz.h) whatever the input. */
 void replay_feed(struct replay *r, const char *buf, size_t n);
-/* End of stream: a last line without newline is parsed. */
+/* End of stream: a last line without newline is parsed; a stream that ends
+ * inside a record or a compressed frame is counted malformed. */
 void replay_finish(struct replay *r);
 
 #endif
