@@ -26,6 +26,9 @@
 #   --iterations N    mtalloc: rounds per thread (default 200000)
 #   --threads T       threads (default 1)
 #   --daemon-config F heaptraced --config F (default: its defaults)
+#   --life-ring N     also run the heaptrace side again on a fresh daemon whose lifetime ring holds
+#                     N completed blocks ({"limits":{"life_ring":N}}); its figures go under
+#                     "life_ring_N" (the ring is most of the daemon's RSS on a long recording)
 #   --keep            keep the work directory
 # Runtime with the defaults: recording ~30 s, interpreting ~30 s, conversion ~10 s, the
 # comparison itself under a minute.
@@ -37,6 +40,7 @@ PAIRS=10000000
 ITERATIONS=200000
 THREADS=1
 DCONFIG=
+LIFE_RING=
 KEEP=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --iterations) ITERATIONS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --daemon-config) DCONFIG=$2; shift 2 ;;
+    --life-ring) LIFE_RING=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
     *) echo "bench-heaptrack: unknown option $1" >&2; exit 2 ;;
@@ -132,28 +137,42 @@ hp_kb=$(time_v 'Maximum resident set size' "$W/print.time")
 hp_leak=$(grep -m1 'total memory leaked' "$W/print.out" | awk -F': ' '{ print $2 }')
 hp_leaked_blocks=$(grep -m1 'leaked allocations' "$W/interpret.log" | awk '{ print $NF }')
 
-log "heaptraced: load + stacks --type AIFO"
-# shellcheck disable=SC2086
-"$DAEMON" --foreground --pipe "$W/ht.sock" ${DCONFIG:+--config "$DCONFIG"} >"$W/daemon.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do "$CTL" --pipe "$W/ht.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
-"$CTL" --pipe "$W/ht.sock" ping >/dev/null 2>&1 || die "daemon did not start: $(tail -n 3 "$W/daemon.log")"
-rss_before_kb=$(vm VmRSS)
-t0=$(now_ns)
-"$CTL" --pipe "$W/ht.sock" load "$HTEVB" --name ht >"$W/load.out" 2>&1 || die "load failed: $(cat "$W/load.out")"
-t1=$(now_ns)
-"$CTL" --pipe "$W/ht.sock" --json stacks ht --type AIFO >"$W/aifo.json" 2>&1 || die "query failed: $(head -n 3 "$W/aifo.json")"
-t2=$(now_ns)
-hwm_kb=$(vm VmHWM)
-rss_after_kb=$(vm VmRSS)
-"$CTL" --pipe "$W/ht.sock" --json status ht >"$W/status.json" 2>&1
+# heaptrace_side TAG [CONFIG]: a fresh daemon, load + AIFO query timed; TAG.side holds
+# "load_ns query_ns rss_before_kb vmhwm_kb rss_after_kb", TAG.aifo.json and TAG.status.json.
+heaptrace_side() {
+    local tag=$1 cfg=${2:-} t0 t1 t2 before
+    log "heaptraced${cfg:+ --config $cfg}: load + stacks --type AIFO"
+    "$DAEMON" --foreground --pipe "$W/ht.sock" ${cfg:+--config "$cfg"} >"$W/$tag.daemon.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 100); do "$CTL" --pipe "$W/ht.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    "$CTL" --pipe "$W/ht.sock" ping >/dev/null 2>&1 || die "daemon did not start: $(tail -n 3 "$W/$tag.daemon.log")"
+    before=$(vm VmRSS)
+    t0=$(now_ns)
+    "$CTL" --pipe "$W/ht.sock" load "$HTEVB" --name ht >"$W/$tag.load.out" 2>&1 || die "load failed: $(cat "$W/$tag.load.out")"
+    t1=$(now_ns)
+    "$CTL" --pipe "$W/ht.sock" --json stacks ht --type AIFO >"$W/$tag.aifo.json" 2>&1 ||
+        die "query failed: $(head -n 3 "$W/$tag.aifo.json")"
+    t2=$(now_ns)
+    echo "$((t1 - t0)) $((t2 - t1)) $before $(vm VmHWM) $(vm VmRSS)" >"$W/$tag.side"
+    "$CTL" --pipe "$W/ht.sock" --json status ht >"$W/$tag.status.json" 2>&1
+    "$CTL" --pipe "$W/ht.sock" shutdown >/dev/null 2>&1
+    wait "$DPID"
+    DPID=
+}
+heaptrace_side main "$DCONFIG"
+if [ -n "$LIFE_RING" ]; then
+    printf '{"limits": {"life_ring": %s}}\n' "$LIFE_RING" >"$W/life-ring.json"
+    heaptrace_side ring "$W/life-ring.json"
+fi
+read -r load_ns query_ns rss_before_kb hwm_kb rss_after_kb <"$W/main.side"
+t0=0 t1=$load_ns t2=$((load_ns + query_ns))
 
 # --- the line ------------------------------------------------------------------------------------
 python3 - "$W" <<PY
 import json, os, sys
 w = sys.argv[1]
-aifo = json.load(open(os.path.join(w, "aifo.json")))
-st = json.load(open(os.path.join(w, "status.json")))
+aifo = json.load(open(os.path.join(w, "main.aifo.json")))
+st = json.load(open(os.path.join(w, "main.status.json")))
 mem = st.get("memory", {})
 load_s = ($t1 - $t0) / 1e9
 query_s = ($t2 - $t1) / 1e9
@@ -192,5 +211,18 @@ out["pass"] = {
     "rss": out["rss_ratio"] is not None and out["rss_ratio"] <= 1,
     "file": out["file_ratio"] <= 1,
 }
+ring = os.path.join(w, "ring.side")
+if os.path.exists(ring):
+    l_ns, q_ns, before, hwm, after = map(int, open(ring).read().split())
+    ra = json.load(open(os.path.join(w, "ring.aifo.json")))
+    rs = json.load(open(os.path.join(w, "ring.status.json")))
+    out["life_ring_$LIFE_RING"] = {
+        "load_query_s": round((l_ns + q_ns) / 1e9, 3), "daemon_vmhwm_kb": hwm,
+        "wall_ratio": round((l_ns + q_ns) / 1e9 / hp_s, 3) if hp_s else None,
+        "rss_ratio": round(hwm / hp_kb, 3) if hp_kb else None,
+        "aifo_bytes": ra.get("total", {}).get("size"), "aifo_blocks": ra.get("total", {}).get("count"),
+        "lifetimes_bytes": rs.get("memory", {}).get("by_structure", {}).get("lifetimes"),
+        "heap_lifetimes": rs.get("rings", {}).get("heap_lifetimes"),
+    }
 print(json.dumps(out, separators=(",", ":")))
 PY
