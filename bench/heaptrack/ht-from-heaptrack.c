@@ -49,11 +49,19 @@ static FILE *open_input(const char *path, int *piped)
     return f;
 }
 
+/* The importer stops reading the interpreted stream after its last trace
+ * node: the rest is read here, so its decompressor ends normally (not
+ * killed by a closed pipe, which would read as a truncated file). */
 static int close_input(FILE *f, int piped)
 {
     if (f == stdin)
         return 0;
-    return piped ? (pclose(f) == 0 ? 0 : -1) : fclose(f);
+    if (!piped)
+        return fclose(f);
+    static char sink[1 << 16];
+    while (fread(sink, 1, sizeof(sink), f) > 0)
+        ;
+    return pclose(f) == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
