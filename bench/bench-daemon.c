@@ -676,8 +676,8 @@ static double mem_nonring(const struct mem_split *m)
  * and at their configured size. */
 static void mem_split_print(FILE *out, const struct mem_split *m, double live)
 {
-    fprintf(out, ",\"memory_per_live_alloc\":{\"ok\":%s,\"live_allocs\":%.0f", m->ok ? "true" : "false",
-            live);
+    fprintf(out, ",\"memory_per_live_alloc\":{\"ok\":%s,\"live_allocs\":%.0f",
+            m->ok ? "true" : "false", live);
     if (!m->ok || live <= 0) {
         fprintf(out, "}");
         return;
@@ -696,9 +696,11 @@ static void mem_split_print(FILE *out, const struct mem_split *m, double live)
     for (int k = 0; k < NRINGS; k++) {
         double bytes = m->ring_cap[k] * (double)ring_kinds[k].record_size;
         configured += bytes;
-        fprintf(out, "%s\"%s\":{\"len\":%.0f,\"cap\":%.0f,\"record_bytes\":%zu,\"configured_bytes\":%.0f}",
-                k ? "," : "", ring_kinds[k].name, m->ring_len[k], m->ring_cap[k],
-                ring_kinds[k].record_size, bytes);
+        fprintf(
+            out,
+            "%s\"%s\":{\"len\":%.0f,\"cap\":%.0f,\"record_bytes\":%zu,\"configured_bytes\":%.0f}",
+            k ? "," : "", ring_kinds[k].name, m->ring_len[k], m->ring_cap[k],
+            ring_kinds[k].record_size, bytes);
     }
     fprintf(out, ",\"configured_bytes\":%.0f,\"bytes_now\":%.0f}}", configured,
             m->by[MEM_lifetimes] + m->by[MEM_timeline]);

@@ -63,9 +63,9 @@ struct importer {
     char exe[4096];
     /* Trace nodes (index = raw trace number - 1). */
     VEC(uint32_t) parent;
-    VEC(uint64_t) ip;     /* its address (frames without names) */
-    VEC(uint32_t) ipid;   /* the interpreted ip's number, 0 = none */
-    VEC(uint32_t) stack;  /* its stack id once built, 0 = not yet */
+    VEC(uint64_t) ip;    /* its address (frames without names) */
+    VEC(uint32_t) ipid;  /* the interpreted ip's number, 0 = none */
+    VEC(uint32_t) stack; /* its stack id once built, 0 = not yet */
     /* Interpreted ips: frames[first[k] .. first[k+1]) are ip k+1's names. */
     VEC(uint32_t) first;
     VEC(uint64_t) names;

@@ -25,7 +25,9 @@ static FILE *open_input(const char *path, int *piped)
     *piped = 0;
     if (strcmp(path, "-") == 0)
         return stdin;
-    const char *tool = ends_with(path, ".zst") ? "zstd -dcq" : ends_with(path, ".gz") ? "gzip -dc" : NULL;
+    const char *tool = ends_with(path, ".zst")  ? "zstd -dcq"
+                       : ends_with(path, ".gz") ? "gzip -dc"
+                                                : NULL;
     if (!tool)
         return fopen(path, "r");
     /* The path single-quoted for sh: each ' becomes '\''. */
@@ -106,9 +108,10 @@ int main(int argc, char **argv)
         rc = -1;
     }
     fprintf(stderr,
-            "{\"lines\":%" PRIu64 ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"traces\":%" PRIu64
-            ",\"ips\":%" PRIu64 ",\"strings\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64
-            ",\"truncated_stacks\":%" PRIu64 ",\"last_ms\":%" PRIu64 "}\n",
+            "{\"lines\":%" PRIu64 ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64
+            ",\"traces\":%" PRIu64 ",\"ips\":%" PRIu64 ",\"strings\":%" PRIu64
+            ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"truncated_stacks\":%" PRIu64
+            ",\"last_ms\":%" PRIu64 "}\n",
             st.lines, st.allocs, st.frees, st.traces, st.ips, st.strings, st.modules, st.stacks,
             st.truncated, st.last_ms);
     if (rc != 0) {

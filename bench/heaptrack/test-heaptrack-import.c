@@ -152,7 +152,8 @@ static void test_recording_named(const char *dir)
         CHECK(d == 5);
         for (unsigned j = 0; j < d && j < 5; j++) {
             if (strcmp(frame_name(&rb.si, fr, j), want[j]) != 0) {
-                fprintf(stderr, "leak frame %u: %s, want %s\n", j, frame_name(&rb.si, fr, j), want[j]);
+                fprintf(stderr, "leak frame %u: %s, want %s\n", j, frame_name(&rb.si, fr, j),
+                        want[j]);
                 failures++;
             }
         }
@@ -268,9 +269,11 @@ static void test_lines(void)
     CHECK(run_text("v 10400 3\n+ zz 1 2\n", NULL, &rb, err, sizeof(err)) != 0);
     CHECK(strstr(err, "raw line 2") != NULL);
     stack_intern_close(&rb.si);
-    CHECK(run_text("v 10400 3\n+ 10 5 2\n", NULL, &rb, err, sizeof(err)) != 0); /* trace 5 unknown */
+    CHECK(run_text("v 10400 3\n+ 10 5 2\n", NULL, &rb, err, sizeof(err)) !=
+          0); /* trace 5 unknown */
     stack_intern_close(&rb.si);
-    CHECK(run_text("v 10400 3\nm 50 short\n", NULL, &rb, err, sizeof(err)) != 0); /* length past the line */
+    CHECK(run_text("v 10400 3\nm 50 short\n", NULL, &rb, err, sizeof(err)) !=
+          0); /* length past the line */
     stack_intern_close(&rb.si);
     CHECK(run_text("v 10400 2\n", NULL, &rb, err, sizeof(err)) != 0); /* unsized strings */
     stack_intern_close(&rb.si);

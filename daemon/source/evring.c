@@ -43,8 +43,8 @@ struct evring {
      * below the head it acquired, published after the replacement). */
     struct ht_event *out;
     size_t cap;
-    size_t max_cap;  /* the configured size: cap doubles up to it */
-    int grow_failed; /* memory refused once: the ring stays as it is */
+    size_t max_cap;      /* the configured size: cap doubles up to it */
+    int grow_failed;     /* memory refused once: the ring stays as it is */
     _Atomic size_t head; /* written by the producer */
     _Atomic size_t tail; /* written by the loop */
     size_t tail_mine;    /* loop's copy of tail */

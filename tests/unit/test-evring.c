@@ -74,8 +74,8 @@ static int open_small(struct run *r, uv_loop_t *loop, uint32_t max_stacks, uint3
     p.max_strings = max_strings;
     struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn};
     char err[256];
-    int rc =
-        replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, ring_events, err, sizeof(err));
+    int rc = replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, ring_events, err,
+                                      sizeof(err));
     if (rc == 0 && (rc = r->f->ops->start(r->f, err, sizeof(err))) != 0)
         r->f->ops->close(r->f);
     return rc;
