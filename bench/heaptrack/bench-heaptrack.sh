@@ -16,7 +16,8 @@
 #   rss_ratio  = daemon VmHWM / heaptrack_print max RSS  (target <= 1)
 #   file_ratio = .htevb bytes / heaptrack's file bytes  (target <= 1)
 # The leak totals of both are printed side by side (bytes and blocks): the same events must
-# give the same leak.
+# give the same leak, and the script exits 1 when the leaked blocks differ (or the answer is
+# incomplete). Missing a target does not fail it: those are figures.
 #
 # usage: bench/heaptrack/bench-heaptrack.sh [options]     (from the repository root)
 #   --build DIR       heaptrace build directory (default: build)
@@ -225,4 +226,9 @@ if os.path.exists(ring):
         "heap_lifetimes": rs.get("rings", {}).get("heap_lifetimes"),
     }
 print(json.dumps(out, separators=(",", ":")))
+leak = out["leak"]
+if str(leak["heaptrace_aifo_blocks"]) != leak["heaptrack_leaked_blocks"] or not leak["complete"]:
+    sys.stderr.write("bench-heaptrack: the leaks differ: heaptrack %s blocks, heaptrace %s (complete %s)\n"
+                     % (leak["heaptrack_leaked_blocks"], leak["heaptrace_aifo_blocks"], leak["complete"]))
+    sys.exit(1)
 PY
