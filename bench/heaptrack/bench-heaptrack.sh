@@ -27,6 +27,8 @@
 #   --iterations N    mtalloc: rounds per thread (default 200000)
 #   --threads T       threads (default 1)
 #   --daemon-config F heaptraced --config F (default: its defaults)
+#   --reps N          repetitions of the side-by-side part (default 1), alternating which tool
+#                     goes first; figures are medians, every value listed ("runs")
 #   --life-ring N     also run the heaptrace side again on a fresh daemon whose lifetime ring holds
 #                     N completed blocks ({"limits":{"life_ring":N}}); its figures go under
 #                     "life_ring_N" (the ring is most of the daemon's RSS on a long recording)
@@ -42,6 +44,7 @@ ITERATIONS=200000
 THREADS=1
 DCONFIG=
 LIFE_RING=
+REPS=1
 KEEP=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift 2 ;;
     --daemon-config) DCONFIG=$2; shift 2 ;;
     --life-ring) LIFE_RING=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
     *) echo "bench-heaptrack: unknown option $1" >&2; exit 2 ;;
@@ -129,14 +133,14 @@ sync
 # Files read once before either side, so neither pays the first read from disk.
 cat "$FILE" "$HTEVB" >/dev/null
 
-log "heaptrack_print --print-leaks 1 (-p 0 -a 0 -T 0)"
-/usr/bin/time -v heaptrack_print -p 0 -a 0 -T 0 -l 1 "$FILE" >"$W/print.out" 2>"$W/print.time" ||
-    die "heaptrack_print failed: $(tail -n 3 "$W/print.time")"
-hp_s=$(to_s "$(time_v 'Elapsed (wall clock)' "$W/print.time")")
-hp_kb=$(time_v 'Maximum resident set size' "$W/print.time")
-# "total memory leaked: 4.42K" (heaptrack's own units) and the number of leaked allocations.
-hp_leak=$(grep -m1 'total memory leaked' "$W/print.out" | awk -F': ' '{ print $2 }')
-hp_leaked_blocks=$(grep -m1 'leaked allocations' "$W/interpret.log" | awk '{ print $NF }')
+# heaptrack_side TAG: heaptrack_print's leak report; TAG.hp holds "wall_s max_rss_kb".
+heaptrack_side() {
+    local tag=$1
+    log "heaptrack_print --print-leaks 1 (-p 0 -a 0 -T 0)"
+    /usr/bin/time -v heaptrack_print -p 0 -a 0 -T 0 -l 1 "$FILE" >"$W/print.out" 2>"$W/$tag.time" ||
+        die "heaptrack_print failed: $(tail -n 3 "$W/$tag.time")"
+    echo "$(to_s "$(time_v 'Elapsed (wall clock)' "$W/$tag.time")") $(time_v 'Maximum resident set size' "$W/$tag.time")" >"$W/$tag.hp"
+}
 
 # heaptrace_side TAG [CONFIG]: a fresh daemon, load + AIFO query timed; TAG.side holds
 # "load_ns query_ns rss_before_kb vmhwm_kb rss_after_kb", TAG.aifo.json and TAG.status.json.
@@ -160,26 +164,42 @@ heaptrace_side() {
     wait "$DPID"
     DPID=
 }
-heaptrace_side main "$DCONFIG"
+for ((rep = 1; rep <= REPS; rep++)); do
+    if ((rep % 2)); then
+        heaptrack_side "main-$rep"
+        heaptrace_side "main-$rep" "$DCONFIG"
+    else
+        heaptrace_side "main-$rep" "$DCONFIG"
+        heaptrack_side "main-$rep"
+    fi
+done
 if [ -n "$LIFE_RING" ]; then
     printf '{"limits": {"life_ring": %s}}\n' "$LIFE_RING" >"$W/life-ring.json"
     heaptrace_side ring "$W/life-ring.json"
 fi
-read -r load_ns query_ns rss_before_kb hwm_kb rss_after_kb <"$W/main.side"
-t0=0 t1=$load_ns t2=$((load_ns + query_ns))
+# "total memory leaked: 4.42K" (heaptrack's own units) and the number of leaked allocations.
+hp_leak=$(grep -m1 'total memory leaked' "$W/print.out" | awk -F': ' '{ print $2 }')
+hp_leaked_blocks=$(grep -m1 'leaked allocations' "$W/interpret.log" | awk '{ print $NF }')
 
 # --- the line ------------------------------------------------------------------------------------
 python3 - "$W" <<PY
 import json, os, sys
 w = sys.argv[1]
-aifo = json.load(open(os.path.join(w, "main.aifo.json")))
-st = json.load(open(os.path.join(w, "main.status.json")))
+import statistics
+reps = $REPS
+aifo = json.load(open(os.path.join(w, "main-1.aifo.json")))
+st = json.load(open(os.path.join(w, "main-1.status.json")))
 mem = st.get("memory", {})
-load_s = ($t1 - $t0) / 1e9
-query_s = ($t2 - $t1) / 1e9
-hp_s = float("$hp_s")
-hp_kb = int("$hp_kb")
-hwm_kb = int("$hwm_kb")
+runs = []
+for r in range(1, reps + 1):
+    l_ns, q_ns, before, hwm, after = map(int, open(os.path.join(w, "main-%d.side" % r)).read().split())
+    hs, hk = open(os.path.join(w, "main-%d.hp" % r)).read().split()
+    runs.append({"heaptrack_print_s": float(hs), "heaptrack_print_max_rss_kb": int(hk),
+                 "load_s": l_ns / 1e9, "aifo_query_s": q_ns / 1e9, "daemon_vmhwm_kb": hwm,
+                 "daemon_rss_before_kb": before, "daemon_rss_after_kb": after})
+med = lambda k: statistics.median(x[k] for x in runs)
+load_s, query_s, hp_s = med("load_s"), med("aifo_query_s"), med("heaptrack_print_s")
+hp_kb, hwm_kb = int(med("heaptrack_print_max_rss_kb")), int(med("daemon_vmhwm_kb"))
 file_b = os.path.getsize(os.path.join(w, "rec.zst"))
 raw_b = os.path.getsize(os.path.join(w, "rec.raw.zst"))
 htevb_b = os.path.getsize(os.path.join(w, "rec.htevb"))
@@ -190,8 +210,8 @@ out = {
     "heaptrack_print_s": hp_s, "heaptrack_print_max_rss_kb": hp_kb,
     "load_s": round(load_s, 3), "aifo_query_s": round(query_s, 3),
     "load_query_s": round(load_s + query_s, 3),
-    "daemon_rss_before_kb": int("$rss_before_kb"), "daemon_vmhwm_kb": hwm_kb,
-    "daemon_rss_after_kb": int("$rss_after_kb"),
+    "daemon_rss_before_kb": int(med("daemon_rss_before_kb")), "daemon_vmhwm_kb": hwm_kb,
+    "daemon_rss_after_kb": int(med("daemon_rss_after_kb")), "reps": reps,
     "heaptrack_file_bytes": file_b, "heaptrack_raw_bytes": raw_b, "htevb_bytes": htevb_b,
     "htevb_bytes_per_event": round(htevb_b / events, 2) if events else None,
     "heaptrack_bytes_per_event": round(file_b / events, 2) if events else None,
@@ -212,6 +232,7 @@ out["pass"] = {
     "rss": out["rss_ratio"] is not None and out["rss_ratio"] <= 1,
     "file": out["file_ratio"] <= 1,
 }
+out["runs"] = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in runs]
 ring = os.path.join(w, "ring.side")
 if os.path.exists(ring):
     l_ns, q_ns, before, hwm, after = map(int, open(ring).read().split())
