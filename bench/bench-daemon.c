@@ -34,6 +34,16 @@
  * machine may be shared: the wall clock counts others' time too). Any query that fails, answers
  * complete:false, or (a window) reaches the session's start fails the run.
  *
+ * Issue 10's targets are printed next to the figures they judge (the JSON
+ * line's "issue10_targets", and a table on stderr): AIFO cold <= 10 ms, each
+ * window cold <= 30 ms, ingest under each query kind (top50 included) >= 0.9
+ * of none, no event lost (each load session's quality.lost, summed over the
+ * rounds), and everything that grows with live allocations <= 64 bytes per
+ * live allocation, from the loaded session's status --json memory by
+ * structure, the rings apart ("memory_per_live_alloc": each ring's records
+ * now and its configured size, cap x record bytes). Missing a target does
+ * not fail the run: it is a figure.
+ *
  * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
  *        [--loads none,top50,aifo,window_5s,window_1s] [--stream-rate EVENTS_PER_S]
  *        [--query-interval-ms N] [--warm-runs N] [--daemon-config FILE]
@@ -443,6 +453,7 @@ struct drun {
     double churn_secs; /* the churn, under the query load */
     double whole_secs; /* from the load request to the load summary */
     long faults;       /* the daemon's minor faults during the churn */
+    double lost;       /* the session's quality.lost (-1: unknown) */
     struct split loop;
 };
 
@@ -498,6 +509,8 @@ static struct drun daemon_round(const char *name, const struct buf *pre, uint64_
     if (queries)
         pthread_join(th, NULL);
     close(fd);
+    /* Issue 10: no event lost by any source because of a query. */
+    r.lost = status_number(name, "quality", "lost");
     if (!keep)
         session_drop(name);
     return r;
@@ -589,11 +602,109 @@ static int loads_parse(const char *text, int *on)
  * on the session; the daemon warmed its cull cache during the load, as it
  * always does), then each repeated warm_runs times, as the client sees them.
  */
+/* The session's memory (status --json "memory"), split as issue 10 counts
+ * it: the rings apart at their configured size, everything else is what
+ * grows with live allocations (and with stacks: the interner is counted
+ * too). */
+enum { RING_HEAP, RING_COMMIT, RING_REALLOC, RING_TIMELINE, NRINGS };
+static const struct ring_kind {
+    const char *name;   /* in status --json "rings" */
+    size_t record_size; /* bytes a record takes in the engine */
+} ring_kinds[NRINGS] = {
+    {"heap_lifetimes", sizeof(struct life_rec)},
+    {"commit_lifetimes", sizeof(struct life_rec)},
+    {"realloc_events", sizeof(struct realloc_rec)},
+    {"timeline", sizeof(struct tl_sample)},
+};
+
+struct mem_split {
+    double by[MEM_KINDS]; /* bytes by structure, -1 unknown */
+    double ring_len[NRINGS], ring_cap[NRINGS];
+    int ok;
+};
+
 struct user_phase {
     struct qtimes t[NLOADS];
     double rss_before, rss_loaded, live;
+    struct mem_split mem;
     int failed;
 };
+
+static void mem_split_read(const char *name, struct mem_split *m)
+{
+    char req[128];
+    static char line[1 << 20];
+    memset(m, 0, sizeof(*m));
+    snprintf(req, sizeof(req),
+             "{\"v\":1,\"id\":4,\"cmd\":\"status\",\"args\":{\"session\":\"%s\"}}\n", name);
+    if (request(sock_path, req, line, sizeof(line)) != 0)
+        return;
+    cJSON *root = cJSON_Parse(line);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(d, "memory"), "by_structure");
+    const cJSON *rings = cJSON_GetObjectItemCaseSensitive(d, "rings");
+    m->ok = cJSON_IsObject(by) && cJSON_IsObject(rings);
+    for (int k = 0; k < MEM_KINDS; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(by, mem_kind_names[k]);
+        m->by[k] = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    }
+    for (int k = 0; k < NRINGS; k++) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(rings, ring_kinds[k].name);
+        const cJSON *len = cJSON_GetObjectItemCaseSensitive(r, "len");
+        const cJSON *cap = cJSON_GetObjectItemCaseSensitive(r, "cap");
+        m->ring_len[k] = cJSON_IsNumber(len) ? len->valuedouble : -1;
+        m->ring_cap[k] = cJSON_IsNumber(cap) ? cap->valuedouble : -1;
+        m->ok &= cJSON_IsNumber(len) && cJSON_IsNumber(cap);
+    }
+    cJSON_Delete(root);
+}
+
+/* Bytes of everything but the rings (MEM_lifetimes holds the lifetime and
+ * realloc rings, MEM_timeline the timeline). */
+static double mem_nonring(const struct mem_split *m)
+{
+    double sum = 0;
+    for (int k = 0; k < MEM_KINDS; k++)
+        if (k != MEM_lifetimes && k != MEM_timeline && m->by[k] > 0)
+            sum += m->by[k];
+    return sum;
+}
+
+/* "memory_per_live_alloc": every structure per live allocation, the total
+ * without the rings (issue 10: at most 64 bytes), and the rings apart: now
+ * and at their configured size. */
+static void mem_split_print(FILE *out, const struct mem_split *m, double live)
+{
+    fprintf(out, ",\"memory_per_live_alloc\":{\"ok\":%s,\"live_allocs\":%.0f",
+            m->ok ? "true" : "false", live);
+    if (!m->ok || live <= 0) {
+        fprintf(out, "}");
+        return;
+    }
+    fprintf(out, ",\"by_structure\":{");
+    for (int k = 0, first = 1; k < MEM_KINDS; k++) {
+        if (k == MEM_lifetimes || k == MEM_timeline || m->by[k] <= 0)
+            continue;
+        fprintf(out, "%s\"%s\":%.1f", first ? "" : ",", mem_kind_names[k], m->by[k] / live);
+        first = 0;
+    }
+    double grows = mem_nonring(m) / live;
+    fprintf(out, "},\"without_rings\":%.1f,\"target\":64,\"pass\":%s,\"rings\":{", grows,
+            grows <= 64 ? "true" : "false");
+    double configured = 0;
+    for (int k = 0; k < NRINGS; k++) {
+        double bytes = m->ring_cap[k] * (double)ring_kinds[k].record_size;
+        configured += bytes;
+        fprintf(
+            out,
+            "%s\"%s\":{\"len\":%.0f,\"cap\":%.0f,\"record_bytes\":%zu,\"configured_bytes\":%.0f}",
+            k ? "," : "", ring_kinds[k].name, m->ring_len[k], m->ring_cap[k],
+            ring_kinds[k].record_size, bytes);
+    }
+    fprintf(out, ",\"configured_bytes\":%.0f,\"bytes_now\":%.0f}}", configured,
+            m->by[MEM_lifetimes] + m->by[MEM_timeline]);
+}
 
 /* One user query: its latency as the client sees it, and the CPU time the
  * daemon's loop thread spent meanwhile (nothing else runs on it then). The
@@ -608,6 +719,75 @@ static int user_query(struct conn *c, int kind, int id, pid_t pid, double *ms, d
     return rc != 0;
 }
 
+/* Issue 10's targets, each next to its figure: in the JSON line
+ * ("issue10_targets") and as a table on stderr. */
+#define TARGET_AIFO_COLD_MS 10.0
+#define TARGET_WINDOW_COLD_MS 30.0
+#define TARGET_LOAD_RATIO 0.9
+#define TARGET_BYTES_PER_LIVE 64.0
+
+struct target_row {
+    char figure[48];
+    double measured;
+    char target[16];
+    int pass;
+};
+
+static void targets_print(const struct user_phase *up, const int *on,
+                          double load_ratio[][MAX_ROUNDS], int rounds, const double *lost,
+                          const int *lost_unknown)
+{
+    struct target_row rows[16];
+    int n = 0;
+    static const int cold_kinds[] = {LOAD_AIFO, LOAD_W5, LOAD_W1};
+    for (unsigned i = 0; i < sizeof(cold_kinds) / sizeof(cold_kinds[0]); i++) {
+        int k = cold_kinds[i];
+        double lim = k == LOAD_AIFO ? TARGET_AIFO_COLD_MS : TARGET_WINDOW_COLD_MS;
+        struct target_row *r = &rows[n++];
+        snprintf(r->figure, sizeof(r->figure), "%s cold ms (1 query)", load_kinds[k].name);
+        r->measured = up->t[k].cold;
+        snprintf(r->target, sizeof(r->target), "<= %.0f", lim);
+        r->pass = up->t[k].cold <= lim;
+    }
+    for (int k = LOAD_TOP50; k < NLOADS; k++) {
+        if (!on[k])
+            continue;
+        double v[MAX_ROUNDS];
+        memcpy(v, load_ratio[k], sizeof(double) * (size_t)rounds);
+        struct target_row *r = &rows[n++];
+        snprintf(r->figure, sizeof(r->figure), "ingest %s / none (median)", load_kinds[k].name);
+        r->measured = median(v, rounds);
+        snprintf(r->target, sizeof(r->target), ">= %.1f", TARGET_LOAD_RATIO);
+        r->pass = r->measured >= TARGET_LOAD_RATIO;
+    }
+    for (int k = 0; k < NLOADS; k++) {
+        if (!on[k])
+            continue;
+        struct target_row *r = &rows[n++];
+        snprintf(r->figure, sizeof(r->figure), "lost under %s (all rounds)", load_kinds[k].name);
+        r->measured = lost[k];
+        snprintf(r->target, sizeof(r->target), "= 0");
+        r->pass = lost[k] == 0 && lost_unknown[k] == 0;
+    }
+    if (up->mem.ok && up->live > 0) {
+        struct target_row *r = &rows[n++];
+        snprintf(r->figure, sizeof(r->figure), "bytes per live alloc, rings apart");
+        r->measured = mem_nonring(&up->mem) / up->live;
+        snprintf(r->target, sizeof(r->target), "<= %.0f", TARGET_BYTES_PER_LIVE);
+        r->pass = r->measured <= TARGET_BYTES_PER_LIVE;
+    }
+    printf(",\"issue10_targets\":[");
+    fprintf(stderr, "%-40s %12s %8s  %s\n", "issue 10 figure", "measured", "target", "");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"figure\":\"%s\",\"measured\":%.3f,\"target\":\"%s\",\"pass\":%s}",
+               i ? "," : "", rows[i].figure, rows[i].measured, rows[i].target,
+               rows[i].pass ? "true" : "false");
+        fprintf(stderr, "%-40s %12.3f %8s  %s\n", rows[i].figure, rows[i].measured, rows[i].target,
+                rows[i].pass ? "ok" : "MISSED");
+    }
+    printf("]");
+}
+
 static void user_queries(const struct buf *pre, uint64_t pre_end, const struct buf *churn,
                          pid_t pid, int warm_runs, struct user_phase *u)
 {
@@ -616,6 +796,7 @@ static void user_queries(const struct buf *pre, uint64_t pre_end, const struct b
     daemon_round("queries", pre, pre_end, churn, LOAD_NONE, pid, 1);
     u->rss_loaded = rss_bytes(pid);
     u->live = status_number("queries", "heap", "outstanding_count");
+    mem_split_read("queries", &u->mem);
     struct conn c;
     int id = 100;
     if (conn_open(&c, sock_path) != 0) {
@@ -742,6 +923,8 @@ int main(int argc, char **argv)
     double eng_rate[MAX_ROUNDS], eng_whole[MAX_ROUNDS], ratio[MAX_ROUNDS], whole_ratio[MAX_ROUNDS];
     static double dmn_rate[NLOADS][MAX_ROUNDS], dmn_whole[NLOADS][MAX_ROUNDS],
         load_ratio[NLOADS][MAX_ROUNDS];
+    double dmn_lost[NLOADS] = {0};
+    int lost_unknown[NLOADS] = {0};
     long eng_faults[MAX_ROUNDS], dmn_faults[MAX_ROUNDS];
     struct split eng_sp[MAX_ROUNDS];
     int under = 0; /* rounds under 0.80 */
@@ -759,6 +942,10 @@ int main(int argc, char **argv)
             dr[run] = daemon_round(name, &bin_pre, pre_end, &bin_churn, run, pid, 0);
             dmn_rate[run][k] = nchurn / dr[run].churn_secs;
             dmn_whole[run][k] = (npre + nchurn) / dr[run].whole_secs;
+            if (dr[run].lost < 0)
+                lost_unknown[run]++;
+            else
+                dmn_lost[run] += dr[run].lost;
         }
         for (int i = 1; i < nruns; i++)
             load_ratio[runs[i]][k] = dr[LOAD_NONE].churn_secs / dr[runs[i]].churn_secs;
@@ -845,10 +1032,13 @@ int main(int argc, char **argv)
            up.rss_before, up.rss_loaded, up.live > 0 ? up.rss_loaded / up.live : -1);
     for (int i = 1; i < nruns; i++) {
         int k = runs[i];
-        printf("%s\"%s\":{\"events_per_s\":%.0f,\"events_per_s_whole_run\":%.0f", i > 1 ? "," : "",
-               load_kinds[k].name, median(dmn_rate[k], rounds), median(dmn_whole[k], rounds));
+        printf("%s\"%s\":{\"events_per_s\":%.0f,\"events_per_s_whole_run\":%.0f,\"lost\":%.0f,"
+               "\"lost_unknown_rounds\":%d,\"target_lost\":0",
+               i > 1 ? "," : "", load_kinds[k].name, median(dmn_rate[k], rounds),
+               median(dmn_whole[k], rounds), dmn_lost[k], lost_unknown[k]);
         if (k != LOAD_NONE) {
             minmax(load_ratio[k], rounds, &rmin, &rmax);
+            printf(",\"target_ratio_to_none\":%.2f", TARGET_LOAD_RATIO);
             printf(",\"ratio_to_none\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f,"
                    "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"query_ms_max\":%.2f,"
                    "\"query_count\":%d,\"query_failed\":%d",
@@ -863,7 +1053,10 @@ int main(int argc, char **argv)
             printf(",");
         qtimes_print(stdout, load_kinds[k].name, &up.t[k]);
     }
-    printf("},\"user_queries_failed\":%d}\n", up.failed);
+    printf("},\"user_queries_failed\":%d", up.failed);
+    mem_split_print(stdout, &up.mem, up.live);
+    targets_print(&up, on, load_ratio, rounds, dmn_lost, lost_unknown);
+    printf("}\n");
     if (query_error[0])
         fprintf(stderr, "ht-bench-daemon: %s\n", query_error);
     free(bin_pre.p);

@@ -17,6 +17,11 @@
 _Static_assert(HT_EV_KIND_COUNT < REC_STR, "ring record kinds collide with event kinds");
 
 #define PUBLISH_EVERY 1024 /* records written before the loop is told */
+/* A ring starts this small and doubles when the producer finds it full, up to
+ * the configured size: a short stream or a quiet source never costs the whole
+ * ring (64 Ki records, 5 MiB with its notes), a fast one gets it after six
+ * doublings. */
+#define RING_START 1024
 
 /* The producer's counters, copied under mu for the loop. */
 struct producer_stats {
@@ -32,9 +37,14 @@ struct evring {
     void (*ready)(void *data);
     void *data;
 
-    /* Records, producer -> loop. Counters only grow; index = counter & mask. */
+    /* Records, producer -> loop. Counters only grow; index = counter & mask.
+     * The producer replaces out, defpos and cap (grow) only while the ring is
+     * empty, so the loop reads none of them (it reads them only for records
+     * below the head it acquired, published after the replacement). */
     struct ht_event *out;
     size_t cap;
+    size_t max_cap;      /* the configured size: cap doubles up to it */
+    int grow_failed;     /* memory refused once: the ring stays as it is */
     _Atomic size_t head; /* written by the producer */
     _Atomic size_t tail; /* written by the loop */
     size_t tail_mine;    /* loop's copy of tail */
@@ -119,14 +129,45 @@ static int has_room(struct evring *r)
     return r->head_mine - atomic_load(&r->tail) < r->cap;
 }
 
-static void wait_room(struct evring *r)
+static int is_empty(struct evring *r)
+{
+    return atomic_load(&r->tail) == r->head_mine;
+}
+
+/* Wait until cond holds (the loop wakes the producer after every drain) or quit. */
+static void wait_until(struct evring *r, int (*cond)(struct evring *))
 {
     uv_mutex_lock(&r->mu);
     atomic_store(&r->sleeping, 1);
-    while (!has_room(r) && !atomic_load(&r->quit))
+    while (!cond(r) && !atomic_load(&r->quit))
         uv_cond_wait(&r->cv, &r->mu);
     atomic_store(&r->sleeping, 0);
     uv_mutex_unlock(&r->mu);
+}
+
+/* Double the ring; producer only, the ring empty (every record drained: the
+ * loop's store of tail came after its last read of the old arrays). The one
+ * note that may be in flight, for the record about to be pushed, moves along. */
+static void grow(struct evring *r)
+{
+    size_t ncap = r->cap * 2;
+    struct ht_event *out = mem_alloc(&r->acct, MEM_decoder_buffers, ncap * sizeof(*out));
+    size_t *defpos = mem_alloc(&r->acct, MEM_decoder_buffers, 2 * ncap * sizeof(*defpos));
+    if (!out || !defpos) {
+        mem_free(&r->acct, MEM_decoder_buffers, out, ncap * sizeof(*out));
+        mem_free(&r->acct, MEM_decoder_buffers, defpos, 2 * ncap * sizeof(*defpos));
+        r->grow_failed = 1;
+        return;
+    }
+    if (r->def_head_mine) {
+        size_t last = r->def_head_mine - 1;
+        defpos[last & (2 * ncap - 1)] = r->defpos[last & (2 * r->cap - 1)];
+    }
+    mem_free(&r->acct, MEM_decoder_buffers, r->out, r->cap * sizeof(*r->out));
+    mem_free(&r->acct, MEM_decoder_buffers, r->defpos, 2 * r->cap * sizeof(*r->defpos));
+    r->out = out;
+    r->defpos = defpos;
+    r->cap = ncap;
 }
 
 /* One record into the ring, waiting for room; -1 (dropped) once told to quit. */
@@ -137,9 +178,15 @@ static int push(struct evring *r, const struct ht_event *ev)
         if (r->head_mine - r->tail_seen >= r->cap) {
             stats_snapshot(r);
             publish(r);
-            wait_room(r);
+            /* Full: grow once the loop drained it all, while it may. */
+            int growing = r->cap < r->max_cap && !r->grow_failed;
+            wait_until(r, growing ? is_empty : has_room);
             if (atomic_load(&r->quit))
                 return -1;
+            if (growing) {
+                grow(r);
+                stats_snapshot(r);
+            }
             r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
         }
     }
@@ -283,7 +330,8 @@ int evring_new(struct evring **out, uv_loop_t *loop, const struct evring_limits 
     r->loop = loop;
     r->ready = ready;
     r->data = data;
-    r->cap = pow2_at_least(lim->ring_events, 1 << 10);
+    r->max_cap = pow2_at_least(lim->ring_events, RING_START);
+    r->cap = RING_START;
     r->sent_strs = r->sent_stacks = 1; /* id 0 is "none" in both tables */
     r->identity = 1;
     int rc = UV_ENOMEM;

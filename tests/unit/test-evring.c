@@ -17,6 +17,12 @@
 #define SMALL_INPUT (1u << 16)
 #define SMALL_RING 1024u
 
+/* The ring's configured size for the next open, and whether the loop drains
+ * slowly (64 records, then a pause), so that a fast decoder fills the ring
+ * every time and makes it grow up to that size. */
+static uint32_t ring_events = SMALL_RING;
+static int slow_loop;
+
 struct run {
     struct engine e;
     struct source *f;
@@ -48,7 +54,8 @@ static void ready_fn(void *arg)
 {
     struct run *r = arg;
     while (r->f->ops->drain(r->f, 64) > 0)
-        ;
+        if (slow_loop)
+            usleep(200);
 }
 
 static void ended_fn(void *arg, const char *reason)
@@ -67,8 +74,8 @@ static int open_small(struct run *r, uv_loop_t *loop, uint32_t max_stacks, uint3
     p.max_strings = max_strings;
     struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn};
     char err[256];
-    int rc =
-        replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, SMALL_RING, err, sizeof(err));
+    int rc = replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, ring_events, err,
+                                      sizeof(err));
     if (rc == 0 && (rc = r->f->ops->start(r->f, err, sizeof(err))) != 0)
         r->f->ops->close(r->f);
     return rc;
@@ -267,7 +274,11 @@ static void test_many_definitions(void)
     static char want[1 << 16], got[1 << 16];
     query_text(&ref, want, sizeof(want));
     struct run r;
-    for (int prefill = 0; prefill < 2; prefill++) {
+    /* Also with a ring that grows while definitions are in flight (1 Ki to 8 Ki). */
+    for (int form = 0; form < 4; form++) {
+        int prefill = form & 1;
+        ring_events = form >> 1 ? 8 * SMALL_RING : SMALL_RING;
+        slow_loop = form >> 1;
         run_feed(&r, bin, bin_len, prefill);
         query_text(&r.e, got, sizeof(got));
         CHECK_STR(got, want);
@@ -279,9 +290,90 @@ static void test_many_definitions(void)
         CHECK_EQ(r.batches_over_budget, 0);
         engine_close(&r.e);
     }
+    ring_events = SMALL_RING;
+    slow_loop = 0;
     replay_close(&rp);
     engine_close(&ref);
     engine_close(&src);
+}
+
+/* The producer's buffers: the source's input ring and the event ring with its notes. */
+static uint64_t buffer_bytes(struct source *f)
+{
+    struct source_stats st;
+    memset(&st, 0, sizeof(st));
+    f->ops->stats(f, &st);
+    return st.mem[MEM_decoder_buffers];
+}
+
+static uint64_t ring_bytes(uint64_t records)
+{
+    return records * (sizeof(struct ht_event) + 2 * sizeof(size_t));
+}
+
+/* The ring starts at 1 Ki records whatever its configured size, stays there
+ * for a short stream, and doubles when the decoder finds it full, up to the
+ * configured size and no further; the events all arrive, in order. */
+static void test_ring_grows_on_demand(void)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    struct engine src;
+    engine_init(&src, &lim);
+    uint64_t fr[2] = {0x10, 0x20};
+    uint32_t stack = stack_intern_get(&src.si, fr, 2);
+    /* Both in binary: the text parser's stack cache is a decoder buffer too. */
+    struct htevb_writer w;
+    bin_len = 0;
+    htevb_writer_init(&w, &src.si, bin_out, NULL);
+    struct ht_event one = {.t = 1, .kind = HT_EV_ALLOC, .addr = 0x10, .size = 8, .stack = stack};
+    htevb_write_event(&w, &one);
+    htevb_writer_close(&w);
+    char tiny[256];
+    size_t tiny_len = bin_len;
+    CHECK(tiny_len < sizeof(tiny));
+    memcpy(tiny, bin, tiny_len);
+    bin_len = 0;
+    htevb_writer_init(&w, &src.si, bin_out, NULL);
+    for (uint64_t i = 0; i < 7000; i++) {
+        struct ht_event ev = {
+            .t = i, .kind = HT_EV_ALLOC, .addr = 0x1000 + 16 * i, .size = 8, .stack = stack};
+        htevb_write_event(&w, &ev);
+    }
+    htevb_writer_close(&w);
+    engine_close(&src);
+    CHECK(bin_len < SMALL_INPUT);
+    uint64_t after[2];
+    for (int big = 0; big < 2; big++) {
+        ring_events = 4 * SMALL_RING;
+        slow_loop = 1;
+        struct run r;
+        memset(&r, 0, sizeof(r));
+        engine_init(&r.e, &lim);
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        CHECK(open_small(&r, &loop, 1u << 20, 1u << 20) == 0);
+        const char *data = big ? bin : tiny;
+        size_t len = big ? bin_len : tiny_len;
+        CHECK_EQ(r.f->ops->write(r.f, data, len), len);
+        r.f->ops->close_input(r.f);
+        while (!r.finished)
+            uv_run(&loop, UV_RUN_ONCE);
+        after[big] = buffer_bytes(r.f);
+        r.f->ops->close(r.f);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        CHECK(uv_loop_close(&loop) == 0);
+        CHECK_EQ(r.applied, big ? 7000 : 1);
+        CHECK_EQ(r.e.table.count, big ? 7000 : 1);
+        CHECK_EQ(r.e.heap_bytes, big ? 7000 * 8 : 8);
+        engine_close(&r.e);
+    }
+    /* The decoder's other buffers (its parser's cache, id maps) are the same
+     * for both streams: the difference is the ring's. 7000 events fill 1 Ki,
+     * 2 Ki, then 4 Ki records (the configured size, no more); one event none. */
+    CHECK_EQ(after[1] - after[0], ring_bytes(4 * SMALL_RING) - ring_bytes(SMALL_RING));
+    ring_events = SMALL_RING;
+    slow_loop = 0;
 }
 
 /* Counts and the first malformed lines come back through the source's stats. */
@@ -359,4 +451,5 @@ static void test_free_mid_stream(void)
     CHECK_EQ(r.applied, 0);
 }
 
-HT_TEST_MAIN(T(same_as_replay), T(many_definitions), T(stats_and_errors), T(free_mid_stream))
+HT_TEST_MAIN(T(same_as_replay), T(many_definitions), T(stats_and_errors), T(free_mid_stream),
+             T(ring_grows_on_demand))
