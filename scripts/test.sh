@@ -33,8 +33,9 @@ run_suite build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 run_suite build-asan "" -DCMAKE_BUILD_TYPE=Debug -DHEAPTRACE_SANITIZE=ON -DHEAPTRACE_BENCH=OFF
-# ThreadSanitizer on what runs threads: the event ring and the daemon end to end.
+# ThreadSanitizer on what runs threads: the event ring, engine views read on
+# another thread, and the daemon end to end.
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66
-run_suite build-tsan "test-evring|test-source|test-session|test-mem|test-bpf|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
+run_suite build-tsan "test-evring|test-source|test-session|test-view|test-mem|test-bpf|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
     -DHEAPTRACE_BENCH=OFF
 echo "== all suites passed"
