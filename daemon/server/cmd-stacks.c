@@ -32,7 +32,7 @@ static int rows_item(struct reply_src *r, struct ht_sbuf *out, char *err, size_t
     int rc = 0;
     while (rc == 0 && x->next < x->res.nrows) {
         uint32_t i = x->next++;
-        cJSON *o = query_row_json(s, &x->q, &x->res, &x->res.rows[i]);
+        cJSON *o = query_row_json(&s->eng.si, &x->q, &x->res, &x->res.rows[i]);
         rc = reply_item_add(o, x->fmt, x->fmt_arg, i + 1, out);
         cJSON_Delete(o);
     }

@@ -61,7 +61,7 @@ static void top_done(struct qjob *j)
     if (last)
         client_unsubscribe(c);
     int caught_up = client_unread(c) == 0;
-    if (client_send(c, ht_reply_ok(id, d, !last)) != 0 || last || !caught_up)
+    if (client_send(c, qjob_reply_line(j, 0, id, d, !last)) != 0 || last || !caught_up)
         return;
     /* A client that had read everything gets its time to read this frame
      * from now, not from the tick that asked for it: building a big frame
@@ -108,6 +108,7 @@ static void top_tick_cb(uv_timer_t *t)
     }
     j->arg = f;
     j->release = ht_free;
+    j->render = QJOB_ROWS_TEXT; /* 1000 rows of deep stacks: made off the loop */
     j->opened = top_opened;
     j->done = top_done;
     j->for_client = 1;

@@ -259,15 +259,14 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
     return 0;
 }
 
-static cJSON *frames_json(struct session *s, uint32_t stack, unsigned skip)
+static cJSON *frames_json(const struct stack_intern *si, uint32_t stack, unsigned skip)
 {
     cJSON *arr = cJSON_CreateArray();
     unsigned d;
-    const uint64_t *f = stack_intern_frames(&s->eng.si, stack, &d);
+    const uint64_t *f = stack_intern_frames(si, stack, &d);
     char buf[FRAME_TEXT_MAX];
     for (unsigned k = skip; k < d; k++)
-        cJSON_AddItemToArray(arr,
-                             cJSON_CreateString(frame_text(&s->eng.si, f[k], buf, sizeof(buf))));
+        cJSON_AddItemToArray(arr, cJSON_CreateString(frame_text(si, f[k], buf, sizeof(buf))));
     return arr;
 }
 
@@ -334,8 +333,8 @@ cJSON *quality_json(struct session *s)
     return o;
 }
 
-cJSON *query_row_json(struct session *s, const struct query *q, const struct query_result *res,
-                      const struct query_row *r)
+cJSON *query_row_json(const struct stack_intern *si, const struct query *q,
+                      const struct query_result *res, const struct query_row *r)
 {
     char buf[FRAME_TEXT_MAX];
     cJSON *o = cJSON_CreateObject();
@@ -345,11 +344,11 @@ cJSON *query_row_json(struct session *s, const struct query *q, const struct que
             cJSON_AddNumberToObject(o, "free_time", (double)r->f);
         else
             cJSON_AddNullToObject(o, "free_time");
-        cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
+        cJSON_AddItemToObject(o, "frames", frames_json(si, r->stack, r->skip));
     } else {
         switch (q->by) {
         case HT_BY_FRAME:
-            cJSON_AddStringToObject(o, "frame", frame_text(&s->eng.si, r->key, buf, sizeof(buf)));
+            cJSON_AddStringToObject(o, "frame", frame_text(si, r->key, buf, sizeof(buf)));
             break;
         case HT_BY_IMAGE: {
             const char *m = query_result_image(res, r->key);
@@ -363,12 +362,27 @@ cJSON *query_row_json(struct session *s, const struct query *q, const struct que
             cJSON_AddStringToObject(o, "type", ht_type_names[r->key]);
             break;
         default:
-            cJSON_AddItemToObject(o, "frames", frames_json(s, r->stack, r->skip));
+            cJSON_AddItemToObject(o, "frames", frames_json(si, r->stack, r->skip));
             break;
         }
     }
     figures_json(o, r);
     return o;
+}
+
+cJSON *query_rows_json(const struct stack_intern *si, const struct query *q,
+                       const struct query_result *res)
+{
+    cJSON *rows = cJSON_CreateArray();
+    for (uint32_t i = 0; rows && i < res->nrows; i++) {
+        cJSON *o = query_row_json(si, q, res, &res->rows[i]);
+        if (!o || !cJSON_AddItemToArray(rows, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(rows);
+            return NULL;
+        }
+    }
+    return rows;
 }
 
 cJSON *query_result_json(struct session *s, const struct query *q, const struct query_result *res)
@@ -392,7 +406,7 @@ cJSON *query_result_json(struct session *s, const struct query *q, const struct 
     cJSON_AddNumberToObject(d, "groups", (double)res->ngroups);
     cJSON *rows = cJSON_AddArrayToObject(d, "rows");
     for (uint32_t i = 0; i < res->nrows; i++)
-        cJSON_AddItemToArray(rows, query_row_json(s, q, res, &res->rows[i]));
+        cJSON_AddItemToArray(rows, query_row_json(&s->eng.si, q, res, &res->rows[i]));
     cJSON *total = cJSON_AddObjectToObject(d, "total");
     figures_json(total, &res->total);
     cJSON_AddItemToObject(d, "quality", quality_json(s));

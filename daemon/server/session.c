@@ -658,7 +658,16 @@ struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const 
 
 cJSON *session_top_result(struct qjob *j, unsigned i)
 {
-    return query_result_json(j->s, &j->qa[i]->q, &j->res[i]);
+    if (j->render == QJOB_ROWS_LOOP)
+        return query_result_json(j->s, &j->qa[i]->q, &j->res[i]);
+    struct query_result head = j->res[i];
+    head.nrows = 0; /* the rows were made on the worker */
+    cJSON *d = query_result_json(j->s, &j->qa[i]->q, &head);
+    if (d && qjob_rows_into(j, i, d) != 0) {
+        cJSON_Delete(d);
+        return NULL;
+    }
+    return d;
 }
 
 /* Bytes a cJSON tree holds, estimated from its nodes and strings (the
@@ -733,6 +742,7 @@ static void snapshot_query(struct session *s, struct snapshot *sn)
         return;
     }
     j->urgent = 1;
+    j->render = QJOB_ROWS_TREE;
     j->arg = (void *)(uintptr_t)sn->seq;
     j->done = snapshot_done;
     s->snap_pending++;
