@@ -11,6 +11,17 @@
  * decompresses into one of ZSTD_DStreamOutSize() and refuses any frame whose
  * header asks for a window over 2^HTEVZ_WINDOW_LOG_MAX bytes (the zstd
  * command line's -19 uses 2^23: files it made load too).
+ *
+ * A frame's stream reaches the parser only once the frame is complete and
+ * its checksum (when it has one) matched: the reader holds up to
+ * HTEVZ_HOLD_MAX bytes of it meanwhile. A corrupted or cut frame then adds
+ * no event at all (before, zstd's blocks of 128 KiB were passed on as they
+ * decoded and a frame failing its checksum had already been applied). A
+ * frame bigger than the hold (another tool's: the zstd command line makes
+ * one frame of a whole file) is passed on as it decodes, like a plain
+ * stream: if it fails, what came before stays and the error says how much.
+ * The hold grows with the frames it sees (64 KiB, doubling) and is charged
+ * with the rest of the reader; short of memory or budget, frames stream.
  * Only this file and htevz.c see zstd.h: the dependency stays in the replay
  * source.
  */
@@ -34,6 +45,9 @@ struct mem_acct;
 #define HTEVZ_STAGE (64u << 10)      /* writer: bytes gathered before each compress call */
 #define HTEVZ_LEVEL_DEFAULT 9        /* files (ht-convert) */
 #define HTEVZ_LEVEL_FAST 3           /* live recordings */
+/* reader: stream bytes of a frame held until its checksum is read (the
+ * writer's frame: every frame it makes is checked before use) */
+#define HTEVZ_HOLD_MAX HTEVZ_FRAME_BYTES
 
 struct htevz_writer {
     void *cctx; /* ZSTD_CCtx */
@@ -65,6 +79,11 @@ struct htevz_reader {
     uint64_t charged;
     unsigned char *obuf;
     size_t obuf_cap;
+    unsigned char *hold; /* the open frame's stream, until its checksum */
+    size_t hold_len, hold_cap;
+    int streaming;          /* the open frame outgrew the hold: passed on as it decodes */
+    uint64_t frame_out;     /* stream bytes of the open frame so far */
+    uint64_t frames_streamed; /* frames over the hold (not checked before use) */
     int in_frame;  /* the last frame is not complete yet */
     int broken;    /* after an error nothing more is read */
     int too_large; /* a frame asked for a window over the limit */
@@ -81,7 +100,7 @@ void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htev
                 void *arg);
 /* End of input: -1 (err set) if it ended inside a frame. */
 int htevz_finish(struct htevz_reader *r);
-/* Bytes the reader holds now (its zstd context and output buffer). */
+/* Bytes the reader holds now (its zstd context, output buffer and hold). */
 size_t htevz_reader_mem(const struct htevz_reader *r);
 
 #endif
