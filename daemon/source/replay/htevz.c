@@ -223,6 +223,8 @@ void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htev
 {
     ZSTD_inBuffer in = {buf, n, 0};
     while (!r->broken) {
+        if (r->cancel && atomic_load_explicit(r->cancel, memory_order_relaxed))
+            return;
         size_t in_before = in.pos;
         ZSTD_outBuffer o = {r->obuf, r->obuf_cap, 0};
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &in);

@@ -30,6 +30,7 @@
 
 #include "htevb.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +86,10 @@ struct htevz_reader {
     uint64_t frame_out;     /* stream bytes of the open frame so far */
     uint64_t frames_streamed; /* frames over the hold (not checked before use) */
     int in_frame;  /* the last frame is not complete yet */
+    /* Set (by another thread) to stop a feed between two output buffers: a
+     * few KiB of input can decode to GiBs (a bomb of empty lines: 1 GiB
+     * from 33 KB took 15 s in one feed). May be NULL. */
+    const _Atomic int *cancel;
     int broken;    /* after an error nothing more is read */
     int too_large; /* a frame asked for a window over the limit */
     uint64_t frames, bytes_out;
@@ -95,7 +100,9 @@ struct htevz_reader {
 int htevz_reader_init(struct htevz_reader *r, struct mem_acct *acct);
 void htevz_reader_close(struct htevz_reader *r);
 /* Decompress n bytes (frames may span feeds); the stream comes out through fn
- * in pieces of at most obuf_cap bytes. An error sets broken and err. */
+ * in pieces of at most HTEVZ_HOLD_MAX bytes. An error sets broken and err.
+ * Returns early, the input not all taken, once *cancel is set: the reader is
+ * then only fit to be closed. */
 void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htevz_plain_fn fn,
                 void *arg);
 /* End of input: -1 (err set) if it ended inside a frame. */
