@@ -964,8 +964,53 @@ static void test_compressed_frame_checked(void)
     free(t.packed.p);
 }
 
+/* Under a budget that leaves no room for the whole hold, frames stream (as
+ * bigger frames do): every event comes in and the refusal is counted nowhere
+ * (a session's budget_drops reads over_budget; without the hold nothing is
+ * lost). Before, the refused hold counted a budget drop for a load that lost
+ * nothing (seen: a 1 MB .htevb under a 16 MiB session budget). */
+static void test_compressed_hold_over_budget(void)
+{
+    struct tee t;
+    build_stream(&t, 100000, HTEVZ_FRAME_BYTES, 3);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    size_t reader_mem = 0;
+    {
+        struct htevz_reader z;
+        CHECK(htevz_reader_init(&z, NULL) == 0);
+        reader_mem = htevz_reader_mem(&z);
+        htevz_reader_close(&z);
+    }
+    struct mem_budget b;
+    /* The reader's context with a 1 MiB window (about 1.6 MiB once it saw a
+     * frame), the interner's first chunks, not 1 MiB more. */
+    mem_budget_init(&b, NULL, reader_mem + (5u << 19));
+    struct mem_acct a;
+    mem_acct_init(&a, &b);
+    struct stack_intern si;
+    CHECK(stack_intern_init_acct(&si, 1u << 16, 1u << 16, 1024, &a, MEM_decoder_stacks,
+                                 MEM_decoder_strings) == 0);
+    struct decoded d;
+    memset(&d, 0, sizeof(d));
+    d.h = 0xcbf29ce484222325ULL;
+    struct replay r;
+    replay_init(&r, &si, digest_ev, &d);
+    replay_feed(&r, (const char *)t.packed.p, t.packed.n);
+    replay_finish(&r);
+    CHECK_EQ(r.events, ref.events);
+    CHECK_EQ(r.malformed, 0);
+    CHECK(r.z.frames_streamed > 0); /* the hold did not fit: the case under test */
+    CHECK_EQ(a.over_budget[MEM_decoder_buffers], 0);
+    CHECK_EQ(r.z.charged, htevz_reader_mem(&r.z)); /* the hold it has is charged */
+    replay_close(&r);
+    stack_intern_close(&si);
+    mem_acct_close(&a);
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
              T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
              T(module_events), T(frame_resolver), T(compressed_roundtrip), T(compressed_big),
              T(compressed_same_engine), T(compressed_malformed),
-             T(compressed_frame_checked))
+             T(compressed_frame_checked), T(compressed_hold_over_budget))

@@ -185,7 +185,10 @@ static int hold_room(struct htevz_reader *r, size_t n)
         cap *= 2;
     if (cap > HTEVZ_HOLD_MAX)
         cap = HTEVZ_HOLD_MAX;
-    if (mem_acct_charge(r->acct, MEM_decoder_buffers, cap - r->hold_cap) != 0)
+    /* Not counted when refused: the frame streams, nothing is lost (a
+     * refusal counted as a budget drop said a load lost data that had all
+     * its events). */
+    if (mem_acct_charge_optional(r->acct, MEM_decoder_buffers, cap - r->hold_cap) != 0)
         return -1;
     unsigned char *nb = ht_realloc(r->hold, cap);
     if (!nb) {

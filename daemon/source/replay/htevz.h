@@ -21,7 +21,8 @@
  * one frame of a whole file) is passed on as it decodes, like a plain
  * stream: if it fails, what came before stays and the error says how much.
  * The hold grows with the frames it sees (64 KiB, doubling) and is charged
- * with the rest of the reader; short of memory or budget, frames stream.
+ * with the rest of the reader; short of memory or budget, frames stream (a
+ * refusal is counted nowhere: no data is lost).
  * Only this file and htevz.c see zstd.h: the dependency stays in the replay
  * source.
  */
