@@ -924,8 +924,8 @@ static void test_compressed_frame_checked(void)
         for (int i = 0; i < 5000; i++) {
             char line[96];
             int n = snprintf(line, sizeof(line),
-                             "{\"t\":%d,\"ev\":\"alloc\",\"addr\":\"0x%llx\",\"size\":8}\n",
-                             i + 1, (unsigned long long)(rng_next(&sd) >> 8));
+                             "{\"t\":%d,\"ev\":\"alloc\",\"addr\":\"0x%llx\",\"size\":8}\n", i + 1,
+                             (unsigned long long)(rng_next(&sd) >> 8));
             zbuf_out(&txt, line, (size_t)n);
         }
         CHECK(txt.n > (256u << 10) && txt.n < F);
@@ -1012,5 +1012,5 @@ static void test_compressed_hold_over_budget(void)
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
              T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
              T(module_events), T(frame_resolver), T(compressed_roundtrip), T(compressed_big),
-             T(compressed_same_engine), T(compressed_malformed),
-             T(compressed_frame_checked), T(compressed_hold_over_budget))
+             T(compressed_same_engine), T(compressed_malformed), T(compressed_frame_checked),
+             T(compressed_hold_over_budget))

@@ -83,10 +83,10 @@ struct htevz_reader {
     size_t obuf_cap;
     unsigned char *hold; /* the open frame's stream, until its checksum */
     size_t hold_len, hold_cap;
-    int streaming;          /* the open frame outgrew the hold: passed on as it decodes */
-    uint64_t frame_out;     /* stream bytes of the open frame so far */
+    int streaming;            /* the open frame outgrew the hold: passed on as it decodes */
+    uint64_t frame_out;       /* stream bytes of the open frame so far */
     uint64_t frames_streamed; /* frames over the hold (not checked before use) */
-    int in_frame;  /* the last frame is not complete yet */
+    int in_frame;             /* the last frame is not complete yet */
     /* Set (by another thread) to stop a feed between two output buffers: a
      * few KiB of input can decode to GiBs (a bomb of empty lines: 1 GiB
      * from 33 KB took 15 s in one feed). May be NULL. */
