@@ -119,6 +119,15 @@ static const struct htevb2_ring *ref_ring(const struct htevb2 *s, unsigned kind,
     return new_addr && (kind == HT_EV_ALLOC || kind == HT_EV_REALLOC) ? &s->frees : &s->allocs;
 }
 
+/* A literal addr is a delta from the previous one of its kind; for an
+ * allocation from the end of the previous block, where a fresh one goes. */
+static uint64_t addr_base(const struct htevb2 *s, unsigned kind)
+{
+    if (kind == HT_EV_ALLOC || kind == HT_EV_REALLOC)
+        return s->addr[kind] + s->size[kind];
+    return s->addr[kind];
+}
+
 static uint64_t addr_hash(uint64_t addr)
 {
     return (addr * 0x9E3779B97F4A7C15ull) >> 40;
@@ -155,7 +164,7 @@ static uint64_t predict_size(const struct htevb2 *s, unsigned kind, uint32_t sta
 
 /* An address field: a delta from last, or with its ref bit a ring entry. */
 static int get_addr(const struct htevb2_ring *ring, const unsigned char **q, const unsigned char *end,
-                    int present, int ref, uint64_t last, uint64_t *out,
+                    int present, int ref, uint64_t last, uint64_t base, uint64_t *out,
                     const struct htevb2_entry **e)
 {
     *e = NULL;
@@ -168,7 +177,7 @@ static int get_addr(const struct htevb2_ring *ring, const unsigned char **q, con
     if (rc <= 0)
         return rc;
     if (!ref) {
-        *out = last + unzigzag(v);
+        *out = base + unzigzag(v);
         return 1;
     }
     if (!(*e = ring_ref(ring, v)))
@@ -227,9 +236,9 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
     /* Each step returns 0 (incomplete) or an error before anything is kept. */
     if ((rc = get_opt(&q, end, b0 & B0_T, 0, &dt)) <= 0 ||
         (rc = get_addr(ref_ring(s, k, 1), &q, end, b0 & B0_ADDR, b0 & B0_REF, s->addr[k],
-                       &ev->addr, &e)) <= 0 ||
+                       addr_base(s, k), &ev->addr, &e)) <= 0 ||
         (rc = get_addr(ref_ring(s, k, 0), &q, end, b1 & B1_OLD, b1 & B1_OREF, s->old[k],
-                       &ev->old_addr, &oe)) <= 0 ||
+                       s->old[k], &ev->old_addr, &oe)) <= 0 ||
         (rc = get_opt(&q, end, b1 & B1_HEAP, s->heap[k], &ev->heap)) <= 0)
         return rc;
     /* The size's prediction needs the stack, which comes after it. */
@@ -288,13 +297,13 @@ static uint64_t find_ref(const struct htevb2_ring *r, uint64_t addr)
 }
 
 /* An address field: its bits (present, ref) and its varint. */
-static unsigned addr_field(const struct htevb2_ring *r, uint64_t addr, uint64_t last, int try_ref,
-                           uint64_t *v, const struct htevb2_entry **e)
+static unsigned addr_field(const struct htevb2_ring *r, uint64_t addr, uint64_t last,
+                           uint64_t base, int try_ref, uint64_t *v, const struct htevb2_entry **e)
 {
     *e = NULL;
     if (addr == last)
         return 0;
-    *v = zigzag(addr - last);
+    *v = zigzag(addr - base);
     if (try_ref && r->hash) {
         uint64_t ref = find_ref(r, addr);
         if (ref != UINT64_MAX && varint_len(ref) <= varint_len(*v)) {
@@ -316,9 +325,10 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
     uint64_t av = 0, ov = 0;
     const struct htevb2_entry *e, *oe;
     int heap_kind = k == HT_EV_ALLOC || k == HT_EV_REALLOC || k == HT_EV_FREE;
-    unsigned a = addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], heap_kind, &av, &e);
-    unsigned o = addr_field(ref_ring(s, k, 0), ev.old_addr, s->old[k], k == HT_EV_REALLOC, &ov,
-                            &oe);
+    unsigned a =
+        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k), heap_kind, &av, &e);
+    unsigned o = addr_field(ref_ring(s, k, 0), ev.old_addr, s->old[k], s->old[k],
+                            k == HT_EV_REALLOC, &ov, &oe);
     unsigned b0 = 0x80 | k | (ev.t != s->t ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) |
                   (a & 2 ? B0_REF : 0);
     unsigned b1 = (o & 1 ? B1_OLD : 0) | (o & 2 ? B1_OREF : 0) |
