@@ -421,6 +421,18 @@ static void broken(struct htevb_reader *r, const char *why)
              (unsigned long long)r->records);
 }
 
+/* The record gathered in carry cannot be framed. */
+static void bad_carry(struct htevb_reader *r)
+{
+    if (r->version == 2 && (r->carry[0] & 0x80)) {
+        /* The only way an event record's size goes bad. */
+        r->v2_errors[-HTEVB2_EVARINT]++;
+        broken(r, htevb2_strerror(HTEVB2_EVARINT));
+    } else {
+        broken(r, "bad record");
+    }
+}
+
 void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htevb_event_fn fn,
                 htevb_process_fn pfn, void *arg)
 {
@@ -435,7 +447,7 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             if (r->magic_seen) {
                 long sz = record_size(r, r->carry, r->carry_len);
                 if (sz < 0) {
-                    broken(r, "bad record");
+                    bad_carry(r);
                     return;
                 }
                 size_t h = header_len(r, r->carry[0]);
@@ -472,6 +484,10 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
                 continue;
             }
             long sz = record_size(r, r->carry, r->carry_len);
+            if (sz < 0) {
+                bad_carry(r);
+                return;
+            }
             if (sz == 0 || (size_t)sz > r->carry_len)
                 continue; /* header read: now the whole record */
             int rc = apply_record(r, r->carry, r->carry_len, fn, pfn, arg);
