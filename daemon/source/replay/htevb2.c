@@ -119,13 +119,22 @@ static const struct htevb2_ring *ref_ring(const struct htevb2 *s, unsigned kind,
     return new_addr && (kind == HT_EV_ALLOC || kind == HT_EV_REALLOC) ? &s->frees : &s->allocs;
 }
 
-/* A literal addr is a delta from the previous one of its kind; for an
- * allocation from the end of the previous block, where a fresh one goes. */
-static uint64_t addr_base(const struct htevb2 *s, unsigned kind)
+/* A literal addr is a delta from the previous one of its kind; for an alloc
+ * from where the next fresh block goes by the better guess for the previous
+ * alloc: the end of the previous block, or the previous step again; for a
+ * realloc from its old_addr (it grows in place). */
+static uint64_t addr_base(const struct htevb2 *s, unsigned kind, uint64_t old_addr)
 {
-    if (kind == HT_EV_ALLOC || kind == HT_EV_REALLOC)
-        return s->addr[kind] + s->size[kind];
+    if (kind == HT_EV_ALLOC)
+        return s->addr[kind] + (s->use_stride ? s->stride : s->size[kind]);
+    if (kind == HT_EV_REALLOC)
+        return old_addr;
     return s->addr[kind];
+}
+
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : b - a;
 }
 
 static uint64_t addr_hash(uint64_t addr)
@@ -199,7 +208,13 @@ static int get_opt(const unsigned char **q, const unsigned char *end, int presen
 static void commit(struct htevb2 *s, const struct ht_event *ev)
 {
     unsigned k = ev->kind;
+    s->dt = ev->t - s->t;
     s->t = ev->t;
+    if (k == HT_EV_ALLOC) {
+        uint64_t end = s->addr[k] + s->size[k], step = s->addr[k] + s->stride;
+        s->use_stride = distance(ev->addr, step) < distance(ev->addr, end);
+        s->stride = ev->addr - s->addr[k];
+    }
     s->addr[k] = ev->addr;
     s->old[k] = ev->old_addr;
     s->heap[k] = ev->heap;
@@ -234,11 +249,11 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
     ev->kind = (uint8_t)k;
     int rc;
     /* Each step returns 0 (incomplete) or an error before anything is kept. */
-    if ((rc = get_opt(&q, end, b0 & B0_T, 0, &dt)) <= 0 ||
-        (rc = get_addr(ref_ring(s, k, 1), &q, end, b0 & B0_ADDR, b0 & B0_REF, s->addr[k],
-                       addr_base(s, k), &ev->addr, &e)) <= 0 ||
+    if ((rc = get_opt(&q, end, b0 & B0_T, s->dt, &dt)) <= 0 ||
         (rc = get_addr(ref_ring(s, k, 0), &q, end, b1 & B1_OLD, b1 & B1_OREF, s->old[k],
                        s->old[k], &ev->old_addr, &oe)) <= 0 ||
+        (rc = get_addr(ref_ring(s, k, 1), &q, end, b0 & B0_ADDR, b0 & B0_REF, s->addr[k],
+                       addr_base(s, k, ev->old_addr), &ev->addr, &e)) <= 0 ||
         (rc = get_opt(&q, end, b1 & B1_HEAP, s->heap[k], &ev->heap)) <= 0)
         return rc;
     /* The size's prediction needs the stack, which comes after it. */
@@ -326,10 +341,11 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
     const struct htevb2_entry *e, *oe;
     int heap_kind = k == HT_EV_ALLOC || k == HT_EV_REALLOC || k == HT_EV_FREE;
     unsigned a =
-        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k), heap_kind, &av, &e);
+        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k, ev.old_addr), heap_kind,
+                   &av, &e);
     unsigned o = addr_field(ref_ring(s, k, 0), ev.old_addr, s->old[k], s->old[k],
                             k == HT_EV_REALLOC, &ov, &oe);
-    unsigned b0 = 0x80 | k | (ev.t != s->t ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) |
+    unsigned b0 = 0x80 | k | (ev.t - s->t != s->dt ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) |
                   (a & 2 ? B0_REF : 0);
     unsigned b1 = (o & 1 ? B1_OLD : 0) | (o & 2 ? B1_OREF : 0) |
                   (ev.heap != s->heap[k] ? B1_HEAP : 0) |
@@ -342,10 +358,10 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
     *p++ = (unsigned char)b1;
     if (b0 & B0_T)
         p = put_varint(p, ev.t - s->t);
-    if (b0 & B0_ADDR)
-        p = put_varint(p, av);
     if (b1 & B1_OLD)
         p = put_varint(p, ov);
+    if (b0 & B0_ADDR)
+        p = put_varint(p, av);
     if (b1 & B1_HEAP)
         p = put_varint(p, ev.heap);
     if (b1 & B1_SIZE)

@@ -4,15 +4,18 @@
  *   b0 = 0x80 | kind (1..13) | 0x10 dt | 0x20 addr | 0x40 addr is a ref
  *   b1 = 0x01 old_addr | 0x02 old_addr is a ref | 0x04 heap | 0x08 size |
  *        0x10 old_size | 0x20 stack | 0x40 tid | 0x80 truncated stack
- * then in this order, each only when its bit is set: dt, addr, old_addr, heap,
+ * then in this order, each only when its bit is set: dt, old_addr, addr, heap,
  * size, old_size, stack, tid (LEB128, at most 10 bytes, no bit past 2^64).
  * A field whose bit is clear takes its predicted value:
- *   dt 0; addr / old_addr / heap / stack: that of the previous event of the
+ *   dt: the previous event's step; addr / old_addr / heap / stack: that of the previous event of the
  *   same kind; size: the last size seen with the same stack id when the size
  *   cache holds it, else the previous size of the same kind; old_size: the
  *   size of the allocation its old_addr ref names, else the previous one of the
  *   same kind; tid: the previous event's (any kind). All start at 0.
- * An explicit addr / old_addr is a zigzag delta from the prediction, or with
+ * An explicit addr / old_addr is a zigzag delta from its base (the previous
+ * one of its kind, but a realloc's addr from its old_addr and an alloc's from
+ * where the next fresh block goes: the previous block's end, or the previous
+ * step again if that guessed the previous alloc better), or with
  * its ref bit a distance into a ring of recent addresses: 0 names the latest
  * entry, HTEVB2_RING - 1 the oldest one a ring keeps. The addr of an alloc or
  * realloc refers to the free ring (allocators hand out what was just freed),
@@ -22,7 +25,7 @@
  * A ref past what its ring holds, a ref bit without its field, a bad kind, a
  * varint over 64 bits, a stack or tid over 32 bits are errors.
  * Writer and reader keep the same state (a few KiB of last values, two rings
- * of HTEVB2_RING entries, the size cache of HTEVB2_SIZES entries: 540 KiB);
+ * of HTEVB2_RING entries, the size cache of HTEVB2_SIZES entries: 576 KiB);
  * the writer alone has a bounded hash per ring from address to position to
  * find refs (1 MiB more).
  */
@@ -73,10 +76,12 @@ struct htevb2 {
     struct htevb2_ring allocs, frees;
     struct htevb2_size *sizes; /* HTEVB2_SIZES */
     size_t bytes;
-    uint64_t t;
+    uint64_t t, dt; /* the last event's time and step */
     uint64_t addr[HT_EV_KIND_COUNT], old[HT_EV_KIND_COUNT], heap[HT_EV_KIND_COUNT];
     uint64_t size[HT_EV_KIND_COUNT], old_size[HT_EV_KIND_COUNT];
     uint32_t stack[HT_EV_KIND_COUNT], tid;
+    uint64_t stride; /* the last step between two allocs */
+    int use_stride;  /* it was the better guess for the last alloc */
 };
 
 /* writer: 1 for the address hash. 0, or -1 when out of memory (or over acct's
