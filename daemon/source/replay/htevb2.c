@@ -27,12 +27,14 @@ int htevb2_init(struct htevb2 *s, struct mem_acct *acct, int kind, int writer)
     s->kind = kind;
     size_t ring = HTEVB2_RING * sizeof(struct htevb2_entry);
     size_t hash = writer ? HTEVB2_HASH * sizeof(struct htevb2_slot) : 0;
-    s->bytes = HTEVB2_SIZES * sizeof(*s->sizes) + 2 * (ring + hash);
+    s->bytes = HTEVB2_SIZES * (sizeof(*s->sizes) + sizeof(*s->next)) + 2 * (ring + hash);
     unsigned char *m = mem_calloc(acct, kind, 1, s->bytes);
     if (!m)
         return -1;
     s->sizes = (struct htevb2_size *)m;
     m += HTEVB2_SIZES * sizeof(*s->sizes);
+    s->next = (struct htevb2_next *)m;
+    m += HTEVB2_SIZES * sizeof(*s->next);
     s->allocs.e = (struct htevb2_entry *)m;
     s->frees.e = (struct htevb2_entry *)(m + ring);
     if (writer) {
@@ -165,6 +167,14 @@ static void ring_push(struct htevb2_ring *r, uint64_t addr, uint64_t size)
     best->seq1 = seq + 1;
 }
 
+/* The stack that followed the previous one the last time, else the previous one. */
+static uint32_t predict_stack(const struct htevb2 *s, unsigned kind)
+{
+    uint32_t prev = s->stack[kind];
+    const struct htevb2_next *c = &s->next[prev & (HTEVB2_SIZES - 1)];
+    return c->prev == prev ? c->next : prev;
+}
+
 static uint64_t predict_size(const struct htevb2 *s, unsigned kind, uint32_t stack)
 {
     const struct htevb2_size *c = &s->sizes[stack & (HTEVB2_SIZES - 1)];
@@ -220,6 +230,9 @@ static void commit(struct htevb2 *s, const struct ht_event *ev)
     s->heap[k] = ev->heap;
     s->size[k] = ev->size;
     s->old_size[k] = ev->old_size;
+    struct htevb2_next *nx = &s->next[s->stack[k] & (HTEVB2_SIZES - 1)];
+    nx->prev = s->stack[k];
+    nx->next = ev->stack;
     s->stack[k] = ev->stack;
     s->tid = ev->tid;
     if (ev->stack) {
@@ -262,7 +275,7 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
         return rc;
     if ((rc = get_opt(&q, end, b1 & B1_OSIZE, oe ? oe->size : s->old_size[k], &ev->old_size)) <=
             0 ||
-        (rc = get_opt(&q, end, b1 & B1_STACK, s->stack[k], &stack)) <= 0 ||
+        (rc = get_opt(&q, end, b1 & B1_STACK, predict_stack(s, k), &stack)) <= 0 ||
         (rc = get_opt(&q, end, b1 & B1_TID, s->tid, &tid)) <= 0)
         return rc;
     if (stack > UINT32_MAX || tid > UINT32_MAX)
@@ -351,7 +364,7 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
                   (ev.heap != s->heap[k] ? B1_HEAP : 0) |
                   (ev.size != predict_size(s, k, ev.stack) ? B1_SIZE : 0) |
                   (ev.old_size != (oe ? oe->size : s->old_size[k]) ? B1_OSIZE : 0) |
-                  (ev.stack != s->stack[k] ? B1_STACK : 0) | (ev.tid != s->tid ? B1_TID : 0) |
+                  (ev.stack != predict_stack(s, k) ? B1_STACK : 0) | (ev.tid != s->tid ? B1_TID : 0) |
                   (ev.flags ? B1_TRUNC : 0);
     unsigned char *p = buf;
     *p++ = (unsigned char)b0;

@@ -64,6 +64,10 @@ struct htevb2_size {
     uint64_t size;
 };
 
+struct htevb2_next {
+    uint32_t prev, next;
+};
+
 struct htevb2_ring {
     struct htevb2_entry *e;   /* HTEVB2_RING */
     struct htevb2_slot *hash; /* HTEVB2_HASH, writer only */
@@ -75,6 +79,7 @@ struct htevb2 {
     int kind; /* mem-acct kind it is charged under */
     struct htevb2_ring allocs, frees;
     struct htevb2_size *sizes; /* HTEVB2_SIZES */
+    struct htevb2_next *next;  /* HTEVB2_SIZES: the stack that followed a stack */
     size_t bytes;
     uint64_t t, dt; /* the last event's time and step */
     uint64_t addr[HT_EV_KIND_COUNT], old[HT_EV_KIND_COUNT], heap[HT_EV_KIND_COUNT];
