@@ -6,12 +6,14 @@
  *        0x10 old_size | 0x20 stack | 0x40 tid | 0x80 truncated stack
  * then in this order, each only when its bit is set: dt, old_addr, addr, heap,
  * size, old_size, stack, tid (LEB128, at most 10 bytes, no bit past 2^64).
- * A field whose bit is clear takes its predicted value:
- *   dt: the previous event's step; addr / old_addr / heap / stack: that of the previous event of the
- *   same kind; size: the last size seen with the same stack id when the size
- *   cache holds it, else the previous size of the same kind; old_size: the
- *   size of the allocation its old_addr ref names, else the previous one of the
- *   same kind; tid: the previous event's (any kind). All start at 0.
+ * A field whose bit is clear takes its predicted value (all start at 0):
+ *   dt: the previous event's step; addr / old_addr / heap: those of the
+ *   previous event of the same kind; stack: the stack that followed the
+ *   previous one of the same kind the last time (a table of HTEVB2_SIZES slots
+ *   by stack id), else that previous one; size: the last size seen with the
+ *   same stack id when the size cache holds it, else the previous size of the
+ *   same kind; old_size: the size of the allocation its old_addr ref names,
+ *   else the previous one of the same kind; tid: the previous event's.
  * An explicit addr / old_addr is a zigzag delta from its base (the previous
  * one of its kind, but a realloc's addr from its old_addr and an alloc's from
  * where the next fresh block goes: the previous block's end, or the previous
@@ -25,7 +27,7 @@
  * A ref past what its ring holds, a ref bit without its field, a bad kind, a
  * varint over 64 bits, a stack or tid over 32 bits are errors.
  * Writer and reader keep the same state (a few KiB of last values, two rings
- * of HTEVB2_RING entries, the size cache of HTEVB2_SIZES entries: 576 KiB);
+ * of HTEVB2_RING entries, two tables of HTEVB2_SIZES entries: 608 KiB);
  * the writer alone has a bounded hash per ring from address to position to
  * find refs (1 MiB more).
  */
