@@ -289,7 +289,7 @@ static long direct_event2(struct htevb_reader *r, const unsigned char *p, size_t
         why = htevb2_strerror(used);
     else if (used > 0 && ev.stack > r->nstack)
         why = "stack id not defined before";
-    else if (used > 0 && module_ids(r, &ev) != 0)
+    else if (used > 0 && ev.kind >= HT_EV_MODULE_LOAD && module_ids(r, &ev) != 0)
         why = "string id not defined before";
     if (why) {
         /* The state moved on with a decoded event: the stream stops here anyway. */

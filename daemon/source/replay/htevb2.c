@@ -182,7 +182,7 @@ static uint64_t predict_size(const struct htevb2 *s, unsigned kind, uint32_t sta
 }
 
 /* An address field: a delta from last, or with its ref bit a ring entry. */
-static int get_addr(const struct htevb2_ring *ring, const unsigned char **q, const unsigned char *end,
+static inline __attribute__((always_inline)) int get_addr(const struct htevb2_ring *ring, const unsigned char **q, const unsigned char *end,
                     int present, int ref, uint64_t last, uint64_t base, uint64_t *out,
                     const struct htevb2_entry **e)
 {
@@ -257,7 +257,7 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
         return HTEVB2_EKIND;
     const unsigned char *q = p + 2, *end = p + n;
     const struct htevb2_entry *e, *oe;
-    uint64_t dt, stack, tid;
+    uint64_t dt, stack = 0, tid;
     memset(ev, 0, sizeof(*ev));
     ev->kind = (uint8_t)k;
     int rc;
@@ -275,9 +275,11 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
         return rc;
     if ((rc = get_opt(&q, end, b1 & B1_OSIZE, oe ? oe->size : s->old_size[k], &ev->old_size)) <=
             0 ||
-        (rc = get_opt(&q, end, b1 & B1_STACK, predict_stack(s, k), &stack)) <= 0 ||
+        ((b1 & B1_STACK) && (rc = get_varint(&q, end, &stack)) <= 0) ||
         (rc = get_opt(&q, end, b1 & B1_TID, s->tid, &tid)) <= 0)
         return rc;
+    if (!(b1 & B1_STACK))
+        stack = predict_stack(s, k); /* only when needed: a table lookup */
     if (stack > UINT32_MAX || tid > UINT32_MAX)
         return HTEVB2_ERANGE;
     ev->stack = (uint32_t)stack;
