@@ -125,10 +125,27 @@ static const struct htevb2_ring *ref_ring(const struct htevb2 *s, unsigned kind,
  * from where the next fresh block goes by the better guess for the previous
  * alloc: the end of the previous block, or the previous step again; for a
  * realloc from its old_addr (it grows in place). */
-static uint64_t addr_base(const struct htevb2 *s, unsigned kind, uint64_t old_addr)
+/* Where the next fresh block goes: 0 the end of the last alloc whose addr was
+ * a delta, 1 the end of the last alloc, 2 the last step between two of the
+ * first kind again, 3 the last alloc with this stack plus its last step (a
+ * loop allocates at the same place of each round), else as 0. */
+static uint64_t fresh_guess(const struct htevb2 *s, int which, uint32_t stack)
+{
+    const struct htevb2_size *c = &s->sizes[stack & (HTEVB2_SIZES - 1)];
+    if (which == 1)
+        return s->addr[HT_EV_ALLOC] + s->size[HT_EV_ALLOC];
+    if (which == 2)
+        return s->fresh + s->stride;
+    if (which == 3 && stack && c->stack == stack)
+        return c->addr + c->astep;
+    return s->fresh + s->fresh_size;
+}
+
+static uint64_t addr_base(const struct htevb2 *s, unsigned kind, uint64_t old_addr,
+                          uint32_t stack)
 {
     if (kind == HT_EV_ALLOC)
-        return s->addr[kind] + (s->use_stride ? s->stride : s->size[kind]);
+        return fresh_guess(s, s->guess, stack);
     if (kind == HT_EV_REALLOC)
         return old_addr;
     return s->addr[kind];
@@ -178,7 +195,7 @@ static uint32_t predict_stack(const struct htevb2 *s, unsigned kind)
 static uint64_t predict_size(const struct htevb2 *s, unsigned kind, uint32_t stack)
 {
     const struct htevb2_size *c = &s->sizes[stack & (HTEVB2_SIZES - 1)];
-    return stack && c->stack == stack ? c->size : s->size[kind];
+    return stack && c->stack == stack ? c->size + c->step : s->size[kind];
 }
 
 /* An address field: a delta from last, or with its ref bit a ring entry. */
@@ -215,15 +232,23 @@ static int get_opt(const unsigned char **q, const unsigned char *end, int presen
     return get_varint(q, end, out);
 }
 
-static void commit(struct htevb2 *s, const struct ht_event *ev)
+static void commit(struct htevb2 *s, const struct ht_event *ev, int literal)
 {
     unsigned k = ev->kind;
     s->dt = ev->t - s->t;
     s->t = ev->t;
-    if (k == HT_EV_ALLOC) {
-        uint64_t end = s->addr[k] + s->size[k], step = s->addr[k] + s->stride;
-        s->use_stride = distance(ev->addr, step) < distance(ev->addr, end);
-        s->stride = ev->addr - s->addr[k];
+    if (k == HT_EV_ALLOC && literal) {
+        /* Only blocks not taken from the free ring: where fresh ones go. */
+        uint64_t best = distance(ev->addr, fresh_guess(s, 0, ev->stack));
+        s->guess = 0;
+        for (int g = 1; g < 4; g++)
+            if (distance(ev->addr, fresh_guess(s, g, ev->stack)) < best) {
+                best = distance(ev->addr, fresh_guess(s, g, ev->stack));
+                s->guess = g;
+            }
+        s->stride = ev->addr - s->fresh;
+        s->fresh = ev->addr;
+        s->fresh_size = ev->size;
     }
     s->addr[k] = ev->addr;
     s->old[k] = ev->old_addr;
@@ -237,6 +262,14 @@ static void commit(struct htevb2 *s, const struct ht_event *ev)
     s->tid = ev->tid;
     if (ev->stack) {
         struct htevb2_size *c = &s->sizes[ev->stack & (HTEVB2_SIZES - 1)];
+        int same = c->stack == ev->stack;
+        c->step = same ? ev->size - c->size : 0;
+        if (k == HT_EV_ALLOC) {
+            c->astep = same ? ev->addr - c->addr : 0;
+            c->addr = ev->addr;
+        } else if (!same) {
+            c->addr = c->astep = 0;
+        }
         c->stack = ev->stack;
         c->size = ev->size;
     }
@@ -266,7 +299,8 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
         (rc = get_addr(ref_ring(s, k, 0), &q, end, b1 & B1_OLD, b1 & B1_OREF, s->old[k],
                        s->old[k], &ev->old_addr, &oe)) <= 0 ||
         (rc = get_addr(ref_ring(s, k, 1), &q, end, b0 & B0_ADDR, b0 & B0_REF, s->addr[k],
-                       addr_base(s, k, ev->old_addr), &ev->addr, &e)) <= 0 ||
+                       k == HT_EV_ALLOC ? 0 : addr_base(s, k, ev->old_addr, 0), &ev->addr, &e)) <=
+            0 ||
         (rc = get_opt(&q, end, b1 & B1_HEAP, s->heap[k], &ev->heap)) <= 0)
         return rc;
     /* The size's prediction needs the stack, which comes after it. */
@@ -284,10 +318,13 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
         return HTEVB2_ERANGE;
     ev->stack = (uint32_t)stack;
     ev->tid = (uint32_t)tid;
+    int literal = (b0 & (B0_ADDR | B0_REF)) == B0_ADDR;
+    if (k == HT_EV_ALLOC && literal)
+        ev->addr += addr_base(s, k, 0, ev->stack); /* its base needs the stack */
     ev->size = b1 & B1_SIZE ? size_v : predict_size(s, k, ev->stack);
     ev->flags = b1 & B1_TRUNC ? HT_EVF_TRUNCATED : 0;
     ev->t = dt > UINT64_MAX - s->t ? UINT64_MAX : s->t + dt;
-    commit(s, ev);
+    commit(s, ev, literal);
     return q - p;
 }
 
@@ -356,8 +393,8 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
     const struct htevb2_entry *e, *oe;
     int heap_kind = k == HT_EV_ALLOC || k == HT_EV_REALLOC || k == HT_EV_FREE;
     unsigned a =
-        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k, ev.old_addr), heap_kind,
-                   &av, &e);
+        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k, ev.old_addr, ev.stack),
+                   heap_kind, &av, &e);
     unsigned o = addr_field(ref_ring(s, k, 0), ev.old_addr, s->old[k], s->old[k],
                             k == HT_EV_REALLOC, &ov, &oe);
     unsigned b0 = 0x80 | k | (ev.t - s->t != s->dt ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) |
@@ -387,7 +424,7 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
         p = put_varint(p, ev.stack);
     if (b1 & B1_TID)
         p = put_varint(p, ev.tid);
-    commit(s, &ev);
+    commit(s, &ev, a == 1);
     return (size_t)(p - buf);
 }
 

@@ -11,13 +11,16 @@
  *   previous event of the same kind; stack: the stack that followed the
  *   previous one of the same kind the last time (a table of HTEVB2_SIZES slots
  *   by stack id), else that previous one; size: the last size seen with the
- *   same stack id when the size cache holds it, else the previous size of the
+ *   same stack id plus the change from the one before it, when the size cache
+ *   (HTEVB2_SIZES slots by stack id) holds it, else the previous size of the
  *   same kind; old_size: the size of the allocation its old_addr ref names,
  *   else the previous one of the same kind; tid: the previous event's.
  * An explicit addr / old_addr is a zigzag delta from its base (the previous
  * one of its kind, but a realloc's addr from its old_addr and an alloc's from
- * where the next fresh block goes: the previous block's end, or the previous
- * step again if that guessed the previous alloc better), or with
+ * where the next fresh block goes: the end of the last alloc whose addr was a
+ * delta, the end of the last alloc, the step between the last two of the
+ * first kind again, or the last alloc with the same stack moved by its last
+ * step, whichever was closest for the last such alloc), or with
  * its ref bit a distance into a ring of recent addresses: 0 names the latest
  * entry, HTEVB2_RING - 1 the oldest one a ring keeps. The addr of an alloc or
  * realloc refers to the free ring (allocators hand out what was just freed),
@@ -27,7 +30,7 @@
  * A ref past what its ring holds, a ref bit without its field, a bad kind, a
  * varint over 64 bits, a stack or tid over 32 bits are errors.
  * Writer and reader keep the same state (a few KiB of last values, two rings
- * of HTEVB2_RING entries, two tables of HTEVB2_SIZES entries: 608 KiB);
+ * of HTEVB2_RING entries, two tables of HTEVB2_SIZES entries: 704 KiB);
  * the writer alone has a bounded hash per ring from address to position to
  * find refs (1 MiB more).
  */
@@ -63,7 +66,8 @@ struct htevb2_slot {
 };
 struct htevb2_size {
     uint32_t stack;
-    uint64_t size;
+    uint64_t size, step;  /* the last size with this stack, and its change */
+    uint64_t addr, astep; /* the last alloc's addr with this stack, and its change */
 };
 
 struct htevb2_next {
@@ -87,8 +91,11 @@ struct htevb2 {
     uint64_t addr[HT_EV_KIND_COUNT], old[HT_EV_KIND_COUNT], heap[HT_EV_KIND_COUNT];
     uint64_t size[HT_EV_KIND_COUNT], old_size[HT_EV_KIND_COUNT];
     uint32_t stack[HT_EV_KIND_COUNT], tid;
-    uint64_t stride; /* the last step between two allocs */
-    int use_stride;  /* it was the better guess for the last alloc */
+    /* The last alloc whose addr was a delta (not a ref): its addr and size,
+     * the step from the one before, and which guess of where it would go was
+     * closest (htevb2.c, fresh_guess). */
+    uint64_t fresh, fresh_size, stride;
+    int guess;
 };
 
 /* writer: 1 for the address hash. 0, or -1 when out of memory (or over acct's
