@@ -504,9 +504,9 @@ static int client_limit(struct server *srv, const struct client *c, char *why, s
     return 0;
 }
 
-/* Accept failed in libuv: on EMFILE/ENFILE libuv itself accepts and closes
- * the waiting connections with a reserved descriptor (uv__emfile_trick in
- * src/unix/stream.c), so they are gone without a word; count and log it.
+/* Accept failed in the endpoint: on EMFILE/ENFILE libuv itself accepts and
+ * closes the waiting connections with a reserved descriptor (uv__emfile_trick
+ * in src/unix/stream.c), so they are gone without a word; count and log it.
  * client_admit keeps a descriptor free so this stays the exception. */
 static void accept_failed(struct server *srv, int status)
 {
@@ -538,7 +538,7 @@ static void client_admit(struct server *srv, struct client *c)
     /* The newest client took the last descriptor: tell it and close it, so
      * the next accept has one and the daemon serves again as soon as
      * descriptors free up. */
-    int rc = endpoint_fd_headroom(&c->pipe);
+    int rc = endpoint_headroom(&c->pipe);
     if (rc != 0) {
         srv->clients_refused_nofd++;
         log_warn("client %llu refused: %s (%llu refused for want of descriptors)",
@@ -589,9 +589,9 @@ void client_start(struct client *c)
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
 }
 
-static void connection_cb(uv_stream_t *server, int status)
+static void connection_cb(void *arg, int status)
 {
-    struct server *srv = server->data;
+    struct server *srv = arg;
     if (status < 0) {
         accept_failed(srv, status);
         return;
@@ -601,7 +601,7 @@ static void connection_cb(uv_stream_t *server, int status)
         log_error("out of memory accepting a client");
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+    if (endpoint_accept(srv->ep, &c->pipe) != 0) {
         client_close(c);
         return;
     }
@@ -661,8 +661,6 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
-    uv_pipe_init(loop, &srv->listener, 0);
-    srv->listener.data = srv;
     uv_signal_init(loop, &srv->sigint);
     uv_signal_init(loop, &srv->sigterm);
     uv_signal_init(loop, &srv->sigpipe);
@@ -677,16 +675,7 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
 {
     server_init(srv, loop, cfg);
     char err[640];
-    int rc = endpoint_prepare(cfg->endpoint, err, sizeof(err));
-    if (rc == 0) {
-        rc = endpoint_bind(&srv->listener, cfg->endpoint);
-        if (rc == 0)
-            rc = uv_listen((uv_stream_t *)&srv->listener, 128, connection_cb);
-        if (rc != 0)
-            snprintf(err, sizeof(err), "cannot listen on %s: %s", cfg->endpoint, uv_strerror(rc));
-        else
-            srv->listening = 1;
-    }
+    int rc = endpoint_listen(loop, cfg->endpoint, connection_cb, srv, &srv->ep, err, sizeof(err));
     if (rc != 0) {
         log_error("%s", err);
         server_stop(srv); /* closes the handles server_init made */
@@ -715,10 +704,9 @@ void server_stop(struct server *srv)
         session_drop(srv->sessions);
     /* Joined once their running queries return; the sessions kept for them are freed then. */
     qworker_stop(srv);
-    uv_close((uv_handle_t *)&srv->listener, NULL);
-    if (srv->listening) {
-        endpoint_cleanup(srv->cfg->endpoint);
-        srv->listening = 0;
+    if (srv->ep) {
+        endpoint_close(srv->ep);
+        srv->ep = NULL;
     }
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);

@@ -13,17 +13,17 @@
 #include <uv.h>
 
 struct client;
+struct endpoint;
 struct qworker;
 struct session;
 
 struct server {
     uv_loop_t *loop;
     struct ht_config *cfg;
-    uv_pipe_t listener;
+    struct endpoint *ep; /* listening (endpoint.h), NULL otherwise */
     uv_signal_t sigint, sigterm, sigpipe;
     uv_timer_t tick;
     uv_timer_t idle; /* closes clients idle past cfg->client_idle_ns */
-    int listening;
     int stopping;
     struct client *clients;
     uint32_t nclients;
