@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "endpoint.h"
 #include "query-job.h"
+#include "sys/stop.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -637,13 +638,10 @@ static void idle_cb(uv_timer_t *t)
     }
 }
 
-static void signal_cb(uv_signal_t *h, int signum)
+static void stop_requested_cb(void *arg, const char *why)
 {
-    struct server *srv = h->data;
-    if (signum == SIGPIPE)
-        return;
-    log_info("signal %d: shutting down", signum);
-    server_stop(srv);
+    log_info("%s: shutting down", why);
+    server_stop(arg);
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -661,10 +659,6 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
-    uv_signal_init(loop, &srv->sigint);
-    uv_signal_init(loop, &srv->sigterm);
-    uv_signal_init(loop, &srv->sigpipe);
-    srv->sigint.data = srv->sigterm.data = srv->sigpipe.data = srv;
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_init(loop, &srv->idle);
@@ -681,9 +675,11 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
         server_stop(srv); /* closes the handles server_init made */
         return rc;
     }
-    uv_signal_start(&srv->sigint, signal_cb, SIGINT);
-    uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&srv->sigpipe, signal_cb, SIGPIPE);
+    if ((rc = stop_watch_start(loop, stop_requested_cb, srv, &srv->stop)) != 0) {
+        log_error("cannot watch for stop requests: %s", uv_strerror(rc));
+        server_stop(srv);
+        return rc;
+    }
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
     /* Idle clients are looked for four times per timeout, at most once a second. */
     uint64_t idle_ms = cfg->client_idle_ns / 1000000, every = idle_ms / 4;
@@ -708,9 +704,10 @@ void server_stop(struct server *srv)
         endpoint_close(srv->ep);
         srv->ep = NULL;
     }
-    uv_close((uv_handle_t *)&srv->sigint, NULL);
-    uv_close((uv_handle_t *)&srv->sigterm, NULL);
-    uv_close((uv_handle_t *)&srv->sigpipe, NULL);
+    if (srv->stop) {
+        stop_watch_close(srv->stop);
+        srv->stop = NULL;
+    }
     uv_close((uv_handle_t *)&srv->tick, NULL);
     uv_close((uv_handle_t *)&srv->idle, NULL);
 }
