@@ -299,6 +299,6 @@ int main(int argc, char **argv)
     }
     }
     cJSON_Delete(c.args);
-    conn_close(&c.conn);
+    conn_close(c.conn);
     return rc;
 }

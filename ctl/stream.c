@@ -11,10 +11,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -191,7 +189,7 @@ int ctl_load(struct ctl *c)
     size_t n;
     while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
         int hl = snprintf(hdr, sizeof(hdr), "%zu\n", n);
-        if (conn_send(&c->conn, hdr, (size_t)hl) || conn_send(&c->conn, buf, n)) {
+        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, n)) {
             rc = EXIT_UNREACHABLE;
             break;
         }
@@ -199,7 +197,7 @@ int ctl_load(struct ctl *c)
     int read_error = ferror(in);
     if (in != stdin)
         fclose(in);
-    if (rc == 0 && conn_send(&c->conn, "0\n", 2) != 0)
+    if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc != 0) {
         /* The daemon may have said why before it closed (the session was
@@ -245,30 +243,6 @@ static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(end, "data"), "lost");
     return cJSON_IsNumber(n) && n->valuedouble > (double)counted ? (uint64_t)n->valuedouble
                                                                  : counted;
-}
-
-/* Ctrl-C ends a recording: the connection is shut (async-signal-safe), the
- * read loop sees its end, and what was recorded is kept. */
-static volatile sig_atomic_t record_interrupted;
-static int record_fd = -1;
-
-static void record_signal_cb(int sig)
-{
-    (void)sig;
-    record_interrupted = 1;
-    if (record_fd >= 0)
-        shutdown(record_fd, SHUT_RDWR);
-}
-
-static void record_signals(int fd)
-{
-    record_fd = fd;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = record_signal_cb;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
@@ -395,12 +369,13 @@ int ctl_record(struct ctl *c)
         out_abort(&out);
         return EXIT_CMD;
     }
-    record_signals(c->conn.fd);
+    /* Ctrl-C ends the recording and keeps what was recorded. */
+    conn_break_on_interrupt(c->conn);
     uint64_t events = 0, lost = 0;
     for (;;) {
-        char *line = conn_read_line(&c->conn, HT_REPLY_MAX);
+        char *line = conn_read_line(c->conn, HT_REPLY_MAX);
         if (!line) {
-            if (record_interrupted) {
+            if (conn_interrupted()) {
                 fprintf(stderr, "heaptracectl: interrupted: %llu events recorded\n",
                         (unsigned long long)events);
             } else {
