@@ -1,5 +1,6 @@
 /* The ctl's streaming commands: load (upload), record and export (download), top (subscription). */
 #include "ctl.h"
+#include "term.h"
 
 #include "ht-proto.h"
 #include "ht-units.h"
@@ -601,7 +602,7 @@ int ctl_top(struct ctl *c)
     int64_t id;
     int rc = ctl_send(c, "top", c->args, &id);
     c->args = NULL;
-    int tty = isatty(STDOUT_FILENO) && !c->json;
+    int tty = term_stdout_is_tty() && !c->json;
     while (rc == 0) {
         cJSON *env;
         rc = ctl_read_frame(c, id, &env);
