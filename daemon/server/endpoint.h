@@ -32,7 +32,9 @@ int endpoint_listen(uv_loop_t *loop, const char *path, endpoint_connection_cb cb
 /* Hand the waiting connection to client, a uv_pipe_t initialized on the
  * endpoint's loop and not yet open: on success it is connected and ready for
  * uv_read_start. Unix: uv_accept. Windows: uv_pipe_open on the connected
- * instance (and a new instance takes its place). 0 or a UV_E* code. */
+ * (overlapped) instance, which takes a CRT descriptor: _open_osfhandle
+ * first (libuv src/win/pipe.c, uv_pipe_open calls uv__get_osfhandle); a new
+ * instance takes its place. 0 or a UV_E* code. */
 int endpoint_accept(struct endpoint *ep, uv_pipe_t *client);
 /* Stop listening, remove what listen created (the socket file), and free ep
  * once its handles are closed; the loop then ends by itself. */
