@@ -1,5 +1,6 @@
 /* The ctl's streaming commands: load (upload), record and export (download), top (subscription). */
 #include "ctl.h"
+#include "out-file.h"
 #include "term.h"
 
 #include "ht-proto.h"
@@ -14,9 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
@@ -27,141 +26,6 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
     c->args = NULL;
     *ack = NULL;
     return rc != 0 ? rc : ctl_read_frame(c, *id, ack);
-}
-
-/* An output file, written with the user's own rights (never by the daemon):
- * opened only once the daemon accepted the request, filled under a temporary
- * name in the same directory, renamed over the target only when every write,
- * the flush and the close succeeded. "-" or no -o is stdout. */
-struct out_file {
-    const char *path;
-    char *real; /* the path with symlinks resolved (NULL if it does not exist yet) */
-    char *tmp;  /* NULL when written in place (stdout, a device, a fifo) */
-    FILE *f;
-    int failed;
-};
-
-/* Not a regular file (/dev/null, a fifo, a terminal): written in place. */
-static int out_open_direct(struct out_file *o)
-{
-    o->f = fopen(o->path, "w");
-    if (!o->f) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int out_open(struct ctl *c, struct out_file *o)
-{
-    memset(o, 0, sizeof(*o));
-    if (!c->output || !strcmp(c->output, "-")) {
-        o->f = stdout;
-        return 0;
-    }
-    o->path = c->output;
-    struct stat st;
-    int exists = stat(o->path, &st) == 0;
-    if (exists && !S_ISREG(st.st_mode))
-        return out_open_direct(o);
-    /* A symlink is followed: its target is replaced, not the link. */
-    o->real = realpath(o->path, NULL);
-    const char *target = o->real ? o->real : o->path;
-    const char *slash = strrchr(target, '/');
-    size_t dl = slash ? (size_t)(slash - target) + 1 : 0;
-    size_t n = strlen(target) + 16;
-    o->tmp = malloc(n);
-    if (!o->tmp)
-        return -1;
-    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, target, target + dl);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return -1;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    /* The target's mode if it exists, else what fopen(path, "w") would make. */
-    fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
-    o->f = fdopen(fd, "w");
-    if (!o->f) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* Report the first failure with the system's message; later writes are skipped. */
-static int out_fail(struct out_file *o)
-{
-    if (!o->failed)
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path ? o->path : "standard output",
-                strerror(errno ? errno : EIO));
-    o->failed = 1;
-    return -1;
-}
-
-static int out_write(struct out_file *o, const char *s, size_t n)
-{
-    if (o->failed)
-        return -1;
-    errno = 0;
-    if (n && fwrite(s, 1, n, o->f) != n)
-        return out_fail(o);
-    return 0;
-}
-
-static int out_puts(struct out_file *o, const char *s)
-{
-    return out_write(o, s, strlen(s));
-}
-
-/* Drop a failed or refused output: the target is left as it was. */
-static void out_abort(struct out_file *o)
-{
-    if (o->f && o->f != stdout)
-        fclose(o->f);
-    if (o->tmp)
-        unlink(o->tmp);
-    free(o->tmp);
-    free(o->real);
-    memset(o, 0, sizeof(*o));
-}
-
-/* Flush, sync and close, then rename over the target. 0 or -1 (reported). */
-static int out_commit(struct out_file *o)
-{
-    if (o->failed) {
-        out_abort(o);
-        return -1;
-    }
-    errno = 0;
-    if (o->f == stdout) {
-        int rc = fflush(stdout) == 0 ? 0 : out_fail(o);
-        memset(o, 0, sizeof(*o));
-        return rc;
-    }
-    int rc = 0;
-    if (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0))
-        rc = out_fail(o);
-    if (fclose(o->f) != 0 && rc == 0)
-        rc = out_fail(o);
-    o->f = NULL;
-    const char *target = o->real ? o->real : o->path;
-    if (rc == 0 && o->tmp && rename(o->tmp, target) != 0)
-        rc = out_fail(o);
-    if (rc != 0 && o->tmp)
-        unlink(o->tmp);
-    free(o->tmp);
-    free(o->real);
-    memset(o, 0, sizeof(*o));
-    return rc;
 }
 
 int ctl_load(struct ctl *c)
@@ -362,7 +226,7 @@ int ctl_record(struct ctl *c)
         return rc; /* refused: no file was touched */
     cJSON_Delete(env);
     struct out_file out;
-    if (out_open(c, &out) != 0)
+    if (out_open(&out, c->output) != 0)
         return EXIT_CMD;
     struct rec_bin *rb = NULL;
     if (c->output && ends_with(c->output, ".htevb") && !(rb = rec_bin_open(&out))) {
@@ -581,7 +445,7 @@ int ctl_export(struct ctl *c)
     if (rc != EXIT_OK)
         return rc; /* refused: no file was touched */
     struct out_file out;
-    if (out_open(c, &out) != 0) {
+    if (out_open(&out, c->output) != 0) {
         cJSON_Delete(d);
         return EXIT_CMD;
     }
