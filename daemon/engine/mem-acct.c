@@ -181,6 +181,25 @@ int mem_acct_charge(struct mem_acct *m, int kind, uint64_t n)
     return rc;
 }
 
+int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n)
+{
+    if (!m)
+        return 0;
+    for (struct mem_budget *p = m->budget; p; p = p->parent) {
+        uint64_t u = atomic_fetch_add(&p->used, n) + n;
+        if (p->limit && u + atomic_load_explicit(&p->outside, memory_order_relaxed) > p->limit) {
+            for (struct mem_budget *q = m->budget;; q = q->parent) {
+                atomic_fetch_sub(&q->used, n);
+                if (q == p)
+                    break;
+            }
+            return HT_EFULL;
+        }
+    }
+    m->bytes[kind] += n;
+    return 0;
+}
+
 void mem_acct_discharge(struct mem_acct *m, int kind, uint64_t n)
 {
     mem_free(m, kind, NULL, n);

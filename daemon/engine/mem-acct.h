@@ -104,6 +104,10 @@ void *mem_alloc_forced(struct mem_acct *m, int kind, size_t n);
  * cJSON tree). 0, or HT_EFULL / UV_ENOMEM (counted under kind). */
 int mem_acct_charge(struct mem_acct *m, int kind, uint64_t n);
 void mem_acct_discharge(struct mem_acct *m, int kind, uint64_t n);
+/* mem_acct_charge for memory that is only nice to have (the zstd reader's
+ * hold): 0, or HT_EFULL when a budget has no room, counted nowhere (no
+ * budget drop: nothing is lost without it). */
+int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n);
 uint64_t mem_acct_total(const struct mem_acct *m);
 uint64_t mem_acct_refusals(const struct mem_acct *m, int budget);
 

@@ -288,6 +288,23 @@ void qjob_answer_failed(struct qjob *j)
     qjob_answer_error(j, rc, failure_text(j->rc));
 }
 
+/* j's done on the loop with the session pinned: an answer written releases
+ * the client's held requests, which run from inside done (client_fill ->
+ * client_output_moved), and one of them may drop this very session. While
+ * q_running is set, session_drop keeps the session (as for a query on a
+ * worker); the caller frees it when this returns 1. Without the pin a
+ * "stacks" and a "drop" in one write freed the session under job_finished
+ * (integration.query_async_drop_held_behind_query, ASan). */
+static int job_done_pinned(struct qjob *j)
+{
+    struct session *s = j->s;
+    struct qjob *was = s->q_running;
+    s->q_running = j;
+    j->done(j);
+    s->q_running = was;
+    return s->dropped && !was;
+}
+
 /* Back on the loop: close the view, answer, start the session's next query. */
 static void job_finished(struct qjob *j)
 {
@@ -307,7 +324,7 @@ static void job_finished(struct qjob *j)
             query_result_free(&j->res[i]);
         j->rc = HT_ENOSESSION;
     }
-    j->done(j);
+    job_done_pinned(j); /* a drop meanwhile: s->dropped, freed below */
     uint64_t hold = j->open_ns + (uv_hrtime() - t0);
     if (hold > s->qs.hold_max_ns)
         s->qs.hold_max_ns = hold;
@@ -440,17 +457,18 @@ static void session_query_next(struct session *s)
         }
         uint64_t t0 = uv_hrtime();
         j->t_open = t0;
-        if (j->nq == 0) { /* no query: answered here, in its turn (after the snapshots) */
-            j->done(j);
-            qjob_free(j);
-            continue;
-        }
-        int rc = engine_view_open(&s->eng, &j->v);
-        if (rc != 0) {
+        int rc = 0;
+        if (j->nq != 0 && (rc = engine_view_open(&s->eng, &j->v)) != 0) {
             s->qs.failed++;
             j->rc = rc;
-            j->done(j);
+        }
+        if (j->nq == 0 || rc != 0) { /* no query (answered here, in its turn), or no view */
+            int gone = job_done_pinned(j);
             qjob_free(j);
+            if (gone) {
+                session_free_dropped(s);
+                return;
+            }
             continue;
         }
         j->view_now = ev_now(j->v);

@@ -72,8 +72,9 @@ static struct result read_all(const unsigned char *p, size_t n, size_t piece)
     return res;
 }
 
-/* A window of 2^HTEVZ_WINDOW_LOG_MAX, zstd's tables and the output buffer. */
-#define MEM_BOUND ((1u << HTEVZ_WINDOW_LOG_MAX) + (1u << 20))
+/* A window of 2^HTEVZ_WINDOW_LOG_MAX, zstd's tables and the output buffer,
+ * and the hold of a frame until its checksum (htevz.h). */
+#define MEM_BOUND ((1u << HTEVZ_WINDOW_LOG_MAX) + (1u << 20) + HTEVZ_HOLD_MAX)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

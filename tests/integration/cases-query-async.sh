@@ -145,6 +145,33 @@ case_query_async_drop_mid_query() {
     stop_clean
 }
 
+# A drop held behind the client's own query (both in one write): it runs
+# from inside the query's answer, when the reply is written and the held
+# requests are released; the session must outlive the job's bookkeeping
+# (was a heap use-after-free in job_finished, seen under ASan; in a release
+# build a write into freed memory).
+case_query_async_drop_held_behind_query() {
+    # Not scaled: raw waits 1.5 s at most for the next line.
+    HEAPTRACED_TEST_QUERY_DELAY_MS=100 start_daemon
+    load_demo
+    printf '{"v":1,"id":1,"cmd":"stacks","args":{"top":3,"session":"demo"}}\n{"v":1,"id":2,"cmd":"drop","args":{"session":"demo"}}\n{"v":1,"id":3,"cmd":"ping"}\n' |
+        "$HT_TOOL" raw "$HEAPTRACE_PIPE" >"$T/r"
+    eq "$(grep -o '"id":[0-9]*,"ok":true' "$T/r" | tr '\n' ' ')" \
+        '"id":1,"ok":true "id":2,"ok":true "id":3,"ok":true ' "answers: $(head -c 300 "$T/r")"
+    ctl ping >/dev/null || fail "the daemon died after the held drop"
+    ctl ls | grep -q demo && fail "demo still listed after its drop"
+    grep -q "session 1 dropped$" "$T/daemon.log" || fail "the session was never freed"
+    # The same with a shutdown held behind a query: every handle closed, exit 0.
+    load_demo
+    printf '{"v":1,"id":1,"cmd":"stacks","args":{"top":3}}\n{"v":1,"id":2,"cmd":"shutdown"}\n' |
+        "$HT_TOOL" raw "$HEAPTRACE_PIPE" >"$T/r2"
+    wait "$DPID"
+    local rc=$?
+    DPID=
+    [ "$rc" -eq 0 ] || fail "daemon exit code $rc after a held shutdown"
+    grep -q "stopped cleanly" "$T/daemon.log" || fail "daemon did not close every handle"
+}
+
 # The client leaves mid-query: the daemon sees a half-closed client (EOF)
 # and writes the answer when it comes, the write fails and the client is
 # closed; the daemon goes on. (A client closed while its query runs, as at

@@ -673,7 +673,8 @@ static void test_compressed_roundtrip(void)
 
 /* A big stream in the default frames: many frames, random pieces, and the
  * decoder's memory the same after its first frame as at the end, under
- * 2 MiB (a 1 MiB window, its output buffer and zstd's tables). */
+ * 3 MiB (a 1 MiB window, its output buffer and zstd's tables: 1.6 MiB; the
+ * hold of a frame until its checksum, HTEVZ_HOLD_MAX: 1 MiB). */
 static void test_compressed_big(void)
 {
     struct tee t;
@@ -685,7 +686,7 @@ static void test_compressed_big(void)
     d = decode(t.packed.p, t.packed.n, 0, 0); /* one feed: many output buffers from it */
     check_same(&ref, &d);
     CHECK_EQ(d.frames, (t.plain.n + HTEVZ_FRAME_BYTES - 1) / HTEVZ_FRAME_BYTES);
-    CHECK(d.mem_max > 0 && d.mem_max < (2u << 20));
+    CHECK(d.mem_max > 0 && d.mem_max < (3u << 20));
     CHECK_EQ(d.mem_changed, 0);
     CHECK(t.packed.n < t.plain.n); /* random fields: the demo's shrink more */
     free(t.plain.p);
@@ -876,7 +877,140 @@ static void test_compressed_malformed(void)
     free(t.packed.p);
 }
 
+/* A frame whose checksum fails applies none of its events: the reader holds
+ * a frame's stream (up to HTEVZ_HOLD_MAX) until its checksum is read. Before,
+ * a 512 KiB frame with a changed checksum byte had all its records applied
+ * (zstd hands out each 128 KiB block as it decodes it) and only then was
+ * counted malformed. A frame over the hold is passed on as it decodes (its
+ * events before the failure stay, counted once), as a plain stream's are. */
+static void test_compressed_frame_checked(void)
+{
+    const uint64_t F = 512u << 10;
+    struct tee t;
+    build_stream(&t, 400000, F, 3);
+    CHECK(t.plain.n > 4 * F);
+    /* Frames 1-2, frame 3, the rest: each compressed on its own, end to end. */
+    struct zbuf a = {0}, b = {0}, rest = {0};
+    compress_raw(&a, t.plain.p, 2 * F, F);
+    compress_raw(&b, t.plain.p + 2 * F, F, F);
+    compress_raw(&rest, t.plain.p + 3 * F, t.plain.n - 3 * F, F);
+    struct zbuf all = {0};
+    zbuf_out(&all, a.p, a.n);
+    zbuf_out(&all, b.p, b.n);
+    zbuf_out(&all, rest.p, rest.n);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    struct decoded d = decode(all.p, all.n, 0, 7);
+    check_same(&ref, &d);
+    /* What frames 1-2 hold: their whole records (the one cut at their end is
+     * the single malformed). */
+    struct decoded first2 = decode(a.p, a.n, 0, 0);
+    CHECK(first2.events > 0);
+    /* Frame 3's checksum (its last byte) changed: exactly frames 1-2's events. */
+    all.p[a.n + b.n - 1] ^= 0x01;
+    for (uint64_t seed = 0; seed < 3; seed++) {
+        d = decode(all.p, all.n, 0, seed);
+        CHECK_EQ(d.events, first2.events);
+        CHECK_EQ(d.h, first2.h);
+        CHECK_EQ(d.malformed, 1);
+        CHECK(strstr(d.err, "checksum") != NULL);
+        CHECK(d.mem_max < (3u << 20));
+    }
+    all.p[a.n + b.n - 1] ^= 0x01;
+    /* A byte changed in the middle of a one-frame .htev text file (300 KB,
+     * over two of zstd's 128 KiB blocks): none of its events count. */
+    {
+        struct zbuf txt = {0}, zt = {0};
+        uint64_t sd = 5;
+        for (int i = 0; i < 5000; i++) {
+            char line[96];
+            int n = snprintf(line, sizeof(line),
+                             "{\"t\":%d,\"ev\":\"alloc\",\"addr\":\"0x%llx\",\"size\":8}\n", i + 1,
+                             (unsigned long long)(rng_next(&sd) >> 8));
+            zbuf_out(&txt, line, (size_t)n);
+        }
+        CHECK(txt.n > (256u << 10) && txt.n < F);
+        compress_raw(&zt, txt.p, txt.n, F);
+        struct decoded tref = decode(zt.p, zt.n, 0, 0);
+        CHECK_EQ(tref.malformed, 0);
+        CHECK_EQ(tref.events, 5000);
+        CHECK_EQ(tref.frames, 1);
+        zt.p[zt.n * 3 / 4] ^= 0x20;
+        d = decode(zt.p, zt.n, 0, 0);
+        CHECK_EQ(d.malformed, 1);
+        CHECK_EQ(d.events, 0);
+        free(txt.p);
+        free(zt.p);
+    }
+    /* A frame over the hold (another writer's: the zstd tool makes one
+     * frame of a whole file): passed on as it decodes; its checksum changed
+     * leaves its events before the failure and one malformed that says so. */
+    {
+        struct zbuf big = {0};
+        compress_raw(&big, t.plain.p, t.plain.n, 2 * HTEVZ_HOLD_MAX);
+        big.p[big.n - 1] ^= 0x01;
+        d = decode(big.p, big.n, 0, 0);
+        CHECK(d.events > first2.events);
+        CHECK_EQ(d.malformed, 1);
+        CHECK(strstr(d.err, "checksum") != NULL);
+        CHECK(strstr(d.err, "applied") != NULL);
+        CHECK(d.mem_max < (3u << 20));
+        free(big.p);
+    }
+    free(a.p);
+    free(b.p);
+    free(rest.p);
+    free(all.p);
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
+/* Under a budget that leaves no room for the whole hold, frames stream (as
+ * bigger frames do): every event comes in and the refusal is counted nowhere
+ * (a session's budget_drops reads over_budget; without the hold nothing is
+ * lost). Before, the refused hold counted a budget drop for a load that lost
+ * nothing (seen: a 1 MB .htevb under a 16 MiB session budget). */
+static void test_compressed_hold_over_budget(void)
+{
+    struct tee t;
+    build_stream(&t, 100000, HTEVZ_FRAME_BYTES, 3);
+    struct decoded ref = decode(t.plain.p, t.plain.n, 0, 0);
+    size_t reader_mem = 0;
+    {
+        struct htevz_reader z;
+        CHECK(htevz_reader_init(&z, NULL) == 0);
+        reader_mem = htevz_reader_mem(&z);
+        htevz_reader_close(&z);
+    }
+    struct mem_budget b;
+    /* The reader's context with a 1 MiB window (about 1.6 MiB once it saw a
+     * frame), the interner's first chunks, not 1 MiB more. */
+    mem_budget_init(&b, NULL, reader_mem + (5u << 19));
+    struct mem_acct a;
+    mem_acct_init(&a, &b);
+    struct stack_intern si;
+    CHECK(stack_intern_init_acct(&si, 1u << 16, 1u << 16, 1024, &a, MEM_decoder_stacks,
+                                 MEM_decoder_strings) == 0);
+    struct decoded d;
+    memset(&d, 0, sizeof(d));
+    d.h = 0xcbf29ce484222325ULL;
+    struct replay r;
+    replay_init(&r, &si, digest_ev, &d);
+    replay_feed(&r, (const char *)t.packed.p, t.packed.n);
+    replay_finish(&r);
+    CHECK_EQ(r.events, ref.events);
+    CHECK_EQ(r.malformed, 0);
+    CHECK(r.z.frames_streamed > 0); /* the hold did not fit: the case under test */
+    CHECK_EQ(a.over_budget[MEM_decoder_buffers], 0);
+    CHECK_EQ(r.z.charged, htevz_reader_mem(&r.z)); /* the hold it has is charged */
+    replay_close(&r);
+    stack_intern_close(&si);
+    mem_acct_close(&a);
+    free(t.plain.p);
+    free(t.packed.p);
+}
+
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
              T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
              T(module_events), T(frame_resolver), T(compressed_roundtrip), T(compressed_big),
-             T(compressed_same_engine), T(compressed_malformed))
+             T(compressed_same_engine), T(compressed_malformed), T(compressed_frame_checked),
+             T(compressed_hold_over_budget))

@@ -152,6 +152,77 @@ static void run(const struct conf_backend *b, int prefill)
     }
 }
 
+/* A decompression bomb (256 MiB of empty lines in zstd frames: some KiB)
+ * keeps the decoder busy for seconds within one input slice; stopping the
+ * source (a drop, a shutdown) must not wait for it: the stop joins the
+ * decoder on the loop. Before, the decoder looked at quit only between
+ * 64 KiB input slices, and a drop of a session loading a 33 KB bomb of
+ * 1 GiB held the daemon's loop for 12.4 s. */
+static int bomb_events(void *arg, struct ht_event *evs, size_t n)
+{
+    (void)arg;
+    (void)evs;
+    (void)n;
+    return 0;
+}
+static void bomb_process(void *arg, const struct source_process *p)
+{
+    (void)arg;
+    (void)p;
+}
+static void bomb_ready(void *arg)
+{
+    (void)arg;
+}
+static void bomb_ended(void *arg, const char *reason)
+{
+    (void)arg;
+    (void)reason;
+}
+
+static void test_replay_stop_mid_bomb(void)
+{
+    struct buf b = {0};
+    struct htevz_writer z;
+    CHECK(htevz_writer_init(&z, 1, buf_put, &b) == 0);
+    static char nl[64 << 10];
+    memset(nl, '\n', sizeof(nl));
+    for (int i = 0; i < 4096; i++)
+        htevz_write(&z, nl, sizeof(nl));
+    CHECK(htevz_writer_close(&z) == 0);
+    CHECK(b.len < (64u << 10)); /* all of it in the input ring at once */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_STREAM;
+    p.stack_depth = HT_STACK_MAX_DEPTH;
+    p.max_stacks = 1u << 16;
+    p.max_strings = 1u << 16;
+    p.max_name_len = 256;
+    p.sample_ns = 1000000000ULL;
+    struct source_sink sink = {NULL, &si, bomb_events, bomb_process, bomb_ready, bomb_ended};
+    struct source *src = NULL;
+    char err[256] = "";
+    CHECK(replay_source_open_sized(&src, &loop, &p, &sink, 1 << 16, 1024, err, sizeof(err)) == 0);
+    CHECK(src->ops->start(src, err, sizeof(err)) == 0);
+    CHECK_EQ(src->ops->write(src, b.p, b.len), b.len);
+    uv_sleep(100); /* the decoder is deep in the bomb */
+    uint64_t t0 = uv_hrtime();
+    src->ops->stop(src);
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    src->ops->close(src);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0);
+    stack_intern_close(&si);
+    free(b.p);
+    if (ms >= 200)
+        fprintf(stderr, "stop took %llu ms\n", (unsigned long long)ms);
+    CHECK(ms < 200);
+}
+
 /* The harness can fail: a backend that drops one event is caught. */
 static int feed_text_lossy(void *arg, struct conf_run *r, struct source *src,
                            const struct ht_event *evs, size_t n, const struct stack_intern *si)
@@ -216,4 +287,5 @@ static void test_harness_catches_loss(void)
 }
 
 HT_TEST_MAIN(T(replay_text), T(replay_text_remapped), T(replay_binary), T(replay_binary_remapped),
-             T(replay_compressed), T(replay_compressed_remapped), T(harness_catches_loss))
+             T(replay_compressed), T(replay_compressed_remapped), T(harness_catches_loss),
+             T(replay_stop_mid_bomb))

@@ -113,8 +113,16 @@ int htevz_writer_close(struct htevz_writer *z)
 static void reader_fail(struct htevz_reader *r, const char *why)
 {
     r->broken = 1;
-    snprintf(r->err, sizeof(r->err), "compressed stream: %s (frame %llu)", why,
-             (unsigned long long)r->frames + 1);
+    if (r->streaming)
+        snprintf(r->err, sizeof(r->err),
+                 "compressed stream: %s (frame %llu, over %u KiB: its first %llu bytes were "
+                 "applied)",
+                 why, (unsigned long long)r->frames + 1, HTEVZ_HOLD_MAX >> 10,
+                 (unsigned long long)(r->frame_out - r->hold_len));
+    else
+        snprintf(r->err, sizeof(r->err), "compressed stream: %s (frame %llu: none of it applied)",
+                 why, (unsigned long long)r->frames + 1);
+    r->hold_len = 0; /* the held part of a broken frame is never used */
 }
 
 /* Keep the charge equal to what the reader holds: the context grows to the
@@ -155,12 +163,62 @@ void htevz_reader_close(struct htevz_reader *r)
         mem_acct_discharge(r->acct, MEM_decoder_buffers, r->charged);
     ZSTD_freeDCtx(r->dctx);
     ht_free(r->obuf);
+    ht_free(r->hold);
     memset(r, 0, sizeof(*r));
 }
 
 size_t htevz_reader_mem(const struct htevz_reader *r)
 {
-    return (r->dctx ? ZSTD_sizeof_DCtx(r->dctx) : 0) + (r->obuf ? r->obuf_cap : 0);
+    return (r->dctx ? ZSTD_sizeof_DCtx(r->dctx) : 0) + (r->obuf ? r->obuf_cap : 0) + r->hold_cap;
+}
+
+/* Room for n more bytes in the hold (charged first): 0, or -1 when the hold
+ * is full, out of memory or over the budget (the frame then streams). */
+static int hold_room(struct htevz_reader *r, size_t n)
+{
+    if (r->hold_len + n <= r->hold_cap)
+        return 0;
+    if (r->hold_len + n > HTEVZ_HOLD_MAX)
+        return -1;
+    size_t cap = r->hold_cap ? r->hold_cap : (64u << 10);
+    while (cap < r->hold_len + n)
+        cap *= 2;
+    if (cap > HTEVZ_HOLD_MAX)
+        cap = HTEVZ_HOLD_MAX;
+    /* Not counted when refused: the frame streams, nothing is lost (a
+     * refusal counted as a budget drop said a load lost data that had all
+     * its events). */
+    if (mem_acct_charge_optional(r->acct, MEM_decoder_buffers, cap - r->hold_cap) != 0)
+        return -1;
+    unsigned char *nb = ht_realloc(r->hold, cap);
+    if (!nb) {
+        mem_acct_discharge(r->acct, MEM_decoder_buffers, cap - r->hold_cap);
+        return -1;
+    }
+    r->charged += cap - r->hold_cap;
+    r->hold = nb;
+    r->hold_cap = cap;
+    return 0;
+}
+
+/* Decoded bytes of the open frame: held, or passed on once it streams. */
+static void frame_bytes_out(struct htevz_reader *r, const unsigned char *p, size_t n,
+                            htevz_plain_fn fn, void *arg)
+{
+    r->frame_out += n;
+    if (!r->streaming && hold_room(r, n) == 0) {
+        memcpy(r->hold + r->hold_len, p, n);
+        r->hold_len += n;
+        return;
+    }
+    if (!r->streaming) { /* outgrew the hold: what it has goes first */
+        r->streaming = 1;
+        r->frames_streamed++;
+        if (r->hold_len)
+            fn(arg, r->hold, r->hold_len);
+        r->hold_len = 0;
+    }
+    fn(arg, p, n);
 }
 
 void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htevz_plain_fn fn,
@@ -168,6 +226,8 @@ void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htev
 {
     ZSTD_inBuffer in = {buf, n, 0};
     while (!r->broken) {
+        if (r->cancel && atomic_load_explicit(r->cancel, memory_order_relaxed))
+            return;
         size_t in_before = in.pos;
         ZSTD_outBuffer o = {r->obuf, r->obuf_cap, 0};
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &in);
@@ -186,11 +246,17 @@ void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htev
         }
         if (o.pos > 0) {
             r->bytes_out += o.pos;
-            fn(arg, r->obuf, o.pos);
+            frame_bytes_out(r, r->obuf, o.pos, fn, arg);
         }
-        /* 0: a frame is complete and flushed; the next byte starts another.
-         * A call that took no byte (flushing only) says nothing new. */
+        /* 0: a frame is complete, flushed and its checksum matched; the next
+         * byte starts another. A call that took no byte (flushing only) says
+         * nothing new. */
         if (ret == 0) {
+            if (r->hold_len)
+                fn(arg, r->hold, r->hold_len);
+            r->hold_len = 0;
+            r->streaming = 0;
+            r->frame_out = 0;
             r->frames++;
             r->in_frame = 0;
         } else if (in.pos > in_before) {

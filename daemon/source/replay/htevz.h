@@ -11,6 +11,18 @@
  * decompresses into one of ZSTD_DStreamOutSize() and refuses any frame whose
  * header asks for a window over 2^HTEVZ_WINDOW_LOG_MAX bytes (the zstd
  * command line's -19 uses 2^23: files it made load too).
+ *
+ * A frame's stream reaches the parser only once the frame is complete and
+ * its checksum (when it has one) matched: the reader holds up to
+ * HTEVZ_HOLD_MAX bytes of it meanwhile. A corrupted or cut frame then adds
+ * no event at all (before, zstd's blocks of 128 KiB were passed on as they
+ * decoded and a frame failing its checksum had already been applied). A
+ * frame bigger than the hold (another tool's: the zstd command line makes
+ * one frame of a whole file) is passed on as it decodes, like a plain
+ * stream: if it fails, what came before stays and the error says how much.
+ * The hold grows with the frames it sees (64 KiB, doubling) and is charged
+ * with the rest of the reader; short of memory or budget, frames stream (a
+ * refusal is counted nowhere: no data is lost).
  * Only this file and htevz.c see zstd.h: the dependency stays in the replay
  * source.
  */
@@ -19,6 +31,7 @@
 
 #include "htevb.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +47,9 @@ struct mem_acct;
 #define HTEVZ_STAGE (64u << 10)      /* writer: bytes gathered before each compress call */
 #define HTEVZ_LEVEL_DEFAULT 9        /* files (ht-convert) */
 #define HTEVZ_LEVEL_FAST 3           /* live recordings */
+/* reader: stream bytes of a frame held until its checksum is read (the
+ * writer's frame: every frame it makes is checked before use) */
+#define HTEVZ_HOLD_MAX HTEVZ_FRAME_BYTES
 
 struct htevz_writer {
     void *cctx; /* ZSTD_CCtx */
@@ -65,7 +81,16 @@ struct htevz_reader {
     uint64_t charged;
     unsigned char *obuf;
     size_t obuf_cap;
-    int in_frame;  /* the last frame is not complete yet */
+    unsigned char *hold; /* the open frame's stream, until its checksum */
+    size_t hold_len, hold_cap;
+    int streaming;            /* the open frame outgrew the hold: passed on as it decodes */
+    uint64_t frame_out;       /* stream bytes of the open frame so far */
+    uint64_t frames_streamed; /* frames over the hold (not checked before use) */
+    int in_frame;             /* the last frame is not complete yet */
+    /* Set (by another thread) to stop a feed between two output buffers: a
+     * few KiB of input can decode to GiBs (a bomb of empty lines: 1 GiB
+     * from 33 KB took 15 s in one feed). May be NULL. */
+    const _Atomic int *cancel;
     int broken;    /* after an error nothing more is read */
     int too_large; /* a frame asked for a window over the limit */
     uint64_t frames, bytes_out;
@@ -76,12 +101,14 @@ struct htevz_reader {
 int htevz_reader_init(struct htevz_reader *r, struct mem_acct *acct);
 void htevz_reader_close(struct htevz_reader *r);
 /* Decompress n bytes (frames may span feeds); the stream comes out through fn
- * in pieces of at most obuf_cap bytes. An error sets broken and err. */
+ * in pieces of at most HTEVZ_HOLD_MAX bytes. An error sets broken and err.
+ * Returns early, the input not all taken, once *cancel is set: the reader is
+ * then only fit to be closed. */
 void htevz_feed(struct htevz_reader *r, const unsigned char *buf, size_t n, htevz_plain_fn fn,
                 void *arg);
 /* End of input: -1 (err set) if it ended inside a frame. */
 int htevz_finish(struct htevz_reader *r);
-/* Bytes the reader holds now (its zstd context and output buffer). */
+/* Bytes the reader holds now (its zstd context, output buffer and hold). */
 size_t htevz_reader_mem(const struct htevz_reader *r);
 
 #endif

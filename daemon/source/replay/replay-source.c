@@ -184,6 +184,7 @@ int replay_source_open_sized(struct source **out, uv_loop_t *loop, const struct 
         rc = UV_ENOMEM;
         goto fail_ring;
     }
+    s->rp.cancel = &s->quit; /* a stop does not wait for a slice that decodes to GiBs */
     if ((rc = uv_mutex_init(&s->mu)) != 0)
         goto fail_replay;
     if ((rc = uv_cond_init(&s->cv)) != 0) {

@@ -146,7 +146,9 @@ static void compressed_broken(struct replay *r)
 static void start_compressed(struct replay *r)
 {
     r->compressed = 1;
-    if (htevz_reader_init(&r->z, r->parser.si->acct) != 0) {
+    int rc = htevz_reader_init(&r->z, r->parser.si->acct);
+    r->z.cancel = r->cancel;
+    if (rc != 0) {
         r->z.broken = 1;
         snprintf(r->z.err, sizeof(r->z.err),
                  "compressed stream: no memory for its decompressor (or over the budget)");

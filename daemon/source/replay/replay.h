@@ -36,6 +36,9 @@ struct replay {
         char msg[160];
     } errors[REPLAY_ERRORS_KEPT]; /* the first malformed lines, for the report */
     uint32_t nerrors;
+    /* A feed stops early once it is set (the source is stopping): given to
+     * the decompressor, where a small input can take seconds. May be NULL. */
+    const _Atomic int *cancel;
 };
 
 int replay_init(struct replay *r, struct stack_intern *si, replay_event_fn fn, void *arg);
