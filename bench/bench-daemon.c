@@ -915,6 +915,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nchurn; i++)
         htevb_write_event(&bw, &churn[i]);
     htevb_writer_close(&bw);
+    const char *dump = getenv("HT_BENCH_DUMP");
+    if (dump) {
+        /* The stream the daemon is fed, as a file (its size per event: README). */
+        FILE *df = fopen(dump, "wb");
+        if (!df || fwrite(bin_pre.p, 1, bin_pre.len, df) != bin_pre.len ||
+            fwrite(bin_churn.p, 1, bin_churn.len, df) != bin_churn.len || fclose(df) != 0) {
+            fprintf(stderr, "cannot write %s\n", dump);
+            return 1;
+        }
+        printf("{\"dumped\":\"%s\",\"events\":%zu}\n", dump, npre + nchurn + 1);
+        return 0;
+    }
 
     /* The daemon, on a private endpoint. */
     char dir[] = "/tmp/ht-bench-XXXXXX";

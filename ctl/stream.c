@@ -177,7 +177,13 @@ static struct rec_bin *rec_bin_open(struct out_file *out)
         free(rb);
         return NULL;
     }
-    htevb_writer_init(&rb->w, &rb->si, htevz_write, &rb->z);
+    if (htevb_writer_init(&rb->w, &rb->si, htevz_write, &rb->z) != 0) {
+        htevz_writer_close(&rb->z); /* nothing written yet */
+        htev_parser_close(&rb->parser);
+        stack_intern_close(&rb->si);
+        free(rb);
+        return NULL;
+    }
     rb->frame_start_ms = now_ms();
     return rb;
 }

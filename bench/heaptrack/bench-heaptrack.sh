@@ -15,6 +15,7 @@
 #   wall_ratio = (load + query) / heaptrack_print  (target <= 0.5)
 #   rss_ratio  = daemon VmHWM / heaptrack_print max RSS  (target <= 1)
 #   file_ratio = .htevb bytes / heaptrack's file bytes  (target <= 1)
+#   file_ratio_z = the same .htevb in zstd frames (ht-convert's default) / heaptrack's file
 # The leak totals of both are printed side by side (bytes and blocks): the same events must
 # give the same leak, and the script exits 1 when the leaked blocks differ (or the answer is
 # incomplete). Missing a target does not fail it: those are figures.
@@ -70,8 +71,9 @@ BUILD=$(cd "$BUILD" && pwd)
 DAEMON=$BUILD/daemon/heaptraced
 CTL=$BUILD/ctl/heaptracectl
 CONV=$BUILD/bench/heaptrack/ht-from-heaptrack
+HTCONVERT=$BUILD/daemon/ht-convert
 INTERPRET=/usr/lib/heaptrack/libexec/heaptrack_interpret
-for x in "$DAEMON" "$CTL" "$CONV" "$BUILD/tests/apps/$APP"; do
+for x in "$DAEMON" "$CTL" "$CONV" "$HTCONVERT" "$BUILD/tests/apps/$APP"; do
     [ -x "$x" ] || die "$x not built"
 done
 command -v heaptrack >/dev/null && command -v heaptrack_print >/dev/null ||
@@ -127,6 +129,8 @@ HTEVB=$W/rec.htevb
 conv_json=$(grep '^{' "$W/convert.log" | head -n 1)
 events=$(grep -o '"allocs":[0-9]*\|"frees":[0-9]*' <<<"$conv_json" | cut -d: -f2 | paste -sd+ | bc)
 conv_s=$(to_s "$(time_v 'Elapsed (wall clock)' "$W/convert.log")")
+# The same stream as a recording is written (zstd frames, ht-convert's default level).
+"$HTCONVERT" "$HTEVB" "$W/rec.htevbz" 2>"$W/htconvert.log" || die "ht-convert failed: $(tail -n 2 "$W/htconvert.log")"
 
 # --- 4. side by side -----------------------------------------------------------------------------
 sync
@@ -203,6 +207,7 @@ hp_kb, hwm_kb = int(med("heaptrack_print_max_rss_kb")), int(med("daemon_vmhwm_kb
 file_b = os.path.getsize(os.path.join(w, "rec.zst"))
 raw_b = os.path.getsize(os.path.join(w, "rec.raw.zst"))
 htevb_b = os.path.getsize(os.path.join(w, "rec.htevb"))
+htevbz_b = os.path.getsize(os.path.join(w, "rec.htevbz"))
 events = int("$events" or 0)
 out = {
     "app": "$APP", "args": "${ARGS[*]}", "events": events,
@@ -214,10 +219,13 @@ out = {
     "daemon_rss_after_kb": int(med("daemon_rss_after_kb")), "reps": reps,
     "heaptrack_file_bytes": file_b, "heaptrack_raw_bytes": raw_b, "htevb_bytes": htevb_b,
     "htevb_bytes_per_event": round(htevb_b / events, 2) if events else None,
+    "htevbz_bytes": htevbz_b,
+    "htevbz_bytes_per_event": round(htevbz_b / events, 2) if events else None,
     "heaptrack_bytes_per_event": round(file_b / events, 2) if events else None,
     "wall_ratio": round((load_s + query_s) / hp_s, 3) if hp_s else None,
     "rss_ratio": round(hwm_kb / hp_kb, 3) if hp_kb else None,
     "file_ratio": round(htevb_b / file_b, 3),
+    "file_ratio_z": round(htevbz_b / file_b, 3),
     "targets": {"wall_ratio": "<= 0.5", "rss_ratio": "<= 1", "file_ratio": "<= 1"},
     "leak": {"heaptrack_print": "$hp_leak", "heaptrack_leaked_blocks": "$hp_leaked_blocks",
              "heaptrace_aifo_bytes": aifo.get("total", {}).get("size"),
@@ -231,6 +239,7 @@ out["pass"] = {
     "wall": out["wall_ratio"] is not None and out["wall_ratio"] <= 0.5,
     "rss": out["rss_ratio"] is not None and out["rss_ratio"] <= 1,
     "file": out["file_ratio"] <= 1,
+    "file_z": out["file_ratio_z"] <= 1,
 }
 out["runs"] = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in runs]
 ring = os.path.join(w, "ring.side")

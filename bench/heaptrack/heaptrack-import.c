@@ -544,8 +544,9 @@ int heaptrack_import(FILE *raw, FILE *sym, FILE *out, uint64_t pid,
         snprintf(err, errsz, "out of memory");
         goto done_free;
     }
-    htevb_writer_init(&im->w, &im->si, out_cb, im);
-    rc = 0;
+    rc = htevb_writer_init(&im->w, &im->si, out_cb, im);
+    if (rc != 0)
+        snprintf(err, errsz, "out of memory for the .htevb writer");
     while (rc == 0 && input_next(&im->raw)) {
         st->lines++;
         rc = raw_line(im);

@@ -181,13 +181,15 @@ int mem_acct_charge(struct mem_acct *m, int kind, uint64_t n)
     return rc;
 }
 
-int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n)
+int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n, uint64_t reserve)
 {
     if (!m)
         return 0;
     for (struct mem_budget *p = m->budget; p; p = p->parent) {
         uint64_t u = atomic_fetch_add(&p->used, n) + n;
-        if (p->limit && u + atomic_load_explicit(&p->outside, memory_order_relaxed) > p->limit) {
+        if (p->limit &&
+            (p->limit < reserve ||
+             u + atomic_load_explicit(&p->outside, memory_order_relaxed) > p->limit - reserve)) {
             for (struct mem_budget *q = m->budget;; q = q->parent) {
                 atomic_fetch_sub(&q->used, n);
                 if (q == p)

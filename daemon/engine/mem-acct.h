@@ -105,9 +105,11 @@ void *mem_alloc_forced(struct mem_acct *m, int kind, size_t n);
 int mem_acct_charge(struct mem_acct *m, int kind, uint64_t n);
 void mem_acct_discharge(struct mem_acct *m, int kind, uint64_t n);
 /* mem_acct_charge for memory that is only nice to have (the zstd reader's
- * hold): 0, or HT_EFULL when a budget has no room, counted nowhere (no
- * budget drop: nothing is lost without it). */
-int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n);
+ * hold): 0, or HT_EFULL when a budget would keep less than reserve bytes
+ * free after it, counted nowhere (no budget drop: nothing is lost without
+ * it). The reserve keeps it from taking room that what is needed comes for
+ * later (the decoder's tables, stacks and names). */
+int mem_acct_charge_optional(struct mem_acct *m, int kind, uint64_t n, uint64_t reserve);
 uint64_t mem_acct_total(const struct mem_acct *m);
 uint64_t mem_acct_refusals(const struct mem_acct *m, int budget);
 

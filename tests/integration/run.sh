@@ -192,22 +192,27 @@ case_record_htevb() {
 case_binary_load() {
     start_daemon
     "$HT_CONVERT" --plain "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert --plain"
-    [ "$(head -c 6 "$T/demo.htevb")" = HTEVB1 ] || fail "not a binary stream"
-    # Compressed (the default): zstd frames of 4 KiB of stream, zstd's magic first.
-    "$HT_CONVERT" --frame-kib 4 "$DEMO" "$T/demo.htevbz" 2>/dev/null || fail "ht-convert"
+    [ "$(head -c 6 "$T/demo.htevb")" = HTEVB2 ] || fail "not an HTEVB2 stream"
+    "$HT_CONVERT" --plain --v1 "$DEMO" "$T/demo.htevb1" 2>/dev/null || fail "ht-convert --v1"
+    [ "$(head -c 6 "$T/demo.htevb1")" = HTEVB1 ] || fail "not an HTEVB1 stream"
+    # Compressed (the default): zstd frames of 1 KiB of stream (the HTEVB2 demo is 10 KiB:
+    # half the file must hold whole frames), zstd's magic first.
+    "$HT_CONVERT" --frame-kib 1 "$DEMO" "$T/demo.htevbz" 2>/dev/null || fail "ht-convert"
     [ "$(head -c 4 "$T/demo.htevbz" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] ||
         fail "not a zstd frame"
     [ "$(stat -c %s "$T/demo.htevbz")" -lt "$(( $(stat -c %s "$T/demo.htevb") / 2 ))" ] ||
         fail "compressed not smaller"
     ctl load "$DEMO" --name text >/dev/null 2>&1 || fail "load text"
     ctl load "$T/demo.htevb" --name binary >/dev/null 2>&1 || fail "load binary"
+    ctl load "$T/demo.htevb1" --name binary1 >/dev/null 2>&1 || fail "load HTEVB1"
     ctl --json load "$T/demo.htevbz" --name zstd >"$T/j" 2>/dev/null || fail "load compressed"
     eq "$(jget malformed <"$T/j")" 0 "compressed stream clean"
-    for s in text binary zstd; do
+    for s in text binary binary1 zstd; do
         { ctl --json stacks "$s" --by frame; ctl --json commits "$s" --range 14s:16s;
           ctl --json timeline "$s" --step 5s; } | grep -v '"session"\|"wall_start"' >"$T/$s.json"
     done
     diff -u "$T/text.json" "$T/binary.json" || fail "binary and text streams answer differently"
+    diff -u "$T/text.json" "$T/binary1.json" || fail "HTEVB1 and text streams answer differently"
     diff -u "$T/text.json" "$T/zstd.json" || fail "compressed and text streams answer differently"
     eq "$(ctl --json status binary | jget process.name)" MemoryTestApp.exe "process name"
     eq "$(ctl --json status zstd | jget process.name)" MemoryTestApp.exe "process name (zstd)"

@@ -3,6 +3,7 @@
 #include "ht-test.h"
 #include "replay.h"
 #include "htevb.h"
+#include "htevb2.h"
 #include "query.h"
 #include "frame-match.h"
 #include "htev-write.h"
@@ -239,7 +240,7 @@ static void test_binary_roundtrip(void)
     CHECK_EQ(R.events, 1383);
     htevb_writer_close(&W);
     replay_close(&R);
-    CHECK(bin_len > 8 && memcmp(bin_buf, HTEVB_MAGIC, 8) == 0);
+    CHECK(bin_len > 8 && memcmp(bin_buf, HTEVB2_MAGIC, 8) == 0);
     /* Engine B from the binary, in uneven pieces: same answers. */
     for (size_t piece = 1; piece <= 4099; piece += 1366) {
         setup();
@@ -981,10 +982,17 @@ static void test_compressed_hold_over_budget(void)
         reader_mem = htevz_reader_mem(&z);
         htevz_reader_close(&z);
     }
+    size_t v2_mem = 0; /* the HTEVB2 reader's tables (the stream is HTEVB2) */
+    {
+        struct htevb2 v2;
+        CHECK(htevb2_init(&v2, NULL, MEM_decoder_buffers, 0) == 0);
+        v2_mem = v2.bytes;
+        htevb2_close(&v2);
+    }
     struct mem_budget b;
     /* The reader's context with a 1 MiB window (about 1.6 MiB once it saw a
-     * frame), the interner's first chunks, not 1 MiB more. */
-    mem_budget_init(&b, NULL, reader_mem + (5u << 19));
+     * frame), the HTEVB2 tables, the interner's first chunks, not 1 MiB more. */
+    mem_budget_init(&b, NULL, reader_mem + v2_mem + (5u << 19));
     struct mem_acct a;
     mem_acct_init(&a, &b);
     struct stack_intern si;
@@ -1009,8 +1017,307 @@ static void test_compressed_hold_over_budget(void)
     free(t.packed.p);
 }
 
+/* ---- HTEVB2 (htevb2.h): exact round trips and hostile records ---- */
+
+struct evlist {
+    struct ht_event *ev;
+    size_t n, cap;
+};
+
+static void evlist_add(void *arg, const struct ht_event *ev)
+{
+    struct evlist *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->ev = realloc(l->ev, l->cap * sizeof(*l->ev));
+    }
+    l->ev[l->n++] = *ev;
+}
+
+static int same_event(const struct ht_event *a, const struct ht_event *b)
+{
+    return a->t == b->t && a->kind == b->kind && a->heap == b->heap && a->addr == b->addr &&
+           a->old_addr == b->old_addr && a->size == b->size && a->old_size == b->old_size &&
+           a->stack == b->stack && a->tid == b->tid && a->flags == b->flags;
+}
+
+/* An address, size or heap value: the edges, small and random ones. */
+static uint64_t edge_value(uint64_t *rng)
+{
+    uint64_t r = rng_next(rng);
+    switch (r % 8) {
+    case 0:
+        return 0;
+    case 1:
+        return UINT64_MAX;
+    case 2:
+        return UINT64_MAX - (r >> 60);
+    case 3:
+        return rng_next(rng);
+    case 4:
+        return (r >> 8) % 100;
+    default:
+        return 0x7f0000000000ull + ((r >> 16) % 4096) * 16;
+    }
+}
+
+/* n random events (file-order times, never backwards, jumps up to 2^64-1)
+ * over the stacks and names of si: allocations with frees of live blocks
+ * (many older than the rings hold), of unknown addresses, reallocs, and every
+ * other kind. events[i] is what the reader must give back. */
+static void random_events(struct stack_intern *si, uint64_t seed, size_t n, struct evlist *out)
+{
+    uint64_t rng = seed, t = 0, heaps[4] = {0, 1, 0x55550000, UINT64_MAX};
+    uint32_t stacks[16], names[3];
+    for (unsigned i = 0; i < 16; i++) {
+        uint64_t frames[8];
+        for (unsigned k = 0; k < 8; k++)
+            frames[k] = k == 3 ? HT_FRAME_SYM | stack_intern_str(si, "sym", 3) : 0x400000 + i * 64 + k;
+        stacks[i] = stack_intern_get(si, frames, 1 + i % 8);
+    }
+    names[0] = stack_intern_str(si, "/lib/a.so", 9);
+    names[1] = stack_intern_str(si, "/lib/b.so", 9);
+    names[2] = stack_intern_str(si, "0badc0de", 8);
+    static uint64_t live[1 << 16];
+    size_t nlive = 0;
+    uint64_t bump = 0x560000000000ull;
+    out->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct ht_event ev;
+        memset(&ev, 0, sizeof(ev));
+        uint64_t r = rng_next(&rng);
+        uint64_t step = r % 16 == 0 ? rng_next(&rng) : r % 4 == 0 ? 0 : (r >> 8) % 5000;
+        t = step > UINT64_MAX - t ? UINT64_MAX : t + step;
+        ev.t = t;
+        unsigned pick = (unsigned)(rng_next(&rng) % 100);
+        ev.kind = pick < 40 ? HT_EV_ALLOC : pick < 75 ? HT_EV_FREE : pick < 85 ? HT_EV_REALLOC
+                                                                    : 1 + pick % (HT_EV_KIND_COUNT - 1);
+        ev.heap = heaps[rng_next(&rng) % 16 < 12 ? 2 : rng_next(&rng) % 4];
+        ev.tid = rng_next(&rng) % 4 == 0 ? (uint32_t)rng_next(&rng) : rng_next(&rng) % 3 == 0 ? UINT32_MAX : 7;
+        uint64_t sr = rng_next(&rng);
+        ev.stack = sr % 5 == 0 ? 0 : stacks[sr % 16];
+        ev.flags = sr % 7 == 0 ? HT_EVF_TRUNCATED : 0;
+        ev.size = rng_next(&rng) % 4 == 0 ? edge_value(&rng) : 16 + rng_next(&rng) % 256;
+        int fresh = rng_next(&rng) % 3 == 0;
+        switch (ev.kind) {
+        case HT_EV_ALLOC:
+            ev.addr = fresh ? edge_value(&rng) : (bump += 16 + ev.size % 4096);
+            break;
+        case HT_EV_FREE:
+        case HT_EV_REALLOC: {
+            uint64_t *a = ev.kind == HT_EV_FREE ? &ev.addr : &ev.old_addr;
+            if (nlive && !fresh) {
+                size_t j = rng_next(&rng) % 2 ? nlive - 1 - rng_next(&rng) % (nlive < 8 ? nlive : 8)
+                                              : rng_next(&rng) % nlive;
+                *a = live[j];
+                live[j] = live[--nlive];
+            } else {
+                *a = edge_value(&rng); /* unknown to the rings, or 0, or the edges */
+            }
+            if (ev.kind == HT_EV_REALLOC) {
+                ev.addr = rng_next(&rng) % 2 ? ev.old_addr : (bump += 4096);
+                ev.old_size = rng_next(&rng) % 2 ? ev.size / 2 : edge_value(&rng);
+            } else {
+                ev.size = rng_next(&rng) % 8 ? 0 : ev.size;
+            }
+            break;
+        }
+        case HT_EV_MODULE_LOAD:
+        case HT_EV_MODULE_UNLOAD:
+            ev.heap = names[rng_next(&rng) % 2];
+            ev.old_size = rng_next(&rng) % 2 ? names[2] : 0;
+            ev.addr = edge_value(&rng);
+            ev.old_addr = edge_value(&rng);
+            break;
+        default:
+            ev.addr = edge_value(&rng);
+            ev.old_addr = rng_next(&rng) % 4 == 0 ? edge_value(&rng) : 0;
+            ev.old_size = rng_next(&rng) % 4 == 0 ? edge_value(&rng) : 0;
+            break;
+        }
+        if ((ev.kind == HT_EV_ALLOC || ev.kind == HT_EV_REALLOC) && nlive < 1 << 16)
+            live[nlive++] = ev.addr;
+        evlist_add(out, &ev);
+    }
+}
+
+/* Write events as version 1 or 2; offs[i] is where event i's record ends. */
+static void write_events(struct stack_intern *si, int version, const struct evlist *in,
+                         size_t *offs)
+{
+    bin_len = 0;
+    struct htevb_writer w;
+    CHECK_EQ(htevb_writer_init_version(&w, si, version, bin_out, NULL), 0);
+    for (size_t i = 0; i < in->n; i++) {
+        CHECK_EQ(htevb_write_event(&w, &in->ev[i]), 0);
+        if (offs)
+            offs[i] = bin_len;
+    }
+    htevb_writer_close(&w);
+}
+
+/* Read bin_buf[0, n) through a replay in pieces of 1..max_piece bytes. */
+static void read_events(struct stack_intern *si, const unsigned char *p, size_t n,
+                        size_t max_piece, uint64_t seed, struct evlist *out,
+                        uint64_t *malformed, char *err, uint64_t *v2_errors)
+{
+    struct replay r;
+    out->n = 0;
+    replay_init(&r, si, evlist_add, out);
+    uint64_t rng = seed | 1;
+    for (size_t off = 0; off < n;) {
+        size_t k = 1 + rng_next(&rng) % max_piece;
+        if (k > n - off)
+            k = n - off;
+        replay_feed(&r, (const char *)p + off, k);
+        off += k;
+    }
+    replay_finish(&r);
+    *malformed = r.malformed;
+    if (err)
+        memcpy(err, r.bin.err, sizeof(r.bin.err));
+    if (v2_errors)
+        memcpy(v2_errors, r.bin.v2_errors, sizeof(r.bin.v2_errors));
+    replay_close(&r);
+}
+
+static void test_v2_roundtrip(void)
+{
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    struct evlist in = {0}, back = {0};
+    /* Three ring sizes of events: frees past what the rings keep. */
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        random_events(&si, 0x9e3779b97f4a7c15ull * seed, seed == 4 ? 3 * HTEVB2_RING : 5000, &in);
+        for (int version = 1; version <= 2; version++) {
+            write_events(&si, version, &in, NULL);
+            CHECK(memcmp(bin_buf, version == 2 ? HTEVB2_MAGIC : HTEVB_MAGIC, 8) == 0);
+            for (size_t piece = 1; piece <= 70001; piece += 70000) {
+                uint64_t malformed;
+                read_events(&si, bin_buf, bin_len, piece, seed, &back, &malformed, NULL, NULL);
+                CHECK_EQ(malformed, 0);
+                CHECK_EQ(back.n, in.n);
+                size_t bad = 0;
+                for (size_t i = 0; i < in.n && i < back.n; i++)
+                    bad += !same_event(&in.ev[i], &back.ev[i]);
+                CHECK_EQ(bad, 0);
+            }
+        }
+    }
+    free(in.ev);
+    free(back.ev);
+    stack_intern_close(&si);
+}
+
+/* A small stream cut at every byte: the events before the cut come back
+ * exactly, a cut inside a record is one malformed, never more. */
+static void test_v2_truncated(void)
+{
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    struct evlist in = {0}, back = {0};
+    random_events(&si, 77, 120, &in);
+    size_t offs[120];
+    write_events(&si, 2, &in, offs);
+    unsigned char *full = malloc(bin_len);
+    size_t full_len = bin_len;
+    memcpy(full, bin_buf, bin_len);
+    for (size_t cut = 0; cut <= full_len; cut++) {
+        uint64_t malformed;
+        read_events(&si, full, cut, cut % 5 + 1, cut, &back, &malformed, NULL, NULL);
+        size_t want = 0, boundary = cut == 0 || cut == HTEVB_MAGIC_LEN;
+        while (want < in.n && offs[want] <= cut)
+            want++;
+        for (size_t i = 0; i < in.n; i++)
+            boundary |= offs[i] == cut;
+        CHECK_EQ(back.n, want);
+        CHECK(malformed <= 1);
+        if (boundary)
+            CHECK_EQ(malformed, 0);
+        for (size_t i = 0; i < want && i < back.n; i++)
+            CHECK(same_event(&in.ev[i], &back.ev[i]));
+    }
+    free(full);
+    free(in.ev);
+    free(back.ev);
+    stack_intern_close(&si);
+}
+
+/* A hostile record after a good prefix: events before it stay, one malformed
+ * with its own message and counter, whole or fed a byte at a time. */
+static void hostile(const unsigned char *rec, size_t n, uint64_t events, int err, const char *msg)
+{
+    struct stack_intern si;
+    stack_intern_init(&si, 1u << 16, 1u << 16);
+    unsigned char buf[256];
+    memcpy(buf, HTEVB2_MAGIC, HTEVB_MAGIC_LEN);
+    memcpy(buf + HTEVB_MAGIC_LEN, rec, n);
+    for (size_t piece = 1; piece <= 256; piece += 255) {
+        struct evlist back = {0};
+        uint64_t malformed;
+        char why[128];
+        uint64_t v2_errors[6];
+        read_events(&si, buf, HTEVB_MAGIC_LEN + n, piece, 0, &back, &malformed, why, v2_errors);
+        CHECK_EQ(back.n, events);
+        CHECK_EQ(malformed, 1);
+        if (!strstr(why, msg))
+            fprintf(stderr, "want \"%s\", got \"%s\" (piece %zu, %zu bytes)\n", msg, why, piece, n);
+        CHECK(strstr(why, msg) != NULL);
+        if (err)
+            CHECK_EQ(v2_errors[-err], 1);
+        free(back.ev);
+    }
+    stack_intern_close(&si);
+}
+
+static void test_v2_hostile(void)
+{
+    enum { A = 0x80 | HT_EV_ALLOC, F = 0x80 | HT_EV_FREE, RE = 0x80 | HT_EV_REALLOC };
+    /* alloc of 8 bytes at 8 (zigzag 16), then frees naming it (ref 0) and a
+     * slot the ring never held (ref 1). */
+    const unsigned char empty_ring[] = {F | 0x60, 0, 0};
+    hostile(empty_ring, sizeof(empty_ring), 0, HTEVB2_EREF, "empty allocation-ring slot");
+    const unsigned char past_ring[] = {A | 0x20, 0x08, 16, 8, F | 0x60, 0, 0, F | 0x60, 0, 1};
+    hostile(past_ring, sizeof(past_ring), 2, HTEVB2_EREF, "empty allocation-ring slot");
+    /* A new address named in the free ring before any free. */
+    const unsigned char empty_frees[] = {A | 0x60, 0, 0};
+    hostile(empty_frees, sizeof(empty_frees), 0, HTEVB2_EREF, "empty allocation-ring slot");
+    const unsigned char ref_alone[] = {F | 0x40, 0};
+    hostile(ref_alone, sizeof(ref_alone), 0, HTEVB2_EREFBIT, "reference bit without");
+    const unsigned char oref_alone[] = {RE, 0x02};
+    hostile(oref_alone, sizeof(oref_alone), 0, HTEVB2_EREFBIT, "reference bit without");
+    /* Varints: 10 bytes with a bit past 2^64, 11 bytes, and an endless one. */
+    const unsigned char v65[] = {A | 0x20, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0xff, 0xff, 0xff, 0xff, 0x02};
+    hostile(v65, sizeof(v65), 0, HTEVB2_EVARINT, "oversized varint");
+    const unsigned char v11[] = {A | 0x20, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                 0x80, 0x80, 0x80, 0x80, 0x00};
+    hostile(v11, sizeof(v11), 0, HTEVB2_EVARINT, "oversized varint");
+    unsigned char endless[200];
+    endless[0] = A | 0x20;
+    endless[1] = 0;
+    memset(endless + 2, 0xff, sizeof(endless) - 2);
+    hostile(endless, sizeof(endless), 0, HTEVB2_EVARINT, "oversized varint");
+    const unsigned char kind0[] = {0x80, 0}, kind14[] = {0x80 | 14, 0}, kind15[] = {0x8f, 0};
+    hostile(kind0, 2, 0, HTEVB2_EKIND, "bad event kind");
+    hostile(kind14, 2, 0, HTEVB2_EKIND, "bad event kind");
+    hostile(kind15, 2, 0, HTEVB2_EKIND, "bad event kind");
+    /* Stack 2^33, tid 2^32, a stack never defined, a module name never defined. */
+    const unsigned char big_stack[] = {A, 0x20, 0x80, 0x80, 0x80, 0x80, 0x20};
+    hostile(big_stack, sizeof(big_stack), 0, HTEVB2_ERANGE, "over 32 bits");
+    const unsigned char big_tid[] = {A, 0x40, 0x80, 0x80, 0x80, 0x80, 0x10};
+    hostile(big_tid, sizeof(big_tid), 0, HTEVB2_ERANGE, "over 32 bits");
+    const unsigned char no_stack[] = {A, 0x20, 5};
+    hostile(no_stack, sizeof(no_stack), 0, 0, "stack id not defined");
+    const unsigned char no_name[] = {0x80 | HT_EV_MODULE_LOAD, 0x04, 3};
+    hostile(no_name, sizeof(no_name), 0, 0, "string id not defined");
+    /* HTEVB1's event record has no place in an HTEVB2 stream. */
+    const unsigned char v1_event[] = {A, 0, 'e', HT_EV_ALLOC, 4, 0, 0x10, 8};
+    hostile(v1_event, sizeof(v1_event), 1, 0, "unknown record type");
+}
+
 HT_TEST_MAIN(T(binary_roundtrip), T(binary_malformed), T(parse_kinds), T(malformed_lines),
              T(chunked_equals_whole), T(long_line_bounded), T(deep_stack_truncated),
              T(module_events), T(frame_resolver), T(compressed_roundtrip), T(compressed_big),
              T(compressed_same_engine), T(compressed_malformed), T(compressed_frame_checked),
-             T(compressed_hold_over_budget))
+             T(compressed_hold_over_budget), T(v2_roundtrip), T(v2_truncated), T(v2_hostile))

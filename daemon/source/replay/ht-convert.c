@@ -1,5 +1,6 @@
 /* ht-convert: a recorded stream (.htev text, .htevb, either in zstd frames) to .htevb in zstd
- * frames (htevz.h), or plain .htevb with --plain; heaptracectl load takes all of them. */
+ * frames (htevz.h), or plain .htevb with --plain; HTEVB2 records, or HTEVB1 with --v1;
+ * heaptracectl load takes all of them. */
 #include "htevb.h"
 #include "htevz.h"
 #include "replay.h"
@@ -32,24 +33,27 @@ static void event_cb(void *arg, const struct ht_event *ev)
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: ht-convert [--plain] [--level N] [--frame-kib N] IN OUT.htevb   (- for "
+            "usage: ht-convert [--plain] [--v1] [--level N] [--frame-kib N] IN OUT.htevb   (- for "
             "stdin/stdout)\n"
             "  IN: .htev text or .htevb, plain or compressed\n"
             "  OUT: .htevb in zstd frames (level 1-19, default %d; frames of N KiB of stream,\n"
-            "       at most and by default %u), or plain with --plain\n",
+            "       at most and by default %u), or plain with --plain; HTEVB2 records (htevb2.h),\n"
+            "       or the older HTEVB1 with --v1\n",
             HTEVZ_LEVEL_DEFAULT, HTEVZ_FRAME_BYTES >> 10);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    int plain = 0, level = HTEVZ_LEVEL_DEFAULT;
+    int plain = 0, version = 2, level = HTEVZ_LEVEL_DEFAULT;
     long frame_kib = HTEVZ_FRAME_BYTES >> 10;
     const char *files[2];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plain")) {
             plain = 1;
+        } else if (!strcmp(argv[i], "--v1")) {
+            version = 1;
         } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
             level = atoi(argv[++i]);
             if (level < 1 || level > 19)
@@ -80,10 +84,11 @@ int main(int argc, char **argv)
         return 1;
     }
     zw.frame_bytes = (uint64_t)frame_kib << 10;
-    if (plain)
-        htevb_writer_init(&writer, &si, write_cb, NULL);
-    else
-        htevb_writer_init(&writer, &si, htevz_write, &zw);
+    if (htevb_writer_init_version(&writer, &si, version, plain ? write_cb : htevz_write,
+                                  plain ? NULL : &zw) != 0) {
+        fprintf(stderr, "ht-convert: out of memory for the writer\n");
+        return 1;
+    }
     static char buf[1 << 16];
     size_t n;
     while ((n = fread(buf, 1, sizeof(buf), in)) > 0)

@@ -78,6 +78,7 @@ void htevb_reader_init(struct htevb_reader *r, struct stack_intern *si)
 
 void htevb_reader_close(struct htevb_reader *r)
 {
+    htevb2_close(&r->v2);
     id_map_free(&r->str_map);
     id_map_free(&r->stack_map);
     memset(r, 0, sizeof(*r));
@@ -112,8 +113,12 @@ static int map_put(struct id_map *map, uint32_t *n, uint32_t id, uint32_t val)
 }
 
 /* Bytes of a record's fixed part (which holds its length), or 0 for an unknown type. */
-static size_t header_len(unsigned char type)
+static size_t header_len(const struct htevb_reader *r, unsigned char type)
 {
+    if (r->version == 2 && (type & 0x80))
+        return 2;
+    if (r->version == 2 && type == 'e')
+        return 0;
     switch (type) {
     case 'S':
     case 'K':
@@ -136,13 +141,17 @@ static unsigned popcount6(unsigned v)
 
 /* Size of the record at p (n bytes available): 0 if its header is not all
  * there yet, -1 if it is bad. */
-static long record_size(const unsigned char *p, size_t n)
+static long record_size(const struct htevb_reader *r, const unsigned char *p, size_t n)
 {
-    size_t h = header_len(p[0]);
+    size_t h = header_len(r, p[0]);
     if (h == 0)
         return -1;
     if (n < h)
         return 0;
+    if (p[0] & 0x80) {
+        long sz = htevb2_record_size(p, n);
+        return sz < 0 ? -1 : sz;
+    }
     switch (p[0]) {
     case 'S':
         return 7 + (long)get16(p + 5);
@@ -268,6 +277,40 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     return q - p;
 }
 
+/* An HTEVB2 event record from p (n bytes): bytes used, 0 if incomplete
+ * (nothing delivered), or -1 with the error counted and named in err. */
+static long direct_event2(struct htevb_reader *r, const unsigned char *p, size_t n,
+                          htevb_event_fn fn, void *arg)
+{
+    struct ht_event ev;
+    long used = htevb2_decode(&r->v2, p, n, &ev);
+    const char *why = NULL;
+    if (used < 0)
+        why = htevb2_strerror(used);
+    else if (used > 0 && ev.stack > r->nstack)
+        why = "stack id not defined before";
+    else if (used > 0 && ev.kind >= HT_EV_MODULE_LOAD && module_ids(r, &ev) != 0)
+        why = "string id not defined before";
+    if (why) {
+        /* The state moved on with a decoded event: the stream stops here anyway. */
+        if (used < 0 && -used < (long)(sizeof(r->v2_errors) / sizeof(r->v2_errors[0])))
+            r->v2_errors[-used]++;
+        snprintf(r->err, sizeof(r->err), "binary stream: %s after %llu records", why,
+                 (unsigned long long)r->records);
+        return -1;
+    }
+    if (used == 0)
+        return 0;
+    uint32_t stack = ev.stack;
+    ev.stack = 0;
+    if (stack)
+        stack_from_map(r, stack, &ev);
+    r->last_t = ev.t;
+    fn(arg, &ev);
+    r->events++;
+    return used;
+}
+
 static unsigned char *put_varint(unsigned char *p, uint64_t v)
 {
     while (v >= 0x80) {
@@ -278,9 +321,11 @@ static unsigned char *put_varint(unsigned char *p, uint64_t v)
     return p;
 }
 
-static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_event_fn fn,
-                        htevb_process_fn pfn, void *arg)
+static int apply_record(struct htevb_reader *r, const unsigned char *p, size_t n,
+                        htevb_event_fn fn, htevb_process_fn pfn, void *arg)
 {
+    if (p[0] & 0x80)
+        return direct_event2(r, p, n, fn, arg) > 0 ? 0 : -2;
     switch (p[0]) {
     case 'S': {
         uint16_t len = get16(p + 5);
@@ -322,7 +367,7 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, htevb_ev
         ev.kind = HT_EV_PROCESS;
         ev.t = get64(p + 1);
         ev.size = get64(p + 9);
-        r->last_t = ev.t;
+        r->last_t = r->v2.t = ev.t;
         if (pfn)
             pfn(arg, (const char *)p + 19, get16(p + 17));
         fn(arg, &ev);
@@ -370,8 +415,22 @@ static void broken(struct htevb_reader *r, const char *why)
 {
     r->broken = 1;
     r->malformed++;
+    if (!why)
+        return; /* err already says it */
     snprintf(r->err, sizeof(r->err), "binary stream: %s after %llu records", why,
              (unsigned long long)r->records);
+}
+
+/* The record gathered in carry cannot be framed. */
+static void bad_carry(struct htevb_reader *r)
+{
+    if (r->version == 2 && (r->carry[0] & 0x80)) {
+        /* The only way an event record's size goes bad. */
+        r->v2_errors[-HTEVB2_EVARINT]++;
+        broken(r, htevb2_strerror(HTEVB2_EVARINT));
+    } else {
+        broken(r, "bad record");
+    }
 }
 
 void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htevb_event_fn fn,
@@ -386,12 +445,12 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
              * (one more byte at a time while its varints are incomplete). */
             size_t want = HTEVB_MAGIC_LEN;
             if (r->magic_seen) {
-                long sz = record_size(r->carry, r->carry_len);
+                long sz = record_size(r, r->carry, r->carry_len);
                 if (sz < 0) {
-                    broken(r, "bad record");
+                    bad_carry(r);
                     return;
                 }
-                size_t h = header_len(r->carry[0]);
+                size_t h = header_len(r, r->carry[0]);
                 want = sz > 0 ? (size_t)sz : r->carry_len < h ? h : r->carry_len + 1;
             }
             if (want > sizeof(r->carry)) {
@@ -408,7 +467,15 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             if (r->carry_len < want)
                 continue;
             if (!r->magic_seen) {
-                if (memcmp(r->carry, HTEVB_MAGIC, HTEVB_MAGIC_LEN) != 0) {
+                if (memcmp(r->carry, HTEVB2_MAGIC, HTEVB_MAGIC_LEN) == 0) {
+                    if (htevb2_init(&r->v2, r->si->acct, MEM_decoder_buffers, 0) != 0) {
+                        broken(r, "no memory for the HTEVB2 tables (or over the budget)");
+                        return;
+                    }
+                    r->version = 2;
+                } else if (memcmp(r->carry, HTEVB_MAGIC, HTEVB_MAGIC_LEN) == 0) {
+                    r->version = 1;
+                } else {
                     broken(r, "bad magic");
                     return;
                 }
@@ -416,18 +483,36 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
                 r->carry_len = 0;
                 continue;
             }
-            long sz = record_size(r->carry, r->carry_len);
+            long sz = record_size(r, r->carry, r->carry_len);
+            if (sz < 0) {
+                bad_carry(r);
+                return;
+            }
             if (sz == 0 || (size_t)sz > r->carry_len)
                 continue; /* header read: now the whole record */
-            if (apply_record(r, r->carry, fn, pfn, arg) != 0) {
-                broken(r, "bad record");
+            int rc = apply_record(r, r->carry, r->carry_len, fn, pfn, arg);
+            if (rc != 0) {
+                broken(r, rc == -2 ? NULL : "bad record");
                 return;
             }
             r->records++;
             r->carry_len = 0;
             continue;
         }
-        if (p[0] == 'e') {
+        if (r->version == 2 && (p[0] & 0x80)) {
+            long used = direct_event2(r, p, avail, fn, arg);
+            if (used < 0) {
+                broken(r, NULL);
+                return;
+            }
+            if (used > 0) {
+                r->records++;
+                buf += used;
+                n -= (size_t)used;
+                continue;
+            }
+            /* Incomplete: falls through to the carry below. */
+        } else if (p[0] == 'e' && r->version == 1) {
             long used = direct_event(r, p, avail, fn, arg);
             if (used < 0) {
                 broken(r, "bad record");
@@ -441,7 +526,7 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             }
             /* Incomplete: falls through to the carry below. */
         }
-        long sz = record_size(p, avail);
+        long sz = record_size(r, p, avail);
         if (sz < 0) {
             broken(r, "unknown record type");
             return;
@@ -456,8 +541,9 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             r->carry_len = avail;
             return;
         }
-        if (apply_record(r, p, fn, pfn, arg) != 0) {
-            broken(r, "bad record");
+        int rc = apply_record(r, p, (size_t)sz, fn, pfn, arg);
+        if (rc != 0) {
+            broken(r, rc == -2 ? NULL : "bad record");
             return;
         }
         r->records++;
@@ -466,19 +552,31 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
     }
 }
 
-int htevb_writer_init(struct htevb_writer *w, const struct stack_intern *si, htevb_out_fn out,
-                      void *arg)
+int htevb_writer_init_version(struct htevb_writer *w, const struct stack_intern *si, int version,
+                              htevb_out_fn out, void *arg)
 {
     memset(w, 0, sizeof(*w));
     w->si = si;
     w->out = out;
     w->arg = arg;
-    out(arg, HTEVB_MAGIC, HTEVB_MAGIC_LEN);
+    w->version = version == 1 ? 1 : 2;
+    if (w->version == 2 && htevb2_init(&w->v2, NULL, MEM_decoder_buffers, 1) != 0) {
+        w->version = 0; /* every write fails */
+        return -1;
+    }
+    out(arg, w->version == 2 ? HTEVB2_MAGIC : HTEVB_MAGIC, HTEVB_MAGIC_LEN);
     return 0;
+}
+
+int htevb_writer_init(struct htevb_writer *w, const struct stack_intern *si, htevb_out_fn out,
+                      void *arg)
+{
+    return htevb_writer_init_version(w, si, 2, out, arg);
 }
 
 void htevb_writer_close(struct htevb_writer *w)
 {
+    htevb2_close(&w->v2);
     id_map_free(&w->str_file_id);
     id_map_free(&w->stack_file_id);
     memset(w, 0, sizeof(*w));
@@ -538,13 +636,15 @@ void htevb_write_process(struct htevb_writer *w, uint64_t t, uint64_t pid, const
     put16(p, (uint16_t)len);
     w->out(w->arg, hdr, sizeof(hdr));
     w->out(w->arg, name, len);
-    w->last_t = t;
+    w->last_t = w->v2.t = t;
 }
 
 int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev_in)
 {
     struct ht_event mod;
     const struct ht_event *ev = ev_in;
+    if (w->version == 0 || ev->kind <= HT_EV_NONE || ev->kind >= HT_EV_KIND_COUNT)
+        return -1;
     if (ev->kind == HT_EV_MODULE_LOAD || ev->kind == HT_EV_MODULE_UNLOAD) {
         /* Path and build id are names: defined first, written as file ids. */
         mod = *ev_in;
@@ -557,6 +657,13 @@ int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev_in)
     uint32_t stack = ev->stack ? define_stack(w, ev->stack) : 0;
     if (ev->stack && !stack)
         return -1;
+    if (w->version == 2) {
+        unsigned char rec[HTEVB2_EVENT_MAX];
+        mod = *ev;
+        mod.stack = stack;
+        w->out(w->arg, rec, htevb2_encode(&w->v2, &mod, rec));
+        return 0;
+    }
     unsigned f = (ev->heap ? F_HEAP : 0) | (ev->old_addr ? F_OLD_ADDR : 0) |
                  (ev->size ? F_SIZE : 0) | (ev->old_size ? F_OLD_SIZE : 0) | (stack ? F_STACK : 0) |
                  (ev->tid ? F_TID : 0) | (ev->flags & HT_EVF_TRUNCATED ? F_TRUNC : 0);

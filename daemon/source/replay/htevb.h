@@ -14,17 +14,24 @@
  *       ids of the path and build id ('S' records, defined before).
  * Definitions come before their first use. Readers map the file's ids to
  * their own interner, so files from different sessions replay anywhere.
+ *
+ * HTEVB2 (magic "HTEVB2\n\0", what the writer makes by default): the same
+ * 'S', 'K' and 'P' records; events are records whose first byte has its top
+ * bit set, coded against the events before them (htevb2.h), and 'e' is not
+ * used. The reader takes both versions.
  */
 #ifndef HTEVB_H
 #define HTEVB_H
 
 #include "ht-event.h"
+#include "htevb2.h"
 #include "id-map.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define HTEVB_MAGIC "HTEVB1\n"
+#define HTEVB2_MAGIC "HTEVB2\n"
 #define HTEVB_MAGIC_LEN 8
 #define HTEVB_MAX_IDS (1u << 24)
 
@@ -40,9 +47,14 @@ struct htevb_reader {
     unsigned char carry[16 + 8 * 256 + 4096]; /* the largest record */
     size_t carry_len;
     int magic_seen;
-    int broken; /* after a malformed record nothing more can be framed */
+    int version; /* 1 or 2, from the magic */
+    int broken;  /* after a malformed record nothing more can be framed */
     uint64_t last_t;
+    struct htevb2 v2; /* HTEVB2's state, allocated at its magic */
     uint64_t records, events, malformed;
+    /* HTEVB2 records refused, by htevb2.h error (index -err): bad kind, ref to
+     * an empty slot, ref bit without its field, oversized varint, id over 32 bits. */
+    uint64_t v2_errors[6];
     char err[128];
 };
 
@@ -63,10 +75,16 @@ struct htevb_writer {
     struct id_map str_file_id, stack_file_id; /* our id -> file id, 0 = not written yet */
     uint32_t next_str, next_stack;
     uint64_t last_t;
+    int version;
+    struct htevb2 v2;
 };
 
+/* HTEVB2. 0, or -1 when out of memory (nothing written; close it all the same). */
 int htevb_writer_init(struct htevb_writer *w, const struct stack_intern *si, htevb_out_fn out,
                       void *arg);
+/* version 1 (HTEVB1, 'e' records) or 2. */
+int htevb_writer_init_version(struct htevb_writer *w, const struct stack_intern *si, int version,
+                              htevb_out_fn out, void *arg);
 void htevb_writer_close(struct htevb_writer *w);
 void htevb_write_process(struct htevb_writer *w, uint64_t t, uint64_t pid, const char *name);
 int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev);

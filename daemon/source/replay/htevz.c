@@ -188,7 +188,8 @@ static int hold_room(struct htevz_reader *r, size_t n)
     /* Not counted when refused: the frame streams, nothing is lost (a
      * refusal counted as a budget drop said a load lost data that had all
      * its events). */
-    if (mem_acct_charge_optional(r->acct, MEM_decoder_buffers, cap - r->hold_cap) != 0)
+    if (mem_acct_charge_optional(r->acct, MEM_decoder_buffers, cap - r->hold_cap,
+                                 HTEVZ_HOLD_RESERVE) != 0)
         return -1;
     unsigned char *nb = ht_realloc(r->hold, cap);
     if (!nb) {

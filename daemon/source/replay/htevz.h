@@ -50,6 +50,9 @@ struct mem_acct;
 /* reader: stream bytes of a frame held until its checksum is read (the
  * writer's frame: every frame it makes is checked before use) */
 #define HTEVZ_HOLD_MAX HTEVZ_FRAME_BYTES
+/* The hold is taken only while a budget keeps this much free after it:
+ * the HTEVB2 tables (704 KiB) and the interners' chunks come first. */
+#define HTEVZ_HOLD_RESERVE ((uint64_t)2 << 20)
 
 struct htevz_writer {
     void *cctx; /* ZSTD_CCtx */
