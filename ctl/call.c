@@ -21,7 +21,7 @@ int ctl_print_error(const cJSON *env)
 int ctl_read_frame(struct ctl *c, int64_t id, cJSON **frame)
 {
     for (;;) {
-        char *line = conn_read_line(&c->conn, HT_REPLY_MAX);
+        char *line = conn_read_line(c->conn, HT_REPLY_MAX);
         if (!line) {
             fprintf(stderr, "heaptracectl: the daemon closed the connection\n");
             return EXIT_UNREACHABLE;
@@ -55,11 +55,11 @@ int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id)
     char *line = ht_request_build(*id, cmd, args);
     if (!line)
         return EXIT_CMD;
-    int rc = conn_send(&c->conn, line, strlen(line));
+    int rc = conn_send(c->conn, line, strlen(line));
     ht_free(line);
     if (rc != 0) {
         /* The daemon may have said why it closed (EPERM at accept) first. */
-        char *why = conn_read_line(&c->conn, HT_REQUEST_MAX);
+        char *why = conn_read_line(c->conn, HT_REQUEST_MAX);
         cJSON *env = why ? cJSON_Parse(why) : NULL;
         free(why);
         if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(env, "ok"))) {

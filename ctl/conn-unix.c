@@ -3,12 +3,19 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+struct conn {
+    int fd;
+    char *buf;
+    size_t len, off, cap;
+};
 
 /* Whoever listens on the endpoint must be root or ourselves before we send
  * it anything: a user who squatted the path (a pre-created directory, a
@@ -33,10 +40,9 @@ static int conn_check_peer(int fd, const char *path, char *err, size_t errsz)
     return -1;
 }
 
-int conn_open(struct conn *c, const char *path, char *err, size_t errsz)
+/* A connected socket whose listener passed the check, or -1 (err says why). */
+static int conn_connect(const char *path, char *err, size_t errsz)
 {
-    memset(c, 0, sizeof(*c));
-    c->fd = -1;
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
@@ -45,34 +51,52 @@ int conn_open(struct conn *c, const char *path, char *err, size_t errsz)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         snprintf(err, errsz, "cannot reach heaptraced at %s: %s%s", path, strerror(errno),
                  errno == ENOENT || errno == ECONNREFUSED ? " (is the daemon running?)"
                  : errno == EACCES                        ? " (root or group heaptrace needed)"
                                                           : "");
-        if (c->fd >= 0)
-            close(c->fd);
-        c->fd = -1;
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    if (conn_check_peer(c->fd, path, err, errsz) != 0) {
-        close(c->fd);
-        c->fd = -1;
+    if (conn_check_peer(fd, path, err, errsz) != 0) {
+        close(fd);
         return -1;
     }
-    c->cap = 1 << 16;
-    c->buf = malloc(c->cap);
-    return c->buf ? 0 : -1;
+    return fd;
+}
+
+int conn_open(struct conn **out, const char *path, char *err, size_t errsz)
+{
+    *out = NULL;
+    int fd = conn_connect(path, err, errsz);
+    if (fd < 0)
+        return -1;
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->fd = fd;
+        c->cap = 1 << 16;
+        c->buf = malloc(c->cap);
+    }
+    if (!c || !c->buf) {
+        snprintf(err, errsz, "out of memory");
+        free(c);
+        close(fd);
+        return -1;
+    }
+    *out = c;
+    return 0;
 }
 
 void conn_close(struct conn *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
+    if (!c)
+        return;
+    close(c->fd);
     free(c->buf);
-    memset(c, 0, sizeof(*c));
-    c->fd = -1;
+    free(c);
 }
 
 int conn_send(struct conn *c, const void *buf, size_t n)
@@ -131,4 +155,32 @@ char *conn_read_line(struct conn *c, size_t max)
             return NULL;
         c->len += (size_t)k;
     }
+}
+
+/* Interrupts end the connection, not the process (a recording keeps what it got). */
+static volatile sig_atomic_t conn_was_interrupted;
+static int conn_interrupt_fd = -1;
+
+static void conn_interrupt_cb(int sig)
+{
+    (void)sig;
+    conn_was_interrupted = 1;
+    if (conn_interrupt_fd >= 0)
+        shutdown(conn_interrupt_fd, SHUT_RDWR);
+}
+
+void conn_break_on_interrupt(struct conn *c)
+{
+    conn_interrupt_fd = c->fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = conn_interrupt_cb;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int conn_interrupted(void)
+{
+    return conn_was_interrupted;
 }

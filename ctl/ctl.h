@@ -16,7 +16,7 @@ enum { EXIT_OK = 0, EXIT_CMD = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
 struct ctl {
     const char *endpoint;
     int json;
-    struct conn conn;
+    struct conn *conn;
     int64_t next_id;
     const struct ht_cmd_spec *cmd;
     struct cJSON *args; /* sent to the daemon */

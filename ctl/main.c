@@ -1,5 +1,6 @@
 /* heaptracectl: arguments from the shared command table, one request, rendered reply. */
 #include "ctl.h"
+#include "term.h"
 
 #include "ht-alloc.h"
 #include "ht-endpoint.h"
@@ -228,6 +229,7 @@ int main(int argc, char **argv)
     struct ctl c;
     memset(&c, 0, sizeof(c));
     ht_alloc_init();
+    term_init();
     int i = 1;
     const char *pipe_name = NULL;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -299,6 +301,6 @@ int main(int argc, char **argv)
     }
     }
     cJSON_Delete(c.args);
-    conn_close(&c.conn);
+    conn_close(c.conn);
     return rc;
 }

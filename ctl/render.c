@@ -1,6 +1,7 @@
 /* Human output: WPA-style tables, caller-to-callee trees, status, timeline and the live top view.
  */
 #include "ctl.h"
+#include "term.h"
 
 #include "ht-text.h"
 #include "ht-units.h"
@@ -417,7 +418,7 @@ void render_top(struct ctl *c, const cJSON *d, int tty)
     }
     char a[32], s1[24], s2[24], s3[24];
     if (tty)
-        printf("\033[H\033[2J"); /* refresh in place */
+        term_refresh();
     printf("heaptrace top  %s  %s  heap %s (%.0f blocks)  committed %s  private %s  %.0f events\n",
            str(d, "state"), tm(num(d, "now"), a), sz(num(d, "outstanding"), s1),
            num(d, "outstanding_count"), sz(num(d, "committed"), s2),

@@ -1,5 +1,7 @@
 /* The ctl's streaming commands: load (upload), record and export (download), top (subscription). */
 #include "ctl.h"
+#include "out-file.h"
+#include "term.h"
 
 #include "ht-proto.h"
 #include "ht-units.h"
@@ -11,13 +13,9 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
@@ -28,141 +26,6 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
     c->args = NULL;
     *ack = NULL;
     return rc != 0 ? rc : ctl_read_frame(c, *id, ack);
-}
-
-/* An output file, written with the user's own rights (never by the daemon):
- * opened only once the daemon accepted the request, filled under a temporary
- * name in the same directory, renamed over the target only when every write,
- * the flush and the close succeeded. "-" or no -o is stdout. */
-struct out_file {
-    const char *path;
-    char *real; /* the path with symlinks resolved (NULL if it does not exist yet) */
-    char *tmp;  /* NULL when written in place (stdout, a device, a fifo) */
-    FILE *f;
-    int failed;
-};
-
-/* Not a regular file (/dev/null, a fifo, a terminal): written in place. */
-static int out_open_direct(struct out_file *o)
-{
-    o->f = fopen(o->path, "w");
-    if (!o->f) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int out_open(struct ctl *c, struct out_file *o)
-{
-    memset(o, 0, sizeof(*o));
-    if (!c->output || !strcmp(c->output, "-")) {
-        o->f = stdout;
-        return 0;
-    }
-    o->path = c->output;
-    struct stat st;
-    int exists = stat(o->path, &st) == 0;
-    if (exists && !S_ISREG(st.st_mode))
-        return out_open_direct(o);
-    /* A symlink is followed: its target is replaced, not the link. */
-    o->real = realpath(o->path, NULL);
-    const char *target = o->real ? o->real : o->path;
-    const char *slash = strrchr(target, '/');
-    size_t dl = slash ? (size_t)(slash - target) + 1 : 0;
-    size_t n = strlen(target) + 16;
-    o->tmp = malloc(n);
-    if (!o->tmp)
-        return -1;
-    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, target, target + dl);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return -1;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    /* The target's mode if it exists, else what fopen(path, "w") would make. */
-    fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
-    o->f = fdopen(fd, "w");
-    if (!o->f) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* Report the first failure with the system's message; later writes are skipped. */
-static int out_fail(struct out_file *o)
-{
-    if (!o->failed)
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path ? o->path : "standard output",
-                strerror(errno ? errno : EIO));
-    o->failed = 1;
-    return -1;
-}
-
-static int out_write(struct out_file *o, const char *s, size_t n)
-{
-    if (o->failed)
-        return -1;
-    errno = 0;
-    if (n && fwrite(s, 1, n, o->f) != n)
-        return out_fail(o);
-    return 0;
-}
-
-static int out_puts(struct out_file *o, const char *s)
-{
-    return out_write(o, s, strlen(s));
-}
-
-/* Drop a failed or refused output: the target is left as it was. */
-static void out_abort(struct out_file *o)
-{
-    if (o->f && o->f != stdout)
-        fclose(o->f);
-    if (o->tmp)
-        unlink(o->tmp);
-    free(o->tmp);
-    free(o->real);
-    memset(o, 0, sizeof(*o));
-}
-
-/* Flush, sync and close, then rename over the target. 0 or -1 (reported). */
-static int out_commit(struct out_file *o)
-{
-    if (o->failed) {
-        out_abort(o);
-        return -1;
-    }
-    errno = 0;
-    if (o->f == stdout) {
-        int rc = fflush(stdout) == 0 ? 0 : out_fail(o);
-        memset(o, 0, sizeof(*o));
-        return rc;
-    }
-    int rc = 0;
-    if (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0))
-        rc = out_fail(o);
-    if (fclose(o->f) != 0 && rc == 0)
-        rc = out_fail(o);
-    o->f = NULL;
-    const char *target = o->real ? o->real : o->path;
-    if (rc == 0 && o->tmp && rename(o->tmp, target) != 0)
-        rc = out_fail(o);
-    if (rc != 0 && o->tmp)
-        unlink(o->tmp);
-    free(o->tmp);
-    free(o->real);
-    memset(o, 0, sizeof(*o));
-    return rc;
 }
 
 int ctl_load(struct ctl *c)
@@ -191,7 +54,7 @@ int ctl_load(struct ctl *c)
     size_t n;
     while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
         int hl = snprintf(hdr, sizeof(hdr), "%zu\n", n);
-        if (conn_send(&c->conn, hdr, (size_t)hl) || conn_send(&c->conn, buf, n)) {
+        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, n)) {
             rc = EXIT_UNREACHABLE;
             break;
         }
@@ -199,7 +62,7 @@ int ctl_load(struct ctl *c)
     int read_error = ferror(in);
     if (in != stdin)
         fclose(in);
-    if (rc == 0 && conn_send(&c->conn, "0\n", 2) != 0)
+    if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc != 0) {
         /* The daemon may have said why before it closed (the session was
@@ -245,30 +108,6 @@ static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(end, "data"), "lost");
     return cJSON_IsNumber(n) && n->valuedouble > (double)counted ? (uint64_t)n->valuedouble
                                                                  : counted;
-}
-
-/* Ctrl-C ends a recording: the connection is shut (async-signal-safe), the
- * read loop sees its end, and what was recorded is kept. */
-static volatile sig_atomic_t record_interrupted;
-static int record_fd = -1;
-
-static void record_signal_cb(int sig)
-{
-    (void)sig;
-    record_interrupted = 1;
-    if (record_fd >= 0)
-        shutdown(record_fd, SHUT_RDWR);
-}
-
-static void record_signals(int fd)
-{
-    record_fd = fd;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = record_signal_cb;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
@@ -393,7 +232,7 @@ int ctl_record(struct ctl *c)
         return rc; /* refused: no file was touched */
     cJSON_Delete(env);
     struct out_file out;
-    if (out_open(c, &out) != 0)
+    if (out_open(&out, c->output) != 0)
         return EXIT_CMD;
     struct rec_bin *rb = NULL;
     if (c->output && ends_with(c->output, ".htevb") && !(rb = rec_bin_open(&out))) {
@@ -401,12 +240,13 @@ int ctl_record(struct ctl *c)
         out_abort(&out);
         return EXIT_CMD;
     }
-    record_signals(c->conn.fd);
+    /* Ctrl-C ends the recording and keeps what was recorded. */
+    conn_break_on_interrupt(c->conn);
     uint64_t events = 0, lost = 0;
     for (;;) {
-        char *line = conn_read_line(&c->conn, HT_REPLY_MAX);
+        char *line = conn_read_line(c->conn, HT_REPLY_MAX);
         if (!line) {
-            if (record_interrupted) {
+            if (conn_interrupted()) {
                 fprintf(stderr, "heaptracectl: interrupted: %llu events recorded\n",
                         (unsigned long long)events);
             } else {
@@ -611,7 +451,7 @@ int ctl_export(struct ctl *c)
     if (rc != EXIT_OK)
         return rc; /* refused: no file was touched */
     struct out_file out;
-    if (out_open(c, &out) != 0) {
+    if (out_open(&out, c->output) != 0) {
         cJSON_Delete(d);
         return EXIT_CMD;
     }
@@ -632,7 +472,7 @@ int ctl_top(struct ctl *c)
     int64_t id;
     int rc = ctl_send(c, "top", c->args, &id);
     c->args = NULL;
-    int tty = isatty(STDOUT_FILENO) && !c->json;
+    int tty = term_stdout_is_tty() && !c->json;
     while (rc == 0) {
         cJSON *env;
         rc = ctl_read_frame(c, id, &env);

@@ -11,44 +11,11 @@
 #include "ht-error.h"
 #include "log.h"
 #include "stack-intern.h"
+#include "sys/trace-access.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
-
-/* May a client of this uid trace process pid? The daemon probes as root on
- * the client's behalf, so a client admitted without being root (the
- * heaptrace group) traces only a process whose real, effective, saved and
- * filesystem uids are all its own: what ptrace(2) asks of an unprivileged
- * tracer (PTRACE_MODE_REALCREDS). A PID without a status file is left to the
- * source to report. */
-static int pid_permitted(uint32_t uid, uint64_t pid, char *err, size_t errsz)
-{
-    if (uid == 0)
-        return 0;
-#ifdef __linux__
-    char path[64], line[256];
-    unsigned r = 0, e = 0, sv = 0, fs = 0;
-    int found = 0;
-    snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = sscanf(line, "Uid: %u %u %u %u", &r, &e, &sv, &fs) == 4;
-    fclose(f);
-    if (found && r == uid && e == uid && sv == uid && fs == uid)
-        return 0;
-    snprintf(err, errsz,
-             "uid %u may not trace process %llu (uid %u): only root traces another user's process",
-             (unsigned)uid, (unsigned long long)pid, found ? e : 0u);
-    return HT_EPERM;
-#else
-    (void)pid;
-    snprintf(err, errsz, "only root may trace a process on this platform");
-    return HT_EPERM;
-#endif
-}
 
 static const char *mode_flag(unsigned mode)
 {
@@ -125,7 +92,7 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");
     if (mode == SOURCE_PID && pid) {
-        int prc = pid_permitted(ctx->c->uid, (uint64_t)pid->valuedouble, err, sizeof(err));
+        int prc = trace_access_check(ctx->c->uid, (uint64_t)pid->valuedouble, err, sizeof(err));
         if (prc != 0)
             return cmd_error(ctx, prc, "%s", err);
     }

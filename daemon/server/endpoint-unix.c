@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* struct ucred */
 #include "endpoint.h"
 
+#include "ht-alloc.h"
 #include "ht-endpoint.h"
 #include "ht-error.h"
 #include "log.h"
@@ -19,6 +20,14 @@
 #include <unistd.h>
 
 #define ADMIN_GROUP "heaptrace"
+
+struct endpoint {
+    uv_pipe_t listener; /* libuv listens and accepts */
+    endpoint_connection_cb cb;
+    void *arg;
+    int listening; /* the socket file is ours to remove */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
 
 /* Is a daemon answering on path? (A socket file nobody listens on is stale.) */
 static int endpoint_alive(const char *path)
@@ -110,7 +119,7 @@ static int dir_check(const char *dir, int strict, char *err, size_t errsz)
     return rc;
 }
 
-int endpoint_prepare(const char *path, char *err, size_t errsz)
+static int endpoint_prepare(const char *path, char *err, size_t errsz)
 {
     struct sockaddr_un sa;
     if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -142,7 +151,7 @@ int endpoint_prepare(const char *path, char *err, size_t errsz)
  * Linux creates the socket file with 0777 & ~umask (net/unix/af_unix.c,
  * unix_bind_bsd) and the caller's effective gid, while fchmod/fchown on a
  * socket descriptor change the socket inode, not the file. */
-int endpoint_bind(uv_pipe_t *pipe, const char *path)
+static int endpoint_bind(uv_pipe_t *pipe, const char *path)
 {
     struct group *g = getgrnam(ADMIN_GROUP);
     gid_t egid = getegid();
@@ -157,9 +166,59 @@ int endpoint_bind(uv_pipe_t *pipe, const char *path)
     return rc;
 }
 
-void endpoint_cleanup(const char *path)
+static void connection_cb(uv_stream_t *listener, int status)
 {
-    unlink(path);
+    struct endpoint *ep = listener->data;
+    ep->cb(ep->arg, status);
+}
+
+static void endpoint_closed_cb(uv_handle_t *h)
+{
+    ht_free(h->data);
+}
+
+int endpoint_listen(uv_loop_t *loop, const char *path, endpoint_connection_cb cb, void *arg,
+                    struct endpoint **out, char *err, size_t errsz)
+{
+    *out = NULL;
+    int rc = endpoint_prepare(path, err, errsz);
+    if (rc != 0)
+        return rc;
+    struct endpoint *ep = ht_calloc(1, sizeof(*ep));
+    if (!ep) {
+        snprintf(err, errsz, "cannot listen on %s: %s", path, uv_strerror(UV_ENOMEM));
+        return UV_ENOMEM;
+    }
+    ep->cb = cb;
+    ep->arg = arg;
+    snprintf(ep->path, sizeof(ep->path), "%s", path); /* endpoint_prepare checked its length */
+    uv_pipe_init(loop, &ep->listener, 0);
+    ep->listener.data = ep;
+    rc = endpoint_bind(&ep->listener, path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&ep->listener, 128, connection_cb);
+    if (rc != 0) {
+        snprintf(err, errsz, "cannot listen on %s: %s", path, uv_strerror(rc));
+        endpoint_close(ep);
+        return rc;
+    }
+    ep->listening = 1;
+    *out = ep;
+    return 0;
+}
+
+int endpoint_accept(struct endpoint *ep, uv_pipe_t *client)
+{
+    return uv_accept((uv_stream_t *)&ep->listener, (uv_stream_t *)client);
+}
+
+void endpoint_close(struct endpoint *ep)
+{
+    uv_close((uv_handle_t *)&ep->listener, endpoint_closed_cb);
+    if (ep->listening) {
+        unlink(ep->path);
+        ep->listening = 0;
+    }
 }
 
 static int in_admin_group(uid_t uid, gid_t gid)
@@ -182,7 +241,7 @@ static int in_admin_group(uid_t uid, gid_t gid)
     return 0;
 }
 
-int endpoint_fd_headroom(uv_pipe_t *pipe)
+int endpoint_headroom(uv_pipe_t *pipe)
 {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)pipe, &fd) != 0)

@@ -1,4 +1,5 @@
-/* Platform: the control endpoint's preparation and peer admission (endpoint-*.c). */
+/* Platform: the control endpoint. It listens, produces connected clients and
+ * admits their peers (endpoint-unix.c; endpoint-win.c on Windows). */
 #ifndef ENDPOINT_H
 #define ENDPOINT_H
 
@@ -6,13 +7,48 @@
 #include <stdint.h>
 #include <uv.h>
 
-int endpoint_prepare(const char *path, char *err, size_t errsz);
-/* Bind the listener with the socket created 0660 (group heaptrace when root), no chmod by path. */
-int endpoint_bind(uv_pipe_t *pipe, const char *path);
-void endpoint_cleanup(const char *path);
-/* 0 if the peer may talk to us (*uid = its uid); else HT_EPERM with who it was in err. */
-int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz);
-/* 0 while the process can still open a descriptor, else UV_EMFILE or UV_ENFILE. */
-int endpoint_fd_headroom(uv_pipe_t *pipe);
+/* A listening endpoint, owned by the platform file (opaque). */
+struct endpoint;
+
+/* A client is waiting (status 0), or accepting failed (status < 0: counted
+ * and logged by the server; the endpoint keeps listening). Runs on the loop
+ * thread. With status 0 the callback calls endpoint_accept once. */
+typedef void (*endpoint_connection_cb)(void *arg, int status);
+
+/* Listen on path: refuse a path another daemon answers on or that is not
+ * ours to replace (err says why, HT_EEXIST / HT_EPERM / HT_EBADARG), create
+ * the listener with its access rules set at creation, and call cb on loop for
+ * every connection. On error nothing is left open. *out is freed by
+ * endpoint_close.
+ * Unix: a unix socket made 0660, group heaptrace, in a checked directory;
+ * libuv accepts. Windows: every pipe instance is made by the endpoint with
+ * CreateNamedPipeW and an explicit SDDL (the first one with
+ * FILE_FLAG_FIRST_PIPE_INSTANCE, all with PIPE_REJECT_REMOTE_CLIENTS), since
+ * libuv cannot give a pipe a DACL (etw-mechanics.md §9); ConnectNamedPipe
+ * completes off the loop and wakes it with a uv_async_t, whose callback calls
+ * cb once per connected instance. */
+int endpoint_listen(uv_loop_t *loop, const char *path, endpoint_connection_cb cb, void *arg,
+                    struct endpoint **out, char *err, size_t errsz);
+/* Hand the waiting connection to client, a uv_pipe_t initialized on the
+ * endpoint's loop and not yet open: on success it is connected and ready for
+ * uv_read_start. Unix: uv_accept. Windows: uv_pipe_open on the connected
+ * (overlapped) instance, which takes a CRT descriptor: _open_osfhandle
+ * first (libuv src/win/pipe.c, uv_pipe_open calls uv__get_osfhandle); a new
+ * instance takes its place. 0 or a UV_E* code. */
+int endpoint_accept(struct endpoint *ep, uv_pipe_t *client);
+/* Stop listening, remove what listen created (the socket file), and free ep
+ * once its handles are closed; the loop then ends by itself. */
+void endpoint_close(struct endpoint *ep);
+
+/* 0 if the peer of a connected client may talk to us (*uid = its user, 0
+ * for the administrator: root, or LocalSystem and elevated Administrators on
+ * Windows), else HT_EPERM with who it was in err.
+ * Unix: SO_PEERCRED. Windows: the pipe's DACL already admits only those, and
+ * the client's token is checked again (ImpersonateNamedPipeClient). */
+int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz);
+/* 0 while the process can take one more client, else UV_EMFILE or UV_ENFILE:
+ * the newest client (which took the last descriptor) is then refused, so the
+ * next accept has one. Windows has no descriptor limit here: always 0. */
+int endpoint_headroom(uv_pipe_t *client);
 
 #endif

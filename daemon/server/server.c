@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "endpoint.h"
 #include "query-job.h"
+#include "sys/stop.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -504,9 +505,9 @@ static int client_limit(struct server *srv, const struct client *c, char *why, s
     return 0;
 }
 
-/* Accept failed in libuv: on EMFILE/ENFILE libuv itself accepts and closes
- * the waiting connections with a reserved descriptor (uv__emfile_trick in
- * src/unix/stream.c), so they are gone without a word; count and log it.
+/* Accept failed in the endpoint: on EMFILE/ENFILE libuv itself accepts and
+ * closes the waiting connections with a reserved descriptor (uv__emfile_trick
+ * in src/unix/stream.c), so they are gone without a word; count and log it.
  * client_admit keeps a descriptor free so this stays the exception. */
 static void accept_failed(struct server *srv, int status)
 {
@@ -538,7 +539,7 @@ static void client_admit(struct server *srv, struct client *c)
     /* The newest client took the last descriptor: tell it and close it, so
      * the next accept has one and the daemon serves again as soon as
      * descriptors free up. */
-    int rc = endpoint_fd_headroom(&c->pipe);
+    int rc = endpoint_headroom(&c->pipe);
     if (rc != 0) {
         srv->clients_refused_nofd++;
         log_warn("client %llu refused: %s (%llu refused for want of descriptors)",
@@ -589,9 +590,9 @@ void client_start(struct client *c)
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
 }
 
-static void connection_cb(uv_stream_t *server, int status)
+static void connection_cb(void *arg, int status)
 {
-    struct server *srv = server->data;
+    struct server *srv = arg;
     if (status < 0) {
         accept_failed(srv, status);
         return;
@@ -601,7 +602,7 @@ static void connection_cb(uv_stream_t *server, int status)
         log_error("out of memory accepting a client");
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+    if (endpoint_accept(srv->ep, &c->pipe) != 0) {
         client_close(c);
         return;
     }
@@ -637,13 +638,10 @@ static void idle_cb(uv_timer_t *t)
     }
 }
 
-static void signal_cb(uv_signal_t *h, int signum)
+static void stop_requested_cb(void *arg, const char *why)
 {
-    struct server *srv = h->data;
-    if (signum == SIGPIPE)
-        return;
-    log_info("signal %d: shutting down", signum);
-    server_stop(srv);
+    log_info("%s: shutting down", why);
+    server_stop(arg);
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -661,12 +659,6 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
-    uv_pipe_init(loop, &srv->listener, 0);
-    srv->listener.data = srv;
-    uv_signal_init(loop, &srv->sigint);
-    uv_signal_init(loop, &srv->sigterm);
-    uv_signal_init(loop, &srv->sigpipe);
-    srv->sigint.data = srv->sigterm.data = srv->sigpipe.data = srv;
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_init(loop, &srv->idle);
@@ -677,24 +669,17 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
 {
     server_init(srv, loop, cfg);
     char err[640];
-    int rc = endpoint_prepare(cfg->endpoint, err, sizeof(err));
-    if (rc == 0) {
-        rc = endpoint_bind(&srv->listener, cfg->endpoint);
-        if (rc == 0)
-            rc = uv_listen((uv_stream_t *)&srv->listener, 128, connection_cb);
-        if (rc != 0)
-            snprintf(err, sizeof(err), "cannot listen on %s: %s", cfg->endpoint, uv_strerror(rc));
-        else
-            srv->listening = 1;
-    }
+    int rc = endpoint_listen(loop, cfg->endpoint, connection_cb, srv, &srv->ep, err, sizeof(err));
     if (rc != 0) {
         log_error("%s", err);
         server_stop(srv); /* closes the handles server_init made */
         return rc;
     }
-    uv_signal_start(&srv->sigint, signal_cb, SIGINT);
-    uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&srv->sigpipe, signal_cb, SIGPIPE);
+    if ((rc = stop_watch_start(loop, stop_requested_cb, srv, &srv->stop)) != 0) {
+        log_error("cannot watch for stop requests: %s", uv_strerror(rc));
+        server_stop(srv);
+        return rc;
+    }
     uv_timer_start(&srv->tick, tick_cb, 1000, 1000);
     /* Idle clients are looked for four times per timeout, at most once a second. */
     uint64_t idle_ms = cfg->client_idle_ns / 1000000, every = idle_ms / 4;
@@ -715,14 +700,14 @@ void server_stop(struct server *srv)
         session_drop(srv->sessions);
     /* Joined once their running queries return; the sessions kept for them are freed then. */
     qworker_stop(srv);
-    uv_close((uv_handle_t *)&srv->listener, NULL);
-    if (srv->listening) {
-        endpoint_cleanup(srv->cfg->endpoint);
-        srv->listening = 0;
+    if (srv->ep) {
+        endpoint_close(srv->ep);
+        srv->ep = NULL;
     }
-    uv_close((uv_handle_t *)&srv->sigint, NULL);
-    uv_close((uv_handle_t *)&srv->sigterm, NULL);
-    uv_close((uv_handle_t *)&srv->sigpipe, NULL);
+    if (srv->stop) {
+        stop_watch_close(srv->stop);
+        srv->stop = NULL;
+    }
     uv_close((uv_handle_t *)&srv->tick, NULL);
     uv_close((uv_handle_t *)&srv->idle, NULL);
 }

@@ -13,17 +13,18 @@
 #include <uv.h>
 
 struct client;
+struct endpoint;
 struct qworker;
 struct session;
+struct stop_watch;
 
 struct server {
     uv_loop_t *loop;
     struct ht_config *cfg;
-    uv_pipe_t listener;
-    uv_signal_t sigint, sigterm, sigpipe;
+    struct endpoint *ep;     /* listening (endpoint.h), NULL otherwise */
+    struct stop_watch *stop; /* stop requests (sys/stop.h) while listening, NULL otherwise */
     uv_timer_t tick;
     uv_timer_t idle; /* closes clients idle past cfg->client_idle_ns */
-    int listening;
     int stopping;
     struct client *clients;
     uint32_t nclients;
@@ -41,12 +42,12 @@ struct server {
     struct qworker *qw;    /* query workers (query-job.c), started with the first query */
 };
 
-/* The server's state and handles on loop, not listening and with no timer or
- * signal started (server_stop closes them). */
+/* The server's state and handles on loop, not listening, with no timer
+ * started and no stop requests watched (server_stop closes them). */
 void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
-/* server_init, then listen on cfg->endpoint and start the timers and signal
- * handlers. 0 or an error (already running, bad path); on error the handles
- * are closed and the loop ends by itself. */
+/* server_init, then listen on cfg->endpoint, watch for stop requests
+ * (sys/stop.h) and start the timers. 0 or an error (already running, bad path); on error the
+ * handles are closed and the loop ends by itself. */
 int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg);
 /* Close every session, client and handle; the loop then ends by itself. */
 void server_stop(struct server *srv);

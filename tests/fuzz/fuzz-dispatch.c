@@ -175,9 +175,7 @@ static int any_feed(void)
 static void count_foreign(uv_handle_t *h, void *arg)
 {
     struct server *srv = &w.srv;
-    if (uv_is_closing(h) || h == (uv_handle_t *)&srv->tick || h == (uv_handle_t *)&srv->idle ||
-        h == (uv_handle_t *)&srv->listener || h == (uv_handle_t *)&srv->sigint ||
-        h == (uv_handle_t *)&srv->sigterm || h == (uv_handle_t *)&srv->sigpipe)
+    if (uv_is_closing(h) || h == (uv_handle_t *)&srv->tick || h == (uv_handle_t *)&srv->idle)
         return;
     for (const struct session *s = srv->sessions; s; s = s->next)
         if (h == (uv_handle_t *)s->drain_idle)

@@ -190,3 +190,31 @@ case_output_cap_total() {
     eq "$(ctl --json version | jget clients.dropped_output_total)" 1 "counted as dropped_output_total"
     stop_clean
 }
+
+# An interrupt (SIGTERM or Ctrl-C) ends a recording, not the ctl: what was
+# recorded is committed to -o FILE and the ctl exits 0 (conn_break_on_interrupt).
+case_record_interrupt() {
+    start_daemon
+    mkfifo "$T/fifo"
+    ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
+    local lpid=$!
+    exec 3>"$T/fifo"
+    for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+    "$HT_CTL" record live -o "$T/rec.htev" 2>"$T/rec.err" &  # not the ctl function: $! is the ctl
+    local rpid=$!
+    for _ in $(seq 200); do grep -q "record (" "$T/daemon.log" && break; sleep 0.05; done
+    cat "$DEMO" >&3
+    for _ in $(seq 200); do [ "$(ctl --json status live | jget ingest.events)" -gt 0 ] && break; sleep 0.05; done
+    sleep 0.3
+    kill -TERM "$rpid"
+    wait "$rpid"
+    eq "$?" 0 "ctl exit code after SIGTERM"
+    grep -q "interrupted: [0-9]* events recorded" "$T/rec.err" || fail "no interrupt message: $(cat "$T/rec.err")"
+    local n
+    n=$(sed -n 's/.*interrupted: \([0-9]*\) events recorded.*/\1/p' "$T/rec.err")
+    [ "$n" -gt 0 ] || fail "nothing recorded"
+    eq "$(grep -c '"ev"' "$T/rec.htev")" "$n" "lines in the committed recording"
+    exec 3>&-
+    wait "$lpid" || fail "load"
+    stop_clean
+}

@@ -1,0 +1,76 @@
+/* heaptraced's body: configuration, log, server and loop (main and a service main call it). */
+#include "daemon.h"
+
+#include "commands.h"
+#include "config.h"
+#include "ht-endpoint.h"
+#include "log.h"
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <uv.h>
+
+/* Configuration file, then the options over it. 0 or the exit code (printed). */
+static int run_config(const struct run_opts *o, struct ht_config *cfg)
+{
+    char err[512];
+    config_defaults(cfg);
+    if (o->config_path && config_load(cfg, o->config_path, err, sizeof(err)) != 0) {
+        fprintf(stderr, "heaptraced: %s\n", err);
+        return 1;
+    }
+    if (o->log_level && (cfg->log_level = config_log_level(o->log_level)) < 0) {
+        fprintf(stderr, "heaptraced: --log-level must be error, warn, info or debug\n");
+        return 2;
+    }
+    const char *ep = ht_endpoint(o->pipe_name);
+    if (o->pipe_name || getenv(HT_ENDPOINT_ENV))
+        snprintf(cfg->endpoint, sizeof(cfg->endpoint), "%s", ep);
+    return 0;
+}
+
+/* Serve until stopped. The exit code. */
+static int run_loop(struct ht_config *cfg)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct server srv;
+    if (server_start(&srv, &loop, cfg) != 0) {
+        fprintf(stderr, "heaptraced: cannot start on %s (see the log above)\n", cfg->endpoint);
+        uv_run(&loop, UV_RUN_DEFAULT); /* let the closed handles finish */
+        uv_loop_close(&loop);
+        return 1;
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(&loop);
+    if (rc != 0)
+        log_error("uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
+    else
+        log_info("stopped cleanly");
+    return rc == 0 ? 0 : 1;
+}
+
+int heaptraced_run(const struct run_opts *o)
+{
+    struct ht_config cfg;
+    int rc = run_config(o, &cfg);
+    if (rc != 0)
+        goto free_config;
+    if (log_open(cfg.log_level, o->foreground ? NULL : cfg.log_file) != 0) {
+        fprintf(stderr, "heaptraced: cannot open log file %s\n", cfg.log_file);
+        rc = 1;
+        goto free_config;
+    }
+    if (!dispatch_complete()) {
+        log_error("internal: a command of the table has no handler");
+        rc = 1;
+        goto close_log;
+    }
+    rc = run_loop(&cfg);
+close_log:
+    log_close();
+free_config:
+    config_free(&cfg);
+    return rc;
+}

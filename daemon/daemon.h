@@ -1,0 +1,18 @@
+/* heaptraced's body, the same whether main or a service manager starts it (daemon.c). */
+#ifndef DAEMON_H
+#define DAEMON_H
+
+/* What the command line chose; NULL or 0 keeps the default. */
+struct run_opts {
+    const char *config_path; /* --config FILE */
+    const char *pipe_name;   /* --pipe NAME (else $HEAPTRACE_PIPE, else the configuration's) */
+    const char *log_level;   /* --log-level L */
+    int foreground;          /* log to stderr instead of the log file */
+};
+
+/* Load the configuration, open the log, listen and run the loop until a stop
+ * request or a shutdown command. Returns the process's exit code: 0 stopped
+ * cleanly, 1 error (printed, or in the log once it is open), 2 bad option. */
+int heaptraced_run(const struct run_opts *o);
+
+#endif
