@@ -20,7 +20,7 @@
 #
 # usage: bench/live/bench-live-query.sh [options]      (root; from the repository root)
 #   --build DIR      heaptrace build directory (default: build)
-#   --pairs N        malloc+free pairs per thread (default 150000: ~6 s traced on these hosts,
+#   --pairs N        malloc+free pairs per thread (default 600000: ~6 s traced on the host of 2026-11-26,
 #                    so -5s: is a real window)
 #   --threads T      allocbench threads (default 1)
 #   --reps R         repetitions (default 3)
@@ -30,7 +30,7 @@
 set -u
 
 BUILD=build
-PAIRS=150000
+PAIRS=600000
 THREADS=1
 REPS=3
 LOADS=none,top50,aifo,window_5s,window_1s
