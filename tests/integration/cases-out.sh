@@ -195,11 +195,8 @@ case_output_cap_total() {
 # recorded is committed to -o FILE and the ctl exits 0 (conn_break_on_interrupt).
 case_record_interrupt() {
     start_daemon
-    mkfifo "$T/fifo"
-    ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
-    local lpid=$!
-    exec 3>"$T/fifo"
-    for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+    fifo_session
+    local lpid=$FIFO_LOAD_PID
     "$HT_CTL" record live -o "$T/rec.htev" 2>"$T/rec.err" &  # not the ctl function: $! is the ctl
     local rpid=$!
     for _ in $(seq 200); do grep -q "record (" "$T/daemon.log" && break; sleep 0.05; done

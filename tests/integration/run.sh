@@ -135,13 +135,20 @@ case_seed000() {
     stop_clean
 }
 
-case_record_roundtrip() {
-    start_daemon
+# A session "live" loading from the fifo $T/fifo, held open on fd 3 (no data
+# yet); the load's pid in FIFO_LOAD_PID, its output in $T/load.out.
+fifo_session() {
     mkfifo "$T/fifo"
     ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
-    local lpid=$!
-    exec 3>"$T/fifo" # the load starts; no data yet
+    FIFO_LOAD_PID=$!
+    exec 3>"$T/fifo"
     for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+}
+
+case_record_roundtrip() {
+    start_daemon
+    fifo_session
+    local lpid=$FIFO_LOAD_PID
     ctl record live -o "$T/rec.htev" 2>"$T/rec.err" 3>&- &
     local rpid=$!
     sleep 0.3
@@ -163,11 +170,8 @@ case_record_roundtrip() {
 # frame, far smaller than the text, and it replays to the same answers.
 case_record_htevb() {
     start_daemon
-    mkfifo "$T/fifo"
-    ctl load "$T/fifo" --name live >"$T/load.out" 2>&1 &
-    local lpid=$!
-    exec 3>"$T/fifo"
-    for _ in $(seq 100); do ctl ls --json | grep -q '"live"' && break; sleep 0.05; done
+    fifo_session
+    local lpid=$FIFO_LOAD_PID
     ctl record live -o "$T/rec.htevb" 2>"$T/rec.err" 3>&- &
     local rpid=$!
     sleep 0.3

@@ -163,18 +163,7 @@ static long record_size(const struct htevb_reader *r, const unsigned char *p, si
         return 19 + (long)get16(p + 17);
     default: {
         /* 'e': walk the varints to find the end. */
-        unsigned nvar = 2 + popcount6(p[2]);
-        size_t off = 3;
-        for (unsigned v = 0; v < nvar; v++) {
-            size_t start = off;
-            do {
-                if (off >= n)
-                    return 0;
-                if (off - start >= 10)
-                    return -1;
-            } while (p[off++] & 0x80);
-        }
-        return (long)off;
+        return htevb_varints_end(p, n, 3, 2 + popcount6(p[2]));
     }
     }
 }
@@ -321,8 +310,8 @@ static unsigned char *put_varint(unsigned char *p, uint64_t v)
     return p;
 }
 
-static int apply_record(struct htevb_reader *r, const unsigned char *p, size_t n,
-                        htevb_event_fn fn, htevb_process_fn pfn, void *arg)
+static int apply_record(struct htevb_reader *r, const unsigned char *p, size_t n, htevb_event_fn fn,
+                        htevb_process_fn pfn, void *arg)
 {
     if (p[0] & 0x80)
         return direct_event2(r, p, n, fn, arg) > 0 ? 0 : -2;
@@ -499,23 +488,12 @@ void htevb_feed(struct htevb_reader *r, const unsigned char *buf, size_t n, htev
             r->carry_len = 0;
             continue;
         }
-        if (r->version == 2 && (p[0] & 0x80)) {
-            long used = direct_event2(r, p, avail, fn, arg);
-            if (used < 0) {
-                broken(r, NULL);
-                return;
-            }
-            if (used > 0) {
-                r->records++;
-                buf += used;
-                n -= (size_t)used;
-                continue;
-            }
-            /* Incomplete: falls through to the carry below. */
-        } else if (p[0] == 'e' && r->version == 1) {
-            long used = direct_event(r, p, avail, fn, arg);
-            if (used < 0) {
-                broken(r, "bad record");
+        int v2 = r->version == 2 && (p[0] & 0x80);
+        if (v2 || (p[0] == 'e' && r->version == 1)) {
+            long used =
+                v2 ? direct_event2(r, p, avail, fn, arg) : direct_event(r, p, avail, fn, arg);
+            if (used < 0) { /* an HTEVB2 record's error was set by its decoder */
+                broken(r, v2 ? NULL : "bad record");
                 return;
             }
             if (used > 0) {

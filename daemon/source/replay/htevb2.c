@@ -53,9 +53,8 @@ void htevb2_close(struct htevb2 *s)
 
 static unsigned nvarints(unsigned b0, unsigned b1)
 {
-    unsigned m = (b0 & (B0_T | B0_ADDR)) | (b1 & (B1_OLD | B1_HEAP | B1_SIZE | B1_OSIZE |
-                                                   B1_STACK | B1_TID))
-                                                      << 8;
+    unsigned m = (b0 & (B0_T | B0_ADDR)) |
+                 (b1 & (B1_OLD | B1_HEAP | B1_SIZE | B1_OSIZE | B1_STACK | B1_TID)) << 8;
     return (unsigned)__builtin_popcount(m);
 }
 
@@ -63,15 +62,19 @@ long htevb2_record_size(const unsigned char *p, size_t n)
 {
     if (n < 2)
         return 0;
-    unsigned nvar = nvarints(p[0], p[1]);
-    size_t off = 2;
+    long end = htevb_varints_end(p, n, 2, nvarints(p[0], p[1]));
+    return end < 0 ? HTEVB2_EVARINT : end;
+}
+
+long htevb_varints_end(const unsigned char *p, size_t n, size_t off, unsigned nvar)
+{
     for (unsigned v = 0; v < nvar; v++) {
         size_t start = off;
         do {
             if (off >= n)
                 return 0;
             if (off - start >= 10)
-                return HTEVB2_EVARINT;
+                return -1;
         } while (p[off++] & 0x80);
     }
     return (long)off;
@@ -141,8 +144,7 @@ static uint64_t fresh_guess(const struct htevb2 *s, int which, uint32_t stack)
     return s->fresh + s->fresh_size;
 }
 
-static uint64_t addr_base(const struct htevb2 *s, unsigned kind, uint64_t old_addr,
-                          uint32_t stack)
+static uint64_t addr_base(const struct htevb2 *s, unsigned kind, uint64_t old_addr, uint32_t stack)
 {
     if (kind == HT_EV_ALLOC)
         return fresh_guess(s, s->guess, stack);
@@ -199,9 +201,10 @@ static uint64_t predict_size(const struct htevb2 *s, unsigned kind, uint32_t sta
 }
 
 /* An address field: a delta from last, or with its ref bit a ring entry. */
-static inline __attribute__((always_inline)) int get_addr(const struct htevb2_ring *ring, const unsigned char **q, const unsigned char *end,
-                    int present, int ref, uint64_t last, uint64_t base, uint64_t *out,
-                    const struct htevb2_entry **e)
+static inline __attribute__((always_inline)) int
+get_addr(const struct htevb2_ring *ring, const unsigned char **q, const unsigned char *end,
+         int present, int ref, uint64_t last, uint64_t base, uint64_t *out,
+         const struct htevb2_entry **e)
 {
     *e = NULL;
     if (!present) {
@@ -296,8 +299,8 @@ long htevb2_decode(struct htevb2 *s, const unsigned char *p, size_t n, struct ht
     int rc;
     /* Each step returns 0 (incomplete) or an error before anything is kept. */
     if ((rc = get_opt(&q, end, b0 & B0_T, s->dt, &dt)) <= 0 ||
-        (rc = get_addr(ref_ring(s, k, 0), &q, end, b1 & B1_OLD, b1 & B1_OREF, s->old[k],
-                       s->old[k], &ev->old_addr, &oe)) <= 0 ||
+        (rc = get_addr(ref_ring(s, k, 0), &q, end, b1 & B1_OLD, b1 & B1_OREF, s->old[k], s->old[k],
+                       &ev->old_addr, &oe)) <= 0 ||
         (rc = get_addr(ref_ring(s, k, 1), &q, end, b0 & B0_ADDR, b0 & B0_REF, s->addr[k],
                        k == HT_EV_ALLOC ? 0 : addr_base(s, k, ev->old_addr, 0), &ev->addr, &e)) <=
             0 ||
@@ -364,8 +367,8 @@ static uint64_t find_ref(const struct htevb2_ring *r, uint64_t addr)
 }
 
 /* An address field: its bits (present, ref) and its varint. */
-static unsigned addr_field(const struct htevb2_ring *r, uint64_t addr, uint64_t last,
-                           uint64_t base, int try_ref, uint64_t *v, const struct htevb2_entry **e)
+static unsigned addr_field(const struct htevb2_ring *r, uint64_t addr, uint64_t last, uint64_t base,
+                           int try_ref, uint64_t *v, const struct htevb2_entry **e)
 {
     *e = NULL;
     if (addr == last)
@@ -392,19 +395,18 @@ size_t htevb2_encode(struct htevb2 *s, const struct ht_event *ev_in, unsigned ch
     uint64_t av = 0, ov = 0;
     const struct htevb2_entry *e, *oe;
     int heap_kind = k == HT_EV_ALLOC || k == HT_EV_REALLOC || k == HT_EV_FREE;
-    unsigned a =
-        addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k], addr_base(s, k, ev.old_addr, ev.stack),
-                   heap_kind, &av, &e);
+    unsigned a = addr_field(ref_ring(s, k, 1), ev.addr, s->addr[k],
+                            addr_base(s, k, ev.old_addr, ev.stack), heap_kind, &av, &e);
     unsigned o = addr_field(ref_ring(s, k, 0), ev.old_addr, s->old[k], s->old[k],
                             k == HT_EV_REALLOC, &ov, &oe);
-    unsigned b0 = 0x80 | k | (ev.t - s->t != s->dt ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) |
-                  (a & 2 ? B0_REF : 0);
+    unsigned b0 =
+        0x80 | k | (ev.t - s->t != s->dt ? B0_T : 0) | (a & 1 ? B0_ADDR : 0) | (a & 2 ? B0_REF : 0);
     unsigned b1 = (o & 1 ? B1_OLD : 0) | (o & 2 ? B1_OREF : 0) |
                   (ev.heap != s->heap[k] ? B1_HEAP : 0) |
                   (ev.size != predict_size(s, k, ev.stack) ? B1_SIZE : 0) |
                   (ev.old_size != (oe ? oe->size : s->old_size[k]) ? B1_OSIZE : 0) |
-                  (ev.stack != predict_stack(s, k) ? B1_STACK : 0) | (ev.tid != s->tid ? B1_TID : 0) |
-                  (ev.flags ? B1_TRUNC : 0);
+                  (ev.stack != predict_stack(s, k) ? B1_STACK : 0) |
+                  (ev.tid != s->tid ? B1_TID : 0) | (ev.flags ? B1_TRUNC : 0);
     unsigned char *p = buf;
     *p++ = (unsigned char)b0;
     *p++ = (unsigned char)b1;

@@ -105,6 +105,10 @@ void htevb2_close(struct htevb2 *s);
 /* Bytes of the event record at p (p[0] & 0x80): 0 if n bytes do not hold it
  * all, HTEVB2_EVARINT if a varint runs over 10 bytes. */
 long htevb2_record_size(const unsigned char *p, size_t n);
+/* Where nvar varints starting at p + off end within n bytes: the offset past
+ * the last one, 0 when they do not end there, -1 when one runs past 10 bytes
+ * (HTEVB1 and HTEVB2 records alike). */
+long htevb_varints_end(const unsigned char *p, size_t n, size_t off, unsigned nvar);
 /* Decode the record at p (n bytes available) into ev (stack and module ids
  * are the file's) and advance the state: bytes used, 0 if incomplete (the
  * state untouched), or an error (the state untouched). */
