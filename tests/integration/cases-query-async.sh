@@ -182,7 +182,9 @@ case_query_async_client_gone() {
     timeout 0.5 "$HT_CTL" stacks >/dev/null 2>&1
     qa_need_knob
     ctl ping >/dev/null || fail "ping after the client left"
-    for _ in $(seq 100); do
+    # The query takes 1000 ms x QA_FACTOR on its worker: wait past that (a
+    # fixed 5 s failed under TSan's factor of 10).
+    for _ in $(seq $((40 * QA_FACTOR + 100))); do
         [ "$(qa_status demo queries.run)" = 1 ] && break
         sleep 0.05
     done
