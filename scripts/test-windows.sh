@@ -40,6 +40,28 @@ configure_build() {
     cmake --build "$build" -j"$jobs" >/dev/null
 }
 
+# Static executables: every .exe imports only DLLs that come with Windows (no libgcc,
+# libwinpthread, libuv or zstd DLL to ship).
+check_imports() {
+    local system='^(kernel32|msvcrt|ucrtbase|advapi32|user32|ws2_32|iphlpapi|userenv|psapi|dbghelp|ntdll|tdh|ole32|shell32|bcrypt|secur32)\.dll$'
+    local exe dll bad=0 n=0
+    while IFS= read -r exe; do
+        n=$((n + 1))
+        while IFS= read -r dll; do
+            if ! echo "$dll" | tr 'A-Z' 'a-z' | grep -Eq "$system"; then
+                echo "== windows: $exe imports $dll (not a system DLL)" >&2
+                bad=1
+            fi
+        done < <(x86_64-w64-mingw32-objdump -p "$exe" | sed -n 's/^[[:space:]]*DLL Name: //p')
+    done < <(find "$build" -name '*.exe' -not -path "$build/deps/*" -not -path '*/CMakeFiles/*')
+    if [ "$n" = 0 ]; then
+        echo "== windows: no .exe built in $build" >&2
+        return 1
+    fi
+    [ "$bad" = 0 ] || return 1
+    echo "== windows: $n .exe files import only system DLLs"
+}
+
 # A throwaway prefix (about 0.7 GB) under /tmp, removed at the end.
 wine_prefix() {
     export WINEPREFIX
@@ -75,6 +97,7 @@ run_tests() {
 step "install mingw-w64 and wine" install_pkgs
 step "deps (libuv, cJSON, zstd from Debian sources)" scripts/win-deps.sh "$build/deps"
 step "configure + build" configure_build
+step "imports" check_imports
 step "wine prefix" wine_prefix
 step "ctest under wine" run_tests
 wine_cleanup
