@@ -24,11 +24,14 @@ srcparts=$deps/apt/sources.list.d
 lists=$deps/apt/lists
 apt_opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$srcparts"
           -o Dir::State::Lists="$lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
-if [ ! -f "$deps/apt/updated" ]; then
+# A fresh Sources index: first run, or when something is to be built (a version the mirror
+# no longer has cannot be fetched).
+apt_update() {
+    rm -rf "$deps/apt"
     mkdir -p "$srcparts" "$lists/partial"
     # apt downloads as the unprivileged _apt user.
     chmod -R 0777 "$deps/apt"
-    found=0
+    local f found=0
     for f in /etc/apt/sources.list.d/*.sources; do
         [ -f "$f" ] || continue
         grep -q '^Types:.*\bdeb\b' "$f" || continue
@@ -41,24 +44,34 @@ if [ ! -f "$deps/apt/updated" ]; then
     fi
     apt-get "${apt_opts[@]}" update -qq
     touch "$deps/apt/updated"
-fi
+}
 
 # The highest version the Sources index lists: the cache key, and what is fetched.
 srcver() {
     apt-cache "${apt_opts[@]}" showsrc "$1" | sed -n 's/^Version: //p' | sort -V | tail -1
 }
-uvver=$(srcver libuv1)
-cjver=$(srcver cjson)
-zsver=$(srcver libzstd)
+cc=x86_64-w64-mingw32-gcc-win32
+# Sets uvver, cjver, zsver and stamp from the index; 0 when the prefix holds that build.
+versions() {
+    uvver=$(srcver libuv1)
+    cjver=$(srcver cjson)
+    zsver=$(srcver libzstd)
+    stamp="libuv1=$uvver cjson=$cjver libzstd=$zsver $cc $($cc -dumpfullversion)"
+    [ -n "$uvver" ] && [ -n "$cjver" ] && [ -n "$zsver" ] &&
+        [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$stamp" ]
+}
+if [ -f "$deps/apt/updated" ] && versions; then
+    echo "win-deps: up to date ($stamp)"
+    exit 0
+fi
+apt_update
+if versions; then
+    echo "win-deps: up to date ($stamp)"
+    exit 0
+fi
 if [ -z "$uvver" ] || [ -z "$cjver" ] || [ -z "$zsver" ]; then
     echo "win-deps: source package not found (libuv1='$uvver' cjson='$cjver' libzstd='$zsver')" >&2
     exit 1
-fi
-cc=x86_64-w64-mingw32-gcc-win32
-stamp="libuv1=$uvver cjson=$cjver libzstd=$zsver $cc $($cc -dumpfullversion)"
-if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$stamp" ]; then
-    echo "win-deps: up to date ($stamp)"
-    exit 0
 fi
 
 echo "win-deps: building $stamp"
