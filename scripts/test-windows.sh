@@ -71,7 +71,10 @@ wine_prefix() {
     # err+module: a missing DLL is named instead of a silent exit code 53; no mono/gecko
     # install attempts (windows-build.md §3.1).
     export WINEDEBUG=-all,err+module WINEDLLOVERRIDES="mscoree,mshtml="
-    wineboot --init >/dev/null 2>&1
+    if ! wineboot --init >/dev/null 2>&1; then
+        echo "== windows: wineboot --init failed in $WINEPREFIX" >&2
+        return 1
+    fi
     # Wine reports Windows 7 by default.
     wine reg add 'HKCU\Software\Wine' /v Version /t REG_SZ /d win10 /f >/dev/null 2>&1
     # The wineserver these started exits a few seconds after its last client (and saves
