@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, then builds and runs ctest:
 # optimized with -Werror, with AddressSanitizer + UBSan, and the threaded
-# parts (event ring, daemon) with ThreadSanitizer.
+# parts (event ring, daemon) with ThreadSanitizer; then the Windows build
+# (mingw-w64) and its tests under wine (scripts/test-windows.sh).
 # Fuzz corpora replay as ctest cases in both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,4 +39,6 @@ run_suite build-asan "" -DCMAKE_BUILD_TYPE=Debug -DHEAPTRACE_SANITIZE=ON -DHEAPT
 export TSAN_OPTIONS=halt_on_error=1:exitcode=66
 run_suite build-tsan "test-evring|test-source|test-session|test-view|test-mem|test-bpf|integration" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRACE_TSAN=ON \
     -DHEAPTRACE_BENCH=OFF
+# Windows: cross-built, its suite under wine (installs mingw-w64 and wine).
+scripts/test-windows.sh build-win
 echo "== all suites passed"

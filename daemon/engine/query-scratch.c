@@ -1,13 +1,10 @@
 /* Query scratch arena (query-scratch.h). */
-#define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include "query-scratch.h"
 
 #include "ht-alloc.h"
+#include "huge-pages.h"
 
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #define QS_ALIGN 64
 #define QS_HUGE ((size_t)2 << 20)
@@ -53,11 +50,8 @@ static struct qscratch_region *region_add(struct query_scratch *s, size_t n)
     r->touched = 0;
     r->bytes = cap + align;
     s->cap += cap;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    /* Advice only: where THP is off, pages are 4 KiB. */
     if (huge)
-        (void)madvise(r->mem, cap, MADV_HUGEPAGE);
-#endif
+        ht_huge_pages_advise(r->mem, cap);
     s->grown++;
     return r;
 }
