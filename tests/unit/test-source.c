@@ -218,9 +218,11 @@ static void test_replay_stop_mid_bomb(void)
     CHECK(uv_loop_close(&loop) == 0);
     stack_intern_close(&si);
     free(b.p);
-    if (ms >= 200)
+    /* Before the fix a stop waited for the whole slice: 12.4 s (23 s under
+     * ASan). 1 s leaves room for a loaded machine (226 ms seen under load). */
+    if (ms >= 1000)
         fprintf(stderr, "stop took %llu ms\n", (unsigned long long)ms);
-    CHECK(ms < 200);
+    CHECK(ms < 1000);
 }
 
 /* The harness can fail: a backend that drops one event is caught. */
