@@ -40,12 +40,18 @@ static void top_done(struct qjob *j)
     if (c)
         c->top_job = NULL;
     /* The client went, or its subscription ended meanwhile: nothing to send. */
-    if (!c || c->closing || c->topping != s || j->rc || s->dropped)
+    if (!c || c->closing || c->topping != s || s->dropped)
         return;
+    if (j->rc) { /* the query failed (out of memory): this refresh is not sent */
+        c->srv->top_frames_failed++;
+        return;
+    }
     const struct top_figures *f = j->arg;
     cJSON *d = session_top_result(j, 0);
-    if (!d)
+    if (!d) {
+        c->srv->top_frames_failed++;
         return;
+    }
     cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
     cJSON_AddNumberToObject(d, "now", (double)f->now);
@@ -61,7 +67,10 @@ static void top_done(struct qjob *j)
     if (last)
         client_unsubscribe(c);
     int caught_up = client_unread(c) == 0;
-    if (client_send(c, qjob_reply_line(j, 0, id, d, !last)) != 0 || last || !caught_up)
+    char *line = qjob_reply_line(j, 0, id, d, !last);
+    if (!line)
+        c->srv->top_frames_failed++;
+    if (client_send(c, line) != 0 || last || !caught_up)
         return;
     /* A client that had read everything gets its time to read this frame
      * from now, not from the tick that asked for it: building a big frame
@@ -103,6 +112,7 @@ static void top_tick_cb(uv_timer_t *t)
     struct qjob *j = session_top_job(s, HT_DOM_HEAP, c->top_rows, "top");
     struct top_figures *f = j ? ht_calloc(1, sizeof(*f)) : NULL;
     if (!f) {
+        c->srv->top_frames_failed++;
         qjob_free(j);
         return;
     }

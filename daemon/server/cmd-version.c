@@ -64,6 +64,7 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);
     cJSON_AddNumberToObject(cl, "dropped_output_total", (double)srv->clients_dropped_output_total);
     cJSON_AddNumberToObject(cl, "top_frames_skipped", (double)srv->top_frames_skipped);
+    cJSON_AddNumberToObject(cl, "top_frames_failed", (double)srv->top_frames_failed);
     /* The daemon-wide byte budget: every session's memory plus queued client output. */
     cJSON *m = cJSON_AddObjectToObject(d, "memory");
     cJSON_AddNumberToObject(m, "budget", (double)srv->mem.limit);

@@ -38,6 +38,7 @@ struct server {
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
+    uint64_t top_frames_failed;  /* top refreshes not sent: out of memory making them */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
     struct qworker *qw;    /* query workers (query-job.c), started with the first query */
 };
