@@ -54,8 +54,8 @@ static void ready_fn(void *arg)
 {
     struct run *r = arg;
     while (r->f->ops->drain(r->f, 64) > 0)
-        if (slow_loop)
-            usleep(200);
+        if (slow_loop) /* 1 ms: mingw's usleep(200) is Sleep(0), a mere yield (failed under wine) */
+            uv_sleep(1);
 }
 
 static void ended_fn(void *arg, const char *reason)
