@@ -59,6 +59,7 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(cl, "refused_full", (double)srv->clients_refused_full);
     cJSON_AddNumberToObject(cl, "refused_uid_limit", (double)srv->clients_refused_uid);
     cJSON_AddNumberToObject(cl, "refused_no_fd", (double)srv->clients_refused_nofd);
+    cJSON_AddNumberToObject(cl, "refused_no_memory", (double)srv->clients_refused_nomem);
     cJSON_AddNumberToObject(cl, "accept_errors", (double)srv->accept_errors);
     cJSON_AddNumberToObject(cl, "idle_closed", (double)srv->clients_idle_closed);
     cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);

@@ -564,6 +564,12 @@ static void client_admit(struct server *srv, struct client *c)
 
 struct client *client_new(struct server *srv)
 {
+#ifdef HEAPTRACE_TEST_KNOBS
+    if (srv->test_fail_clients > 0) {
+        srv->test_fail_clients--;
+        return NULL;
+    }
+#endif
     struct client *c = ht_calloc(1, sizeof(*c));
     if (!c || !(c->in = ht_malloc(HT_REQUEST_MAX + 64))) {
         ht_free(c);
@@ -590,6 +596,53 @@ void client_start(struct client *c)
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
 }
 
+static void refuse_nomem(struct server *srv);
+
+static void nomem_pipe_closed(uv_handle_t *h)
+{
+    struct server *srv = h->data;
+    srv->nomem_pipe_busy = 0;
+    if (srv->nomem_waiting) {
+        srv->nomem_waiting = 0;
+        refuse_nomem(srv);
+    }
+}
+
+/* No memory for a client: the waiting connection is still taken off the
+ * listener (into the spare handle) and closed at once, so the endpoint keeps
+ * listening and the next client is served when memory is back. A second one
+ * in the same loop turn waits for the spare's close (this turn's close
+ * phase): libuv stops watching the listener until it is taken, so at most
+ * one waits. */
+static void refuse_nomem(struct server *srv)
+{
+    if (srv->nomem_pipe_busy) {
+        srv->nomem_waiting = 1;
+        return;
+    }
+    srv->clients_refused_nomem++;
+    log_error("out of memory accepting a client: connection closed (%llu so far)",
+              (unsigned long long)srv->clients_refused_nomem);
+    uv_pipe_init(srv->loop, &srv->nomem_pipe, 0);
+    srv->nomem_pipe.data = srv;
+    srv->nomem_pipe_busy = 1;
+    if (endpoint_accept(srv->ep, &srv->nomem_pipe) != 0) {
+        log_warn("accepting the refused client failed too");
+    } else {
+        /* Its error line, made without allocating (into a fresh connection's
+         * empty buffer, as client_refuse does). */
+        char line[160];
+        int n = snprintf(line, sizeof(line),
+                         "{\"v\":%d,\"id\":0,\"ok\":false,\"err\":\"%s\",\"msg\":\"the daemon is "
+                         "out of memory: try again later\"}\n",
+                         HT_PROTO_VERSION, ht_err_code(UV_ENOMEM));
+        uv_buf_t buf = uv_buf_init(line, (unsigned)n);
+        if (uv_try_write((uv_stream_t *)&srv->nomem_pipe, &buf, 1) < n)
+            log_debug("the out-of-memory refusal did not fit its connection");
+    }
+    uv_close((uv_handle_t *)&srv->nomem_pipe, nomem_pipe_closed);
+}
+
 static void connection_cb(void *arg, int status)
 {
     struct server *srv = arg;
@@ -599,7 +652,7 @@ static void connection_cb(void *arg, int status)
     }
     struct client *c = client_new(srv);
     if (!c) {
-        log_error("out of memory accepting a client");
+        refuse_nomem(srv);
         return;
     }
     if (endpoint_accept(srv->ep, &c->pipe) != 0) {
@@ -663,6 +716,14 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     srv->tick.data = srv;
     uv_timer_init(loop, &srv->idle);
     srv->idle.data = srv;
+#ifdef HEAPTRACE_TEST_KNOBS
+    const char *f = getenv("HEAPTRACED_TEST_FAIL_CLIENTS");
+    if (f && *f) {
+        srv->test_fail_clients = strtoull(f, NULL, 10);
+        log_warn("test knob HEAPTRACED_TEST_FAIL_CLIENTS: the next %llu clients find no memory",
+                 (unsigned long long)srv->test_fail_clients);
+    }
+#endif
 }
 
 int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)

@@ -35,6 +35,16 @@ struct server {
     /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
     uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
         clients_idle_closed;
+    /* A connection that came while no client could be allocated is accepted
+     * into this spare handle and closed (libuv stops watching a listener whose
+     * waiting connection is never accepted: the daemon would go deaf). */
+    uv_pipe_t nomem_pipe;
+    int nomem_pipe_busy, nomem_waiting;
+    uint64_t clients_refused_nomem;
+    /* Test builds: HEAPTRACED_TEST_FAIL_CLIENTS makes so many client_new calls
+     * fail (always 0 in a Release build; unconditional here so every file
+     * including this header sees one layout). */
+    uint64_t test_fail_clients;
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */

@@ -239,3 +239,24 @@ case_record_gaps() {
     grep -q "unread, over the" "$T/daemon.log" && fail "the recorder was cut off"
     stop_clean
 }
+
+# No memory for a new client: the connection is still taken off the listener
+# and told ENOMEM (libuv stops watching a listener whose waiting connection is
+# never accepted: the daemon went deaf), counted, and the next clients are
+# served. The test knob makes the first 6 clients find no memory; 10 connect
+# at once, so refusals also meet the spare handle still closing.
+case_accept_nomem() {
+    HEAPTRACED_TEST_FAIL_CLIENTS=6 "$HT_DAEMON" --foreground --log-level debug >>"$T/daemon.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 100); do [ -S "$HEAPTRACE_PIPE" ] && break; sleep 0.05; done
+    [ -S "$HEAPTRACE_PIPE" ] || fail "daemon did not listen"
+    timeout 20 "$HT_TOOL" hold "$HEAPTRACE_PIPE" 10 1500 >"$T/hold.out" || fail "hold: $(cat "$T/hold.out")"
+    cat "$T/hold.out"
+    grep -q "open=4 silent=0 " "$T/hold.out" || fail "expected 4 clients served, none closed without a word"
+    grep -q " ENOMEM=6 " "$T/hold.out" || fail "expected 6 clients told ENOMEM"
+    timeout 10 "$HT_CTL" ping | grep -q answers || fail "no service after the refusals"
+    ctl --json version >"$T/v"
+    eq "$(jget clients.refused_no_memory <"$T/v")" 6 "refused_no_memory"
+    grep -q "out of memory accepting a client: connection closed (6 so far)" "$T/daemon.log" || fail "not logged"
+    stop_clean
+}

@@ -490,8 +490,9 @@ static int cmd_hold(const char *sock, int n, long wait_ms)
             }
         }
     }
-    static const char *const codes[] = {"EFULL", "ETIMEDOUT", "EMFILE", "ENFILE", "EPERM", "ok"};
-    int count[6] = {0}, open = 0, silent = 0, other = 0;
+    static const char *const codes[] = {"EFULL", "ETIMEDOUT", "EMFILE", "ENFILE", "EPERM", "ENOMEM", "ok"};
+    enum { NCODES = sizeof(codes) / sizeof(codes[0]) };
+    int count[NCODES] = {0}, open = 0, silent = 0, other = 0;
     for (int i = 0; i < n; i++) {
         if (hs[i].state == 0) {
             open++;
@@ -505,15 +506,15 @@ static int cmd_hold(const char *sock, int n, long wait_ms)
         char code[32];
         line_code(hs[i].line, code, sizeof(code));
         int k = 0;
-        while (k < 6 && strcmp(code, codes[k]))
+        while (k < NCODES && strcmp(code, codes[k]))
             k++;
-        if (k < 6)
+        if (k < NCODES)
             count[k]++;
         else
             other++;
     }
     printf("open=%d silent=%d first_timeout_ms=%ld", open, silent, first_timeout);
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < NCODES; k++)
         printf(" %s=%d", codes[k], count[k]);
     printf(" other=%d\n", other);
     free(hs);
