@@ -300,6 +300,15 @@ static int req_call(struct sym_req *r)
     return 0;
 }
 
+/* The caller's reference, dropped under the lock (the DbgHelp thread may
+ * still hold the other one after a timeout). */
+static void req_release(struct sym_req *r)
+{
+    uv_mutex_lock(&g_mu);
+    req_put(r);
+    uv_mutex_unlock(&g_mu);
+}
+
 /* Send r without waiting: the DbgHelp thread frees it. */
 static void req_post(struct sym_req *r)
 {
@@ -680,7 +689,7 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
             c->st.misses++;
         snprintf(textbuf, textsz, "%s!+0x%" PRIx64, modname, addr - m->bias);
         *tmp = (struct sym_answer){.addr = addr, .text = textbuf};
-        req_put(r);
+        req_release(r);
         return tmp;
     }
     if (asked_load) {
@@ -701,7 +710,7 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
         *tmp = (struct sym_answer){.addr = addr, .text = textbuf, .line = r->line};
         /* tmp->file would point into r: line info is not kept then. */
     }
-    req_put(r);
+    req_release(r);
     return a ? a : tmp;
 }
 

@@ -343,6 +343,13 @@ static void test_exit_watch(void)
     CHECK(before != NULL);
     char saved[512];
     snprintf(saved, sizeof saved, "%s", before);
+    struct procmods_module *mods = NULL;
+    size_t nmods = 0;
+    CHECK_EQ(procmods_list(pid, &mods, &nmods), 0);
+    CHECK(nmods > 0);
+    char exe_path[PROCMODS_PATH_MAX];
+    snprintf(exe_path, sizeof exe_path, "%s", mods[0].path);
+    ht_free(mods);
 
     uv_loop_t loop;
     CHECK_EQ(uv_loop_init(&loop), 0);
@@ -371,6 +378,20 @@ static void test_exit_watch(void)
     size_t n = 0;
     CHECK_EQ(procmods_list(pid, &v, &n), UV_ENOENT);
     CHECK_STR(sym_cache_resolve(c, child_val(&ch, "ht_win_leaf"), 0, buf, sizeof buf), saved);
+    /* Not asked before the exit: DbgHelp still reads the module it loaded. */
+    CHECK_STR(sym_cache_resolve(c, child_val(&ch, "ht_win_commit"), 0, buf, sizeof buf),
+              "ht-sym-child-win.exe!ht_win_commit");
+    /* A new cache after the exit: no module list to read, but a module the source names
+     * (as ETW's image events do) resolves. */
+    struct sym_cache *late = NULL;
+    CHECK_EQ(sym_cache_new(&late, pid, NULL, MEM_symbols), 0);
+    CHECK(sym_cache_resolve(late, child_val(&ch, "ht_win_leaf"), 0, buf, sizeof buf) == NULL);
+    uint64_t base = child_val(&ch, "exe_base");
+    CHECK_EQ(sym_cache_add_module(late, base, base + 0x10000, base, exe_path, ""), 0);
+    const char *t = sym_cache_resolve(late, child_val(&ch, "ht_win_leaf"), 0, buf, sizeof buf);
+    printf("after exit, new cache: %s\n", t ? t : "(null)");
+    CHECK_STR(t, saved);
+    sym_cache_free(late);
     procwatch_stop(w);
     uv_close((uv_handle_t *)&timer, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
