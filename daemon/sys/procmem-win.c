@@ -1,17 +1,17 @@
 /* A process's private bytes (commit charge) from GetProcessMemoryInfo. */
 #include "procmem.h"
 
+#include "proc-win.h"
+
 #include <string.h>
 #include <uv.h>
 #include <windows.h>
 #include <psapi.h>
 
-/* A process that no longer runs: never opened (no such pid), or exited while
- * a handle to it keeps its object. GetExitCodeProcess reads STILL_ACTIVE
- * (259) for a running process, and for one that exited with 259: the wait
- * tells them apart. */
-int procmem_proc_gone(void *h);
-int procmem_proc_gone(void *h)
+/* GetExitCodeProcess reads STILL_ACTIVE (259) for a running process, and
+ * for one that exited with 259: the wait tells them apart
+ * (learn.microsoft.com, GetExitCodeProcess). */
+int proc_win_gone(HANDLE h)
 {
     DWORD code;
     if (!GetExitCodeProcess(h, &code))
@@ -36,7 +36,7 @@ int procmem_read(uint64_t pid, struct procmem *out)
     PROCESS_MEMORY_COUNTERS_EX pmc;
     memset(&pmc, 0, sizeof pmc);
     pmc.cb = sizeof pmc;
-    if (procmem_proc_gone(h)) {
+    if (proc_win_gone(h)) {
         rc = UV_ENOENT;
     } else if (!GetProcessMemoryInfo(h, (PROCESS_MEMORY_COUNTERS *)&pmc, sizeof pmc)) {
         rc = uv_translate_sys_error((int)GetLastError());

@@ -2,13 +2,12 @@
 #include "procmods.h"
 
 #include "ht-alloc.h"
+#include "proc-win.h"
 
 #include <string.h>
 #include <uv.h>
 #include <windows.h>
 #include <psapi.h>
-
-int procmem_proc_gone(void *h); /* procmem-win.c */
 
 const char *procmods_basename(const char *path)
 {
@@ -53,15 +52,15 @@ int procmods_list(uint64_t pid, struct procmods_module **out, size_t *n)
      * need PROCESS_QUERY_INFORMATION | PROCESS_VM_READ (learn.microsoft.com,
      * EnumProcessModulesEx, hProcess); they read the loader's list in the
      * target's memory. */
-    HANDLE h = OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_VM_READ | SYNCHRONIZE, FALSE,
-                           (DWORD)pid);
+    HANDLE h =
+        OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_VM_READ | SYNCHRONIZE, FALSE, (DWORD)pid);
     if (!h)
         return sys_err(GetLastError());
     int rc = 0;
     HMODULE *hm = NULL;
     struct procmods_module *v = NULL;
     DWORD need = 0, cap = 0;
-    if (procmem_proc_gone(h)) {
+    if (proc_win_gone(h)) {
         rc = UV_ENOENT;
         goto done;
     }
@@ -70,7 +69,7 @@ int procmods_list(uint64_t pid, struct procmods_module **out, size_t *n)
         if (!EnumProcessModulesEx(h, hm, cap, &need, LIST_MODULES_ALL)) {
             DWORD e = GetLastError();
             /* A process still starting (no loader list yet) or gone: partial copy. */
-            rc = procmem_proc_gone(h) ? UV_ENOENT : sys_err(e);
+            rc = proc_win_gone(h) ? UV_ENOENT : sys_err(e);
             goto done;
         }
         if (need <= cap)

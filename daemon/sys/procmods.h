@@ -17,7 +17,7 @@
 #define PROCMODS_MAX 4096
 
 struct procmods_module {
-    uint64_t base, size; /* the image in the process: [base, base + size) */
+    uint64_t base, size;          /* the image in the process: [base, base + size) */
     char path[PROCMODS_PATH_MAX]; /* UTF-8, as GetModuleFileNameExW gives it */
 };
 

@@ -1,4 +1,5 @@
-/* A process's exit on the loop: its pidfd (pidfd_open, Linux 5.3) becomes readable when it exits. */
+/* A process's exit on the loop: its pidfd (pidfd_open, Linux 5.3) becomes readable when it exits.
+ */
 #include "procwatch.h"
 
 #include "ht-alloc.h"

@@ -1,4 +1,5 @@
-/* Symbolizer for a live Windows process: DbgHelp on one dedicated thread, answers cached per address. */
+/* Symbolizer for a live Windows process: DbgHelp on one dedicated thread, answers cached per
+ * address. */
 #include "symbols.h"
 
 #include "ht-alloc.h"
@@ -8,6 +9,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 #include <windows.h>
@@ -87,6 +89,21 @@ static WCHAR *wide_of(const char *s)
         w = NULL;
     }
     return w;
+}
+
+/* Test knobs (test builds only, as the server's): HEAPTRACE_TEST_SYM_DELAY_MS, a
+ * delay before each lookup the DbgHelp thread serves, and HEAPTRACE_TEST_SYM_WAIT_MS, the
+ * caller's bound instead of SYM_WAIT_MS: the tests of a lookup that times out. */
+static uint64_t knob_ms(const char *name, uint64_t dflt)
+{
+#ifdef HEAPTRACE_TEST_KNOBS
+    const char *v = getenv(name);
+    if (v && *v)
+        return strtoull(v, NULL, 10);
+#else
+    (void)name;
+#endif
+    return dflt;
 }
 
 static void req_put(struct sym_req *r)
@@ -231,6 +248,8 @@ static void dbghelp_thread(void *arg)
             g_tail = NULL;
         r->started = 1;
         uv_mutex_unlock(&g_mu);
+        if (r->op == REQ_LOOKUP)
+            Sleep((DWORD)knob_ms("HEAPTRACE_TEST_SYM_DELAY_MS", 0));
         serve(r);
         uv_mutex_lock(&g_mu);
         r->done = 1;
@@ -271,7 +290,7 @@ static void req_send(struct sym_req *r)
  * (r is then abandoned: unqueued if not started, else freed when done). */
 static int req_call(struct sym_req *r)
 {
-    uint64_t deadline = uv_hrtime() + (uint64_t)SYM_WAIT_MS * 1000000u;
+    uint64_t deadline = uv_hrtime() + knob_ms("HEAPTRACE_TEST_SYM_WAIT_MS", SYM_WAIT_MS) * 1000000u;
     uv_mutex_lock(&g_mu);
     req_send(r);
     while (!r->done) {

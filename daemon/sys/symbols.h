@@ -26,7 +26,7 @@ struct mem_acct;
 #define SYM_WAIT_MS 5000
 
 /* Windows: DbgHelp's symbol search path (UTF-8, paths separated by ';', e.g.
- * "srv*C:\\symbols*https://..." or a folder of .pdb files) for caches whose
+ * "srv*CACHE_DIR*SERVER_URL" or a folder of .pdb files) for caches whose
  * first lookup comes afterwards; _NT_SYMBOL_PATH, when set, is searched after
  * it. NULL or "": DbgHelp's default (the current folder, _NT_SYMBOL_PATH,
  * _NT_ALTERNATE_SYMBOL_PATH). Linux: only NULL or "" is taken (separate

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <windows.h>
 
-/* Each function's first line, where its entry address maps. */
+/* Each function's first line, where its entry address maps: the line number and the function
+ * on one line. */
+/* clang-format off */
 static const int leaf_line = __LINE__; __attribute__((noinline)) int ht_win_leaf(volatile int *x) { return *x + 1; }
 static const int commit_line = __LINE__; __attribute__((noinline)) void *ht_win_commit(size_t n) {
     /* Committed and touched: private bytes (commit charge) grow by n. */
@@ -14,6 +16,7 @@ static const int commit_line = __LINE__; __attribute__((noinline)) void *ht_win_
         memset(p, 1, n);
     return p;
 }
+/* clang-format on */
 
 static void put(const char *name, const void *addr)
 {

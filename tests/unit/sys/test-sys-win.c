@@ -479,5 +479,38 @@ static void test_search_path(void)
     CHECK_STR(t, "ht-sym-child-win.exe!ht_win_leaf");
 }
 
+/* The DbgHelp thread answers late (test knobs): the lookup reads module!+0xOFF, counts a
+ * timeout and is not cached; once the thread has caught up the same address resolves. */
+static void test_timeout(void)
+{
+    struct child ch;
+    CHECK(child_start(&ch) == 0);
+    struct sym_cache *c = NULL;
+    CHECK_EQ(sym_cache_new(&c, child_pid(&ch), NULL, MEM_symbols), 0);
+    char buf[512];
+    uint64_t leaf = child_val(&ch, "ht_win_leaf"), base = child_val(&ch, "exe_base");
+    char late[64];
+    snprintf(late, sizeof late, "ht-sym-child-win.exe!+0x%llx", (unsigned long long)(leaf - base));
+    _putenv("HEAPTRACE_TEST_SYM_DELAY_MS=400");
+    _putenv("HEAPTRACE_TEST_SYM_WAIT_MS=50");
+    const char *t = sym_cache_resolve(c, leaf, 0, buf, sizeof buf);
+    _putenv("HEAPTRACE_TEST_SYM_DELAY_MS=");
+    _putenv("HEAPTRACE_TEST_SYM_WAIT_MS=");
+    CHECK_STR(t, late);
+    struct sym_stats st;
+    sym_cache_stats(c, &st);
+    CHECK_EQ(st.timeouts, 1);
+    CHECK_EQ(st.misses, 1);
+    CHECK_EQ(st.symbols, 0);
+    /* The late request is still served (then freed by the DbgHelp thread); this one waits
+     * behind it. */
+    CHECK_STR(sym_cache_resolve(c, leaf, 0, buf, sizeof buf), "ht-sym-child-win.exe!ht_win_leaf");
+    sym_cache_stats(c, &st);
+    CHECK_EQ(st.timeouts, 1);
+    CHECK_EQ(st.symbols, 1);
+    sym_cache_free(c);
+    child_end(&ch);
+}
+
 HT_TEST_MAIN(T(procmem_commit), T(modules), T(resolve_own), T(resolve_kernel32), T(added_module),
-             T(exit_watch), T(exit_watch_stopped), T(threads), T(search_path))
+             T(exit_watch), T(exit_watch_stopped), T(threads), T(search_path), T(timeout))
