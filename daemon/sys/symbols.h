@@ -4,6 +4,14 @@
  * module's symbol table is loaded once, sorted, and cached by build id, so
  * every lookup after the first is a binary search. Single-threaded (the
  * loop thread): the caller serialises.
+ *
+ * Windows (symbols-win.c): DbgHelp, which is single-threaded process-wide,
+ * runs on one dedicated thread that serves every sym_cache; a lookup not yet
+ * cached is a request to it, and the caller waits at most SYM_WAIT_MS for the
+ * answer (else the address reads "module!+0xOFF" this time and counts under
+ * timeouts). Each answer is cached per address. Modules are PE images: bias
+ * is the image base (OFF is the RVA), build_id is ignored, and a miss reads
+ * the target's module list (procmods.h) instead of /proc/PID/maps.
  */
 #ifndef SYMBOLS_H
 #define SYMBOLS_H
@@ -13,6 +21,18 @@
 
 struct sym_cache;
 struct mem_acct;
+
+/* Windows: the longest a caller waits for the DbgHelp thread. */
+#define SYM_WAIT_MS 5000
+
+/* Windows: DbgHelp's symbol search path (UTF-8, paths separated by ';', e.g.
+ * "srv*CACHE_DIR*SERVER_URL" or a folder of .pdb files) for caches whose
+ * first lookup comes afterwards; _NT_SYMBOL_PATH, when set, is searched after
+ * it. NULL or "": DbgHelp's default (the current folder, _NT_SYMBOL_PATH,
+ * _NT_ALTERNATE_SYMBOL_PATH). Linux: only NULL or "" is taken (separate
+ * debug files come from /usr/lib/debug only): else HT_EBADARG. 0,
+ * HT_EBADARG or UV_ENOMEM. Any thread. */
+int sym_set_search_path(const char *path);
 
 /* A symbolizer for pid; modules come from add_module (or, when none was
  * added for an address, from a fresh read of /proc/PID/maps). acct (may be
@@ -50,9 +70,13 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
  * held (functions, aliases merged), lookups, misses (no module, or no
  * symbol there), load_errors (a module whose file could not be opened or
  * read, or whose table did not fit the budget), bytes charged. Caps: 4096
- * modules and images, 4M functions and 256 MiB of names per image. */
+ * modules and images, 4M functions and 256 MiB of names per image.
+ * Windows: modules = images DbgHelp loaded, symbols = answers cached (one
+ * per address; DbgHelp's own memory is not charged), timeouts = lookups the
+ * DbgHelp thread did not answer within SYM_WAIT_MS (always 0 on Linux). */
 struct sym_stats {
     uint64_t modules, symbols, lookups, misses, load_errors, bytes;
+    uint64_t timeouts;
 };
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);
 

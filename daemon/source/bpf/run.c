@@ -4,6 +4,7 @@
 #include "heaptrace.skel.h"
 #include "ht-alloc.h"
 #include "procmem.h"
+#include "procwatch.h"
 #include "unwind.h"
 
 #include <bpf/bpf.h>
@@ -177,71 +178,11 @@ static void tramp_find(struct bpf_tracer *t)
     procmaps_each(t->p.pid, tramp_cb, t);
 }
 
-/* The exit status of a zombie not yet reaped by its parent: field 52 of
- * /proc/PID/stat (proc(5), "exit_code", since Linux 3.5). -1 when gone. */
-static int exit_code_read(uint64_t pid, int *status)
-{
-    char path[64], buf[4096];
-    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t r = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (r <= 0)
-        return -1;
-    buf[r] = 0;
-    char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    if (!p || p[1] != ' ' || p[2] != 'Z')
-        return -1;
-    int field = 3; /* p + 2 is field 3 (state) */
-    for (p += 2; *p && field < 52; p++)
-        if (*p == ' ')
-            field++;
-    if (field != 52)
-        return -1;
-    *status = atoi(p);
-    return 0;
-}
-
-/* PIDFD_GET_INFO with PIDFD_INFO_EXIT (Linux 6.15, include/uapi/linux/pidfd.h):
- * the exit status of any process, once it was reaped, through its pidfd.
- * Defined here: the build host's headers may predate it. */
-struct ht_pidfd_info {
-    uint64_t mask, cgroupid;
-    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
-    int32_t exit_code;
-};
-#define HT_PIDFD_INFO_EXIT (1ULL << 3)
-#define HT_PIDFD_GET_INFO _IOWR(0xFF, 11, struct ht_pidfd_info)
-
-static int exit_code_pidfd(int pidfd, int *status)
-{
-    struct ht_pidfd_info info = {.mask = HT_PIDFD_INFO_EXIT};
-    if (ioctl(pidfd, HT_PIDFD_GET_INFO, &info) != 0 || !(info.mask & HT_PIDFD_INFO_EXIT))
-        return -1;
-    *status = info.exit_code;
-    return 0;
-}
-
-/* The exit status: from the zombie's /proc entry while its parent has not
- * reaped it, else from the pidfd once reaped (a short race between the
- * pidfd waking us and either being there). */
-static int exit_status(struct bpf_tracer *t, int *status)
-{
-    for (int i = 0; i < 20; i++) {
-        if (exit_code_read(t->p.pid, status) == 0 || exit_code_pidfd(t->pidfd, status) == 0)
-            return 0;
-        usleep(5000);
-    }
-    return -1;
-}
-
 static void exit_report(struct bpf_tracer *t, char *reason, size_t sz)
 {
     int status;
     struct ht_event ev = {.t = now_rel(t), .kind = HT_EV_EXIT};
-    if (exit_status(t, &status) == 0) {
+    if (procwatch_exit_status(t->p.pid, t->pidfd, &status) == 0) {
         if ((status & 0x7f) == 0) {
             ev.size = (uint64_t)((status >> 8) & 0xff);
             snprintf(reason, sz, "target exited (code %d)", (status >> 8) & 0xff);

@@ -9,6 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#include <fcntl.h>
+#include <io.h>
+#endif
 
 static FILE *out;
 static struct htevb_writer writer;
@@ -70,6 +74,14 @@ int main(int argc, char **argv)
     }
     if (nfiles != 2)
         return usage();
+#ifdef _WIN32
+    /* The C runtime opens stdin and stdout in text mode: CR LF would be rewritten and a 0x1A
+     * byte would end the input (learn.microsoft.com, _setmode). */
+    if (_setmode(_fileno(stdin), _O_BINARY) == -1 || _setmode(_fileno(stdout), _O_BINARY) == -1) {
+        perror("ht-convert: binary stdin/stdout");
+        return 1;
+    }
+#endif
     FILE *in = strcmp(files[0], "-") ? fopen(files[0], "rb") : stdin;
     out = strcmp(files[1], "-") ? fopen(files[1], "wb") : stdout;
     if (!in || !out) {

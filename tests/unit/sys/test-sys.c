@@ -6,6 +6,7 @@
 #include "mem-acct.h"
 #include "procmaps.h"
 #include "procmem.h"
+#include "procwatch.h"
 #include "symbols.h"
 
 #include <dlfcn.h>
@@ -721,13 +722,89 @@ static void test_dead_pid(void)
     sym_cache_free(c);
 }
 
+struct exit_seen {
+    int fired, known, code;
+    uint64_t pid;
+};
+
+static void on_exit_cb(void *arg, uint64_t pid, int known, int code)
+{
+    struct exit_seen *e = arg;
+    e->fired++;
+    e->known = known;
+    e->code = code;
+    e->pid = pid;
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+/* A child that exits with 7 once its stdin closes: the watch fires once on
+ * the loop with that code (its parent has not reaped it: the zombie tells),
+ * and a watch stopped first never calls back. */
+static void test_exit_watch(void)
+{
+    for (int stop_first = 0; stop_first < 2; stop_first++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char b;
+            close(p[1]);
+            while (read(p[0], &b, 1) > 0)
+                ;
+            _exit(7);
+        }
+        CHECK(pid > 0);
+        close(p[0]);
+        uv_loop_t loop;
+        CHECK_EQ(uv_loop_init(&loop), 0);
+        struct exit_seen seen = {0};
+        struct procwatch *w = NULL;
+        CHECK_EQ(procwatch_start(&loop, (uint64_t)pid, on_exit_cb, &seen, &w), 0);
+        uv_timer_t timer;
+        uv_timer_init(&loop, &timer);
+        uv_timer_start(&timer, on_timeout, 10000, 0);
+        uv_run(&loop, UV_RUN_NOWAIT);
+        CHECK_EQ(seen.fired, 0);
+        if (stop_first)
+            procwatch_stop(w);
+        close(p[1]);
+        if (stop_first)
+            usleep(100000);
+        else
+            while (!seen.fired && uv_run(&loop, UV_RUN_ONCE))
+                ;
+        CHECK_EQ(seen.fired, !stop_first);
+        if (!stop_first) {
+            CHECK_EQ(seen.pid, (uint64_t)pid);
+            CHECK(seen.known);
+            CHECK_EQ(seen.code, 7);
+            procwatch_stop(w);
+        }
+        uv_close((uv_handle_t *)&timer, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        CHECK_EQ(seen.fired, !stop_first);
+        CHECK_EQ(uv_loop_close(&loop), 0);
+        CHECK(waitpid(pid, NULL, 0) == pid);
+    }
+    uv_loop_t loop;
+    struct exit_seen seen = {0};
+    struct procwatch *w = NULL;
+    CHECK_EQ(uv_loop_init(&loop), 0);
+    CHECK_EQ(procwatch_start(&loop, 0x7ffffff0u, on_exit_cb, &seen, &w), UV_ENOENT);
+    uv_loop_close(&loop);
+}
+
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
         T(resolve_c),       T(resolve_cpp),   T(added_modules), T(deleted_replaced),
         T(stripped_dynsym), T(minidebuginfo), T(lineinfo),      T(mem_charged),
         T(build_ids),       T(maps_paths),    T(malformed_elf), T(procmem_grows),
-        T(dead_pid),        T(no_build_id),   T(maps_hostile),
+        T(dead_pid),        T(no_build_id),   T(maps_hostile),  T(exit_watch),
     };
     return ht_test_run(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -1,0 +1,51 @@
+# ht-convert reading stdin and writing stdout gives the same bytes as with file names (on
+# Windows stdin/stdout are text mode unless set binary: CR LF rewritten, 0x1A ends input).
+# cmake -DEMU=<wine or ""> -DEXE=<ht-convert> -DIN=<.htev> -DDIR=<scratch> -P convert-stdio.cmake
+set(run ${EXE})
+if(EMU)
+  set(run ${EMU} ${EXE})
+endif()
+file(REMOVE_RECURSE ${DIR})
+file(MAKE_DIRECTORY ${DIR})
+
+function(convert)
+  cmake_parse_arguments(C "" "INPUT;OUTPUT" "ARGS" ${ARGN})
+  set(io)
+  if(C_INPUT)
+    list(APPEND io INPUT_FILE ${C_INPUT})
+  endif()
+  if(C_OUTPUT)
+    list(APPEND io OUTPUT_FILE ${C_OUTPUT})
+  endif()
+  execute_process(COMMAND ${run} ${C_ARGS} ${io} ERROR_FILE ${DIR}/stderr.txt RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    file(READ ${DIR}/stderr.txt err)
+    message(FATAL_ERROR "ht-convert ${C_ARGS}: exit ${rc}: ${err}")
+  endif()
+endfunction()
+
+function(same a b what)
+  file(SIZE ${a} sa)
+  file(SIZE ${b} sb)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${a} ${b} RESULT_VARIABLE diff)
+  if(NOT diff EQUAL 0)
+    message(FATAL_ERROR "${what}: ${b} (${sb} bytes) differs from ${a} (${sa} bytes)")
+  endif()
+  message(STATUS "${what}: ${sb} bytes, the same")
+endfunction()
+
+# Files named: the reference.
+convert(ARGS --plain ${IN} ${DIR}/files.htevb)
+file(READ ${DIR}/files.htevb hex HEX)
+string(REGEX MATCHALL "(..)" bytes "${hex}")
+list(FIND bytes "0a" lf)
+if(lf EQUAL -1)
+  message(FATAL_ERROR "${DIR}/files.htevb holds no LF byte: the test would not see text mode")
+endif()
+# Binary in through stdin, out through stdout, plain.
+convert(ARGS --plain - - INPUT ${DIR}/files.htevb OUTPUT ${DIR}/stdio.htevb)
+same(${DIR}/files.htevb ${DIR}/stdio.htevb "plain .htevb through stdin/stdout")
+# Compressed through stdout, then back to plain from the file.
+convert(ARGS - - INPUT ${DIR}/files.htevb OUTPUT ${DIR}/stdio.htevbz)
+convert(ARGS --plain ${DIR}/stdio.htevbz ${DIR}/back.htevb)
+same(${DIR}/files.htevb ${DIR}/back.htevb "zstd frames through stdout, decoded")
