@@ -2,10 +2,17 @@
  * payloads built from the documented layouts (etw-mechanics.md 2.2, 3.2, 4.3),
  * the real payload values restated in etl-format.md 4.3, and a randomized
  * comparison of the correlator against an independent model. */
+#include "engine.h"
 #include "etw-decode.h"
+#include "etw-raw.h"
 #include "etw-stacks.h"
+#include "ht-test-engine.h"
 #include "ht-test.h"
+#include "query.h"
+#include "replay.h"
 
+#include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdlib.h>
 
 #define F64 (ETW_HDR_FLAG_64_BIT_HEADER | ETW_HDR_FLAG_CLASSIC_HEADER)
@@ -535,5 +542,288 @@ static void test_random_model(void)
     }
 }
 
+/* --- raw streams: seed 000's MemoryTestApp through the whole pipeline ---- */
+
+struct text {
+    char *s;
+    size_t n, cap;
+};
+
+static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+        if ((size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        t->cap = t->cap ? 2 * t->cap : 1 << 16;
+        t->s = realloc(t->s, t->cap);
+    }
+}
+
+static void hex_of(char *out, const struct pl *p)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (uint32_t i = 0; i < p->n; i++) {
+        out[2 * i] = hx[p->b[i] >> 4];
+        out[2 * i + 1] = hx[p->b[i] & 15];
+    }
+    out[2 * p->n] = '\0';
+}
+
+static void raw_rec(struct text *t, const struct etw_guid *g, unsigned op, unsigned flags,
+                    uint32_t pid, uint32_t tid, uint64_t ts, const struct pl *p)
+{
+    char gs[40], hx[4200];
+    etw_guid_format(g, gs);
+    hex_of(hx, p);
+    add(t, "{\"provider\":\"%s\",\"opcode\":%u,\"version\":2,\"flags\":%u,\"pid\":%u,"
+           "\"tid\":%u,\"cpu\":1,\"ts\":%llu,\"payload\":\"%s\"}\n",
+        gs, op, flags, pid, tid, (unsigned long long)ts, hx);
+}
+
+/* The .htev of seed 000 as the ETW sessions would have delivered it: each
+ * frame name gets an address, each alloc and commit its StackWalk record
+ * (kernel frames first, as a heap stack walk starts in NtTraceEvent), 10 MHz
+ * QPC. Records of another process are mixed in. */
+static int htev_to_raw(const char *path, struct text *raw, uint64_t *t_end)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    enum { MAXF = 512 };
+    static char *names[MAXF];
+    unsigned nnames = 0;
+    const uint64_t freq = 10000000, start = 123456789;
+    char line[1 << 14];
+    uint32_t pid = 0;
+    while (fgets(line, sizeof(line), f)) {
+        cJSON *o = cJSON_Parse(line);
+        const char *ev = cJSON_GetStringValue(cJSON_GetObjectItem(o, "ev"));
+        if (!ev) {
+            cJSON_Delete(o);
+            continue;
+        }
+        if (!strcmp(ev, "process")) {
+            pid = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "pid"));
+            add(raw, "{\"etw_raw\":1,\"qpc_freq\":%llu,\"start_qpc\":%llu,\"process\":{\"pid\":%u,"
+                     "\"name\":\"%s\"}}\n",
+                (unsigned long long)freq, (unsigned long long)start, pid,
+                cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")));
+            cJSON_Delete(o);
+            continue;
+        }
+        uint64_t t = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "t"));
+        if (t % 100) { /* 10 MHz: 100 ns ticks */
+            cJSON_Delete(o);
+            fclose(f);
+            return -2;
+        }
+        *t_end = t;
+        uint64_t ts = start + t / 100;
+        uint32_t tid = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "tid"));
+        const char *hs = cJSON_GetStringValue(cJSON_GetObjectItem(o, "heap"));
+        const char *as = cJSON_GetStringValue(cJSON_GetObjectItem(o, "addr"));
+        uint64_t heap = hs ? strtoull(hs, NULL, 16) : 0, addr = as ? strtoull(as, NULL, 16) : 0;
+        uint64_t size = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "size"));
+        struct pl p = {0};
+        int with_stack = 0;
+        if (!strcmp(ev, "alloc")) {
+            put(&p, heap, 8), put(&p, size, 8), put(&p, addr, 8), put(&p, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 33, F64, pid, tid, ts, &p);
+            with_stack = 1;
+        } else if (!strcmp(ev, "free")) {
+            put(&p, heap, 8), put(&p, addr, 8), put(&p, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 36, F64, pid, tid, ts, &p);
+        } else if (!strcmp(ev, "commit")) {
+            put(&p, addr, 8), put(&p, size, 8), put(&p, pid, 4),
+                put(&p, ETW_MEM_COMMIT | ETW_MEM_RESERVE, 4);
+            raw_rec(raw, &etw_guid_pagefault, 98, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts, &p);
+            with_stack = 1;
+        } else if (!strcmp(ev, "release")) {
+            put(&p, addr, 8), put(&p, size, 8), put(&p, pid, 4), put(&p, ETW_MEM_RELEASE, 4);
+            raw_rec(raw, &etw_guid_pagefault, 99, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts, &p);
+        }
+        if (with_stack) {
+            struct pl sp = {0};
+            put(&sp, ts, 8), put(&sp, pid, 4), put(&sp, tid, 4);
+            for (int k = 0; k < 3; k++)
+                put(&sp, 0xFFFFF80312340000ull + 0x100 * (uint64_t)k, 8);
+            cJSON *fr;
+            cJSON_ArrayForEach(fr, cJSON_GetObjectItem(o, "stack"))
+            {
+                unsigned i = 0;
+                while (i < nnames && strcmp(names[i], fr->valuestring))
+                    i++;
+                if (i == nnames && nnames < MAXF)
+                    names[nnames++] = strdup(fr->valuestring);
+                put(&sp, 0x00007FF600001000ull + 0x40 * (uint64_t)i, 8);
+            }
+            raw_rec(raw, &etw_guid_stackwalk, 32, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts + 1, &sp);
+            /* Another process's alloc at the same time, with its stack. */
+            struct pl op = {0};
+            put(&op, 0x10000, 8), put(&op, 64, 8), put(&op, addr, 8), put(&op, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 33, F64, pid + 1, tid, ts, &op);
+        }
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    for (unsigned i = 0; i < nnames; i++)
+        free(names[i]);
+    return pid ? 0 : -3;
+}
+
+static struct engine EA, EB;
+
+static int load_into(struct engine *e, const char *buf, size_t n, struct replay *r)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(e, &lim);
+    replay_init(r, &e->si, (replay_event_fn)engine_apply, e);
+    for (size_t off = 0; off < n; off += 3001) /* pieces that cut lines */
+        replay_feed(r, buf + off, n - off < 3001 ? n - off : 3001);
+    replay_finish(r);
+    return (int)r->malformed;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(uint64_t) * 8);
+}
+
+/* The figures of every group of a query, sorted, without stack ids. */
+static unsigned figures(struct engine *e, int dom, uint64_t t1, uint64_t t2, uint64_t (*out)[8])
+{
+    struct query q;
+    struct query_result res;
+    hte_query(&q, dom, t1, t2, 0xF, HT_BY_STACK);
+    q.top = 100000;
+    if (engine_query(e, &q, &res) != 0)
+        return 0;
+    unsigned n = res.nrows;
+    for (unsigned i = 0; i < n; i++) {
+        memcpy(out[i], res.rows[i].count, 4 * sizeof(uint64_t));
+        memcpy(out[i] + 4, res.rows[i].bytes, 4 * sizeof(uint64_t));
+    }
+    qsort(out, n, sizeof(out[0]), row_cmp);
+    query_result_free(&res);
+    return n;
+}
+
+static void test_memorytestapp_raw(void)
+{
+    struct text raw = {0};
+    uint64_t t_end = 0;
+    CHECK(htev_to_raw(HT_TEST_DATA "/memorytestapp.htev", &raw, &t_end) == 0);
+    FILE *f = fopen(HT_TEST_DATA "/memorytestapp.htev", "rb");
+    CHECK(f);
+    static char htev[1 << 20];
+    size_t hn = fread(htev, 1, sizeof(htev), f);
+    fclose(f);
+    struct replay ra, rb;
+    CHECK_EQ(load_into(&EA, raw.s, raw.n, &ra), 0);
+    CHECK_EQ(load_into(&EB, htev, hn, &rb), 0);
+    CHECK_STR(ra.parser.name, "MemoryTestApp.exe");
+    CHECK(ra.etw != NULL);
+    struct etw_raw_stats st;
+    etw_raw_stats(ra.etw, &st);
+    CHECK_EQ(st.corr.events_no_stack, 0);
+    CHECK_EQ(st.corr.stacks_unmatched, 0);
+    CHECK_EQ(st.corr.stacks_matched, 1250 + 12);
+    CHECK_EQ(st.corr.other_process, 1250 + 12);
+    CHECK_EQ(st.corr.kernel_frames, 3 * (1250 + 12));
+    CHECK_EQ(st.dec.malformed + st.dec.unknown_provider, 0);
+    static uint64_t fa[4096][8], fb[4096][8];
+    const uint64_t win[][2] = {{0, t_end}, {0, t_end / 2}, {t_end / 3, t_end}, {t_end / 4, t_end / 2}};
+    for (int dom = HT_DOM_HEAP; dom <= HT_DOM_COMMIT; dom++)
+        for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++) {
+            unsigned na = figures(&EA, dom, win[w][0], win[w][1], fa);
+            unsigned nb = figures(&EB, dom, win[w][0], win[w][1], fb);
+            CHECK(na > 0);
+            CHECK_EQ(na, nb);
+            CHECK(memcmp(fa, fb, na * sizeof(fa[0])) == 0);
+        }
+    /* Seed 000's leak: what test-golden asserts from WPA, through the ETW path. */
+    struct query q;
+    struct query_result res;
+    hte_query(&q, HT_DOM_HEAP, 0, t_end, 1u << HT_AIFO, HT_BY_STACK);
+    CHECK(engine_query(&EA, &q, &res) == 0);
+    uint64_t aifo_a = res.total.bytes[HT_AIFO];
+    query_result_free(&res);
+    CHECK(engine_query(&EB, &q, &res) == 0);
+    CHECK_EQ(aifo_a, res.total.bytes[HT_AIFO]);
+    CHECK(aifo_a > 0);
+    query_result_free(&res);
+    replay_close(&ra);
+    replay_close(&rb);
+    engine_close(&EA);
+    engine_close(&EB);
+    free(raw.s);
+}
+
+/* Hostile raw lines: each is counted malformed with a reason; the stream goes on. */
+static void test_raw_hostile(void)
+{
+    static const char *lines[] = {
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"0011\"}", /* short */
+        "{\"provider\":\"not-a-guid\",\"opcode\":33,\"version\":0,\"flags\":64,\"pid\":5,"
+        "\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":300,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":-1,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"0g\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"001\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33}",
+        "[1,2,3]",
+        "{\"provider\":",
+    };
+    struct text t = {0};
+    add(&t, "{\"etw_raw\":1,\"qpc_freq\":10000000,\"start_qpc\":\"18446744073709551000\"}\n");
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        add(&t, "%s\n", lines[i]);
+    /* A good record after them, with a ts above 2^53 given as a string. */
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, 32, 8), put(&p, 0xABC0, 8), put(&p, 2, 4);
+    char hx[200];
+    hex_of(hx, &p);
+    add(&t, "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+            "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":\"18446744073709551100\","
+            "\"payload\":\"%s\"}\n", hx);
+    struct replay r;
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 9);
+    CHECK_EQ(r.events, 1);
+    CHECK_EQ(EA.heap_count, 1);
+    CHECK(strstr(r.errors[0].msg, "shorter than its layout") != NULL);
+    CHECK(strstr(r.errors[1].msg, "provider") != NULL);
+    CHECK(strstr(r.errors[2].msg, "opcode") != NULL);
+    CHECK(strstr(r.errors[3].msg, "ts") != NULL);
+    replay_close(&r);
+    engine_close(&EA);
+    /* A header that does not parse: every line after it is malformed. */
+    t.n = 0;
+    add(&t, "{\"etw_raw\":2,\"qpc_freq\":10000000,\"start_qpc\":0}\n%s\n", lines[0]);
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 2);
+    CHECK(strstr(r.errors[0].msg, "version") != NULL);
+    replay_close(&r);
+    engine_close(&EA);
+    t.n = 0;
+    add(&t, "{\"etw_raw\":1,\"qpc_freq\":0,\"start_qpc\":0}\n");
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 1);
+    replay_close(&r);
+    engine_close(&EA);
+    free(t.s);
+}
+
 HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
-             T(ttl_and_overflow), T(realloc), T(wow64), T(random_model))
+             T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
+             T(memorytestapp_raw), T(raw_hostile))

@@ -9,12 +9,14 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "mem-acct.h"
 
 #include <string.h>
 #include <uv.h>
 
 #define NO_TID 0xFFFFFFFFu
 #define TID_SLOTS 1024
+#define FRAMES_BYTES (ETW_MAX_FRAMES * sizeof(uint64_t)) /* one waiting event's frames, kept per slot */
 
 struct pend {
     struct ht_event ev;
@@ -70,7 +72,7 @@ int etw_corr_new(struct etw_corr **out, const struct etw_corr_config *cfg, etw_e
     *out = NULL;
     if (!cfg->qpc_freq)
         return HT_EBADARG;
-    struct etw_corr *c = ht_calloc(1, sizeof(*c));
+    struct etw_corr *c = mem_calloc(cfg->acct, MEM_decoder_buffers, 1, sizeof(*c));
     if (!c)
         return UV_ENOMEM;
     c->cfg = *cfg;
@@ -87,9 +89,9 @@ int etw_corr_new(struct etw_corr **out, const struct etw_corr_config *cfg, etw_e
     c->nbuckets = 1;
     while (c->nbuckets < 2 * c->cfg.max_pending)
         c->nbuckets <<= 1;
-    c->ring = ht_calloc(c->cfg.max_pending, sizeof(*c->ring));
-    c->bucket = ht_calloc(c->nbuckets, sizeof(*c->bucket));
-    c->held = ht_calloc(c->cfg.max_held, sizeof(*c->held));
+    c->ring = mem_calloc(c->cfg.acct, MEM_decoder_buffers, c->cfg.max_pending, sizeof(*c->ring));
+    c->bucket = mem_calloc(c->cfg.acct, MEM_decoder_buffers, c->nbuckets, sizeof(*c->bucket));
+    c->held = mem_calloc(c->cfg.acct, MEM_decoder_buffers, c->cfg.max_held, sizeof(*c->held));
     if (!c->ring || !c->bucket || !c->held) {
         etw_corr_free(c);
         return UV_ENOMEM;
@@ -102,13 +104,14 @@ void etw_corr_free(struct etw_corr *c)
 {
     if (!c)
         return;
+    struct mem_acct *m = c->cfg.acct;
     if (c->ring)
         for (uint32_t i = 0; i < c->cfg.max_pending; i++)
-            ht_free(c->ring[i].frames);
-    ht_free(c->ring);
-    ht_free(c->bucket);
-    ht_free(c->held);
-    ht_free(c);
+            mem_free(m, MEM_decoder_buffers, c->ring[i].frames, c->ring[i].frames ? FRAMES_BYTES : 0);
+    mem_free(m, MEM_decoder_buffers, c->ring, c->ring ? c->cfg.max_pending * sizeof(*c->ring) : 0);
+    mem_free(m, MEM_decoder_buffers, c->bucket, c->bucket ? c->nbuckets * sizeof(*c->bucket) : 0);
+    mem_free(m, MEM_decoder_buffers, c->held, c->held ? c->cfg.max_held * sizeof(*c->held) : 0);
+    mem_free(m, MEM_decoder_buffers, c, sizeof(*c));
 }
 
 const struct etw_corr_stats *etw_corr_stats(const struct etw_corr *c)
@@ -187,7 +190,7 @@ static void attach(struct etw_corr *c, struct pend *p, const uint64_t *frames, u
     if (p->have == 1)
         c->st.stacks_merged++;
     if (!p->frames) {
-        p->frames = ht_malloc(ETW_MAX_FRAMES * sizeof(uint64_t));
+        p->frames = mem_alloc(c->cfg.acct, MEM_decoder_buffers, FRAMES_BYTES);
         if (!p->frames) {
             /* No room for the frames: the event goes without its stack. */
             p->ev.flags |= HT_EVF_STACK_DROPPED;

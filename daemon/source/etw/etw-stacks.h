@@ -29,7 +29,10 @@
 #define ETW_STACK_KINDS_DEFAULT                                                                    \
     ((1u << ETW_HEAP_ALLOC) | (1u << ETW_HEAP_REALLOC) | (1u << ETW_VIRTUAL_ALLOC))
 
+struct mem_acct;
+
 struct etw_corr_config {
+    struct mem_acct *acct; /* charged under MEM_decoder_buffers (may be NULL) */
     uint32_t pid;          /* the traced process (0: every process) */
     uint64_t qpc_freq;     /* QPC ticks per second (> 0) */
     uint64_t start_qpc;    /* time 0 of the session */
@@ -69,7 +72,9 @@ struct etw_corr;
 typedef void (*etw_emit_fn)(void *arg, const struct ht_event *ev, const uint64_t *frames,
                             unsigned depth);
 
-/* 0, HT_EBADARG (qpc_freq 0) or UV_ENOMEM. */
+/* 0, HT_EBADARG (qpc_freq 0) or UV_ENOMEM (refused by the budget too). A
+ * stack's frames are allocated when it attaches: refused, the event goes
+ * without it, flagged HT_EVF_STACK_DROPPED. */
 int etw_corr_new(struct etw_corr **out, const struct etw_corr_config *cfg, etw_emit_fn emit,
                  void *arg);
 void etw_corr_free(struct etw_corr *c);
