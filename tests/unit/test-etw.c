@@ -4,6 +4,7 @@
  * comparison of the correlator against an independent model. */
 #include "engine.h"
 #include "etw-decode.h"
+#include "etw-props.h"
 #include "etw-raw.h"
 #include "etw-stacks.h"
 #include "etw-synth.h"
@@ -677,6 +678,67 @@ static void test_raw_hostile(void)
     free(t.s);
 }
 
+/* The heap logger's properties: etw-mechanics.md 1.3's worked example, DWORD
+ * for DWORD (name "heaptraced-heap", PID 1234, Alloc, ReAlloc and Free). */
+static void test_heap_props(void)
+{
+    static uint8_t b[4096];
+    char err[128];
+    const uint32_t pid = 1234;
+    const uint16_t hooks[] = {ETW_HOOK_HEAP_ALLOC, ETW_HOOK_HEAP_REALLOC, ETW_HOOK_HEAP_FREE};
+    struct etw_session_spec s = {.guid = &etw_guid_heap, .name = "heaptraced-heap",
+                                 .log_file_mode = ETW_REAL_TIME_MODE, .buffer_kb = 1024,
+                                 .min_buffers = 256, .max_buffers = 330, .flush_timer_s = 1,
+                                 .pids = &pid, .npids = 1, .hooks = hooks, .nhooks = 3};
+    size_t n = etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err));
+    CHECK_EQ(n, 180);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_BUFFER_SIZE), 180);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x80FF0098u);
+    static const uint32_t want[] = {0x00020007, 0x00020002, 0x000004D2, 0x00030004,
+                                    0x00001021, 0x00001022, 0x00001024};
+    for (unsigned i = 0; i < 7; i++)
+        CHECK_EQ(etw_props_u32(b, 152 + 4 * i), want[i]);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOGGER_NAME), 120);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOG_FILE_NAME), 0);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_WNODE_FLAGS), ETW_WNODE_FLAG_TRACED_GUID);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_CLIENT_CONTEXT), 1);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_BUFFER_KB), 1024);
+    CHECK(b[120] == 'h' && b[121] == 0 && b[148] == 'p' && b[150] == 0 && b[151] == 0);
+    /* Wnode.Guid as the GUID struct lies in memory (Data1 little-endian). */
+    static const uint8_t g[16] = {0xab, 0x62, 0x29, 0x22, 0x80, 0x61, 0x88, 0x4b,
+                                  0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a};
+    CHECK(memcmp(b + ETW_PROPS_OFF_GUID, g, 16) == 0);
+    /* Exe mode: PID 0 and no hook list; a name that ends off 8 is aligned. */
+    const uint32_t zero = 0;
+    s.name = "ht-heap";
+    s.pids = &zero;
+    s.nhooks = 0;
+    n = etw_props_build(b, sizeof(b), &s, 64, err, sizeof(err));
+    CHECK_EQ(n, 136 + 12 + 64);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x80FF0088u);
+    CHECK_EQ(etw_props_u32(b, 136), 0x00010003);
+    CHECK_EQ(etw_props_u32(b, 140), 0x00020002);
+    CHECK_EQ(etw_props_u32(b, 144), 0);
+    /* The system logger: flags, no block. */
+    struct etw_session_spec k = {.guid = &etw_guid_heap, .name = "heaptraced-kernel",
+                                 .log_file_mode = ETW_REAL_TIME_MODE | ETW_SYSTEM_LOGGER_MODE,
+                                 .enable_flags = ETW_FLAG_PROCESS | ETW_FLAG_THREAD |
+                                                 ETW_FLAG_IMAGE_LOAD | ETW_FLAG_VIRTUAL_ALLOC};
+    n = etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err));
+    CHECK_EQ(n, 120 + 36);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x4007);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOG_FILE_MODE), 0x02000100u);
+    /* Bad specs and small buffers. */
+    k.name = "";
+    CHECK_EQ(etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err)), 0);
+    k.name = "bad\nname";
+    CHECK_EQ(etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err)), 0);
+    k.name = "ok";
+    CHECK_EQ(etw_props_build(b, 125, &k, 0, err, sizeof(err)), 0);
+    s.npids = ETW_EXT_MAX_PIDS + 1;
+    CHECK_EQ(etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err)), 0);
+}
+
 HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
-             T(memorytestapp_raw), T(raw_hostile))
+             T(memorytestapp_raw), T(raw_hostile), T(heap_props))
