@@ -100,6 +100,8 @@ int cmd_status(struct cmd_ctx *ctx)
         session_src_lock(s); /* its symbol cache's counters: a query worker may be using it */
         sj = s->src->ops->status_json(s->src);
         session_src_unlock(s);
+    } else if (s->src_status_last) {
+        sj = cJSON_Duplicate(s->src_status_last, 1);
     }
     if (sj)
         cJSON_AddItemToObject(d, "source_status", sj);

@@ -166,6 +166,8 @@ static void source_over(struct session *s)
     s->src_over = 1;
     session_stats_refresh(s);
     if (!s->src->ops->symbolize) {
+        if (s->src->ops->status_json && !s->src_status_last)
+            s->src_status_last = s->src->ops->status_json(s->src);
         s->src->ops->close(s->src);
         s->src = NULL;
     }
@@ -379,6 +381,7 @@ void session_free_dropped(struct session *s)
 {
     if (s->src)
         s->src->ops->close(s->src);
+    cJSON_Delete(s->src_status_last);
     skip_cache_free(&s->default_skip);
     engine_close(&s->eng);
     uv_mutex_destroy(&s->sym_mu);

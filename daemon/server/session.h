@@ -84,6 +84,9 @@ struct session {
     int src_over;               /* the source ended or was stopped, and that was handled */
     uv_idle_t *drain_idle;      /* runs while the source has records to drain */
     struct source_stats ingest; /* what the input held (refreshed from the source) */
+    /* The source's own status (status_json) as it was when the source was
+     * over and closed, so status keeps showing it; NULL otherwise. */
+    struct cJSON *src_status_last;
     uint64_t input_dropped;     /* stream bytes that found no room (never expected) */
     char end_reason[128];       /* why the input ended, while the source still drains */
     /* Set by the command that owns the session's input (load): called after

@@ -8,12 +8,14 @@
  */
 #include "replay-source.h"
 
+#include "etw-raw.h"
 #include "evring.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "replay.h"
 #include "stack-intern.h"
 
+#include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +46,8 @@ struct replay_source {
     uint32_t stats_errors;
 
     struct source_stats st; /* the decoder's counters, under mu */
+    int etw;                /* a raw ETW stream: etw_st holds its counters (under mu) */
+    struct etw_raw_stats etw_st;
     int ended;              /* loop: sink->ended was called */
 };
 
@@ -85,6 +89,10 @@ static void stats_publish(struct replay_source *s)
         }
         s->st.nerrors = r->nerrors;
         s->stats_errors = r->nerrors;
+    }
+    if (r->etw) {
+        s->etw = 1;
+        etw_raw_stats(r->etw, &s->etw_st);
     }
     uv_mutex_unlock(&s->mu);
 }
@@ -286,6 +294,29 @@ static void replay_src_stats(struct source *base, struct source_stats *st)
     evring_producer_stats(s->ring, st);
 }
 
+/* A raw ETW stream's decoder and correlator counters (etw-raw.h), else NULL. */
+static cJSON *replay_src_status_json(struct source *base)
+{
+    struct replay_source *s = (struct replay_source *)base;
+    struct etw_raw_stats st;
+    uv_mutex_lock(&s->mu);
+    int etw = s->etw;
+    st = s->etw_st;
+    uv_mutex_unlock(&s->mu);
+    if (!etw)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *e = etw_raw_stats_json(&st);
+    if (!o || !e) {
+        cJSON_Delete(o);
+        cJSON_Delete(e);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "format", "etw_raw");
+    cJSON_AddItemToObject(o, "etw", e);
+    return o;
+}
+
 static size_t replay_src_space(struct source *base)
 {
     struct replay_source *s = (struct replay_source *)base;
@@ -328,7 +359,7 @@ const struct source_ops source_replay_ops = {
     .stop = replay_src_stop,
     .close = replay_src_close,
     .stats = replay_src_stats,
-    .status_json = NULL,
+    .status_json = replay_src_status_json,
     .space = replay_src_space,
     .write = replay_src_write,
     .close_input = replay_src_close_input,

@@ -1,6 +1,8 @@
 /* Replay: line splitting with a bounded carry buffer, malformed lines counted and kept. */
 #include "replay.h"
 
+#include "etw-raw.h"
+
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "stack-intern.h"
@@ -21,6 +23,8 @@ void replay_close(struct replay *r)
 {
     if (r->compressed)
         htevz_reader_close(&r->z);
+    etw_raw_free(r->etw);
+    r->etw = NULL;
     htev_parser_close(&r->parser);
     htevb_reader_close(&r->bin);
     ht_free(r->line);
@@ -37,10 +41,47 @@ static void bad_line(struct replay *r, const char *msg)
     }
 }
 
+static void etw_event(void *arg, const struct ht_event *ev)
+{
+    struct replay *r = arg;
+    r->events++;
+    r->on_event(r->arg, ev);
+}
+
+/* The first line of a raw ETW stream: its parser, and the traced process. */
+static void etw_header(struct replay *r, const char *s, size_t n)
+{
+    char err[160];
+    if (etw_raw_new(&r->etw, r->parser.si, s, n, etw_event, r, err, sizeof(err)) != 0) {
+        r->etw_bad = 1;
+        bad_line(r, err);
+        return;
+    }
+    struct etw_raw_stats st;
+    etw_raw_stats(r->etw, &st);
+    if (st.pid) {
+        snprintf(r->parser.name, sizeof(r->parser.name), "%s", st.name);
+        struct ht_event ev = {.kind = HT_EV_PROCESS, .size = st.pid};
+        etw_event(r, &ev);
+    }
+}
+
 static void one_line(struct replay *r, const char *s, size_t n)
 {
     struct ht_event ev;
     r->line_no++;
+    if (r->etw || r->etw_bad) {
+        char err[160];
+        if (r->etw_bad)
+            bad_line(r, "raw ETW record after a header that did not parse");
+        else if (etw_raw_line(r->etw, s, n, err, sizeof(err)) < 0)
+            bad_line(r, err);
+        return;
+    }
+    if (r->line_no == 1 && etw_raw_is_header(s, n)) {
+        etw_header(r, s, n);
+        return;
+    }
     int rc = htev_parse_line(&r->parser, s, n, &ev);
     if (rc == 1) {
         r->events++;
@@ -173,7 +214,7 @@ void replay_feed(struct replay *r, const char *buf, size_t n)
         compressed_broken(r);
 }
 
-void replay_finish(struct replay *r)
+static void finish_stream(struct replay *r)
 {
     if (r->compressed) {
         /* A broken binary stream stopped the reading (counted there): the
@@ -200,4 +241,12 @@ void replay_finish(struct replay *r)
         one_line(r, r->line, r->len);
     r->len = 0;
     r->skipping = 0;
+}
+
+void replay_finish(struct replay *r)
+{
+    finish_stream(r);
+    /* Events of a raw ETW stream still waiting for their stacks leave now. */
+    if (r->etw)
+        etw_raw_finish(r->etw);
 }

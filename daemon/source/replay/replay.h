@@ -14,6 +14,8 @@
 
 typedef void (*replay_event_fn)(void *arg, const struct ht_event *ev);
 
+struct etw_raw;
+
 struct replay {
     struct htev_parser parser;
     struct htevb_reader bin; /* the binary twin, chosen by the stream's first byte */
@@ -23,6 +25,11 @@ struct replay {
      * made only then. */
     struct htevz_reader z;
     int compressed;
+    /* A raw ETW record stream (etw-raw.h), chosen by its header line; its
+     * records go through the ETW decoder and stack correlator. etw_bad: the
+     * header did not parse, every line after it is malformed. */
+    struct etw_raw *etw;
+    int etw_bad;
     uint64_t plain_bytes; /* bytes of .htev or .htevb (after decompression) */
     replay_event_fn on_event;
     void *arg;

@@ -1,0 +1,283 @@
+/* Raw ETW record streams (etw-raw.h). */
+#include "etw-raw.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "mem-acct.h"
+#include "stack-intern.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+struct etw_raw {
+    struct stack_intern *si;
+    struct etw_corr *corr;
+    etw_raw_event_fn fn;
+    void *arg;
+    struct etw_raw_stats st;
+    uint8_t payload[ETW_RAW_PAYLOAD_MAX];
+};
+
+int etw_raw_is_header(const char *line, size_t len)
+{
+    static const char tag[] = "\"etw_raw\"";
+    size_t i = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
+    if (i == len || line[i] != '{')
+        return 0;
+    i++;
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
+    return len - i >= sizeof(tag) - 1 && memcmp(line + i, tag, sizeof(tag) - 1) == 0;
+}
+
+/* An unsigned integer field within [0, max]: a JSON number that is an exact
+ * integer (up to 2^53), or a string of decimal digits. 0, or -1. */
+static int get_u64(const cJSON *o, const char *name, uint64_t max, uint64_t *out, char *err,
+                   size_t errsz)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (d >= 0 && d <= 9007199254740992.0 && d == (double)(uint64_t)d && (uint64_t)d <= max) {
+            *out = (uint64_t)d;
+            return 0;
+        }
+    } else if (cJSON_IsString(v) && v->valuestring[0]) {
+        const char *s = v->valuestring;
+        uint64_t x = 0;
+        for (; *s >= '0' && *s <= '9'; s++) {
+            if (x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+                break;
+            x = x * 10 + (uint64_t)(*s - '0');
+        }
+        if (*s == '\0' && x <= max) {
+            *out = x;
+            return 0;
+        }
+    } else if (!v) {
+        snprintf(err, errsz, "field \"%s\" missing", name);
+        return -1;
+    }
+    snprintf(err, errsz, "field \"%s\" is not an integer in [0, %llu]", name,
+             (unsigned long long)max);
+    return -1;
+}
+
+static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    struct etw_raw *x = arg;
+    struct ht_event e = *ev;
+    if (depth) {
+        e.stack = stack_intern_get(x->si, frames, depth);
+        if (!e.stack)
+            e.flags |= HT_EVF_STACK_DROPPED;
+    }
+    x->fn(x->arg, &e);
+}
+
+int etw_raw_new(struct etw_raw **out, struct stack_intern *si, const char *line, size_t len,
+                etw_raw_event_fn fn, void *arg, char *err, size_t errsz)
+{
+    *out = NULL;
+    cJSON *h = cJSON_ParseWithLength(line, len);
+    if (!cJSON_IsObject(h)) {
+        cJSON_Delete(h);
+        snprintf(err, errsz, "raw ETW header: not a JSON object");
+        return HT_EBADJSON;
+    }
+    uint64_t ver = 0, freq = 0, start = 0, pid = 0;
+    struct etw_raw_stats st;
+    memset(&st, 0, sizeof(st));
+    int rc = HT_EBADJSON;
+    if (get_u64(h, "etw_raw", 1, &ver, err, errsz) != 0 || ver != 1) {
+        if (ver != 1)
+            snprintf(err, errsz, "raw ETW header: version must be 1");
+        goto out;
+    }
+    if (get_u64(h, "qpc_freq", UINT64_MAX, &freq, err, errsz) != 0 ||
+        get_u64(h, "start_qpc", UINT64_MAX, &start, err, errsz) != 0)
+        goto out;
+    if (freq == 0) {
+        snprintf(err, errsz, "raw ETW header: qpc_freq must be above 0");
+        goto out;
+    }
+    const cJSON *proc = cJSON_GetObjectItemCaseSensitive(h, "process");
+    if (proc) {
+        if (!cJSON_IsObject(proc) || get_u64(proc, "pid", UINT32_MAX, &pid, err, errsz) != 0) {
+            if (cJSON_IsObject(proc))
+                ; /* err says which */
+            else
+                snprintf(err, errsz, "raw ETW header: \"process\" must be an object");
+            goto out;
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(proc, "name");
+        if (cJSON_IsString(name))
+            snprintf(st.name, sizeof(st.name), "%s", name->valuestring);
+    }
+    st.pid = (uint32_t)pid;
+    struct mem_acct *acct = si->acct;
+    struct etw_raw *x = mem_calloc(acct, MEM_decoder_buffers, 1, sizeof(*x));
+    if (!x) {
+        rc = UV_ENOMEM;
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    x->si = si;
+    x->fn = fn;
+    x->arg = arg;
+    x->st = st;
+    struct etw_corr_config cfg = {.acct = acct, .pid = st.pid, .qpc_freq = freq, .start_qpc = start};
+    if ((rc = etw_corr_new(&x->corr, &cfg, emit, x)) != 0) {
+        mem_free(acct, MEM_decoder_buffers, x, sizeof(*x));
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    *out = x;
+    rc = 0;
+out:
+    cJSON_Delete(h);
+    return rc;
+}
+
+void etw_raw_free(struct etw_raw *x)
+{
+    if (!x)
+        return;
+    etw_corr_free(x->corr);
+    mem_free(x->si->acct, MEM_decoder_buffers, x, sizeof(*x));
+}
+
+static int unhex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, size_t errsz)
+{
+    size_t i = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+        i++;
+    if (i == len)
+        return 0;
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        snprintf(err, errsz, "not a JSON object");
+        return -1;
+    }
+    struct etw_record r;
+    memset(&r, 0, sizeof(r));
+    uint64_t op, ver, fl, pid, tid, cpu, ts;
+    int rc = -1;
+    const cJSON *prov = cJSON_GetObjectItemCaseSensitive(o, "provider");
+    if (!cJSON_IsString(prov) ||
+        etw_guid_parse(prov->valuestring, strlen(prov->valuestring), &r.provider) != 0) {
+        snprintf(err, errsz, "field \"provider\" is not a GUID");
+        goto out;
+    }
+    if (get_u64(o, "opcode", 255, &op, err, errsz) || get_u64(o, "version", 255, &ver, err, errsz) ||
+        get_u64(o, "flags", 65535, &fl, err, errsz) ||
+        get_u64(o, "pid", UINT32_MAX, &pid, err, errsz) ||
+        get_u64(o, "tid", UINT32_MAX, &tid, err, errsz) ||
+        get_u64(o, "cpu", UINT32_MAX, &cpu, err, errsz) ||
+        get_u64(o, "ts", UINT64_MAX, &ts, err, errsz))
+        goto out;
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "payload");
+    if (!cJSON_IsString(pl)) {
+        snprintf(err, errsz, "field \"payload\" is not a hex string");
+        goto out;
+    }
+    size_t hl = strlen(pl->valuestring);
+    if (hl % 2 || hl / 2 > ETW_RAW_PAYLOAD_MAX) {
+        snprintf(err, errsz, "field \"payload\": %s", hl % 2 ? "odd number of hex digits"
+                                                           : "longer than 64 KiB");
+        goto out;
+    }
+    for (size_t k = 0; k < hl; k += 2) {
+        int a = unhex(pl->valuestring[k]), b = unhex(pl->valuestring[k + 1]);
+        if (a < 0 || b < 0) {
+            snprintf(err, errsz, "field \"payload\": not hex at digit %zu", k);
+            goto out;
+        }
+        x->payload[k / 2] = (uint8_t)(a << 4 | b);
+    }
+    r.opcode = (uint8_t)op;
+    r.version = (uint8_t)ver;
+    r.flags = (uint16_t)fl;
+    r.pid = (uint32_t)pid;
+    r.tid = (uint32_t)tid;
+    r.cpu = (uint32_t)cpu;
+    r.ts = ts;
+    r.payload = x->payload;
+    r.len = (uint32_t)(hl / 2);
+    struct etw_decoded d;
+    int dr = etw_decode(&r, &d, &x->st.dec);
+    if (dr < 0) {
+        char g[40];
+        etw_guid_format(&r.provider, g);
+        snprintf(err, errsz, "provider %s opcode %u: payload of %u bytes is shorter than its layout",
+                 g, r.opcode, r.len);
+        goto out;
+    }
+    if (dr == 1)
+        etw_corr_add(x->corr, &r, &d);
+    rc = 1;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+void etw_raw_finish(struct etw_raw *x)
+{
+    etw_corr_flush(x->corr);
+}
+
+void etw_raw_stats(const struct etw_raw *x, struct etw_raw_stats *out)
+{
+    *out = x->st;
+    out->corr = *etw_corr_stats(x->corr);
+}
+
+cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+#define N(obj, field) cJSON_AddNumberToObject(o, #field, (double)st->obj.field)
+    N(dec, decoded);
+    N(dec, unknown_provider);
+    N(dec, ignored_opcode);
+    N(dec, malformed);
+    N(dec, longer_payloads);
+    N(corr, events_in);
+    N(corr, other_process);
+    N(corr, stacks_in);
+    N(corr, stacks_matched);
+    N(corr, stacks_merged);
+    N(corr, stacks_early);
+    N(corr, stacks_unmatched);
+    N(corr, events_no_stack);
+    N(corr, pending_overflow);
+    N(corr, kernel_frames);
+    N(corr, truncated_stacks);
+    N(corr, realloc_in_place);
+    N(corr, realloc_moved);
+    N(corr, realloc_moved_unpaired);
+    N(corr, heaps_created);
+    N(corr, reserve_only);
+    N(corr, free_other);
+    N(corr, before_start);
+#undef N
+    return o;
+}

@@ -1,0 +1,166 @@
+/* Raw ETW streams made from .htev files, for tests: each frame name gets an
+ * address, each alloc and commit its StackWalk record (kernel frames first,
+ * as a heap stack walk starts in NtTraceEvent), 10 MHz QPC, and another
+ * process's records are mixed in. Used by test-etw and ht-etw-synth. */
+#ifndef ETW_SYNTH_H
+#define ETW_SYNTH_H
+
+#include "etw-decode.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define F64 (ETW_HDR_FLAG_64_BIT_HEADER | ETW_HDR_FLAG_CLASSIC_HEADER)
+#define F32 (ETW_HDR_FLAG_32_BIT_HEADER | ETW_HDR_FLAG_CLASSIC_HEADER)
+
+/* A payload under construction. */
+struct pl {
+    uint8_t b[2048];
+    uint32_t n;
+};
+
+static inline void put(struct pl *p, uint64_t v, unsigned size)
+{
+    for (unsigned i = 0; i < size; i++)
+        p->b[p->n++] = (uint8_t)(v >> (8 * i));
+}
+
+struct text {
+    char *s;
+    size_t n, cap;
+};
+
+static inline void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+        if ((size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        t->cap = t->cap ? 2 * t->cap : 1 << 16;
+        t->s = realloc(t->s, t->cap);
+    }
+}
+
+static inline void hex_of(char *out, const struct pl *p)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (uint32_t i = 0; i < p->n; i++) {
+        out[2 * i] = hx[p->b[i] >> 4];
+        out[2 * i + 1] = hx[p->b[i] & 15];
+    }
+    out[2 * p->n] = '\0';
+}
+
+static inline void raw_rec(struct text *t, const struct etw_guid *g, unsigned op, unsigned flags,
+                    uint32_t pid, uint32_t tid, uint64_t ts, const struct pl *p)
+{
+    char gs[40], hx[4200];
+    etw_guid_format(g, gs);
+    hex_of(hx, p);
+    add(t, "{\"provider\":\"%s\",\"opcode\":%u,\"version\":2,\"flags\":%u,\"pid\":%u,"
+           "\"tid\":%u,\"cpu\":1,\"ts\":%llu,\"payload\":\"%s\"}\n",
+        gs, op, flags, pid, tid, (unsigned long long)ts, hx);
+}
+
+/* The .htev of seed 000 as the ETW sessions would have delivered it: each
+ * frame name gets an address, each alloc and commit its StackWalk record
+ * (kernel frames first, as a heap stack walk starts in NtTraceEvent), 10 MHz
+ * QPC. Records of another process are mixed in. */
+static inline int htev_to_raw(const char *path, struct text *raw, uint64_t *t_end)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    enum { MAXF = 512 };
+    static char *names[MAXF];
+    unsigned nnames = 0;
+    const uint64_t freq = 10000000, start = 123456789;
+    char line[1 << 14];
+    uint32_t pid = 0;
+    while (fgets(line, sizeof(line), f)) {
+        cJSON *o = cJSON_Parse(line);
+        const char *ev = cJSON_GetStringValue(cJSON_GetObjectItem(o, "ev"));
+        if (!ev) {
+            cJSON_Delete(o);
+            continue;
+        }
+        if (!strcmp(ev, "process")) {
+            pid = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "pid"));
+            add(raw, "{\"etw_raw\":1,\"qpc_freq\":%llu,\"start_qpc\":%llu,\"process\":{\"pid\":%u,"
+                     "\"name\":\"%s\"}}\n",
+                (unsigned long long)freq, (unsigned long long)start, pid,
+                cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")));
+            cJSON_Delete(o);
+            continue;
+        }
+        uint64_t t = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "t"));
+        if (t % 100) { /* 10 MHz: 100 ns ticks */
+            cJSON_Delete(o);
+            fclose(f);
+            return -2;
+        }
+        *t_end = t;
+        uint64_t ts = start + t / 100;
+        uint32_t tid = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "tid"));
+        const char *hs = cJSON_GetStringValue(cJSON_GetObjectItem(o, "heap"));
+        const char *as = cJSON_GetStringValue(cJSON_GetObjectItem(o, "addr"));
+        uint64_t heap = hs ? strtoull(hs, NULL, 16) : 0, addr = as ? strtoull(as, NULL, 16) : 0;
+        uint64_t size = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "size"));
+        struct pl p = {0};
+        int with_stack = 0;
+        if (!strcmp(ev, "alloc")) {
+            put(&p, heap, 8), put(&p, size, 8), put(&p, addr, 8), put(&p, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 33, F64, pid, tid, ts, &p);
+            with_stack = 1;
+        } else if (!strcmp(ev, "free")) {
+            put(&p, heap, 8), put(&p, addr, 8), put(&p, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 36, F64, pid, tid, ts, &p);
+        } else if (!strcmp(ev, "commit")) {
+            put(&p, addr, 8), put(&p, size, 8), put(&p, pid, 4),
+                put(&p, ETW_MEM_COMMIT | ETW_MEM_RESERVE, 4);
+            raw_rec(raw, &etw_guid_pagefault, 98, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts, &p);
+            with_stack = 1;
+        } else if (!strcmp(ev, "release")) {
+            put(&p, addr, 8), put(&p, size, 8), put(&p, pid, 4), put(&p, ETW_MEM_RELEASE, 4);
+            raw_rec(raw, &etw_guid_pagefault, 99, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts, &p);
+        }
+        if (with_stack) {
+            struct pl sp = {0};
+            put(&sp, ts, 8), put(&sp, pid, 4), put(&sp, tid, 4);
+            for (int k = 0; k < 3; k++)
+                put(&sp, 0xFFFFF80312340000ull + 0x100 * (uint64_t)k, 8);
+            cJSON *fr;
+            cJSON_ArrayForEach(fr, cJSON_GetObjectItem(o, "stack"))
+            {
+                unsigned i = 0;
+                while (i < nnames && strcmp(names[i], fr->valuestring))
+                    i++;
+                if (i == nnames && nnames < MAXF)
+                    names[nnames++] = strdup(fr->valuestring);
+                put(&sp, 0x00007FF600001000ull + 0x40 * (uint64_t)i, 8);
+            }
+            raw_rec(raw, &etw_guid_stackwalk, 32, F64, 0xFFFFFFFF, 0xFFFFFFFF, ts + 1, &sp);
+            /* Another process's alloc at the same time, with its stack. */
+            struct pl op = {0};
+            put(&op, 0x10000, 8), put(&op, 64, 8), put(&op, addr, 8), put(&op, 2, 4);
+            raw_rec(raw, &etw_guid_heap, 33, F64, pid + 1, tid, ts, &op);
+        }
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    for (unsigned i = 0; i < nnames; i++)
+        free(names[i]);
+    return pid ? 0 : -3;
+}
+
+#endif

@@ -1,0 +1,744 @@
+/* The portable ETW decoder (etw-decode.h) and stack correlator (etw-stacks.h):
+ * payloads built from the documented layouts (etw-mechanics.md 2.2, 3.2, 4.3),
+ * the real payload values restated in etl-format.md 4.3, and a randomized
+ * comparison of the correlator against an independent model. */
+#include "engine.h"
+#include "etw-decode.h"
+#include "etw-props.h"
+#include "etw-raw.h"
+#include "etw-stacks.h"
+#include "etw-synth.h"
+#include "ht-test-engine.h"
+#include "ht-test.h"
+#include "query.h"
+#include "replay.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+
+static struct etw_record rec(const struct etw_guid *g, uint8_t op, uint16_t flags, uint32_t pid,
+                             uint32_t tid, uint32_t cpu, uint64_t ts, const struct pl *p)
+{
+    struct etw_record r = {.provider = *g, .opcode = op, .flags = flags, .pid = pid, .tid = tid,
+                           .cpu = cpu, .ts = ts, .payload = p->b, .len = p->n};
+    return r;
+}
+
+static void test_guids(void)
+{
+    struct etw_guid g;
+    char buf[40];
+    CHECK(etw_guid_parse("222962ab-6180-4b88-a825-346b75f2a24a", 36, &g) == 0);
+    CHECK(etw_guid_eq(&g, &etw_guid_heap));
+    CHECK(etw_guid_parse("{3D6FA8D3-FE05-11D0-9DDA-00C04FD7BA7C}", 38, &g) == 0);
+    CHECK(etw_guid_eq(&g, &etw_guid_pagefault));
+    etw_guid_format(&etw_guid_stackwalk, buf);
+    CHECK_STR(buf, "def2fe46-7bd6-4b80-bd94-f57fe20d0ce3");
+    CHECK(etw_guid_parse("def2fe46-7bd6-4b80-bd94-f57fe20d0ce", 35, &g) != 0);
+    CHECK(etw_guid_parse("def2fe46x7bd6-4b80-bd94-f57fe20d0ce3", 36, &g) != 0);
+    CHECK(etw_guid_parse("def2fe46-7bd6-4b80-bd94-f57fe20d0cg3", 36, &g) != 0);
+    /* A GUID struct as it lies in memory: Data1..3 little-endian. */
+    const uint8_t raw[16] = {0xab, 0x62, 0x29, 0x22, 0x80, 0x61, 0x88, 0x4b,
+                             0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a};
+    etw_guid_from_struct(raw, &g);
+    CHECK(etw_guid_eq(&g, &etw_guid_heap));
+}
+
+/* Every heap opcode we use, in both pointer sizes, at its exact length. */
+static void test_heap_layouts(void)
+{
+    for (int wide = 0; wide < 2; wide++) {
+        unsigned P = wide ? 8 : 4;
+        uint16_t fl = wide ? F64 : F32;
+        uint64_t heap = wide ? 0x000001d2a5b40000ull : 0x00a40000u;
+        uint64_t a1 = wide ? 0x000001d2a5b4c0d0ull : 0x00a4c0d0u;
+        uint64_t a2 = wide ? 0x000001d2a5b51230ull : 0x00a51230u;
+        struct etw_decode_stats st = {0};
+        struct etw_decoded d;
+        struct pl p = {0};
+        put(&p, heap, P), put(&p, 100, P), put(&p, a1, P), put(&p, 2 /* LFH */, 4);
+        CHECK_EQ(p.n, wide ? 28 : 16);
+        struct etw_record r = rec(&etw_guid_heap, 33, fl, 10, 11, 0, 5, &p);
+        CHECK(etw_decode(&r, &d, &st) == 1);
+        CHECK(d.kind == ETW_HEAP_ALLOC && d.heap == heap && d.size == 100 && d.addr == a1);
+        CHECK_EQ(d.ptr_size, P);
+        p.n = 0;
+        put(&p, heap, P), put(&p, a2, P), put(&p, a1, P), put(&p, 300, P), put(&p, 100, P),
+            put(&p, 3, 4);
+        CHECK_EQ(p.n, wide ? 44 : 24);
+        r = rec(&etw_guid_heap, 34, fl, 10, 11, 0, 6, &p);
+        CHECK(etw_decode(&r, &d, &st) == 1);
+        CHECK(d.kind == ETW_HEAP_REALLOC && d.heap == heap && d.addr == a2 && d.old_addr == a1);
+        CHECK(d.size == 300 && d.old_size == 100);
+        p.n = 0;
+        put(&p, heap, P), put(&p, a2, P), put(&p, 3, 4);
+        CHECK_EQ(p.n, wide ? 20 : 12);
+        r = rec(&etw_guid_heap, 36, fl, 10, 11, 0, 7, &p);
+        CHECK(etw_decode(&r, &d, &st) == 1);
+        CHECK(d.kind == ETW_HEAP_FREE && d.heap == heap && d.addr == a2);
+        p.n = 0;
+        put(&p, heap, P), put(&p, 0x2 /* HEAP_GROWABLE */, 4);
+        r = rec(&etw_guid_heap, 32, fl, 10, 11, 0, 8, &p);
+        CHECK(etw_decode(&r, &d, &st) == 1);
+        CHECK(d.kind == ETW_HEAP_CREATE && d.heap == heap && d.vflags == 2);
+        p.n = 0;
+        put(&p, heap, P);
+        r = rec(&etw_guid_heap, 35, fl, 10, 11, 0, 9, &p);
+        CHECK(etw_decode(&r, &d, &st) == 1);
+        CHECK(d.kind == ETW_HEAP_DESTROY && d.heap == heap);
+        CHECK_EQ(st.decoded, 5);
+        CHECK_EQ(st.malformed + st.longer_payloads + st.ignored_opcode + st.unknown_provider, 0);
+        /* Lock (43) and Expand (37) are known opcodes we do not use. */
+        r = rec(&etw_guid_heap, 43, fl, 10, 11, 0, 9, &p);
+        CHECK(etw_decode(&r, &d, &st) == 0);
+        CHECK_EQ(st.ignored_opcode, 1);
+    }
+}
+
+/* A newer version's longer payload decodes (length >=); one byte short of
+ * any layout is malformed, for every opcode and both pointer sizes. */
+static void test_longer_and_short(void)
+{
+    static const struct {
+        const struct etw_guid *g;
+        uint8_t op;
+        unsigned ptrs, ulongs;
+    } lay[] = {{&etw_guid_heap, 32, 1, 1}, {&etw_guid_heap, 33, 3, 1}, {&etw_guid_heap, 34, 5, 1},
+               {&etw_guid_heap, 35, 1, 0}, {&etw_guid_heap, 36, 2, 1},
+               {&etw_guid_pagefault, 98, 2, 2}, {&etw_guid_pagefault, 99, 2, 2}};
+    for (int wide = 0; wide < 2; wide++) {
+        unsigned P = wide ? 8 : 4;
+        for (size_t i = 0; i < sizeof(lay) / sizeof(lay[0]); i++) {
+            struct etw_decode_stats st = {0};
+            struct etw_decoded d;
+            struct pl p = {0};
+            uint32_t need = lay[i].ptrs * P + lay[i].ulongs * 4;
+            for (uint32_t k = 0; k < need + 24; k++)
+                put(&p, 0x11 + k, 1);
+            struct etw_record r = rec(lay[i].g, lay[i].op, wide ? F64 : F32, 1, 1, 0, 1, &p);
+            r.len = need + 24;
+            CHECK(etw_decode(&r, &d, &st) == 1);
+            CHECK_EQ(st.longer_payloads, 1);
+            r.len = need;
+            CHECK(etw_decode(&r, &d, &st) == 1);
+            CHECK_EQ(st.longer_payloads, 1);
+            r.len = need - 1;
+            CHECK(etw_decode(&r, &d, &st) == -1);
+            r.len = 0;
+            CHECK(etw_decode(&r, &d, &st) == -1);
+            CHECK_EQ(st.malformed, 2);
+        }
+    }
+    /* StackWalk: 16 bytes of header, then whole frames only. */
+    struct etw_decode_stats st = {0};
+    struct etw_decoded d;
+    struct pl p = {0};
+    put(&p, 1000, 8), put(&p, 5, 4), put(&p, 6, 4), put(&p, 0x401000, 8), put(&p, 0x402000, 8);
+    struct etw_record r = rec(&etw_guid_stackwalk, 32, F64, -1, -1, 0, 1001, &p);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK_EQ(d.nframes, 2);
+    r.len = 31;
+    CHECK(etw_decode(&r, &d, &st) == -1);
+    r.len = 15;
+    CHECK(etw_decode(&r, &d, &st) == -1);
+    r.len = 16;
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK_EQ(d.nframes, 0);
+    /* Unknown providers and stack-caching opcodes are counted, not decoded. */
+    struct etw_guid other;
+    CHECK(etw_guid_parse("9e814aad-3204-11d2-9a82-006008a86939", 36, &other) == 0);
+    r = rec(&other, 10, F64, 1, 1, 0, 1, &p);
+    CHECK(etw_decode(&r, &d, &st) == 0);
+    r = rec(&etw_guid_stackwalk, 37, F64, 1, 1, 0, 1, &p);
+    CHECK(etw_decode(&r, &d, &st) == 0);
+    CHECK_EQ(st.unknown_provider, 1);
+    CHECK_EQ(st.ignored_opcode, 1);
+    CHECK_EQ(st.malformed, 2);
+}
+
+/* The real VirtualAlloc/VirtualFree/StackWalk values of etl-format.md 4.3. */
+static void test_real_vectors(void)
+{
+    struct etw_decode_stats st = {0};
+    struct etw_decoded d;
+    struct pl p = {0};
+    put(&p, 0x3B4000, 8), put(&p, 0x6000, 8), put(&p, 0x1804, 4), put(&p, 0x1000, 4);
+    struct etw_record r = rec(&etw_guid_pagefault, 98, F64, -1, -1, 0, 1, &p);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.kind == ETW_VIRTUAL_ALLOC && d.addr == 0x3B4000 && d.size == 0x6000);
+    CHECK(d.owner_pid == 0x1804 && d.vflags == ETW_MEM_COMMIT);
+    p.n = 0;
+    put(&p, 0x3B4000, 8), put(&p, 0xF000, 8), put(&p, 0x1804, 4), put(&p, 0x4000, 4);
+    r = rec(&etw_guid_pagefault, 99, F64, -1, -1, 0, 2, &p);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.kind == ETW_VIRTUAL_FREE && d.size == 0xF000 && d.vflags == ETW_MEM_DECOMMIT);
+    p.n = 0;
+    put(&p, 0x01420000, 4), put(&p, 0x40000, 4), put(&p, 0xDD8, 4), put(&p, 0x8000, 4);
+    r = rec(&etw_guid_pagefault, 99, F32, -1, -1, 0, 3, &p);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.addr == 0x01420000 && d.size == 0x40000 && d.owner_pid == 0xDD8);
+    CHECK(d.vflags == ETW_MEM_RELEASE);
+    p.n = 0;
+    put(&p, 1198356524732ull, 8), put(&p, 7828, 4), put(&p, 1404, 4);
+    put(&p, 0xFFFFF801ED5D372Bull, 8);
+    for (int i = 1; i < 23; i++)
+        put(&p, 0x7FF6A0001000ull + 16 * (uint64_t)i, 8);
+    r = rec(&etw_guid_stackwalk, 32, F64, -1, -1, 0, 4, &p);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.kind == ETW_STACK && d.stack_ts == 1198356524732ull);
+    CHECK(d.owner_pid == 7828 && d.stack_tid == 1404 && d.nframes == 23);
+    CHECK_EQ(etw_ptr_at(d.frames, 8), 0xFFFFF801ED5D372Bull);
+    CHECK_EQ(st.malformed, 0);
+}
+
+/* --- the correlator ---------------------------------------------------- */
+
+#define MAXOUT 20000
+struct out {
+    struct ht_event ev[MAXOUT];
+    uint64_t top[MAXOUT]; /* innermost frame, 0 = no stack */
+    unsigned depth[MAXOUT];
+    unsigned n;
+};
+
+static void emit_fn(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    struct out *o = arg;
+    if (o->n < MAXOUT) {
+        o->ev[o->n] = *ev;
+        o->top[o->n] = depth ? frames[0] : 0;
+        o->depth[o->n] = depth;
+    }
+    o->n++;
+}
+
+/* Feed one record through decode and correlator. */
+static void feed(struct etw_corr *c, const struct etw_record *r)
+{
+    static struct etw_decode_stats st;
+    struct etw_decoded d;
+    if (etw_decode(r, &d, &st) == 1)
+        etw_corr_add(c, r, &d);
+}
+
+static void heap_alloc(struct etw_corr *c, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t ts,
+                       uint64_t addr, uint64_t size, uint16_t fl)
+{
+    unsigned P = etw_ptr_size(fl);
+    struct pl p = {0};
+    put(&p, 0x10000, P), put(&p, size, P), put(&p, addr, P), put(&p, 3, 4);
+    struct etw_record r = rec(&etw_guid_heap, 33, fl, pid, tid, cpu, ts, &p);
+    feed(c, &r);
+}
+
+static void heap_free(struct etw_corr *c, uint32_t pid, uint32_t tid, uint64_t ts, uint64_t addr)
+{
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, addr, 8), put(&p, 3, 4);
+    struct etw_record r = rec(&etw_guid_heap, 36, F64, pid, tid, 0, ts, &p);
+    feed(c, &r);
+}
+
+static void heap_realloc(struct etw_corr *c, uint32_t pid, uint32_t tid, uint64_t ts,
+                         uint64_t naddr, uint64_t oaddr, uint64_t nsize, uint64_t osize)
+{
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, naddr, 8), put(&p, oaddr, 8), put(&p, nsize, 8),
+        put(&p, osize, 8), put(&p, 3, 4);
+    struct etw_record r = rec(&etw_guid_heap, 34, F64, pid, tid, 0, ts, &p);
+    feed(c, &r);
+}
+
+static void virt_op(struct etw_corr *c, uint32_t owner, uint32_t cpu, uint64_t ts, uint64_t addr,
+                   uint64_t size, uint32_t flags, uint8_t op)
+{
+    struct pl p = {0};
+    put(&p, addr, 8), put(&p, size, 8), put(&p, owner, 4), put(&p, flags, 4);
+    struct etw_record r = rec(&etw_guid_pagefault, op, F64, -1, -1, cpu, ts, &p);
+    feed(c, &r);
+}
+
+/* A stack: nk kernel frames then nu user frames starting at top. */
+static void stack(struct etw_corr *c, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t ts,
+                  unsigned nk, uint64_t top, unsigned nu)
+{
+    struct pl p = {0};
+    put(&p, ts, 8), put(&p, pid, 4), put(&p, tid, 4);
+    for (unsigned i = 0; i < nk; i++)
+        put(&p, 0xFFFFF80100000000ull + i, 8);
+    for (unsigned i = 0; i < nu; i++)
+        put(&p, top + 16 * i, 8);
+    struct etw_record r = rec(&etw_guid_stackwalk, 32, F64, -1, -1, cpu, ts + 1, &p);
+    feed(c, &r);
+}
+
+static struct etw_corr *corr(uint32_t pid, struct out *o)
+{
+    struct etw_corr_config cfg = {.pid = pid, .qpc_freq = 10000000, .start_qpc = 1000};
+    struct etw_corr *c;
+    memset(o, 0, sizeof(*o));
+    if (etw_corr_new(&c, &cfg, emit_fn, o) != 0)
+        return NULL;
+    return c;
+}
+
+/* Stacks after and before their events, kernel+user fragments, a
+ * VirtualAlloc matched by processor, order kept behind a waiting event. */
+static void test_correlate(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(7, &o);
+    CHECK(c);
+    heap_alloc(c, 7, 70, 0, 2000, 0xA000, 16, F64);
+    heap_free(c, 7, 71, 2001, 0xB000);      /* no stack kind: waits behind the alloc */
+    CHECK_EQ(o.n, 0);
+    stack(c, 7, 70, 0, 2000, 5, 0x401000, 3); /* its stack, after it */
+    CHECK_EQ(o.n, 2);
+    CHECK(o.ev[0].kind == HT_EV_ALLOC && o.top[0] == 0x401000 && o.depth[0] == 3);
+    CHECK(o.ev[1].kind == HT_EV_FREE && o.depth[1] == 0);
+    CHECK_EQ(o.ev[0].t, 100000); /* 1000 ticks at 10 MHz */
+    /* The stack first. */
+    stack(c, 7, 72, 1, 3000, 0, 0x402000, 4);
+    heap_alloc(c, 7, 72, 1, 3000, 0xC000, 32, F64);
+    CHECK_EQ(o.n, 3);
+    CHECK(o.top[2] == 0x402000 && o.depth[2] == 4);
+    /* Kernel fragment, then the user fragment with the same timestamp. */
+    heap_alloc(c, 7, 73, 0, 4000, 0xD000, 48, F64);
+    stack(c, 7, 73, 0, 4000, 6, 0, 0);
+    CHECK_EQ(o.n, 3);
+    stack(c, 7, 73, 0, 4000, 0, 0x403000, 2);
+    CHECK_EQ(o.n, 4);
+    CHECK(o.top[3] == 0x403000 && o.depth[3] == 2);
+    /* VirtualAlloc has no thread: matched on timestamp and processor, and it
+     * takes the stack's thread. Another processor's stack does not match. */
+    virt_op(c, 7, 3, 5000, 0x200000, 0x3000, ETW_MEM_COMMIT | ETW_MEM_RESERVE, 98);
+    stack(c, 7, 74, 2, 5000, 0, 0x404000, 2);
+    CHECK_EQ(o.n, 4);
+    stack(c, 7, 75, 3, 5000, 0, 0x405000, 2);
+    CHECK_EQ(o.n, 5);
+    CHECK(o.ev[4].kind == HT_EV_COMMIT && o.ev[4].addr == 0x200000 && o.ev[4].size == 0x3000);
+    CHECK(o.top[4] == 0x405000 && o.ev[4].tid == 75);
+    /* Other processes are skipped, events and stacks alike. */
+    heap_alloc(c, 8, 80, 0, 6000, 0xE000, 8, F64);
+    stack(c, 8, 80, 0, 6000, 0, 0x406000, 2);
+    virt_op(c, 8, 0, 6001, 0x300000, 0x1000, ETW_MEM_COMMIT, 98);
+    CHECK_EQ(o.n, 5);
+    /* A reservation is not a commit; decommit and release are told apart. */
+    virt_op(c, 7, 0, 7000, 0x400000, 0x10000, ETW_MEM_RESERVE, 98);
+    virt_op(c, 7, 0, 7001, 0x200000, 0x1000, ETW_MEM_DECOMMIT, 99);
+    virt_op(c, 7, 0, 7002, 0x200000, 0x3000, ETW_MEM_RELEASE, 99);
+    CHECK_EQ(o.n, 7);
+    CHECK(o.ev[5].kind == HT_EV_DECOMMIT && o.ev[6].kind == HT_EV_RELEASE);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *s = etw_corr_stats(c);
+    CHECK_EQ(s->stacks_matched, 5); /* the user fragment merged into its event counts once more */
+    CHECK_EQ(s->stacks_merged, 1);
+    CHECK_EQ(s->stacks_early, 1);
+    CHECK_EQ(s->stacks_unmatched, 1); /* processor 2's */
+    CHECK_EQ(s->other_process, 3);
+    CHECK_EQ(s->reserve_only, 1);
+    CHECK_EQ(s->events_no_stack, 0);
+    CHECK_EQ(s->kernel_frames, 11);
+    etw_corr_free(c);
+}
+
+/* An event whose stack never comes leaves after ttl of stream time, or when
+ * max_pending events wait; the order is kept either way. */
+static void test_ttl_and_overflow(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(0, &o);
+    CHECK(c);
+    heap_alloc(c, 7, 70, 0, 2000, 0xA000, 16, F64); /* no stack will come */
+    heap_free(c, 7, 70, 2001, 0xA000);
+    heap_alloc(c, 7, 71, 0, 2002, 0xB000, 16, F64);
+    CHECK_EQ(o.n, 0);
+    heap_free(c, 7, 70, 2000 + 999999, 0x1); /* 99.9999 ms later: not yet */
+    CHECK_EQ(o.n, 0);
+    heap_free(c, 7, 70, 2000 + 1000002, 0x2); /* past 100 ms: the first leaves, then the free */
+    CHECK_EQ(o.n, 2);
+    CHECK(o.ev[0].kind == HT_EV_ALLOC && o.depth[0] == 0 && o.ev[1].kind == HT_EV_FREE);
+    etw_corr_free(c);
+
+    struct etw_corr_config cfg = {.qpc_freq = 10000000, .max_pending = 16};
+    memset(&o, 0, sizeof(o));
+    CHECK(etw_corr_new(&c, &cfg, emit_fn, &o) == 0);
+    for (unsigned i = 0; i < 40; i++)
+        heap_alloc(c, 7, 70, 0, 100 + i, 0x1000 * (i + 1), 8, F64);
+    CHECK_EQ(o.n, 40 - 16);
+    for (unsigned i = 0; i < o.n; i++)
+        CHECK_EQ(o.ev[i].addr, 0x1000 * (i + 1));
+    CHECK_EQ(etw_corr_stats(c)->pending_overflow, 24);
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 40);
+    CHECK_EQ(etw_corr_stats(c)->events_no_stack, 40);
+    etw_corr_free(c);
+}
+
+/* ReAlloc: in place is a realloc event; a moving one is left to its Alloc
+ * and Free (never counted twice) and checked against them. */
+static void test_realloc(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(7, &o);
+    CHECK(c);
+    heap_realloc(c, 7, 70, 2000, 0xA000, 0xA000, 64, 32);
+    stack(c, 7, 70, 0, 2000, 0, 0x401000, 1);
+    CHECK_EQ(o.n, 1);
+    CHECK(o.ev[0].kind == HT_EV_REALLOC && o.ev[0].addr == 0xA000 && o.ev[0].size == 64);
+    CHECK(o.ev[0].old_size == 32 && o.top[0] == 0x401000);
+    /* Moving: Alloc of the new address, ReAlloc, Free of the old. */
+    heap_alloc(c, 7, 70, 0, 3000, 0xB000, 128, F64);
+    stack(c, 7, 70, 0, 3000, 0, 0x402000, 1);
+    heap_realloc(c, 7, 70, 3001, 0xB000, 0xA000, 128, 64);
+    heap_free(c, 7, 70, 3002, 0xA000);
+    /* The other order: ReAlloc first, then its Alloc. */
+    heap_realloc(c, 7, 71, 4000, 0xC000, 0xB000, 256, 128);
+    heap_alloc(c, 7, 71, 0, 4001, 0xC000, 256, F64);
+    stack(c, 7, 71, 0, 4001, 0, 0x403000, 1);
+    heap_free(c, 7, 71, 4002, 0xB000);
+    /* A moving ReAlloc whose Alloc never shows: the self-check counts it. */
+    heap_realloc(c, 7, 72, 5000, 0xD000, 0xC000, 512, 256);
+    heap_alloc(c, 7, 72, 0, 5001, 0xE000, 8, F64);
+    stack(c, 7, 72, 0, 5001, 0, 0x404000, 1);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *s = etw_corr_stats(c);
+    CHECK_EQ(s->realloc_in_place, 1);
+    CHECK_EQ(s->realloc_moved, 3);
+    CHECK_EQ(s->realloc_moved_unpaired, 1);
+    CHECK_EQ(o.n, 1 + 2 + 2 + 1);
+    for (unsigned i = 1; i < o.n; i++)
+        CHECK(o.ev[i].kind != HT_EV_REALLOC);
+    etw_corr_free(c);
+}
+
+/* WOW64: a 32-bit process logs 4-byte heap events; its stacks are 8-byte
+ * kernel events with 32-bit user addresses. */
+static void test_wow64(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(9, &o);
+    CHECK(c);
+    heap_alloc(c, 9, 90, 0, 2000, 0x00A4C0D0, 24, F32);
+    stack(c, 9, 90, 0, 2000, 4, 0x00401000, 5);
+    CHECK_EQ(o.n, 1);
+    CHECK(o.ev[0].addr == 0x00A4C0D0 && o.ev[0].size == 24 && o.top[0] == 0x00401000);
+    CHECK_EQ(o.depth[0], 5);
+    etw_corr_free(c);
+}
+
+/* Randomized: threads make events (some kinds with stacks, some without),
+ * stacks come after (mostly), before (sometimes) or never, and stacks of
+ * other processes and stray stacks are mixed in. A model that knows which
+ * stack each event was given says what must come out: every event of the
+ * process exactly once, in arrival order, with its own stack. */
+static void test_random_model(void)
+{
+    static struct out o;
+    enum { N = 6000 };
+    static uint64_t want_top[N], want_addr[N];
+    static unsigned want_depth[N];
+    for (unsigned seed = 1; seed <= 6; seed++) {
+        srand(seed);
+        struct etw_corr *c = corr(7, &o);
+        CHECK(c);
+        unsigned nwant = 0, nnever = 0;
+        uint64_t ts = 5000;
+        struct {
+            uint64_t ts;
+            uint32_t tid;
+            uint64_t top;
+            int pending;
+        } late[8] = {{0}};
+        for (unsigned i = 0; i < N; i++) {
+            ts += 1 + (uint64_t)(rand() % 50);
+            uint32_t tid = 100 + (uint32_t)(rand() % 6);
+            int r = rand() % 100;
+            /* A late stack of an earlier event on another thread comes now. */
+            for (int k = 0; k < 8; k++)
+                if (late[k].pending && rand() % 3 == 0) {
+                    stack(c, 7, late[k].tid, 0, late[k].ts, 3, late[k].top, 2);
+                    late[k].pending = 0;
+                }
+            if (r < 10) { /* another process, with its stack */
+                heap_alloc(c, 8, tid, 0, ts, 0x900000 + i, 8, F64);
+                stack(c, 8, tid, 0, ts, 2, 0x990000, 2);
+                continue;
+            }
+            uint64_t addr = 0x100000 + 16 * (uint64_t)i;
+            if (r < 35) { /* a free: no stack kind */
+                heap_free(c, 7, tid, ts, addr);
+                want_addr[nwant] = addr, want_top[nwant] = 0, want_depth[nwant] = 0, nwant++;
+                continue;
+            }
+            uint64_t top = 0x400000 + 64 * (uint64_t)i;
+            unsigned depth = 1 + (unsigned)(rand() % 9);
+            int how = rand() % 100;
+            if (how < 10) { /* stack first */
+                stack(c, 7, tid, 0, ts, 2, top, depth);
+                heap_alloc(c, 7, tid, 0, ts, addr, 8, F64);
+            } else if (how < 80) { /* stack right after */
+                heap_alloc(c, 7, tid, 0, ts, addr, 8, F64);
+                stack(c, 7, tid, 0, ts, 4, top, depth);
+            } else if (how < 90) { /* stack later, after other threads' events */
+                heap_alloc(c, 7, tid, 0, ts, addr, 8, F64);
+                int k = 0;
+                while (k < 8 && late[k].pending)
+                    k++;
+                if (k == 8) { /* no slot: it comes now */
+                    stack(c, 7, tid, 0, ts, 3, top, 2);
+                } else {
+                    late[k].ts = ts, late[k].tid = tid, late[k].top = top, late[k].pending = 1;
+                }
+                depth = 2;
+            } else { /* never */
+                heap_alloc(c, 7, tid, 0, ts, addr, 8, F64);
+                top = 0, depth = 0;
+                nnever++;
+            }
+            if (rand() % 50 == 0) /* a stray stack no event has */
+                stack(c, 7, tid, 0, ts - 1, 0, 0xBAD000, 1);
+            want_addr[nwant] = addr, want_top[nwant] = top, want_depth[nwant] = depth, nwant++;
+        }
+        for (int k = 0; k < 8; k++)
+            if (late[k].pending)
+                stack(c, 7, late[k].tid, 0, late[k].ts, 3, late[k].top, 2);
+        etw_corr_flush(c);
+        CHECK_EQ(o.n, nwant);
+        for (unsigned i = 0; i < nwant; i++) {
+            if (o.ev[i].addr != want_addr[i] || o.top[i] != want_top[i] ||
+                o.depth[i] != want_depth[i]) {
+                fprintf(stderr, "seed %u event %u: addr %#llx top %#llx depth %u, want %#llx %#llx %u\n",
+                        seed, i, (unsigned long long)o.ev[i].addr, (unsigned long long)o.top[i],
+                        o.depth[i], (unsigned long long)want_addr[i],
+                        (unsigned long long)want_top[i], want_depth[i]);
+                CHECK(0);
+            }
+            if (i > 0)
+                CHECK(o.ev[i].t >= o.ev[i - 1].t);
+        }
+        const struct etw_corr_stats *s = etw_corr_stats(c);
+        CHECK_EQ(s->stacks_unmatched + s->stacks_matched, s->stacks_in);
+        CHECK(s->stacks_unmatched > 0);
+        /* Those without a stack waited ttl or max_pending events (at ~25 ticks an
+         * event, 100 ms is 40,000 events: max_pending comes first). */
+        CHECK_EQ(s->events_no_stack, nnever);
+        CHECK(s->pending_overflow > 0 && s->pending_overflow <= nnever);
+        etw_corr_free(c);
+    }
+}
+
+/* --- raw streams: seed 000's MemoryTestApp through the whole pipeline ---- */
+
+static struct engine EA, EB;
+
+static int load_into(struct engine *e, const char *buf, size_t n, struct replay *r)
+{
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(e, &lim);
+    replay_init(r, &e->si, (replay_event_fn)engine_apply, e);
+    for (size_t off = 0; off < n; off += 3001) /* pieces that cut lines */
+        replay_feed(r, buf + off, n - off < 3001 ? n - off : 3001);
+    replay_finish(r);
+    return (int)r->malformed;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(uint64_t) * 8);
+}
+
+/* The figures of every group of a query, sorted, without stack ids. */
+static unsigned figures(struct engine *e, int dom, uint64_t t1, uint64_t t2, uint64_t (*out)[8])
+{
+    struct query q;
+    struct query_result res;
+    hte_query(&q, dom, t1, t2, 0xF, HT_BY_STACK);
+    q.top = 100000;
+    if (engine_query(e, &q, &res) != 0)
+        return 0;
+    unsigned n = res.nrows;
+    for (unsigned i = 0; i < n; i++) {
+        memcpy(out[i], res.rows[i].count, 4 * sizeof(uint64_t));
+        memcpy(out[i] + 4, res.rows[i].bytes, 4 * sizeof(uint64_t));
+    }
+    qsort(out, n, sizeof(out[0]), row_cmp);
+    query_result_free(&res);
+    return n;
+}
+
+static void test_memorytestapp_raw(void)
+{
+    struct text raw = {0};
+    uint64_t t_end = 0;
+    CHECK(htev_to_raw(HT_TEST_DATA "/memorytestapp.htev", &raw, &t_end) == 0);
+    FILE *f = fopen(HT_TEST_DATA "/memorytestapp.htev", "rb");
+    CHECK(f);
+    static char htev[1 << 20];
+    size_t hn = fread(htev, 1, sizeof(htev), f);
+    fclose(f);
+    struct replay ra, rb;
+    CHECK_EQ(load_into(&EA, raw.s, raw.n, &ra), 0);
+    CHECK_EQ(load_into(&EB, htev, hn, &rb), 0);
+    CHECK_STR(ra.parser.name, "MemoryTestApp.exe");
+    CHECK(ra.etw != NULL);
+    struct etw_raw_stats st;
+    etw_raw_stats(ra.etw, &st);
+    CHECK_EQ(st.corr.events_no_stack, 0);
+    CHECK_EQ(st.corr.stacks_unmatched, 0);
+    CHECK_EQ(st.corr.stacks_matched, 1250 + 12);
+    CHECK_EQ(st.corr.other_process, 1250 + 12);
+    CHECK_EQ(st.corr.kernel_frames, 3 * (1250 + 12));
+    CHECK_EQ(st.dec.malformed + st.dec.unknown_provider, 0);
+    static uint64_t fa[4096][8], fb[4096][8];
+    const uint64_t win[][2] = {{0, t_end}, {0, t_end / 2}, {t_end / 3, t_end}, {t_end / 4, t_end / 2}};
+    for (int dom = HT_DOM_HEAP; dom <= HT_DOM_COMMIT; dom++)
+        for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++) {
+            unsigned na = figures(&EA, dom, win[w][0], win[w][1], fa);
+            unsigned nb = figures(&EB, dom, win[w][0], win[w][1], fb);
+            CHECK(na > 0);
+            CHECK_EQ(na, nb);
+            CHECK(memcmp(fa, fb, na * sizeof(fa[0])) == 0);
+        }
+    /* Seed 000's leak: what test-golden asserts from WPA, through the ETW path. */
+    struct query q;
+    struct query_result res;
+    hte_query(&q, HT_DOM_HEAP, 0, t_end, 1u << HT_AIFO, HT_BY_STACK);
+    CHECK(engine_query(&EA, &q, &res) == 0);
+    uint64_t aifo_a = res.total.bytes[HT_AIFO];
+    query_result_free(&res);
+    CHECK(engine_query(&EB, &q, &res) == 0);
+    CHECK_EQ(aifo_a, res.total.bytes[HT_AIFO]);
+    CHECK(aifo_a > 0);
+    query_result_free(&res);
+    replay_close(&ra);
+    replay_close(&rb);
+    engine_close(&EA);
+    engine_close(&EB);
+    free(raw.s);
+}
+
+/* Hostile raw lines: each is counted malformed with a reason; the stream goes on. */
+static void test_raw_hostile(void)
+{
+    static const char *lines[] = {
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"0011\"}", /* short */
+        "{\"provider\":\"not-a-guid\",\"opcode\":33,\"version\":0,\"flags\":64,\"pid\":5,"
+        "\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":300,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":-1,\"payload\":\"\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"0g\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+        "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":2000,\"payload\":\"001\"}",
+        "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33}",
+        "[1,2,3]",
+        "{\"provider\":",
+    };
+    struct text t = {0};
+    add(&t, "{\"etw_raw\":1,\"qpc_freq\":10000000,\"start_qpc\":\"18446744073709551000\"}\n");
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        add(&t, "%s\n", lines[i]);
+    /* A good record after them, with a ts above 2^53 given as a string. */
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, 32, 8), put(&p, 0xABC0, 8), put(&p, 2, 4);
+    char hx[200];
+    hex_of(hx, &p);
+    add(&t, "{\"provider\":\"222962ab-6180-4b88-a825-346b75f2a24a\",\"opcode\":33,\"version\":0,"
+            "\"flags\":64,\"pid\":5,\"tid\":6,\"cpu\":0,\"ts\":\"18446744073709551100\","
+            "\"payload\":\"%s\"}\n", hx);
+    struct replay r;
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 9);
+    CHECK_EQ(r.events, 1);
+    CHECK_EQ(EA.heap_count, 1);
+    CHECK(strstr(r.errors[0].msg, "shorter than its layout") != NULL);
+    CHECK(strstr(r.errors[1].msg, "provider") != NULL);
+    CHECK(strstr(r.errors[2].msg, "opcode") != NULL);
+    CHECK(strstr(r.errors[3].msg, "ts") != NULL);
+    replay_close(&r);
+    engine_close(&EA);
+    /* A header that does not parse: every line after it is malformed. */
+    t.n = 0;
+    add(&t, "{\"etw_raw\":2,\"qpc_freq\":10000000,\"start_qpc\":0}\n%s\n", lines[0]);
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 2);
+    CHECK(strstr(r.errors[0].msg, "version") != NULL);
+    replay_close(&r);
+    engine_close(&EA);
+    t.n = 0;
+    add(&t, "{\"etw_raw\":1,\"qpc_freq\":0,\"start_qpc\":0}\n");
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 1);
+    replay_close(&r);
+    engine_close(&EA);
+    free(t.s);
+}
+
+/* The heap logger's properties: etw-mechanics.md 1.3's worked example, DWORD
+ * for DWORD (name "heaptraced-heap", PID 1234, Alloc, ReAlloc and Free). */
+static void test_heap_props(void)
+{
+    static uint8_t b[4096];
+    char err[128];
+    const uint32_t pid = 1234;
+    const uint16_t hooks[] = {ETW_HOOK_HEAP_ALLOC, ETW_HOOK_HEAP_REALLOC, ETW_HOOK_HEAP_FREE};
+    struct etw_session_spec s = {.guid = &etw_guid_heap, .name = "heaptraced-heap",
+                                 .log_file_mode = ETW_REAL_TIME_MODE, .buffer_kb = 1024,
+                                 .min_buffers = 256, .max_buffers = 330, .flush_timer_s = 1,
+                                 .pids = &pid, .npids = 1, .hooks = hooks, .nhooks = 3};
+    size_t n = etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err));
+    CHECK_EQ(n, 180);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_BUFFER_SIZE), 180);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x80FF0098u);
+    static const uint32_t want[] = {0x00020007, 0x00020002, 0x000004D2, 0x00030004,
+                                    0x00001021, 0x00001022, 0x00001024};
+    for (unsigned i = 0; i < 7; i++)
+        CHECK_EQ(etw_props_u32(b, 152 + 4 * i), want[i]);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOGGER_NAME), 120);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOG_FILE_NAME), 0);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_WNODE_FLAGS), ETW_WNODE_FLAG_TRACED_GUID);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_CLIENT_CONTEXT), 1);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_BUFFER_KB), 1024);
+    CHECK(b[120] == 'h' && b[121] == 0 && b[148] == 'p' && b[150] == 0 && b[151] == 0);
+    /* Wnode.Guid as the GUID struct lies in memory (Data1 little-endian). */
+    static const uint8_t g[16] = {0xab, 0x62, 0x29, 0x22, 0x80, 0x61, 0x88, 0x4b,
+                                  0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a};
+    CHECK(memcmp(b + ETW_PROPS_OFF_GUID, g, 16) == 0);
+    /* Exe mode: PID 0 and no hook list; a name that ends off 8 is aligned. */
+    const uint32_t zero = 0;
+    s.name = "ht-heap";
+    s.pids = &zero;
+    s.nhooks = 0;
+    n = etw_props_build(b, sizeof(b), &s, 64, err, sizeof(err));
+    CHECK_EQ(n, 136 + 12 + 64);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x80FF0088u);
+    CHECK_EQ(etw_props_u32(b, 136), 0x00010003);
+    CHECK_EQ(etw_props_u32(b, 140), 0x00020002);
+    CHECK_EQ(etw_props_u32(b, 144), 0);
+    /* The system logger: flags, no block. */
+    struct etw_session_spec k = {.guid = &etw_guid_heap, .name = "heaptraced-kernel",
+                                 .log_file_mode = ETW_REAL_TIME_MODE | ETW_SYSTEM_LOGGER_MODE,
+                                 .enable_flags = ETW_FLAG_PROCESS | ETW_FLAG_THREAD |
+                                                 ETW_FLAG_IMAGE_LOAD | ETW_FLAG_VIRTUAL_ALLOC};
+    n = etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err));
+    CHECK_EQ(n, 120 + 36);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_ENABLE_FLAGS), 0x4007);
+    CHECK_EQ(etw_props_u32(b, ETW_PROPS_OFF_LOG_FILE_MODE), 0x02000100u);
+    /* Bad specs and small buffers. */
+    k.name = "";
+    CHECK_EQ(etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err)), 0);
+    k.name = "bad\nname";
+    CHECK_EQ(etw_props_build(b, sizeof(b), &k, 0, err, sizeof(err)), 0);
+    k.name = "ok";
+    CHECK_EQ(etw_props_build(b, 125, &k, 0, err, sizeof(err)), 0);
+    s.npids = ETW_EXT_MAX_PIDS + 1;
+    CHECK_EQ(etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err)), 0);
+}
+
+HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
+             T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
+             T(memorytestapp_raw), T(raw_hostile), T(heap_props))
