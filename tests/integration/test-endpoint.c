@@ -254,6 +254,43 @@ static void test_ping(void)
     CHECK_EQ(daemon_stop(&d), 0);
 }
 
+/* Clients that stay connected together, each on its own instance, all answered; clients that
+ * connect and leave at once (before or after the daemon accepts) disturb nothing. */
+static void test_many_clients(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    enum { N = 24 };
+    conn_t c[N];
+    char out[4096];
+    int n = 0, answered = 0;
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    for (; n < N; n++)
+        if ((c[n] = conn_open()) == CONN_NONE)
+            break;
+    for (int i = 0; i < n; i++) {
+        char req[64];
+        snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"ping\"}\n", 100 + i);
+        if (conn_write(c[i], req, strlen(req)) != 0)
+            continue;
+        long r = conn_read(c[i], out, sizeof(out) - 1);
+        out[r > 0 ? r : 0] = '\0';
+        snprintf(req, sizeof(req), "\"id\":%d,\"ok\":true", 100 + i);
+        answered += contains(out, req);
+    }
+    for (int i = 0; i < n; i++)
+        conn_close(c[i]);
+    CHECK_EQ(n, N);
+    CHECK_EQ(answered, N);
+    for (int i = 0; i < 20; i++) {
+        conn_t g = conn_open();
+        CHECK(g != CONN_NONE);
+        conn_close(g);
+    }
+    CHECK(exchange("{\"v\":1,\"id\":9,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
+    CHECK(contains(out, "\"id\":9,\"ok\":true"));
+    CHECK_EQ(daemon_stop(&d), 0);
+}
+
 /* The same requests and error replies as integration.bad_requests on Linux. */
 static void test_bad_requests(void)
 {
@@ -504,7 +541,7 @@ int ht_test_failed;
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
-        T(ping), T(bad_requests), T(second_daemon), T(unknown_group),
+        T(ping), T(many_clients), T(bad_requests), T(second_daemon), T(unknown_group),
 #ifdef _WIN32
         T(squatted), T(dacl), T(operators_dacl), T(nonadmin_refused),
 #endif
