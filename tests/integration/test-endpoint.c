@@ -366,6 +366,20 @@ static int under_wine(void)
     return nt && GetProcAddress(nt, "wine_get_version") != NULL;
 }
 
+/* An endpoint that is not \\.\pipe\NAME is refused, naming the form. */
+static void test_bad_name(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    char err[4096];
+    snprintf(pipe_name, sizeof(pipe_name), "C:\\heaptrace.sock");
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    CHECK(daemon_wait(&d, 10000));
+    daemon_err(&d, err, sizeof(err));
+    fprintf(stderr, "%s", err);
+    CHECK_EQ(d.status, 1);
+    CHECK(contains(err, "is not a pipe name"));
+}
+
 /* Someone created the pipe first: the daemon refuses to start, naming it. */
 static void test_squatted(void)
 {
@@ -547,9 +561,9 @@ int ht_test_failed;
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
-        T(ping),     T(many_clients), T(bad_requests),   T(second_daemon),    T(unknown_group),
+        T(ping),     T(many_clients), T(bad_requests), T(second_daemon),  T(unknown_group),
 #ifdef _WIN32
-        T(squatted), T(dacl),         T(operators_dacl), T(nonadmin_refused),
+        T(bad_name), T(squatted),     T(dacl),         T(operators_dacl), T(nonadmin_refused),
 #endif
     };
     setvbuf(stdout, NULL, _IONBF, 0);
