@@ -95,18 +95,29 @@ wine_cleanup() {
 }
 trap wine_cleanup EXIT
 
-# No test may skip under wine unless HEAPTRACE_ALLOW_SKIP is set: none does today, so a
-# skip means something stopped running.
+# Tests that need what wine lacks skip (exit 77, saying what) and are listed here by name,
+# each with the reason; the README lists them as verified only on real Windows. Any other
+# skip fails the run unless HEAPTRACE_ALLOW_SKIP is set: a skip means something stopped running.
+WINE_SKIPS=(
+    # wine 8's services.exe accepts SERVICE_CONFIG_FAILURE_ACTIONS and drops it (a FIXME)
+    test-service.recovery_actions
+)
 run_tests() {
     ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$jobs" --timeout 300 |
         tee "$build/ctest.out"
-    local skipped
+    local skipped name unlisted=""
     skipped=$(grep -E '\*\*\*Skipped|Not Run' "$build/ctest.out" || true)
-    if [ -n "$skipped" ] && [ -z "${HEAPTRACE_ALLOW_SKIP:-}" ]; then
-        echo "== windows: tests skipped under wine (set HEAPTRACE_ALLOW_SKIP=1 to accept):"
-        echo "$skipped"
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        name=$(echo "$line" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/')
+        printf '%s\n' "${WINE_SKIPS[@]}" | grep -qxF "$name" || unlisted+="$line"$'\n'
+    done <<<"$skipped"
+    if [ -n "$unlisted" ] && [ -z "${HEAPTRACE_ALLOW_SKIP:-}" ]; then
+        echo "== windows: tests skipped under wine that are not in WINE_SKIPS (set HEAPTRACE_ALLOW_SKIP=1 to accept):"
+        echo "$unlisted"
         return 1
     fi
+    [ -z "$skipped" ] || echo "== windows: skipped (wine lacks what they need; see WINE_SKIPS): $(echo "$skipped" | wc -l)"
 }
 
 step "install mingw-w64 and wine" install_pkgs

@@ -187,9 +187,15 @@ static int svc_configure(SC_HANDLE svc)
         return -1;
     }
     SERVICE_FAILURE_ACTIONS_FLAG flag = {TRUE};
-    if (!ChangeServiceConfig2W(svc, SERVICE_CONFIG_FAILURE_ACTIONS_FLAG, &flag))
-        svc_perror("warning: ChangeServiceConfig2 (restart after an error exit too)",
-                   GetLastError());
+    if (!ChangeServiceConfig2W(svc, SERVICE_CONFIG_FAILURE_ACTIONS_FLAG, &flag)) {
+        DWORD e = GetLastError();
+        if (e == ERROR_INVALID_LEVEL) /* wine 8's SCM has no such level */
+            fprintf(stderr, "heaptraced: note: this service manager has no "
+                            "SERVICE_CONFIG_FAILURE_ACTIONS_FLAG: the service is restarted when "
+                            "it dies, not when it stops with an error code\n");
+        else
+            svc_perror("warning: ChangeServiceConfig2 (restart after an error exit too)", e);
+    }
     return 0;
 }
 

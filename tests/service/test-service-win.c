@@ -286,29 +286,20 @@ static void install_config_body(void)
     if (ok) {
         fprintf(stderr, "binary path: %ls\naccount: %ls\n", qc->lpBinaryPathName,
                 qc->lpServiceStartName ? qc->lpServiceStartName : L"(null)");
+        wchar_t exe[MAX_PATH], want[1024];
+        win_path(HEAPTRACED_EXE, exe, MAX_PATH);
+        swprintf(want, 1024, L"\"%ls\" run --pipe \"%ls\"", exe, pipe);
         ok = qc->dwServiceType == SERVICE_WIN32_OWN_PROCESS &&
-             qc->dwStartType == SERVICE_DEMAND_START && qc->lpBinaryPathName[0] == L'"' &&
-             wcsstr(qc->lpBinaryPathName, L"heaptraced.exe\" run --pipe \"") &&
-             wcsstr(qc->lpBinaryPathName, pipe) && qc->lpServiceStartName &&
+             qc->dwStartType == SERVICE_DEMAND_START && _wcsicmp(qc->lpBinaryPathName, want) == 0 &&
+             qc->lpServiceStartName &&
              _wcsicmp(qc->lpServiceStartName, L"LocalSystem") == 0;
     }
     int desc_ok = QueryServiceConfig2W(s, SERVICE_CONFIG_DESCRIPTION, buf, sizeof(buf), &need) &&
                   ((SERVICE_DESCRIPTIONW *)buf)->lpDescription &&
                   wcsstr(((SERVICE_DESCRIPTIONW *)buf)->lpDescription, L"heaptrace");
-    int fa_ok = QueryServiceConfig2W(s, SERVICE_CONFIG_FAILURE_ACTIONS, buf, sizeof(buf), &need);
-    SERVICE_FAILURE_ACTIONSW *fa = (SERVICE_FAILURE_ACTIONSW *)buf;
-    if (fa_ok) {
-        fprintf(stderr, "failure actions: reset %lu, %lu actions\n", (unsigned long)fa->dwResetPeriod,
-                (unsigned long)fa->cActions);
-        fa_ok = fa->dwResetPeriod == 86400 && fa->cActions == 3 &&
-                fa->lpsaActions[0].Type == SC_ACTION_RESTART && fa->lpsaActions[0].Delay == 5000 &&
-                fa->lpsaActions[1].Type == SC_ACTION_RESTART && fa->lpsaActions[1].Delay == 30000 &&
-                fa->lpsaActions[2].Type == SC_ACTION_NONE;
-    }
     CloseServiceHandle(s);
     CHECK(ok);
     CHECK(desc_ok);
-    CHECK(fa_ok);
     CHECK(eventsource_exists(svc));
 
     /* A second install of the same name is refused and changes nothing. */
@@ -331,6 +322,63 @@ static void test_install_config(void)
 {
     install_config_body();
     cleanup(cur_svc);
+}
+
+/* Wine (windows-build.md §3.1): ntdll exports wine_get_version. */
+static int under_wine(void)
+{
+    HMODULE nt = GetModuleHandleW(L"ntdll.dll");
+    return nt && GetProcAddress(nt, "wine_get_version") != NULL;
+}
+
+/* Recovery: restart after 5 s, then 30 s, then nothing; reset after a day. */
+static int recovery_skip;
+static void recovery_actions_body(void)
+{
+    wchar_t svc[128], pipe[128], args[1024];
+    char out[8192];
+    names("rec", svc, pipe);
+    wcscpy(cur_svc, svc);
+    swprintf(args, 1024, L"install --start manual --name %ls", svc);
+    CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
+    SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
+    CHECK(scm);
+    SC_HANDLE s = OpenServiceW(scm, svc, SERVICE_QUERY_CONFIG);
+    CloseServiceHandle(scm);
+    CHECK(s);
+    static BYTE buf[8192];
+    DWORD need;
+    int fa_ok = QueryServiceConfig2W(s, SERVICE_CONFIG_FAILURE_ACTIONS, buf, sizeof(buf), &need);
+    DWORD err = GetLastError();
+    CloseServiceHandle(s);
+    SERVICE_FAILURE_ACTIONSW *fa = (SERVICE_FAILURE_ACTIONSW *)buf;
+    if (!fa_ok || (fa->cActions == 0 && under_wine())) {
+        fprintf(stderr, "QueryServiceConfig2W(FAILURE_ACTIONS): %d, error %lu\n", fa_ok,
+                (unsigned long)err);
+        /* Wine 8's services.exe accepts SERVICE_CONFIG_FAILURE_ACTIONS and
+         * drops it (a FIXME in programs/services/rpc.c): nothing to read back. */
+        CHECK(under_wine());
+        recovery_skip = 1;
+        return;
+    }
+    fprintf(stderr, "failure actions: reset %lu, %lu actions\n", (unsigned long)fa->dwResetPeriod,
+            (unsigned long)fa->cActions);
+    CHECK_EQ(fa->dwResetPeriod, 86400);
+    CHECK_EQ(fa->cActions, 3);
+    CHECK(fa->lpsaActions[0].Type == SC_ACTION_RESTART && fa->lpsaActions[0].Delay == 5000);
+    CHECK(fa->lpsaActions[1].Type == SC_ACTION_RESTART && fa->lpsaActions[1].Delay == 30000);
+    CHECK(fa->lpsaActions[2].Type == SC_ACTION_NONE);
+}
+
+static void test_recovery_actions(void)
+{
+    recovery_actions_body();
+    cleanup(cur_svc);
+    if (recovery_skip && !ht_test_failed) {
+        printf("skip: wine's service manager does not keep SERVICE_CONFIG_FAILURE_ACTIONS "
+               "(verified only on real Windows)\n");
+        exit(HT_TEST_SKIP);
+    }
 }
 
 /* SDDL of path's DACL (LocalFree), NULL on error. */
@@ -591,4 +639,4 @@ static void test_console_fallback(void)
     CHECK_EQ(code, 0);
 }
 
-HT_TEST_MAIN(T(install_config), T(install_auto), T(scm_e2e), T(console_fallback))
+HT_TEST_MAIN(T(install_config), T(recovery_actions), T(install_auto), T(scm_e2e), T(console_fallback))
