@@ -70,9 +70,11 @@ int main(int argc, char **argv)
     enum cmd cmd = CMD_RUN;
     int service_opt = 0;
     ht_alloc_init();
+#ifndef _WIN32
     /* The symbolizer (libdw) would ask a debuginfod server over the network
      * for every module without local debug info: a root daemon does not. */
     unsetenv("DEBUGINFOD_URLS");
+#endif
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = parse_service_opt(argc, argv, &i, &so);

@@ -492,8 +492,9 @@ static void svc_event(WORD type, DWORD id, const char *fmt, int arg)
 }
 
 /* Creates path's directory with SVC_LOG_DIR_SDDL, or gives an existing one
- * that DACL: %ProgramData% lets any user create a folder, so one made by
- * someone else must not keep its ACL. 0 or 1 (the reason in the event log). */
+ * that DACL (protected): %ProgramData% lets any user create a folder, so one
+ * made by someone else must not keep its ACL. 0 or 1 (the reason in the
+ * event log). */
 static int svc_log_prepare(void *arg, const char *path)
 {
     (void)arg;
