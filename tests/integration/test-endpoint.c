@@ -145,6 +145,10 @@ struct daemon {
 };
 
 static uv_loop_t loop;
+/* Every daemon started, so that a failed case leaves none running (a daemon left behind
+ * would hold ctest's output pipe, inherited, and the case would end as a timeout). */
+static struct daemon *started[16];
+static int nstarted;
 
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
@@ -175,6 +179,8 @@ static int daemon_start(struct daemon *d, const char *config, const char *tag)
                               .stdio_count = 3, .stdio = stdio};
     d->proc.data = d;
     int rc = uv_spawn(&loop, &d->proc, &o);
+    if (rc == 0 && nstarted < 16)
+        started[nstarted++] = d;
     uv_fs_close(NULL, &req, fd, NULL);
     uv_fs_req_cleanup(&req);
     if (rc != 0)
@@ -236,7 +242,7 @@ static int contains(const char *hay, const char *needle)
 /* ---- cases ---- */
 static void test_ping(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char out[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     CHECK(exchange("{\"v\":1,\"id\":7,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -251,7 +257,7 @@ static void test_ping(void)
 /* The same requests and error replies as integration.bad_requests on Linux. */
 static void test_bad_requests(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char out[8192];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     CHECK(exchange("not json\n{\"v\":1,\"id\":3}\n{\"v\":1,\"id\":4,\"cmd\":\"frobnicate\"}\n"
@@ -272,7 +278,7 @@ static void test_bad_requests(void)
 /* A second daemon on the same name refuses to start; the first one is undisturbed. */
 static void test_second_daemon(void)
 {
-    struct daemon a, b;
+    static struct daemon a, b; /* static: main kills what a failed case left */
     char out[4096], err[4096];
     CHECK(daemon_start(&a, NULL, "a") == 0);
     CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -291,7 +297,7 @@ static void test_second_daemon(void)
  * start, naming it); Unix refuses the key. */
 static void test_unknown_group(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char cfg[600], err[4096];
     snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-group.json", tmp_dir, (int)uv_os_getpid());
     FILE *f = fopen(cfg, "wb");
@@ -326,7 +332,7 @@ static void test_squatted(void)
     HANDLE squat = CreateNamedPipeW(w, PIPE_ACCESS_DUPLEX, PIPE_TYPE_BYTE, PIPE_UNLIMITED_INSTANCES,
                                     4096, 4096, 0, NULL);
     CHECK(squat != INVALID_HANDLE_VALUE);
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char err[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     int exited = daemon_wait(&d, 10000);
@@ -377,7 +383,7 @@ static int count(const char *hay, const char *needle)
  * file-specific form, once mapped for the pipe). The first instance and a later one. */
 static void test_dacl(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char sddl[1024], out[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     for (int i = 0; i < 2; i++) {
@@ -397,7 +403,7 @@ static void test_dacl(void)
  * FILE_CREATE_PIPE_INSTANCE (0x4). */
 static void test_operators_dacl(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char cfg[600], sddl[1024];
     snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-ops.json", tmp_dir, (int)uv_os_getpid());
     FILE *f = fopen(cfg, "wb");
@@ -421,7 +427,7 @@ static void test_operators_dacl(void)
  * pipe DACLs to a restricted token: there the case skips. */
 static void test_nonadmin_refused(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     CHECK(daemon_start(&d, NULL, "a") == 0);
     char out[4096];
     CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -505,5 +511,12 @@ int main(int argc, char **argv)
     };
     setvbuf(stdout, NULL, _IONBF, 0);
     setup(argc > 1 ? argv[1] : NULL, argv[0]);
-    return ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    int rc = ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    for (int i = 0; i < nstarted; i++)
+        if (!started[i]->exited) {
+            fprintf(stderr, "killing a daemon the case left running\n");
+            uv_process_kill(&started[i]->proc, SIGKILL);
+            daemon_wait(started[i], 5000);
+        }
+    return rc;
 }
