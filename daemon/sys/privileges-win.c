@@ -7,11 +7,34 @@
 
 #include <windows.h>
 
-static struct privilege privs[] = {
+#include <stdio.h>
+#include <stdlib.h>
+
+static struct privilege privs[3] = {
     {"SeDebugPrivilege", "open other users' processes (symbols, private bytes)", 0, 0},
     {"SeSystemProfilePrivilege", "ETW heap tracing with kernel stacks", 0, 0},
 };
-#define NPRIVS (sizeof(privs) / sizeof(privs[0]))
+static unsigned nprivs = 2;
+
+#ifdef HEAPTRACE_TEST_KNOBS
+/* HEAPTRACED_TEST_PRIVILEGE=NAME: one privilege more, for the tests of the
+ * missing path (wine's token holds both of ours; it lacks e.g.
+ * SeCreateTokenPrivilege, and has no CreateRestrictedToken to take ours away). */
+static void privileges_knob(void)
+{
+    static char name[64];
+    const char *e = getenv("HEAPTRACED_TEST_PRIVILEGE");
+    if (!e || !*e || nprivs != 2)
+        return;
+    snprintf(name, sizeof(name), "%s", e);
+    privs[2] = (struct privilege){name, "pass the test (HEAPTRACED_TEST_PRIVILEGE)", 0, 0};
+    nprivs = 3;
+}
+#else
+static void privileges_knob(void)
+{
+}
+#endif
 
 /* 0, or the Win32 error. AdjustTokenPrivileges succeeds even when the token
  * does not hold the privilege: it then sets ERROR_NOT_ALL_ASSIGNED, so the
@@ -38,7 +61,8 @@ int privileges_enable(void)
     if (!OpenProcessToken(GetCurrentProcess(), TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY, &token))
         open_err = GetLastError();
     int missing = 0;
-    for (unsigned i = 0; i < NPRIVS; i++) {
+    privileges_knob();
+    for (unsigned i = 0; i < nprivs; i++) {
         struct privilege *p = &privs[i];
         p->code = token ? privilege_enable(token, p->name) : open_err;
         p->enabled = p->code == ERROR_SUCCESS;
@@ -62,6 +86,6 @@ int privileges_enable(void)
 
 const struct privilege *privileges_list(unsigned *n)
 {
-    *n = NPRIVS;
+    *n = nprivs;
     return privs;
 }
