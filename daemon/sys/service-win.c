@@ -498,6 +498,7 @@ static void svc_event(WORD type, DWORD id, const char *fmt, int arg)
 static int svc_log_prepare(void *arg, const char *path)
 {
     (void)arg;
+    svc_report(SERVICE_START_PENDING, NO_ERROR, 0, 10000); /* configuration read: a checkpoint */
     wchar_t *w = svc_wide(path);
     wchar_t *slash = w ? wcsrchr(w, L'\\') : NULL;
     if (!slash) {
