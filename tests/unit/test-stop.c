@@ -123,7 +123,8 @@ int ht_test_failed;
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
-        T(request_from_thread), T(request_without_watch),
+        T(request_from_thread),
+        T(request_without_watch),
 #ifdef _WIN32
         T(console_ctrl_c),
 #endif
