@@ -13,7 +13,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: heaptraced [run] [--config FILE] [--pipe NAME] [--foreground] [--log-level L]\n"
 #ifdef _WIN32
-            "       heaptraced install [--start auto|manual] [--name NAME] [--config FILE] [--pipe NAME]\n"
+            "       heaptraced install [--start auto|manual] [--name NAME]\n"
+            "                          [--config FILE] [--pipe NAME]\n"
             "       heaptraced uninstall [--name NAME]\n"
 #else
             "       heaptraced install | uninstall\n"

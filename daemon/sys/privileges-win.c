@@ -31,9 +31,7 @@ static void privileges_knob(void)
     nprivs = 3;
 }
 #else
-static void privileges_knob(void)
-{
-}
+static void privileges_knob(void) {}
 #endif
 
 /* 0, or the Win32 error. AdjustTokenPrivileges succeeds even when the token
@@ -76,8 +74,8 @@ int privileges_enable(void)
                      "as LocalSystem (the service) or from an elevated administrator prompt",
                      p->name, p->needed);
         else
-            log_warn("privilege %s could not be enabled (needed to %s): Win32 error %lu",
-                     p->name, p->needed, p->code);
+            log_warn("privilege %s could not be enabled (needed to %s): Win32 error %lu", p->name,
+                     p->needed, p->code);
     }
     if (token)
         CloseHandle(token);

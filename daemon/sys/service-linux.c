@@ -23,8 +23,10 @@ static int service_check_opts(const struct service_opts *so)
         return -1;
     }
     if (so->manual_start || so->config_path || so->pipe_name) {
-        fprintf(stderr, "heaptraced: --start, --config and --pipe with install are for Windows "
-                        "services; edit %s (ExecStart) instead\n", UNIT_PATH);
+        fprintf(stderr,
+                "heaptraced: --start, --config and --pipe with install are for Windows "
+                "services; edit %s (ExecStart) instead\n",
+                UNIT_PATH);
         return -1;
     }
     return 0;

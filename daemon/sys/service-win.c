@@ -15,8 +15,8 @@
 #include <string.h>
 #include <wchar.h>
 
-#define SVC_DESCRIPTION                                                                           \
-    L"heaptrace: live allocation tracing of processes (ETW heap sessions) and replays, "          \
+#define SVC_DESCRIPTION                                                                            \
+    L"heaptrace: live allocation tracing of processes (ETW heap sessions) and replays, "           \
     L"queried with heaptracectl over the pipe \\\\.\\pipe\\heaptrace."
 /* Under HKLM: an event source is a key here holding EventMessageFile
  * (learn.microsoft.com, "Event Sources" and "Event Logging Elements":
@@ -55,7 +55,8 @@ static const char *svc_strerror(DWORD err, char *buf, size_t n)
     wchar_t w[256];
     DWORD k = FormatMessageW(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, err,
                              0, w, sizeof(w) / sizeof(w[0]), NULL);
-    while (k > 0 && (w[k - 1] == L'\n' || w[k - 1] == L'\r' || w[k - 1] == L' ' || w[k - 1] == L'.'))
+    while (k > 0 &&
+           (w[k - 1] == L'\n' || w[k - 1] == L'\r' || w[k - 1] == L' ' || w[k - 1] == L'.'))
         w[--k] = 0;
     if (k == 0 || WideCharToMultiByte(CP_UTF8, 0, w, -1, buf, (int)n, NULL, NULL) <= 0)
         snprintf(buf, n, "Win32 error");
@@ -84,8 +85,8 @@ static wchar_t *svc_name_w(const struct service_opts *so)
     const char *name = so->name ? so->name : SERVICE_NAME_DEFAULT;
     wchar_t *w = svc_name_ok(name) ? svc_wide(name) : NULL;
     if (!w)
-        fprintf(stderr, "heaptraced: bad service name \"%s\" (1 to 256 characters, no / \\ or \")\n",
-                name);
+        fprintf(stderr,
+                "heaptraced: bad service name \"%s\" (1 to 256 characters, no / \\ or \")\n", name);
     return w;
 }
 
@@ -205,7 +206,8 @@ static int svc_eventlog_add(const wchar_t *name, const wchar_t *exe)
     wchar_t key[512];
     swprintf(key, sizeof(key) / sizeof(key[0]), L"%ls%ls", SVC_EVENTLOG_KEY, name);
     HKEY k;
-    LSTATUS st = RegCreateKeyExW(HKEY_LOCAL_MACHINE, key, 0, NULL, 0, KEY_SET_VALUE, NULL, &k, NULL);
+    LSTATUS st =
+        RegCreateKeyExW(HKEY_LOCAL_MACHINE, key, 0, NULL, 0, KEY_SET_VALUE, NULL, &k, NULL);
     if (st != ERROR_SUCCESS) {
         svc_perror("cannot register the event log source", (DWORD)st);
         return -1;
@@ -214,8 +216,8 @@ static int svc_eventlog_add(const wchar_t *name, const wchar_t *exe)
     st = RegSetValueExW(k, L"EventMessageFile", 0, REG_EXPAND_SZ, (const BYTE *)exe,
                         (DWORD)((wcslen(exe) + 1) * sizeof(*exe)));
     if (st == ERROR_SUCCESS)
-        st = RegSetValueExW(k, L"TypesSupported", 0, REG_DWORD, (const BYTE *)&types,
-                            sizeof(types));
+        st =
+            RegSetValueExW(k, L"TypesSupported", 0, REG_DWORD, (const BYTE *)&types, sizeof(types));
     RegCloseKey(k);
     if (st != ERROR_SUCCESS) {
         svc_perror("cannot write the event log source", (DWORD)st);
@@ -264,8 +266,10 @@ static void svc_start_now(SC_HANDLE svc, const char *name)
     if (st == SERVICE_RUNNING)
         printf("started service %s\n", name);
     else
-        fprintf(stderr, "heaptraced: service %s did not reach RUNNING (state %lu): see its log "
-                        "and the Application event log\n", name, (unsigned long)st);
+        fprintf(stderr,
+                "heaptraced: service %s did not reach RUNNING (state %lu): see its log "
+                "and the Application event log\n",
+                name, (unsigned long)st);
 }
 
 int service_install(const char *self, const struct service_opts *so)
@@ -291,11 +295,15 @@ int service_install(const char *self, const struct service_opts *so)
     if (!svc) {
         DWORD e = GetLastError();
         if (e == ERROR_SERVICE_EXISTS || e == ERROR_DUPLICATE_SERVICE_NAME)
-            fprintf(stderr, "heaptraced: a service %s exists already (heaptraced uninstall --name "
-                            "%s removes it)\n", name8, name8);
+            fprintf(stderr,
+                    "heaptraced: a service %s exists already (heaptraced uninstall --name "
+                    "%s removes it)\n",
+                    name8, name8);
         else if (e == ERROR_SERVICE_MARKED_FOR_DELETE)
-            fprintf(stderr, "heaptraced: service %s is still being deleted: its process has not "
-                            "exited yet\n", name8);
+            fprintf(stderr,
+                    "heaptraced: service %s is still being deleted: its process has not "
+                    "exited yet\n",
+                    name8);
         else
             svc_perror("CreateService", e);
         goto close_scm;
@@ -332,7 +340,8 @@ static int svc_stop(SC_HANDLE svc, const char *name)
     }
     if (ss.dwCurrentState == SERVICE_STOPPED)
         return 1;
-    if (ss.dwCurrentState != SERVICE_STOP_PENDING && !ControlService(svc, SERVICE_CONTROL_STOP, &ss)) {
+    if (ss.dwCurrentState != SERVICE_STOP_PENDING &&
+        !ControlService(svc, SERVICE_CONTROL_STOP, &ss)) {
         DWORD e = GetLastError();
         if (e != ERROR_SERVICE_NOT_ACTIVE) {
             svc_perror("ControlService (stop)", e);
@@ -387,7 +396,8 @@ int service_uninstall(const struct service_opts *so)
         /* The SCM deletes a marked service once its process exits and every
          * handle to it is closed (learn.microsoft.com, "DeleteService"). */
         printf("left: service %s still runs; it is marked for deletion and goes when its process "
-               "exits\n", name8);
+               "exits\n",
+               name8);
         rc = -1;
     }
     int ev = svc_eventlog_remove(name);
@@ -412,7 +422,7 @@ free_name:
 static struct {
     const struct run_opts *opts;
     SERVICE_STATUS_HANDLE handle;
-    HANDLE events; /* RegisterEventSourceW, NULL if not */
+    HANDLE events;         /* RegisterEventSourceW, NULL if not */
     CRITICAL_SECTION lock; /* status: the control handler runs on another thread */
     SERVICE_STATUS status;
     char log_default[MAX_PATH];

@@ -130,8 +130,8 @@ static char *pipe_line(HANDLE h)
             return line;
         }
         DWORD got;
-        if (rlen == sizeof(rbuf) || !ReadFile(h, rbuf + rlen, (DWORD)(sizeof(rbuf) - rlen), &got, NULL) ||
-            got == 0)
+        if (rlen == sizeof(rbuf) ||
+            !ReadFile(h, rbuf + rlen, (DWORD)(sizeof(rbuf) - rlen), &got, NULL) || got == 0)
             return NULL;
         rlen += got;
     }
@@ -223,7 +223,8 @@ static int eventsource_exists(const wchar_t *name)
 static void cleanup(const wchar_t *name)
 {
     SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
-    SC_HANDLE s = scm ? OpenServiceW(scm, name, SERVICE_STOP | SERVICE_QUERY_STATUS | DELETE) : NULL;
+    SC_HANDLE s =
+        scm ? OpenServiceW(scm, name, SERVICE_STOP | SERVICE_QUERY_STATUS | DELETE) : NULL;
     if (s) {
         SERVICE_STATUS st;
         SERVICE_STATUS_PROCESS sp;
@@ -256,7 +257,8 @@ static void need_admin(void)
     SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT | SC_MANAGER_CREATE_SERVICE);
     if (!scm) {
         printf("skip: the service control manager refused SC_MANAGER_CREATE_SERVICE (error %lu): "
-               "run the tests as administrator\n", (unsigned long)GetLastError());
+               "run the tests as administrator\n",
+               (unsigned long)GetLastError());
         exit(HT_TEST_SKIP);
     }
     CloseServiceHandle(scm);
@@ -303,8 +305,7 @@ static void install_config_body(void)
         swprintf(want, 1024, L"\"%ls\" run --pipe \"%ls\"", exe, pipe);
         ok = qc->dwServiceType == SERVICE_WIN32_OWN_PROCESS &&
              qc->dwStartType == SERVICE_DEMAND_START && _wcsicmp(qc->lpBinaryPathName, want) == 0 &&
-             qc->lpServiceStartName &&
-             _wcsicmp(qc->lpServiceStartName, L"LocalSystem") == 0;
+             qc->lpServiceStartName && _wcsicmp(qc->lpServiceStartName, L"LocalSystem") == 0;
     }
     int desc_ok = QueryServiceConfig2W(s, SERVICE_CONFIG_DESCRIPTION, buf, sizeof(buf), &need) &&
                   ((SERVICE_DESCRIPTIONW *)buf)->lpDescription &&
@@ -495,8 +496,8 @@ static void scm_e2e_body(void)
              cfg);
     CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
     SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
-    SC_HANDLE s = scm ? OpenServiceW(scm, svc, SERVICE_START | SERVICE_STOP | SERVICE_QUERY_STATUS)
-                      : NULL;
+    SC_HANDLE s =
+        scm ? OpenServiceW(scm, svc, SERVICE_START | SERVICE_STOP | SERVICE_QUERY_STATUS) : NULL;
     if (scm)
         CloseServiceHandle(scm);
     CHECK(s);
@@ -520,13 +521,14 @@ static void scm_e2e_body(void)
         loaded = load_replay(h) == 0;
         r = request(h, "{\"v\":1,\"id\":3,\"cmd\":\"stacks\",\"args\":{\"session\":\"demo\","
                        "\"by\":\"frame\"}}");
-        cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "data"), "rows"), 0);
+        cJSON *row =
+            cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "data"), "rows"), 0);
         const char *fr = cJSON_GetStringValue(cJSON_GetObjectItem(row, "frame"));
         double cnt = cJSON_GetNumberValue(cJSON_GetObjectItem(row, "count"));
         fprintf(stderr, "stacks: first row %s count %.0f\n", fr ? fr : "(none)", cnt);
         /* tests/integration/expected/stacks_by_frame.json: the same replay on Linux. */
-        stacks_ok = reply_ok(r) && fr && !strcmp(fr, "MemoryTestApp.exe!InnerLoopOperation") &&
-                    cnt == 1200;
+        stacks_ok =
+            reply_ok(r) && fr && !strcmp(fr, "MemoryTestApp.exe!InnerLoopOperation") && cnt == 1200;
         cJSON_Delete(r);
         r = request(h, "{\"v\":1,\"id\":4,\"cmd\":\"version\"}");
         cJSON *pv = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "data"), "privileges");
@@ -742,8 +744,9 @@ static void test_privilege_missing(void)
     RemoveDirectoryW(dir);
     int n_pv = cJSON_GetArraySize(pv);
     cJSON *extra = cJSON_GetArrayItem(pv, 2);
-    int extra_ok = extra && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(extra, "name")),
-                                    "SeCreateTokenPrivilege") &&
+    int extra_ok = extra &&
+                   !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(extra, "name")),
+                           "SeCreateTokenPrivilege") &&
                    cJSON_IsFalse(cJSON_GetObjectItem(extra, "enabled")) &&
                    cJSON_GetNumberValue(cJSON_GetObjectItem(extra, "error")) == 1300 &&
                    cJSON_IsString(cJSON_GetObjectItem(extra, "needed_to"));
@@ -760,4 +763,5 @@ static void test_privilege_missing(void)
     CHECK(strstr(log, "warn: privilege SeCreateTokenPrivilege is not held by this account"));
 }
 
-HT_TEST_MAIN(T(privilege_missing), T(install_config), T(recovery_actions), T(install_auto), T(scm_e2e), T(log_dir_dacl), T(console_fallback))
+HT_TEST_MAIN(T(privilege_missing), T(install_config), T(recovery_actions), T(install_auto),
+             T(scm_e2e), T(log_dir_dacl), T(console_fallback))
