@@ -8,7 +8,9 @@
 
 #include <windows.h>
 #include <aclapi.h>
+#include <knownfolders.h>
 #include <sddl.h>
+#include <shlobj.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -559,15 +561,19 @@ static void svc_listening(void *arg)
     svc_report(SERVICE_RUNNING, NO_ERROR, 0, 0);
 }
 
-/* %ProgramData%\heaptrace\heaptraced.log: the service's data directory. Services
- * get the system environment, which names ProgramData. */
+/* %ProgramData%\heaptrace\heaptraced.log: the service's data directory.
+ * The known folder, not the environment variable: a service's environment
+ * is not the operator's (wine's services.exe even gives it another
+ * ProgramData). FOLDERID_ProgramData (learn.microsoft.com, "KNOWNFOLDERID"). */
 static void svc_default_log(void)
 {
-    char pd[MAX_PATH];
-    DWORD n = GetEnvironmentVariableA("ProgramData", pd, sizeof(pd));
-    if (n == 0 || n >= sizeof(pd))
-        snprintf(pd, sizeof(pd), "C:\\ProgramData");
-    snprintf(svc.log_default, sizeof(svc.log_default), "%s\\heaptrace\\heaptraced.log", pd);
+    wchar_t *pd = NULL;
+    char pd8[MAX_PATH];
+    if (SHGetKnownFolderPath(&FOLDERID_ProgramData, 0, NULL, &pd) != S_OK ||
+        WideCharToMultiByte(CP_ACP, 0, pd, -1, pd8, sizeof(pd8), NULL, NULL) <= 0)
+        snprintf(pd8, sizeof(pd8), "C:\\ProgramData");
+    CoTaskMemFree(pd);
+    snprintf(svc.log_default, sizeof(svc.log_default), "%s\\heaptrace\\heaptraced.log", pd8);
 }
 
 static void WINAPI svc_main(DWORD argc, wchar_t **argv)

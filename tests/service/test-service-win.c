@@ -7,7 +7,9 @@
 
 #include <windows.h>
 #include <aclapi.h>
+#include <knownfolders.h>
 #include <sddl.h>
+#include <shlobj.h>
 
 #include <cjson/cJSON.h>
 
@@ -638,6 +640,21 @@ static void install_auto_body(void)
     CHECK(strstr(out, "stopped service"));
     CHECK_EQ(service_exists(svc), 0);
     CHECK_EQ(eventsource_exists(svc), 0);
+    /* No log_file in a configuration: the default, %ProgramData%\heaptrace. */
+    wchar_t *pd = NULL, logf[MAX_PATH];
+    CHECK(SHGetKnownFolderPath(&FOLDERID_ProgramData, 0, NULL, &pd) == S_OK);
+    swprintf(logf, MAX_PATH, L"%ls\\heaptrace\\heaptraced.log", pd);
+    CoTaskMemFree(pd);
+    FILE *f = _wfopen(logf, L"rb");
+    fprintf(stderr, "default log %ls: %s\n", logf, f ? "there" : "missing");
+    CHECK(f);
+    static char log[1 << 20];
+    size_t n = fread(log, 1, sizeof(log) - 1, f);
+    fclose(f);
+    log[n] = 0;
+    char want[256];
+    snprintf(want, sizeof(want), "listening on %ls", pipe);
+    CHECK(strstr(log, want));
 }
 
 static void test_install_auto(void)
