@@ -663,6 +663,56 @@ static void test_install_auto(void)
     cleanup(cur_svc);
 }
 
+/* A service that cannot start (its configuration is not JSON) reports
+ * STOPPED with a service-specific exit code (heaptraced_run's 1), not
+ * RUNNING and not a crash. */
+static void start_failure_body(void)
+{
+    wchar_t svc[128], pipe[128], args[2048], dir[MAX_PATH], cfg[MAX_PATH];
+    char out[8192];
+    names("bad", svc, pipe);
+    wcscpy(cur_svc, svc);
+    temp_dir("bad", dir, MAX_PATH);
+    swprintf(cfg, MAX_PATH, L"%ls\\bad.json", dir);
+    FILE *f = _wfopen(cfg, L"wb");
+    CHECK(f);
+    fputs("{not json\n", f);
+    fclose(f);
+    swprintf(args, 2048, L"install --start manual --name %ls --pipe %ls --config %ls", svc, pipe,
+             cfg);
+    CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
+    SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
+    SC_HANDLE s = scm ? OpenServiceW(scm, svc, SERVICE_START | SERVICE_QUERY_STATUS) : NULL;
+    if (scm)
+        CloseServiceHandle(scm);
+    CHECK(s);
+    int started = StartServiceW(s, 0, NULL);
+    DWORD e = GetLastError();
+    SERVICE_STATUS st = {0};
+    ULONGLONG until = GetTickCount64() + WAIT_MS;
+    while (QueryServiceStatus(s, &st) && st.dwCurrentState != SERVICE_STOPPED &&
+           GetTickCount64() < until)
+        Sleep(100);
+    CloseServiceHandle(s);
+    DeleteFileW(cfg);
+    RemoveDirectoryW(dir);
+    fprintf(stderr, "StartService %d (error %lu): state %lu, exit %lu, specific %lu\n", started,
+            (unsigned long)e, (unsigned long)st.dwCurrentState, (unsigned long)st.dwWin32ExitCode,
+            (unsigned long)st.dwServiceSpecificExitCode);
+    CHECK(started);
+    CHECK_EQ(st.dwCurrentState, SERVICE_STOPPED);
+    CHECK_EQ(st.dwWin32ExitCode, ERROR_SERVICE_SPECIFIC_ERROR);
+    CHECK_EQ(st.dwServiceSpecificExitCode, 1);
+    swprintf(args, 2048, L"uninstall --name %ls", svc);
+    CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
+}
+
+static void test_start_failure(void)
+{
+    start_failure_body();
+    cleanup(cur_svc);
+}
+
 /* `run` from a console, not the SCM: StartServiceCtrlDispatcherW fails with
  * ERROR_FAILED_SERVICE_CONTROLLER_CONNECT and the daemon serves here; a
  * shutdown request ends it with 0. */
@@ -781,4 +831,4 @@ static void test_privilege_missing(void)
 }
 
 HT_TEST_MAIN(T(privilege_missing), T(install_config), T(recovery_actions), T(install_auto),
-             T(scm_e2e), T(log_dir_dacl), T(console_fallback))
+             T(scm_e2e), T(log_dir_dacl), T(start_failure), T(console_fallback))
