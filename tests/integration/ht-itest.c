@@ -1,0 +1,992 @@
+/*
+ * The integration cases that run the same on Linux and on Windows (under
+ * wine in CI): the real heaptraced on a private endpoint (a Unix socket in a
+ * temporary directory; \\.\pipe\ht-test-PID-N on Windows) and the real
+ * heaptracectl, both started with libuv (uv_spawn), so this file has no
+ * platform code. The bash suite (run.sh, cases-*.sh) covers much more on
+ * Unix; these cases are the part Windows must pass too.
+ * usage: ht-itest [CASE]   (CTest runs one case per test: ht-itest.CASE)
+ */
+#include "ht-test.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <uv.h>
+
+#ifndef HT_ITEST_DAEMON
+#error "HT_ITEST_DAEMON (the heaptraced to run) is set by tests/integration/CMakeLists.txt"
+#endif
+
+/* Bounds: wine starts a process in ~50 ms, a loaded machine more. */
+#define ITEST_CMD_MS 60000
+#define ITEST_START_MS 20000
+
+static uv_loop_t *loop;
+static char tmpdir[1024];  /* the case's own directory */
+static char endpoint[1100]; /* the daemon's --pipe */
+static const char *demo = HT_TEST_DATA "/memorytestapp.htev";
+
+struct buf {
+    char *p;
+    size_t n, cap;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->n + n + 1 > cap)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            fprintf(stderr, "ht-itest: out of memory\n");
+            exit(1);
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static const char *buf_str(const struct buf *b)
+{
+    return b->p ? b->p : "";
+}
+
+/* A child process: its standard output read into out_b, its error output into err_b. */
+struct child {
+    uv_process_t proc;
+    uv_pipe_t in, out, err;
+    struct buf out_b, err_b;
+    int open; /* handles not closed yet */
+    int exited;
+    int64_t status;
+    int term_signal;
+    char *in_data; /* written to its stdin, then stdin is closed */
+};
+
+static void on_close(uv_handle_t *h)
+{
+    struct child *c = h->data;
+    c->open--;
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)h;
+    (void)hint;
+    static char chunk[1 << 16];
+    *b = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct child *c = s->data;
+    if (n > 0)
+        buf_add((uv_pipe_t *)s == &c->err ? &c->err_b : &c->out_b, b->base, (size_t)n);
+    else if (n < 0)
+        uv_close((uv_handle_t *)s, on_close);
+}
+
+static void child_exited(uv_process_t *p, int64_t status, int sig)
+{
+    struct child *c = p->data;
+    c->exited = 1;
+    c->status = status;
+    c->term_signal = sig;
+    uv_close((uv_handle_t *)p, on_close);
+}
+
+static void on_stdin_written(uv_write_t *w, int status)
+{
+    (void)status; /* a child that exits early is seen by its exit code */
+    struct child *c = w->data;
+    free(w);
+    free(c->in_data);
+    c->in_data = NULL;
+    uv_close((uv_handle_t *)&c->in, on_close);
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Run the loop until done(arg) or ms passed (a 20 ms tick re-checks). 1 if done. */
+static int run_until(int (*done)(void *), void *arg, uint64_t ms)
+{
+    uv_timer_t tick;
+    uv_timer_init(loop, &tick);
+    uv_update_time(loop);
+    uint64_t end = uv_now(loop) + ms;
+    int ok;
+    while (!(ok = done(arg)) && uv_now(loop) < end) {
+        uv_timer_start(&tick, tick_cb, 20, 0);
+        uv_run(loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return ok;
+}
+
+static int child_done(void *arg)
+{
+    struct child *c = arg;
+    return c->exited && c->open == 0;
+}
+
+/* Start argv[0] with argv. stdin: a pipe we write later (child_write), or
+ * nothing. 0 or -1. */
+static int child_start(struct child *c, char **argv, int with_stdin)
+{
+    memset(c, 0, sizeof(*c));
+    uv_stdio_container_t io[3];
+    c->proc.data = c->in.data = c->out.data = c->err.data = c;
+    uv_pipe_init(loop, &c->out, 0);
+    uv_pipe_init(loop, &c->err, 0);
+    io[0].flags = UV_IGNORE;
+    if (with_stdin) {
+        uv_pipe_init(loop, &c->in, 0);
+        io[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        io[0].data.stream = (uv_stream_t *)&c->in;
+    }
+    io[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    io[1].data.stream = (uv_stream_t *)&c->out;
+    io[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    io[2].data.stream = (uv_stream_t *)&c->err;
+    uv_process_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.file = argv[0];
+    o.args = argv;
+    o.exit_cb = child_exited;
+    o.stdio = io;
+    o.stdio_count = 3;
+    o.flags = UV_PROCESS_WINDOWS_HIDE;
+    int rc = uv_spawn(loop, &c->proc, &o);
+    c->open = 3 + with_stdin;
+    if (rc != 0) {
+        fprintf(stderr, "ht-itest: cannot start %s: %s\n", argv[0], uv_strerror(rc));
+        uv_close((uv_handle_t *)&c->out, on_close);
+        uv_close((uv_handle_t *)&c->err, on_close);
+        if (with_stdin)
+            uv_close((uv_handle_t *)&c->in, on_close);
+        c->open--; /* the process handle was never opened */
+        c->exited = 1;
+        c->status = 127;
+        run_until(child_done, c, 1000);
+        return -1;
+    }
+    uv_read_start((uv_stream_t *)&c->out, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&c->err, on_alloc, on_read);
+    return 0;
+}
+
+/* Write data (taken over) to the child's stdin, then close it. */
+static void child_write(struct child *c, char *data, size_t n)
+{
+    uv_write_t *w = malloc(sizeof(*w));
+    w->data = c;
+    c->in_data = data;
+    uv_buf_t b = uv_buf_init(data, (unsigned)n);
+    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, on_stdin_written) != 0) {
+        free(w);
+        free(data);
+        c->in_data = NULL;
+        uv_close((uv_handle_t *)&c->in, on_close);
+    }
+}
+
+/* Wait for the child's end (killed past ms). Its exit code, or -1 if killed. */
+static int child_wait(struct child *c, uint64_t ms, const char *what)
+{
+    if (!run_until(child_done, c, ms)) {
+        fprintf(stderr, "ht-itest: %s still running after %llu ms: killed\n", what,
+                (unsigned long long)ms);
+        if (!c->exited)
+            uv_process_kill(&c->proc, SIGKILL);
+        run_until(child_done, c, 5000);
+        return -1;
+    }
+    return c->term_signal ? -1 : (int)c->status;
+}
+
+static void child_free(struct child *c)
+{
+    free(c->out_b.p);
+    free(c->err_b.p);
+    memset(c, 0, sizeof(*c));
+}
+
+/* The daemon of the case (its log in out_b and err_b). */
+static struct child daemon;
+static int daemon_running;
+
+/* One heaptracectl run: its exit code, output and error output. */
+struct res {
+    int rc;
+    char *out, *err;
+};
+
+static void res_free(struct res *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ctl("ping", NULL): run heaptracectl to its end. */
+static struct res ctl(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    /* first is the first argument: put it back in front of the rest. */
+    char *argv[40];
+    int n = 0;
+    argv[n++] = (char *)first;
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && n < 38)
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    struct child c;
+    char *full[44];
+    int k = 0;
+    full[k++] = HT_ITEST_CTL;
+    full[k++] = "--pipe";
+    full[k++] = endpoint;
+    for (int i = 0; i < n; i++)
+        full[k++] = argv[i];
+    full[k] = NULL;
+    struct res r = {-1, NULL, NULL};
+    if (child_start(&c, full, 0) == 0)
+        r.rc = child_wait(&c, ITEST_CMD_MS, "heaptracectl");
+    r.out = strdup(buf_str(&c.out_b));
+    r.err = strdup(buf_str(&c.err_b));
+    child_free(&c);
+    return r;
+}
+
+/* The whole file (malloc'd, NUL-terminated), or NULL. */
+static char *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    struct buf b = {0};
+    char chunk[1 << 16];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        buf_add(&b, chunk, k);
+    fclose(f);
+    if (!b.p)
+        buf_add(&b, "", 0);
+    if (n)
+        *n = b.n;
+    return b.p;
+}
+
+static int write_file(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int rc = fputs(s, f) < 0;
+    return fclose(f) != 0 || rc ? -1 : 0;
+}
+
+static char *tpath(const char *name)
+{
+    static char p[4][1200];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof(p[k]), "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+/* The value at a dotted path ("rows.0.frame"), or NULL. */
+static const cJSON *jget(const cJSON *o, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *tok = buf, *dot; o && tok; tok = dot) {
+        dot = strchr(tok, '.');
+        if (dot)
+            *dot++ = '\0';
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(tok))
+                             : cJSON_GetObjectItemCaseSensitive(o, tok);
+    }
+    return o;
+}
+
+static double jnum(const cJSON *o, const char *path)
+{
+    const cJSON *v = jget(o, path);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static const char *jstr(const cJSON *o, const char *path)
+{
+    const cJSON *v = jget(o, path);
+    return cJSON_IsString(v) ? v->valuestring : "(missing)";
+}
+
+/* Wall-clock fields removed, as ht-testtool norm does for the bash suite's goldens. */
+static void strip(cJSON *o)
+{
+    static const char *const volatile_keys[] = {"wall_start", "libuv", "cjson", NULL};
+    for (int i = 0; volatile_keys[i]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, volatile_keys[i]);
+    cJSON *c;
+    cJSON_ArrayForEach(c, o)
+    {
+        if (cJSON_IsObject(c) || cJSON_IsArray(c))
+            strip(c);
+    }
+}
+
+/* text normalized (printed with a newline, like puts), or NULL if not JSON. */
+static char *norm(const char *text, int drop_session)
+{
+    cJSON *o = cJSON_Parse(text);
+    if (!o)
+        return NULL;
+    strip(o);
+    if (drop_session)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "session");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    size_t n = strlen(s);
+    char *r = malloc(n + 2);
+    memcpy(r, s, n);
+    r[n] = '\n';
+    r[n + 1] = '\0';
+    cJSON_free(s);
+    return r;
+}
+
+/* --- The daemon --- */
+
+static int ping_ok(void)
+{
+    struct res r = ctl("ping", NULL);
+    int ok = r.rc == 0;
+    res_free(&r);
+    return ok;
+}
+
+static void daemon_dump(void)
+{
+    const struct buf *b[2] = {&daemon.out_b, &daemon.err_b};
+    for (int i = 0; i < 2; i++) {
+        const char *log = buf_str(b[i]);
+        size_t n = strlen(log);
+        fprintf(stderr, "--- daemon %s (tail)\n%s\n", i ? "stderr" : "stdout",
+                n > 3000 ? log + n - 3000 : log);
+    }
+}
+
+/* heaptraced --foreground on the case's endpoint, answering pings. 0 or -1. */
+static int daemon_start(void)
+{
+    char *argv[] = {HT_ITEST_DAEMON, "--foreground", "--log-level", "debug", "--pipe", endpoint,
+                    NULL};
+    if (child_start(&daemon, argv, 0) != 0)
+        return -1;
+    daemon_running = 1;
+    uv_update_time(loop);
+    uint64_t end = uv_now(loop) + ITEST_START_MS;
+    while (uv_now(loop) < end) {
+        if (ping_ok())
+            return 0;
+        if (daemon.exited) {
+            fprintf(stderr, "ht-itest: the daemon exited at start (status %lld)\n",
+                    (long long)daemon.status);
+            daemon_dump();
+            return -1;
+        }
+        uv_sleep(50);
+        uv_update_time(loop);
+    }
+    fprintf(stderr, "ht-itest: the daemon did not answer within %d ms\n", ITEST_START_MS);
+    daemon_dump();
+    return -1;
+}
+
+static int log_has(void *needle)
+{
+    return strstr(buf_str(&daemon.out_b), needle) != NULL ||
+           strstr(buf_str(&daemon.err_b), needle) != NULL;
+}
+
+/* The daemon's log (stdout and stderr) holds needle within ms. */
+static int daemon_logged(const char *needle, uint64_t ms)
+{
+    return run_until(log_has, (void *)needle, ms);
+}
+
+/* --- Raw requests: a client of our own, for what heaptracectl never sends --- */
+
+struct raw {
+    uv_pipe_t pipe;
+    uv_connect_t conn;
+    uv_write_t w;
+    struct buf in;
+    const char *send;
+    int status; /* 1 connected, <0 failed */
+    int closed;
+};
+
+static void raw_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct raw *r = s->data;
+    if (n > 0)
+        buf_add(&r->in, b->base, (size_t)n);
+    else if (n < 0 && !r->closed) {
+        r->closed = 1;
+        uv_read_stop(s);
+    }
+}
+
+static void raw_connected(uv_connect_t *req, int status)
+{
+    struct raw *r = req->data;
+    r->status = status == 0 ? 1 : status;
+    if (status != 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)r->send, (unsigned)strlen(r->send));
+    uv_write(&r->w, (uv_stream_t *)&r->pipe, &b, 1, NULL);
+    uv_read_start((uv_stream_t *)&r->pipe, on_alloc, raw_read);
+}
+
+struct raw_wait {
+    struct raw *r;
+    int lines;
+};
+
+static int raw_done(void *arg)
+{
+    struct raw_wait *w = arg;
+    int n = 0;
+    for (const char *p = buf_str(&w->r->in); *p; p++)
+        n += *p == '\n';
+    return w->r->status < 0 || w->r->closed || n >= w->lines;
+}
+
+static void raw_closed(uv_handle_t *h)
+{
+    struct raw *r = h->data;
+    r->closed = 2;
+}
+
+static int raw_closed_done(void *arg)
+{
+    return ((struct raw *)arg)->closed == 2;
+}
+
+/* Send text over a fresh connection; the reply lines (malloc'd) once `lines` came. */
+static char *raw_request(const char *text, int lines)
+{
+    struct raw r;
+    memset(&r, 0, sizeof(r));
+    r.send = text;
+    r.pipe.data = r.conn.data = &r;
+    uv_pipe_init(loop, &r.pipe, 0);
+    uv_pipe_connect(&r.conn, &r.pipe, endpoint, raw_connected);
+    struct raw_wait w = {&r, lines};
+    run_until(raw_done, &w, 10000);
+    r.closed = 1;
+    uv_close((uv_handle_t *)&r.pipe, raw_closed);
+    run_until(raw_closed_done, &r, 5000);
+    char *out = strdup(buf_str(&r.in));
+    free(r.in.p);
+    return out;
+}
+
+/* --- Set-up and tear-down of a case --- */
+
+static unsigned case_counter;
+
+static void rm_tree(const char *dir)
+{
+    uv_fs_t req;
+    if (uv_fs_scandir(NULL, &req, dir, 0, NULL) >= 0) {
+        uv_dirent_t ent;
+        while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
+            char p[1200];
+            snprintf(p, sizeof(p), "%s/%s", dir, ent.name);
+            uv_fs_t u;
+            uv_fs_unlink(NULL, &u, p, NULL);
+            uv_fs_req_cleanup(&u);
+        }
+    }
+    uv_fs_req_cleanup(&req);
+    uv_fs_rmdir(NULL, &req, dir, NULL);
+    uv_fs_req_cleanup(&req);
+}
+
+static int setup(void)
+{
+    static uv_loop_t l;
+    if (!loop) {
+        uv_loop_init(&l);
+        loop = &l;
+        setvbuf(stdout, NULL, _IONBF, 0); /* wine: a pipe's buffered lines die with a crash */
+    }
+    char base[900];
+    size_t n = sizeof(base);
+    if (uv_os_tmpdir(base, &n) != 0)
+        snprintf(base, sizeof(base), ".");
+    char tmpl[1000];
+    snprintf(tmpl, sizeof(tmpl), "%s/ht-itest-XXXXXX", base);
+    uv_fs_t req;
+    if (uv_fs_mkdtemp(NULL, &req, tmpl, NULL) != 0) {
+        fprintf(stderr, "ht-itest: cannot make a directory from %s\n", tmpl);
+        uv_fs_req_cleanup(&req);
+        return -1;
+    }
+    snprintf(tmpdir, sizeof(tmpdir), "%s", req.path);
+    uv_fs_req_cleanup(&req);
+#ifdef _WIN32
+    /* Pipe names live in their own namespace, unique per run and case. */
+    snprintf(endpoint, sizeof(endpoint), "\\\\.\\pipe\\ht-test-%d-%u", (int)uv_os_getpid(),
+             ++case_counter);
+#else
+    snprintf(endpoint, sizeof(endpoint), "%s/ht.sock", tmpdir);
+    ++case_counter;
+#endif
+    return 0;
+}
+
+static void teardown(void)
+{
+    if (daemon_running) {
+        if (!daemon.exited) {
+            struct res r = ctl("shutdown", NULL);
+            res_free(&r);
+        }
+        if (child_wait(&daemon, 10000, "heaptraced") != 0 && ht_test_failed == 0)
+            fprintf(stderr, "ht-itest: the daemon did not stop by itself\n");
+        if (ht_test_failed)
+            daemon_dump();
+        child_free(&daemon);
+        daemon_running = 0;
+    }
+    rm_tree(tmpdir);
+}
+
+/* A case: its own directory and endpoint; a daemon when with_daemon. */
+#define ITEST(name, with_daemon)                                                                   \
+    static void body_##name(void);                                                                 \
+    static void test_##name(void)                                                                  \
+    {                                                                                              \
+        if (setup() != 0) {                                                                        \
+            ht_test_failed = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+        if (!(with_daemon) || daemon_start() == 0)                                                 \
+            body_##name();                                                                         \
+        else                                                                                       \
+            ht_test_failed = 1;                                                                    \
+        teardown();                                                                                \
+    }                                                                                              \
+    static void body_##name(void)
+
+#define CHECK_RC(r, want)                                                                          \
+    do {                                                                                           \
+        if ((r).rc != (want)) {                                                                    \
+            fprintf(stderr, "%s:%d: exit code %d, expected %d\nstdout: %s\nstderr: %s\n",          \
+                    __FILE__, __LINE__, (r).rc, (want), (r).out, (r).err);                         \
+            res_free(&(r));                                                                        \
+            ht_test_failed = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_HAS(s, needle)                                                                       \
+    do {                                                                                           \
+        if (!strstr((s), (needle))) {                                                              \
+            fprintf(stderr, "%s:%d: no \"%s\" in:\n%s\n", __FILE__, __LINE__, (needle), (s));      \
+            ht_test_failed = 1;                                                                    \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* load the demo recording as session "demo". */
+static int load_demo(void)
+{
+    struct res r = ctl("load", demo, "--name", "demo", NULL);
+    if (r.rc != 0)
+        fprintf(stderr, "load failed (%d): %s%s\n", r.rc, r.out, r.err);
+    int rc = r.rc;
+    res_free(&r);
+    return rc;
+}
+
+/* ctl --json ARGS parsed (NULL, reported, if it failed or is not JSON). */
+static cJSON *ctl_json(const char *a1, const char *a2, const char *a3, const char *a4,
+                       const char *a5, const char *a6)
+{
+    struct res r = ctl("--json", a1, a2, a3, a4, a5, a6, NULL);
+    cJSON *o = r.rc == 0 ? cJSON_Parse(r.out) : NULL;
+    if (!o)
+        fprintf(stderr, "heaptracectl --json %s %s: exit %d: %s%s\n", a1, a2 ? a2 : "", r.rc,
+                r.out, r.err);
+    res_free(&r);
+    return o;
+}
+
+/* --- The cases --- */
+
+ITEST(ping, 1)
+{
+    struct res r = ctl("ping", NULL);
+    CHECK_RC(r, 0);
+    CHECK_HAS(r.out, "answers");
+    res_free(&r);
+}
+
+ITEST(version, 1)
+{
+    cJSON *v = ctl_json("version", NULL, NULL, NULL, NULL, NULL);
+    CHECK(v);
+    double proto = jnum(v, "protocol");
+    char *name = strdup(jstr(v, "sources.0.name"));
+    const cJSON *modes = jget(v, "sources.0.modes");
+    int stream_only = cJSON_GetArraySize(modes) == 1 &&
+                      !strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(modes, 0)), "stream");
+    int avail = cJSON_IsTrue(jget(v, "sources.0.available"));
+    cJSON_Delete(v);
+    CHECK_EQ(proto, 1);
+    CHECK_STR(name, "replay");
+    free(name);
+    CHECK(stream_only);
+    CHECK(avail);
+}
+
+/* The bash suite's golden replies (expected/), from the same load. */
+ITEST(golden, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    static const struct {
+        const char *name;
+        const char *args[8];
+    } g[] = {
+        {"ls", {"ls"}},
+        {"status", {"status", "demo"}},
+        {"stacks_by_frame", {"stacks", "--by", "frame"}},
+        {"stacks_aifo_tree", {"stacks", "--type", "AIFO", "--top", "5"}},
+        {"commits_halfway", {"commits", "--range", "14s:16s", "--sort", "impact"}},
+        {"commits_list", {"commits", "--range", "19s:29s", "--type", "AIFI", "--list"}},
+        {"timeline", {"timeline", "--step", "5s"}},
+        {"stacks_by_heap", {"stacks", "--by", "heap"}},
+        {"stacks_by_type", {"stacks", "--by", "type"}},
+        {"stacks_by_image", {"stacks", "--by", "image", "--no-default-cull"}},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+        const char *const *a = g[i].args;
+        struct res r = ctl("--json", a[0], a[1], a[2], a[3], a[4], a[5], a[6], NULL);
+        char *got = r.rc == 0 ? norm(r.out, 0) : NULL;
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/%s.json", HT_ITEST_EXPECTED, g[i].name);
+        char *want = read_file(path, NULL);
+        if (!got || !want || strcmp(got, want) != 0) {
+            fprintf(stderr, "golden %s: exit %d, differs from %s\n--- got\n%s\n--- stderr\n%s\n",
+                    g[i].name, r.rc, path, got ? got : r.out, r.err);
+            write_file(tpath("got.json"), got ? got : "");
+            bad++;
+        }
+        free(got);
+        free(want);
+        res_free(&r);
+    }
+    CHECK_EQ(bad, 0);
+}
+
+/* The figures the bash case seed000 checks, from the replay. */
+ITEST(figures, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    cJSON *j = ctl_json("commits", "--range", "14s:16s", "--by", "frame", NULL);
+    CHECK(j);
+    CHECK_STR(jstr(j, "rows.0.frame"), "MemoryTestApp.exe!main");
+    CHECK_EQ(jnum(j, "rows.0.impacting"), 10485760);
+    CHECK_EQ(jnum(j, "total.impacting"), 10485760);
+    cJSON_Delete(j);
+    j = ctl_json("commits", "--range", "19s:29s", "--type", "AIFI", NULL);
+    CHECK(j);
+    CHECK_EQ(jnum(j, "total.count"), 4);
+    CHECK_EQ(jnum(j, "total.size"), 41943040);
+    CHECK_EQ(jnum(j, "total.impacting"), 0);
+    CHECK_STR(jstr(j, "rows.0.frames.0"), "MemoryTestApp.exe!ManipulateTemporaryBuffer");
+    cJSON_Delete(j);
+    j = ctl_json("stacks", "--type", "AIFO", "--by", "frame", NULL);
+    CHECK(j);
+    CHECK_STR(jstr(j, "rows.0.frame"), "MemoryTestApp.exe!InnerLoopOperation");
+    CHECK_EQ(jnum(j, "rows.0.count"), 1200);
+    CHECK_EQ(jnum(j, "rows.0.size"), 48000);
+    cJSON_Delete(j);
+    j = ctl_json("commits", NULL, NULL, NULL, NULL, NULL);
+    CHECK(j);
+    CHECK_EQ(jnum(j, "total.size"), 125829120);
+    cJSON_Delete(j);
+    /* The human rendering too: the leak's frame in the tree. */
+    struct res r = ctl("stacks", "--tree", "--type", "AIFO", NULL);
+    CHECK_RC(r, 0);
+    CHECK_HAS(r.out, "      MemoryTestApp.exe!InnerLoopOperation");
+    res_free(&r);
+}
+
+/* Requests heaptracectl would never send, over a connection of our own:
+ * each gets its error and the connection survives (the bash case
+ * bad_requests, in part). */
+ITEST(bad_requests, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    char *r = raw_request("not json\n"
+                          "{\"v\":1,\"id\":3}\n"
+                          "{\"v\":1,\"id\":4,\"cmd\":\"frobnicate\"}\n"
+                          "{\"v\":1,\"id\":5,\"cmd\":\"stacks\",\"args\":{\"session\":\"nope\"}}\n"
+                          "{\"v\":1,\"id\":6,\"cmd\":\"stacks\",\"args\":{\"top\":\"ten\"}}\n"
+                          "{\"v\":2,\"id\":10,\"cmd\":\"ping\"}\n"
+                          "[1,2]\n"
+                          "{\"v\":1,\"id\":13,\"cmd\":\"ping\"}\n",
+                          8);
+    int ebadjson = 0;
+    for (const char *p = r; (p = strstr(p, "\"EBADJSON\"")) != NULL; p++)
+        ebadjson++;
+    if (ebadjson != 3)
+        fprintf(stderr, "replies:\n%s\n", r);
+    CHECK_EQ(ebadjson, 3);
+    CHECK_HAS(r, "\"id\":4,\"ok\":false,\"err\":\"EUNKNOWNCMD\"");
+    CHECK_HAS(r, "\"id\":5,\"ok\":false,\"err\":\"ENOSESSION\"");
+    CHECK_HAS(r, "\"id\":6,\"ok\":false,\"err\":\"EBADARG\",\"msg\":\"argument \\\"top\\\" must "
+                 "be a non-negative integer\"");
+    CHECK_HAS(r, "\"id\":10,\"ok\":false,\"err\":\"EVERSION\"");
+    CHECK_HAS(r, "\"id\":13,\"ok\":true");
+    free(r);
+    CHECK(ping_ok());
+}
+
+/* A session that does not exist: ENOSESSION, exit 1, and -o files untouched. */
+ITEST(unknown_session, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    struct res r = ctl("stacks", "nosuch", NULL);
+    CHECK_RC(r, 1);
+    CHECK_HAS(r.err, "ENOSESSION");
+    res_free(&r);
+    char *keep = tpath("keep.htev");
+    CHECK_EQ(write_file(keep, "previous\n"), 0);
+    r = ctl("record", "nosuch", "-o", keep, NULL);
+    CHECK_RC(r, 1);
+    CHECK_HAS(r.err, "ENOSESSION");
+    res_free(&r);
+    r = ctl("export", "nosuch", "--format", "csv", "-o", keep, NULL);
+    CHECK_RC(r, 1);
+    res_free(&r);
+    char *k = read_file(keep, NULL);
+    CHECK_STR(k, "previous\n");
+    free(k);
+}
+
+/* Stacks and commits of a session (wall-clock fields and the session's id left out). */
+static char *answers(const char *session)
+{
+    struct buf b = {0};
+    struct res r = ctl("--json", "stacks", session, "--by", "stack", NULL);
+    char *s = r.rc == 0 ? norm(r.out, 1) : NULL;
+    buf_add(&b, s ? s : "(stacks failed)", strlen(s ? s : "(stacks failed)"));
+    free(s);
+    res_free(&r);
+    r = ctl("--json", "commits", session, "--range", "14s:16s", NULL);
+    s = r.rc == 0 ? norm(r.out, 1) : NULL;
+    buf_add(&b, s ? s : "(commits failed)", strlen(s ? s : "(commits failed)"));
+    free(s);
+    res_free(&r);
+    return b.p;
+}
+
+static int session_listed(void *name)
+{
+    struct res r = ctl("ls", "--json", NULL);
+    int ok = r.rc == 0 && strstr(r.out, name);
+    res_free(&r);
+    return ok;
+}
+
+/* record -o FILE of a session fed through load's standard input, the file
+ * loaded back: the same answers. FILE .htevb: compressed (a zstd frame). */
+static void record_roundtrip(const char *file)
+{
+    size_t n;
+    char *data = read_file(demo, &n);
+    CHECK(data);
+    /* load - as "live": its standard input held open, nothing sent yet. */
+    struct child load, rec;
+    char *largv[] = {HT_ITEST_CTL, "--pipe", endpoint, "load", "-", "--name", "live", NULL};
+    CHECK_EQ(child_start(&load, largv, 1), 0);
+    int listed = run_until(session_listed, "\"live\"", 20000);
+    if (!listed) {
+        uv_close((uv_handle_t *)&load.in, on_close);
+        child_wait(&load, ITEST_CMD_MS, "load");
+        child_free(&load);
+        free(data);
+    }
+    CHECK(listed);
+    /* The recorder subscribes before the first event is sent (the daemon logs each
+     * request once handled). */
+    char *out = tpath(file);
+    char *rargv[] = {HT_ITEST_CTL, "--pipe", endpoint, "record", "live", "-o", out, NULL};
+    CHECK_EQ(child_start(&rec, rargv, 0), 0);
+    int subscribed = daemon_logged(": record (", 20000);
+    child_write(&load, data, n); /* closes its stdin once written: the load ends */
+    int lrc = child_wait(&load, ITEST_CMD_MS, "load");
+    int rrc = child_wait(&rec, ITEST_CMD_MS, "record");
+    if (lrc != 0 || rrc != 0 || !subscribed)
+        fprintf(stderr, "load %d: %s%s\nrecord %d: %s%s\nsubscribed %d\n", lrc,
+                buf_str(&load.out_b), buf_str(&load.err_b), rrc, buf_str(&rec.out_b),
+                buf_str(&rec.err_b), subscribed);
+    child_free(&load);
+    child_free(&rec);
+    CHECK(subscribed);
+    CHECK_EQ(lrc, 0);
+    CHECK_EQ(rrc, 0);
+    size_t rn;
+    char *recorded = read_file(out, &rn);
+    CHECK(recorded);
+    int zstd = rn >= 4 && (unsigned char)recorded[0] == 0x28 &&
+               (unsigned char)recorded[1] == 0xb5 && (unsigned char)recorded[2] == 0x2f &&
+               (unsigned char)recorded[3] == 0xfd;
+    int lines = 0;
+    for (size_t i = 0; i < rn; i++)
+        lines += recorded[i] == '\n';
+    int crlf = memchr(recorded, '\r', rn) != NULL;
+    free(recorded);
+    if (strstr(file, ".htevb")) {
+        CHECK(zstd);
+        CHECK(rn < n / 5);
+    } else {
+        CHECK(!crlf); /* binary mode: the .htev lines as the daemon sent them */
+        CHECK(lines >= 1383);
+    }
+    cJSON *j = ctl_json("load", out, "--name", "replayed", NULL, NULL);
+    CHECK(j);
+    double malformed = jnum(j, "malformed"), events = jnum(j, "events");
+    cJSON_Delete(j);
+    CHECK_EQ(malformed, 0);
+    CHECK(events >= 1383);
+    char *a = answers("live"), *b = answers("replayed");
+    int same = !strcmp(a, b);
+    if (!same)
+        fprintf(stderr, "--- live\n%s\n--- replayed\n%s\n", a, b);
+    free(a);
+    free(b);
+    CHECK(same);
+}
+
+ITEST(record_htev, 1)
+{
+    record_roundtrip("rec.htev");
+}
+
+ITEST(record_htevb, 1)
+{
+    record_roundtrip("rec.htevb");
+}
+
+static int no_temp_files(const char *prefix)
+{
+    uv_fs_t req;
+    int left = 0;
+    if (uv_fs_scandir(NULL, &req, tmpdir, 0, NULL) >= 0) {
+        uv_dirent_t ent;
+        while (uv_fs_scandir_next(&req, &ent) != UV_EOF)
+            if (!strncmp(ent.name, prefix, strlen(prefix))) {
+                fprintf(stderr, "left behind: %s\n", ent.name);
+                left++;
+            }
+    }
+    uv_fs_req_cleanup(&req);
+    return left == 0;
+}
+
+/* export -o replaces an existing file whole, leaves no temporary file. */
+ITEST(export_file, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    char *c = tpath("c.txt");
+    CHECK_EQ(write_file(c, "previous\n"), 0);
+    struct res r = ctl("export", "--format", "collapsed", "-o", c, NULL);
+    CHECK_RC(r, 0);
+    res_free(&r);
+    char *t = read_file(c, NULL);
+    CHECK(t);
+    int has = strstr(t, "MemoryTestApp.exe!main;MemoryTestApp.exe!InnerLoopOperation 48000\n") != NULL;
+    int old = strstr(t, "previous") != NULL;
+    free(t);
+    CHECK(has);
+    CHECK(!old);
+    char *csv = tpath("c.csv");
+    r = ctl("export", "--format", "csv", "--what", "commits", "-o", csv, NULL);
+    CHECK_RC(r, 0);
+    res_free(&r);
+    size_t n;
+    t = read_file(csv, &n);
+    CHECK(t);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += t[i] == '\n';
+    free(t);
+    CHECK_EQ(lines, 3);
+    CHECK(no_temp_files(".c."));
+}
+
+/* drop: the session is gone, a second drop says so. */
+ITEST(drop, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    struct res r = ctl("drop", "demo", NULL);
+    CHECK_RC(r, 0);
+    res_free(&r);
+    cJSON *j = ctl_json("ls", NULL, NULL, NULL, NULL, NULL);
+    CHECK(j);
+    int empty = cJSON_GetArraySize(jget(j, "sessions")) == 0 && cJSON_IsArray(jget(j, "sessions"));
+    cJSON_Delete(j);
+    CHECK(empty);
+    r = ctl("drop", "demo", NULL);
+    CHECK_RC(r, 1);
+    CHECK_HAS(r.err, "ENOSESSION");
+    res_free(&r);
+}
+
+/* shutdown: the daemon exits 0 having closed every handle, and is unreachable after. */
+ITEST(shutdown, 1)
+{
+    CHECK_EQ(load_demo(), 0);
+    struct res r = ctl("shutdown", NULL);
+    CHECK_RC(r, 0);
+    res_free(&r);
+    int rc = child_wait(&daemon, 20000, "heaptraced");
+    CHECK_EQ(rc, 0);
+    CHECK(log_has("stopped cleanly"));
+    r = ctl("ping", NULL);
+    CHECK_RC(r, 3);
+    res_free(&r);
+}
+
+/* No daemon on the endpoint: exit 3 and a message saying so. */
+ITEST(unreachable, 0)
+{
+    struct res r = ctl("ping", NULL);
+    CHECK_RC(r, 3);
+    CHECK_HAS(r.err, "cannot reach heaptraced at");
+    CHECK_HAS(r.err, "is the daemon running?");
+    res_free(&r);
+}
+
+HT_TEST_MAIN(T(ping), T(version), T(golden), T(figures), T(bad_requests), T(unknown_session),
+             T(record_htev), T(record_htevb), T(export_file), T(drop), T(shutdown),
+             T(unreachable))
