@@ -26,6 +26,9 @@ enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 struct ht_config {
     char endpoint[512];
+    /* Windows: a group whose members may use the pipe besides the
+     * administrators (endpoint.h); "" for none. */
+    char pipe_operators_group[256];
     int log_level;
     char log_file[512];
     uint32_t max_sessions;

@@ -12,14 +12,15 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: heaptraced [--config FILE] [--pipe NAME] [--foreground] [--log-level L]\n"
-            "       heaptraced install | uninstall\n"
+            "       heaptraced install | uninstall | run\n"
             "\n"
             "  --config FILE     JSON configuration (defaults: config/heaptraced.json)\n"
             "  --pipe NAME       control endpoint (default %s, or $%s)\n"
             "  --foreground      stay attached to the terminal, log to stderr\n"
             "  --log-level L     error, warn, info or debug\n"
-            "  install           install and enable the systemd unit\n"
-            "  uninstall         disable and remove it\n",
+            "  install           install and start the service (systemd unit; Windows service)\n"
+            "  uninstall         stop and remove it\n"
+            "  run               run under the service manager (the default)\n",
             HT_ENDPOINT_DEFAULT, HT_ENDPOINT_ENV);
 }
 
@@ -27,9 +28,11 @@ int main(int argc, char **argv)
 {
     struct run_opts o = {0};
     ht_alloc_init();
+#ifndef _WIN32
     /* The symbolizer (libdw) would ask a debuginfod server over the network
      * for every module without local debug info: a root daemon does not. */
     unsetenv("DEBUGINFOD_URLS");
+#endif
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--config") && i + 1 < argc)
@@ -40,6 +43,8 @@ int main(int argc, char **argv)
             o.log_level = argv[++i];
         else if (!strcmp(a, "--foreground"))
             o.foreground = 1;
+        else if (!strcmp(a, "run"))
+            continue; /* the default: under the service manager, or as from a console */
         else if (!strcmp(a, "install"))
             return service_install(argv[0]) == 0 ? 0 : 1;
         else if (!strcmp(a, "uninstall"))

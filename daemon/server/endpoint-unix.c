@@ -177,10 +177,16 @@ static void endpoint_closed_cb(uv_handle_t *h)
     ht_free(h->data);
 }
 
-int endpoint_listen(uv_loop_t *loop, const char *path, endpoint_connection_cb cb, void *arg,
-                    struct endpoint **out, char *err, size_t errsz)
+int endpoint_listen(uv_loop_t *loop, const char *path, const char *operators,
+                    endpoint_connection_cb cb, void *arg, struct endpoint **out, char *err,
+                    size_t errsz)
 {
     *out = NULL;
+    if (operators && *operators) {
+        snprintf(err, errsz,
+                 "pipe_operators_group is for Windows: on Unix the operators are group " ADMIN_GROUP);
+        return HT_EBADARG;
+    }
     int rc = endpoint_prepare(path, err, errsz);
     if (rc != 0)
         return rc;

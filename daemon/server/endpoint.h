@@ -26,9 +26,15 @@ typedef void (*endpoint_connection_cb)(void *arg, int status);
  * FILE_FLAG_FIRST_PIPE_INSTANCE, all with PIPE_REJECT_REMOTE_CLIENTS), since
  * libuv cannot give a pipe a DACL (etw-mechanics.md §9); ConnectNamedPipe
  * completes off the loop and wakes it with a uv_async_t, whose callback calls
- * cb once per connected instance. */
-int endpoint_listen(uv_loop_t *loop, const char *path, endpoint_connection_cb cb, void *arg,
-                    struct endpoint **out, char *err, size_t errsz);
+ * cb once per connected instance.
+ * operators (pipe_operators_group; NULL or "" for none) names a group whose
+ * members may talk to the daemon without being the administrator: Windows
+ * gives it read/write on every instance (never FILE_CREATE_PIPE_INSTANCE);
+ * an unknown group is HT_EBADARG. Unix has its group heaptrace and refuses
+ * the option (HT_EBADARG). */
+int endpoint_listen(uv_loop_t *loop, const char *path, const char *operators,
+                    endpoint_connection_cb cb, void *arg, struct endpoint **out, char *err,
+                    size_t errsz);
 /* Hand the waiting connection to client, a uv_pipe_t initialized on the
  * endpoint's loop and not yet open: on success it is connected and ready for
  * uv_read_start. Unix: uv_accept. Windows: uv_pipe_open on the connected

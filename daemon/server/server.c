@@ -669,7 +669,8 @@ int server_start(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
 {
     server_init(srv, loop, cfg);
     char err[640];
-    int rc = endpoint_listen(loop, cfg->endpoint, connection_cb, srv, &srv->ep, err, sizeof(err));
+    int rc = endpoint_listen(loop, cfg->endpoint, cfg->pipe_operators_group, connection_cb, srv,
+                             &srv->ep, err, sizeof(err));
     if (rc != 0) {
         log_error("%s", err);
         server_stop(srv); /* closes the handles server_init made */

@@ -22,5 +22,9 @@ typedef void (*stop_cb)(void *arg, const char *why);
 int stop_watch_start(uv_loop_t *loop, stop_cb cb, void *arg, struct stop_watch **out);
 /* Stop watching; sw is freed once its handles are closed. */
 void stop_watch_close(struct stop_watch *sw);
+/* Ask the running watch for a stop, from any thread (the Windows service
+ * control handler calls it): why is copied, and cb gets it on the loop. A
+ * request made while no watch runs is dropped. */
+void stop_watch_request(const char *why);
 
 #endif

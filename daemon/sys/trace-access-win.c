@@ -1,0 +1,20 @@
+/* Windows trace access: the administrator only. */
+#include "trace-access.h"
+
+#include "ht-error.h"
+
+#include <stdio.h>
+
+/* Tracing another process takes SeDebugPrivilege and an ETW session, both
+ * the daemon's (LocalSystem) and both beyond what an operator may do
+ * itself (etw-mechanics.md §1.6, §9): members of pipe_operators_group query
+ * sessions; only LocalSystem or an elevated administrator (uid 0) starts one. */
+int trace_access_check(uint32_t uid, uint64_t pid, char *err, size_t errsz)
+{
+    if (uid == 0)
+        return 0;
+    snprintf(err, errsz,
+             "only an elevated administrator may trace a process (%llu) on Windows: run as administrator",
+             (unsigned long long)pid);
+    return HT_EPERM;
+}
