@@ -6,12 +6,21 @@
  * platform code. The bash suite (run.sh, cases-*.sh) covers much more on
  * Unix; these cases are the part Windows must pass too.
  * usage: ht-itest [CASE]   (CTest runs one case per test: ht-itest.CASE)
+ *        ht-itest --serve ENDPOINT DIR   the untrusted server of untrusted_server
+ * The one platform part: how that server is started as someone else (a
+ * setuid child on Unix; a token with Administrators deny-only on Windows).
  */
 #include "ht-test.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <uv.h>
+
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <unistd.h>
+#endif
 
 #ifndef HT_ITEST_DAEMON
 #error "HT_ITEST_DAEMON (the heaptraced to run) is set by tests/integration/CMakeLists.txt"
@@ -220,7 +229,7 @@ static void child_free(struct child *c)
 }
 
 /* The daemon of the case (its log in out_b and err_b). */
-static struct child daemon;
+static struct child hd; /* heaptraced */
 static int daemon_running;
 
 /* One heaptracectl run: its exit code, output and error output. */
@@ -241,7 +250,6 @@ static struct res ctl(const char *first, ...)
 {
     va_list ap;
     va_start(ap, first);
-    /* first is the first argument: put it back in front of the rest. */
     char *argv[40];
     int n = 0;
     argv[n++] = (char *)first;
@@ -378,7 +386,7 @@ static int ping_ok(void)
 
 static void daemon_dump(void)
 {
-    const struct buf *b[2] = {&daemon.out_b, &daemon.err_b};
+    const struct buf *b[2] = {&hd.out_b, &hd.err_b};
     for (int i = 0; i < 2; i++) {
         const char *log = buf_str(b[i]);
         size_t n = strlen(log);
@@ -392,7 +400,7 @@ static int daemon_start(void)
 {
     char *argv[] = {HT_ITEST_DAEMON, "--foreground", "--log-level", "debug", "--pipe", endpoint,
                     NULL};
-    if (child_start(&daemon, argv, 0) != 0)
+    if (child_start(&hd, argv, 0) != 0)
         return -1;
     daemon_running = 1;
     uv_update_time(loop);
@@ -400,9 +408,9 @@ static int daemon_start(void)
     while (uv_now(loop) < end) {
         if (ping_ok())
             return 0;
-        if (daemon.exited) {
+        if (hd.exited) {
             fprintf(stderr, "ht-itest: the daemon exited at start (status %lld)\n",
-                    (long long)daemon.status);
+                    (long long)hd.status);
             daemon_dump();
             return -1;
         }
@@ -416,8 +424,8 @@ static int daemon_start(void)
 
 static int log_has(void *needle)
 {
-    return strstr(buf_str(&daemon.out_b), needle) != NULL ||
-           strstr(buf_str(&daemon.err_b), needle) != NULL;
+    return strstr(buf_str(&hd.out_b), needle) != NULL ||
+           strstr(buf_str(&hd.err_b), needle) != NULL;
 }
 
 /* The daemon's log (stdout and stderr) holds needle within ms. */
@@ -562,15 +570,15 @@ static int setup(void)
 static void teardown(void)
 {
     if (daemon_running) {
-        if (!daemon.exited) {
+        if (!hd.exited) {
             struct res r = ctl("shutdown", NULL);
             res_free(&r);
         }
-        if (child_wait(&daemon, 10000, "heaptraced") != 0 && ht_test_failed == 0)
+        if (child_wait(&hd, 10000, "heaptraced") != 0 && ht_test_failed == 0)
             fprintf(stderr, "ht-itest: the daemon did not stop by itself\n");
         if (ht_test_failed)
             daemon_dump();
-        child_free(&daemon);
+        child_free(&hd);
         daemon_running = 0;
     }
     rm_tree(tmpdir);
@@ -969,12 +977,209 @@ ITEST(shutdown, 1)
     struct res r = ctl("shutdown", NULL);
     CHECK_RC(r, 0);
     res_free(&r);
-    int rc = child_wait(&daemon, 20000, "heaptraced");
+    int rc = child_wait(&hd, 20000, "heaptraced");
     CHECK_EQ(rc, 0);
     CHECK(log_has("stopped cleanly"));
     r = ctl("ping", NULL);
     CHECK_RC(r, 3);
     res_free(&r);
+}
+
+/* --- A server that is not a genuine heaptraced --- */
+
+/* --serve ENDPOINT DIR: listen on ENDPOINT, write DIR/ready, take one client,
+ * and when it leaves (or after 15 s) write "received N" (the bytes it sent)
+ * to DIR/received. */
+static uv_pipe_t serve_srv, serve_cli;
+static long serve_bytes;
+
+static void serve_file(const char *dir, const char *name, const char *text)
+{
+    char p[1200];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    write_file(p, text);
+}
+
+static void serve_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    if (n > 0)
+        serve_bytes += (long)n;
+    else if (n < 0)
+        uv_stop(s->loop);
+}
+
+static void serve_conn(uv_stream_t *s, int status)
+{
+    if (status != 0 || serve_cli.loop)
+        return;
+    uv_pipe_init(s->loop, &serve_cli, 0);
+    if (uv_accept(s, (uv_stream_t *)&serve_cli) == 0)
+        uv_read_start((uv_stream_t *)&serve_cli, on_alloc, serve_read);
+}
+
+static void serve_timeout(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+static int serve_main(const char *ep, const char *dir)
+{
+    uv_loop_t l;
+    uv_timer_t t;
+    uv_loop_init(&l);
+    uv_pipe_init(&l, &serve_srv, 0);
+    int rc = uv_pipe_bind(&serve_srv, ep);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&serve_srv, 4, serve_conn);
+    if (rc != 0) {
+        fprintf(stderr, "serve: %s: %s\n", ep, uv_strerror(rc));
+        return 1;
+    }
+    serve_file(dir, "ready", "ready\n");
+    uv_timer_init(&l, &t);
+    uv_timer_start(&t, serve_timeout, 15000, 0);
+    uv_run(&l, UV_RUN_DEFAULT);
+    char msg[64];
+    snprintf(msg, sizeof(msg), "received %ld\n", serve_bytes);
+    serve_file(dir, "received", msg);
+    return 0; /* the process ends: its handles go with it */
+}
+
+/* Start this program as --serve, as an account heaptracectl must not trust.
+ * 0, or 77 (skip) when this machine cannot, or -1. */
+#ifdef _WIN32
+static HANDLE untrusted_proc;
+
+/* A primary token like ours with Administrators deny-only, as UAC's filtered
+ * token has it (CreateRestrictedToken, SidsToDisable:
+ * https://learn.microsoft.com/windows/win32/api/securitybaseapi/nf-securitybaseapi-createrestrictedtoken),
+ * and the server started with it (CreateProcessAsUserW: a token of our own
+ * needs no privilege). */
+static int untrusted_start(const char *ep, const char *dir)
+{
+    HANDLE self = NULL, restricted = NULL;
+    BYTE admins[SECURITY_MAX_SID_SIZE];
+    DWORD asz = sizeof(admins);
+    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_ALL_ACCESS, &self) ||
+        !CreateWellKnownSid(WinBuiltinAdministratorsSid, NULL, admins, &asz)) {
+        fprintf(stderr, "cannot read our token: %lu\n", (unsigned long)GetLastError());
+        return -1;
+    }
+    SID_AND_ATTRIBUTES deny = {admins, 0};
+    int ok = CreateRestrictedToken(self, 0, 1, &deny, 0, NULL, 0, NULL, &restricted);
+    CloseHandle(self);
+    if (!ok) {
+        fprintf(stderr, "CreateRestrictedToken: %lu\n", (unsigned long)GetLastError());
+        return -1;
+    }
+    wchar_t exe[MAX_PATH], cmd[3 * MAX_PATH + 64];
+    wchar_t wep[300], wdir[MAX_PATH];
+    GetModuleFileNameW(NULL, exe, MAX_PATH);
+    MultiByteToWideChar(CP_UTF8, 0, ep, -1, wep, 300);
+    MultiByteToWideChar(CP_UTF8, 0, dir, -1, wdir, MAX_PATH);
+    _snwprintf(cmd, sizeof(cmd) / sizeof(cmd[0]), L"\"%ls\" --serve \"%ls\" \"%ls\"", exe, wep,
+               wdir);
+    cmd[sizeof(cmd) / sizeof(cmd[0]) - 1] = 0;
+    STARTUPINFOW si;
+    PROCESS_INFORMATION pi;
+    memset(&si, 0, sizeof(si));
+    si.cb = sizeof(si);
+    ok = CreateProcessAsUserW(restricted, NULL, cmd, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi);
+    DWORD e = GetLastError();
+    CloseHandle(restricted);
+    if (!ok) {
+        fprintf(stderr, "CreateProcessAsUserW: %lu\n", (unsigned long)e);
+        return -1;
+    }
+    CloseHandle(pi.hThread);
+    untrusted_proc = pi.hProcess;
+    return 0;
+}
+
+static void untrusted_wait(void)
+{
+    if (WaitForSingleObject(untrusted_proc, 20000) != WAIT_OBJECT_0)
+        TerminateProcess(untrusted_proc, 1);
+    CloseHandle(untrusted_proc);
+}
+#else
+static struct child untrusted;
+
+/* As nobody (65534): a listener that is neither root nor us. Only root can. */
+static int untrusted_start(const char *ep, const char *dir)
+{
+    if (getuid() != 0) {
+        printf("skip: starting a server as another user needs root\n");
+        return 77;
+    }
+    uv_fs_t req;
+    uv_fs_chmod(NULL, &req, dir, 0777, NULL); /* nobody makes its socket and files there */
+    uv_fs_req_cleanup(&req);
+    char exe[1024];
+    size_t n = sizeof(exe);
+    uv_exepath(exe, &n);
+    char *argv[] = {exe, "--serve", (char *)ep, (char *)dir, NULL};
+    uv_process_options_t o;
+    memset(&o, 0, sizeof(o));
+    memset(&untrusted, 0, sizeof(untrusted));
+    o.file = exe;
+    o.args = argv;
+    o.exit_cb = child_exited;
+    o.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    o.uid = 65534;
+    o.gid = 65534;
+    untrusted.proc.data = &untrusted;
+    int rc = uv_spawn(loop, &untrusted.proc, &o);
+    if (rc != 0) {
+        fprintf(stderr, "cannot start the server as nobody: %s\n", uv_strerror(rc));
+        return -1;
+    }
+    untrusted.open = 1;
+    return 0;
+}
+
+static void untrusted_wait(void)
+{
+    child_wait(&untrusted, 20000, "the untrusted server");
+}
+#endif
+
+static int file_exists(void *path)
+{
+    uv_fs_t req;
+    int rc = uv_fs_stat(NULL, &req, path, NULL);
+    uv_fs_req_cleanup(&req);
+    return rc == 0;
+}
+
+/* A server that runs as neither SYSTEM/root nor an (elevated) administrator
+ * or us is refused before anything is sent: exit 3, the reason, 0 bytes. */
+ITEST(untrusted_server, 0)
+{
+    int rc = untrusted_start(endpoint, tmpdir);
+    if (rc == 77) {
+        teardown();
+        exit(HT_TEST_SKIP);
+    }
+    CHECK_EQ(rc, 0);
+    int ready = run_until(file_exists, tpath("ready"), 20000);
+    struct res r = {-1, NULL, NULL};
+    if (ready)
+        r = ctl("ping", NULL);
+    untrusted_wait();
+    CHECK(ready);
+    CHECK_RC(r, 3);
+    CHECK_HAS(r.err, "refusing to talk to the server at");
+    res_free(&r);
+    /* The server got nothing from us: read once it saw us go. */
+    CHECK(file_exists(tpath("received")));
+    char *got = read_file(tpath("received"), NULL);
+    int none = got && !strcmp(got, "received 0\n");
+    if (!none)
+        fprintf(stderr, "the server says: %s\n", got ? got : "(nothing)");
+    free(got);
+    CHECK(none);
 }
 
 /* No daemon on the endpoint: exit 3 and a message saying so. */
@@ -987,6 +1192,17 @@ ITEST(unreachable, 0)
     res_free(&r);
 }
 
-HT_TEST_MAIN(T(ping), T(version), T(golden), T(figures), T(bad_requests), T(unknown_session),
-             T(record_htev), T(record_htevb), T(export_file), T(drop), T(shutdown),
-             T(unreachable))
+int ht_test_failed;
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "--serve"))
+        return serve_main(argv[2], argv[3]);
+    static const struct ht_test_case cases[] = {
+        T(ping),         T(version),     T(golden),          T(figures),
+        T(bad_requests), T(unknown_session), T(record_htev), T(record_htevb),
+        T(export_file),  T(drop),        T(shutdown),        T(untrusted_server),
+        T(unreachable),
+    };
+    return ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+}
