@@ -21,6 +21,25 @@ static wchar_t *out_wide(const char *path)
     return w;
 }
 
+/* The path a handle's file really has (links resolved), UTF-8 and malloc'd,
+ * or NULL. "\\?\" paths are fine for CreateFileW and MoveFileExW
+ * (https://learn.microsoft.com/windows/win32/api/fileapi/nf-fileapi-getfinalpathnamebyhandlew). */
+static char *out_final_path(HANDLE h)
+{
+    wchar_t w[32768];
+    DWORD n = GetFinalPathNameByHandleW(h, w, sizeof(w) / sizeof(w[0]),
+                                        FILE_NAME_NORMALIZED | VOLUME_NAME_DOS);
+    if (n == 0 || n >= sizeof(w) / sizeof(w[0]))
+        return NULL;
+    int k = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
+    char *s = k > 0 ? malloc((size_t)k) : NULL;
+    if (s && WideCharToMultiByte(CP_UTF8, 0, w, -1, s, k, NULL, NULL) != k) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* errno for a Windows error code, enough for strerror's message. */
 static int out_errno(DWORD e)
 {
@@ -67,21 +86,25 @@ int out_file_create(struct out_file *o)
         free(wpath);
         return out_fail_open(o, EISDIR);
     }
-    /* A device (NUL, CON, COM1) is not a disk file: written in place. */
+    /* A device (NUL, CON, COM1) is not a disk file: written in place. The
+     * handle follows a symbolic link (no FILE_FLAG_OPEN_REPARSE_POINT). */
     HANDLE probe = exists ? CreateFileW(wpath, 0, FILE_SHARE_READ | FILE_SHARE_WRITE |
                                                       FILE_SHARE_DELETE,
                                         NULL, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, NULL)
                           : INVALID_HANDLE_VALUE;
     DWORD type = probe != INVALID_HANDLE_VALUE ? GetFileType(probe) : FILE_TYPE_DISK;
+    if (probe != INVALID_HANDLE_VALUE && type == FILE_TYPE_DISK)
+        o->real = out_final_path(probe);
     if (probe != INVALID_HANDLE_VALUE)
         CloseHandle(probe);
     free(wpath);
     if (type != FILE_TYPE_DISK)
         return out_open_direct(o);
     /* The temporary file sits in the target's directory (the same volume:
-     * MoveFileExW then replaces without copying). A symbolic link is replaced
-     * itself, not followed: o->real stays NULL. */
-    const char *target = o->path;
+     * MoveFileExW then replaces without copying); a link's target is the one
+     * replaced, as on Unix. The new file gets its directory's inherited ACL,
+     * not the old file's. */
+    const char *target = o->real ? o->real : o->path;
     const char *sep = NULL;
     for (const char *p = target; *p; p++)
         if (*p == '/' || *p == '\\' || (*p == ':' && p == target + 1))
