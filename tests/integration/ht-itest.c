@@ -1037,6 +1037,17 @@ ITEST(export_file, 1)
     free(t);
     CHECK_EQ(lines, 3);
     CHECK(no_temp_files(".c."));
+    /* Standard output redirected to a file as a shell does it: "\n" stays
+     * "\n" (a C runtime in text mode writes "\r\n"). */
+    char *argv[] = {HT_ITEST_CTL, "--pipe", endpoint, "export", "--format", "collapsed", NULL};
+    CHECK_EQ(run_redirected(argv, demo, tpath("stdout.txt")), 0);
+    t = read_file(tpath("stdout.txt"), &n);
+    CHECK(t);
+    has = strstr(t, "MemoryTestApp.exe!main;MemoryTestApp.exe!InnerLoopOperation 48000\n") != NULL;
+    int cr = memchr(t, '\r', n) != NULL;
+    free(t);
+    CHECK(has);
+    CHECK(!cr);
 }
 
 /* drop: the session is gone, a second drop says so. */
