@@ -183,8 +183,9 @@ int endpoint_listen(uv_loop_t *loop, const char *path, const char *operators,
 {
     *out = NULL;
     if (operators && *operators) {
-        snprintf(err, errsz,
-                 "pipe_operators_group is for Windows: on Unix the operators are group " ADMIN_GROUP);
+        snprintf(
+            err, errsz,
+            "pipe_operators_group is for Windows: on Unix the operators are group " ADMIN_GROUP);
         return HT_EBADARG;
     }
     int rc = endpoint_prepare(path, err, errsz);

@@ -1,4 +1,5 @@
-/* Windows endpoint: a named pipe whose every instance carries our DACL, one daemon per name, token admission. */
+/* Windows endpoint: a named pipe with our DACL on every instance, one daemon per name, token
+ * checks. */
 #include "endpoint.h"
 
 #include "ht-alloc.h"
@@ -6,6 +7,7 @@
 #include "log.h"
 
 #include <windows.h>
+
 #include <fcntl.h>
 #include <io.h>
 #include <sddl.h>
@@ -43,13 +45,13 @@ struct endpoint {
     void *arg;
     WCHAR name[PIPE_NAME_MAX + 1];
     char path[PIPE_NAME_MAX * 3 + 1];
-    SECURITY_ATTRIBUTES sa; /* lpSecurityDescriptor from LocalAlloc (ConvertString...) */
-    HANDLE mutex;           /* one daemon per pipe name */
-    HANDLE inst;            /* the instance waiting for a client, or INVALID_HANDLE_VALUE */
-    OVERLAPPED ov;          /* ConnectNamedPipe on inst; ov.hEvent is manual-reset */
-    HANDLE wait;            /* RegisterWaitForSingleObject on ov.hEvent, or NULL */
+    SECURITY_ATTRIBUTES sa;      /* lpSecurityDescriptor from LocalAlloc (ConvertString...) */
+    HANDLE mutex;                /* one daemon per pipe name */
+    HANDLE inst;                 /* the instance waiting for a client, or INVALID_HANDLE_VALUE */
+    OVERLAPPED ov;               /* ConnectNamedPipe on inst; ov.hEvent is manual-reset */
+    HANDLE wait;                 /* RegisterWaitForSingleObject on ov.hEvent, or NULL */
     volatile LONG connected_now; /* ConnectNamedPipe found a client already there */
-    HANDLE ready;           /* connected, waiting for endpoint_accept, or INVALID_HANDLE_VALUE */
+    HANDLE ready; /* connected, waiting for endpoint_accept, or INVALID_HANDLE_VALUE */
 };
 
 /* The operators group of the endpoint that listens (one per process: the
@@ -98,11 +100,13 @@ static int name_check(struct endpoint *ep, const char *path, char *err, size_t e
 {
     size_t pre = strlen(PIPE_PREFIX);
     if (_strnicmp(path, PIPE_PREFIX, pre) != 0 || !path[pre] || strlen(path) > PIPE_NAME_MAX) {
-        snprintf(err, errsz, "endpoint %s is not a pipe name (\\\\.\\pipe\\NAME, at most %d characters)",
-                 path, PIPE_NAME_MAX);
+        snprintf(err, errsz,
+                 "endpoint %s is not a pipe name (\\\\.\\pipe\\NAME, at most %d characters)", path,
+                 PIPE_NAME_MAX);
         return HT_EBADARG;
     }
-    if (!MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, ep->name, PIPE_NAME_MAX + 1)) {
+    if (!MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, ep->name,
+                             PIPE_NAME_MAX + 1)) {
         snprintf(err, errsz, "endpoint %s is not valid UTF-8", path);
         return HT_EBADARG;
     }
@@ -124,7 +128,8 @@ static int mutex_take(struct endpoint *ep, char *err, size_t errsz)
     size_t n = wcslen(mname);
     /* Backslash is the one character a kernel object name may not hold
      * after its namespace (CreateMutexW). */
-    for (const WCHAR *p = ep->name + wcslen(L"\\\\.\\pipe\\"); *p && n + 1 < PIPE_NAME_MAX + 64; p++)
+    for (const WCHAR *p = ep->name + wcslen(L"\\\\.\\pipe\\"); *p && n + 1 < PIPE_NAME_MAX + 64;
+         p++)
         mname[n++] = *p == L'\\' ? L'/' : *p;
     mname[n] = 0;
     ep->mutex = CreateMutexW(NULL, FALSE, mname);
@@ -133,7 +138,8 @@ static int mutex_take(struct endpoint *ep, char *err, size_t errsz)
         return 0;
     char why[160];
     if (ep->mutex)
-        snprintf(err, errsz, "another heaptraced is already running on %s (its mutex exists)", ep->path);
+        snprintf(err, errsz, "another heaptraced is already running on %s (its mutex exists)",
+                 ep->path);
     else
         snprintf(err, errsz, "cannot take the mutex of %s: %s (another user holds it?)", ep->path,
                  win_strerror(e, why, sizeof(why)));
@@ -177,7 +183,8 @@ static int operators_resolve(const char *group, char *err, size_t errsz)
         return HT_EBADARG;
     }
     if (use != SidTypeGroup && use != SidTypeAlias && use != SidTypeWellKnownGroup) {
-        snprintf(err, errsz, "pipe_operators_group \"%s\" is not a group (SID type %d)", group, (int)use);
+        snprintf(err, errsz, "pipe_operators_group \"%s\" is not a group (SID type %d)", group,
+                 (int)use);
         return HT_EBADARG;
     }
     op_sid = ht_malloc(sidsz);
@@ -202,7 +209,8 @@ static int sd_build(struct endpoint *ep, const char *group, char *err, size_t er
             snprintf(err, errsz, "pipe_operators_group \"%s\": its SID does not convert", group);
             return HT_EBADARG;
         }
-        _snwprintf(sddl + wcslen(sddl), 512 - wcslen(sddl), L"(A;;" OPERATOR_ACCESS L";;;%ls)", ssid);
+        _snwprintf(sddl + wcslen(sddl), 512 - wcslen(sddl), L"(A;;" OPERATOR_ACCESS L";;;%ls)",
+                   ssid);
         sddl[511] = 0;
         LocalFree(ssid);
     }
@@ -221,7 +229,8 @@ static int sd_build(struct endpoint *ep, const char *group, char *err, size_t er
 
 static HANDLE instance_new(struct endpoint *ep, int first)
 {
-    DWORD open = PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | (first ? FILE_FLAG_FIRST_PIPE_INSTANCE : 0);
+    DWORD open =
+        PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | (first ? FILE_FLAG_FIRST_PIPE_INSTANCE : 0);
     DWORD mode = PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS;
     return CreateNamedPipeW(ep->name, open, mode, PIPE_UNLIMITED_INSTANCES, PIPE_BUF_BYTES,
                             PIPE_BUF_BYTES, 0, &ep->sa);
@@ -400,12 +409,14 @@ int endpoint_listen(uv_loop_t *loop, const char *path, const char *operators,
         HANDLE first = instance_new(ep, 1);
         DWORD e = GetLastError();
         if (first == INVALID_HANDLE_VALUE && e == ERROR_ACCESS_DENIED) {
-            snprintf(err, errsz, "pipe %s already exists (another program created it): refusing to start",
+            snprintf(err, errsz,
+                     "pipe %s already exists (another program created it): refusing to start",
                      path);
             rc = HT_EEXIST;
         } else if (first == INVALID_HANDLE_VALUE) {
             char why[160];
-            snprintf(err, errsz, "cannot create pipe %s: %s", path, win_strerror(e, why, sizeof(why)));
+            snprintf(err, errsz, "cannot create pipe %s: %s", path,
+                     win_strerror(e, why, sizeof(why)));
             rc = uv_translate_sys_error(e);
         } else {
             /* Kept as the first waiting instance: closing it before making
@@ -534,8 +545,10 @@ static int token_check(HANDLE tok, unsigned long pid, uint32_t *uid, char *err, 
     }
     char who[300];
     sid_name(usid, who, sizeof(who));
-    snprintf(err, errsz, "%s (pid %lu) is not LocalSystem, an elevated administrator%s%s%s: run as administrator",
-             who, pid, op_sid ? " or in group \"" : "", op_sid ? op_group : "", op_sid ? "\"" : "");
+    snprintf(
+        err, errsz,
+        "%s (pid %lu) is not LocalSystem, an elevated administrator%s%s%s: run as administrator",
+        who, pid, op_sid ? " or in group \"" : "", op_sid ? op_group : "", op_sid ? "\"" : "");
     return HT_EPERM;
 }
 
@@ -551,7 +564,8 @@ int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz)
     ULONG pid = 0;
     GetNamedPipeClientProcessId(h, &pid);
     if (!ImpersonateNamedPipeClient(h)) {
-        snprintf(err, errsz, "cannot identify the client (pid %lu): ImpersonateNamedPipeClient: error %lu",
+        snprintf(err, errsz,
+                 "cannot identify the client (pid %lu): ImpersonateNamedPipeClient: error %lu",
                  (unsigned long)pid, (unsigned long)GetLastError());
         return HT_EPERM;
     }
@@ -561,13 +575,15 @@ int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz)
     DWORD e = GetLastError();
     if (!RevertToSelf()) {
         /* Running on as the client is not an option: "you should shut down
-         * the process" (https://learn.microsoft.com/windows/win32/api/securitybaseapi/nf-securitybaseapi-reverttoself). */
+         * the process"
+         * (https://learn.microsoft.com/windows/win32/api/securitybaseapi/nf-securitybaseapi-reverttoself).
+         */
         log_error("RevertToSelf failed (error %lu): stopping", (unsigned long)GetLastError());
         abort();
     }
     if (!ok) {
-        snprintf(err, errsz, "cannot read the token of the client (pid %lu): error %lu", (unsigned long)pid,
-                 (unsigned long)e);
+        snprintf(err, errsz, "cannot read the token of the client (pid %lu): error %lu",
+                 (unsigned long)pid, (unsigned long)e);
         return HT_EPERM;
     }
     int rc = token_check(tok, pid, uid, err, errsz);

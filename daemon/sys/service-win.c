@@ -1,4 +1,4 @@
-/* PLACEHOLDER until the service lands (h-svc replaces this file): heaptraced under the SCM. */
+/* PLACEHOLDER (h-svc replaces this file): heaptraced under the SCM, not built yet. */
 #include "service.h"
 
 #include "daemon.h"

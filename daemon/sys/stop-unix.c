@@ -1,4 +1,4 @@
-/* Unix stop requests: SIGINT and SIGTERM through libuv, SIGPIPE ignored, and requests from other threads. */
+/* Unix stop requests: SIGINT and SIGTERM through libuv, SIGPIPE ignored, requests from threads. */
 #include "stop.h"
 
 #include "ht-alloc.h"

@@ -1,9 +1,10 @@
-/* Windows stop requests: the console's Ctrl-C and the service control handler, both on threads of their own. */
+/* Windows stop requests: the console's Ctrl-C and the service control handler, on their threads. */
 #include "stop.h"
 
 #include "ht-alloc.h"
 
 #include <windows.h>
+
 #include <stdio.h>
 
 struct stop_watch {

@@ -14,7 +14,8 @@ int trace_access_check(uint32_t uid, uint64_t pid, char *err, size_t errsz)
     if (uid == 0)
         return 0;
     snprintf(err, errsz,
-             "only an elevated administrator may trace a process (%llu) on Windows: run as administrator",
+             "only an elevated administrator may trace a process (%llu) on Windows: run as "
+             "administrator",
              (unsigned long long)pid);
     return HT_EPERM;
 }

@@ -2,6 +2,7 @@
  * socket on Linux), raw clients, a second daemon, a squatter, the pipe's DACL (Windows). */
 #ifdef _WIN32
 #include <windows.h>
+
 #include <aclapi.h>
 #include <sddl.h>
 #else
@@ -145,6 +146,10 @@ struct daemon {
 };
 
 static uv_loop_t loop;
+/* Every daemon started, so that a failed case leaves none running (a daemon left behind
+ * would hold ctest's output pipe, inherited, and the case would end as a timeout). */
+static struct daemon *started[16];
+static int nstarted;
 
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
@@ -159,22 +164,26 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
 static int daemon_start(struct daemon *d, const char *config, const char *tag)
 {
     memset(d, 0, sizeof(*d));
-    snprintf(d->err_path, sizeof(d->err_path), "%s/ht-ep-%d-%s-%s.err", tmp_dir, (int)uv_os_getpid(),
-             case_name, tag);
+    snprintf(d->err_path, sizeof(d->err_path), "%s/ht-ep-%d-%s-%s.err", tmp_dir,
+             (int)uv_os_getpid(), case_name, tag);
     uv_fs_t req;
-    int fd = uv_fs_open(NULL, &req, d->err_path, UV_FS_O_CREAT | UV_FS_O_TRUNC | UV_FS_O_WRONLY, 0600,
-                        NULL);
+    int fd = uv_fs_open(NULL, &req, d->err_path, UV_FS_O_CREAT | UV_FS_O_TRUNC | UV_FS_O_WRONLY,
+                        0600, NULL);
     uv_fs_req_cleanup(&req);
     if (fd < 0)
         return -1;
-    char *args[] = {daemon_path, "--foreground", "--pipe", pipe_name, "--config", (char *)config, NULL};
+    char *args[] = {daemon_path, "--foreground", "--pipe", pipe_name,
+                    "--config",  (char *)config, NULL};
     if (!config)
         args[4] = NULL;
-    uv_stdio_container_t stdio[3] = {{UV_IGNORE, {0}}, {UV_INHERIT_FD, {.fd = fd}}, {UV_INHERIT_FD, {.fd = fd}}};
-    uv_process_options_t o = {.exit_cb = exit_cb, .file = daemon_path, .args = args,
-                              .stdio_count = 3, .stdio = stdio};
+    uv_stdio_container_t stdio[3] = {
+        {UV_IGNORE, {0}}, {UV_INHERIT_FD, {.fd = fd}}, {UV_INHERIT_FD, {.fd = fd}}};
+    uv_process_options_t o = {
+        .exit_cb = exit_cb, .file = daemon_path, .args = args, .stdio_count = 3, .stdio = stdio};
     d->proc.data = d;
     int rc = uv_spawn(&loop, &d->proc, &o);
+    if (rc == 0 && nstarted < 16)
+        started[nstarted++] = d;
     uv_fs_close(NULL, &req, fd, NULL);
     uv_fs_req_cleanup(&req);
     if (rc != 0)
@@ -236,7 +245,7 @@ static int contains(const char *hay, const char *needle)
 /* ---- cases ---- */
 static void test_ping(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char out[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     CHECK(exchange("{\"v\":1,\"id\":7,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -248,23 +257,62 @@ static void test_ping(void)
     CHECK_EQ(daemon_stop(&d), 0);
 }
 
+/* Clients that stay connected together, each on its own instance, all answered; clients that
+ * connect and leave at once (before or after the daemon accepts) disturb nothing. */
+static void test_many_clients(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    enum { N = 24 };
+    conn_t c[N];
+    char out[4096];
+    int n = 0, answered = 0;
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    for (; n < N; n++)
+        if ((c[n] = conn_open()) == CONN_NONE)
+            break;
+    for (int i = 0; i < n; i++) {
+        char req[64];
+        snprintf(req, sizeof(req), "{\"v\":1,\"id\":%d,\"cmd\":\"ping\"}\n", 100 + i);
+        if (conn_write(c[i], req, strlen(req)) != 0)
+            continue;
+        long r = conn_read(c[i], out, sizeof(out) - 1);
+        out[r > 0 ? r : 0] = '\0';
+        snprintf(req, sizeof(req), "\"id\":%d,\"ok\":true", 100 + i);
+        answered += contains(out, req);
+    }
+    for (int i = 0; i < n; i++)
+        conn_close(c[i]);
+    CHECK_EQ(n, N);
+    CHECK_EQ(answered, N);
+    for (int i = 0; i < 20; i++) {
+        conn_t g = conn_open();
+        CHECK(g != CONN_NONE);
+        conn_close(g);
+    }
+    CHECK(exchange("{\"v\":1,\"id\":9,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
+    CHECK(contains(out, "\"id\":9,\"ok\":true"));
+    CHECK_EQ(daemon_stop(&d), 0);
+}
+
 /* The same requests and error replies as integration.bad_requests on Linux. */
 static void test_bad_requests(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char out[8192];
     CHECK(daemon_start(&d, NULL, "a") == 0);
-    CHECK(exchange("not json\n{\"v\":1,\"id\":3}\n{\"v\":1,\"id\":4,\"cmd\":\"frobnicate\"}\n"
-                   "{\"v\":2,\"id\":10,\"cmd\":\"ping\"}\n[1,2]\n{\"v\":1,\"id\":13,\"cmd\":\"ping\"}\n",
-                   6, out, sizeof(out)) == 0);
+    CHECK(exchange(
+              "not json\n{\"v\":1,\"id\":3}\n{\"v\":1,\"id\":4,\"cmd\":\"frobnicate\"}\n"
+              "{\"v\":2,\"id\":10,\"cmd\":\"ping\"}\n[1,2]\n{\"v\":1,\"id\":13,\"cmd\":\"ping\"}\n",
+              6, out, sizeof(out)) == 0);
     printf("%s", out);
     int bad = 0;
     for (const char *p = out; (p = strstr(p, "\"EBADJSON\"")); p++)
         bad++;
     CHECK_EQ(bad, 3);
     CHECK(contains(out, "\"id\":4,\"ok\":false,\"err\":\"EUNKNOWNCMD\""));
-    CHECK(contains(out, "\"id\":10,\"ok\":false,\"err\":\"EVERSION\",\"msg\":\"protocol version 2 is not "
-                        "supported; this daemon speaks 1\""));
+    CHECK(contains(
+        out, "\"id\":10,\"ok\":false,\"err\":\"EVERSION\",\"msg\":\"protocol version 2 is not "
+             "supported; this daemon speaks 1\""));
     CHECK(contains(out, "\"id\":13,\"ok\":true"));
     CHECK_EQ(daemon_stop(&d), 0);
 }
@@ -272,7 +320,7 @@ static void test_bad_requests(void)
 /* A second daemon on the same name refuses to start; the first one is undisturbed. */
 static void test_second_daemon(void)
 {
-    struct daemon a, b;
+    static struct daemon a, b; /* static: main kills what a failed case left */
     char out[4096], err[4096];
     CHECK(daemon_start(&a, NULL, "a") == 0);
     CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -291,7 +339,7 @@ static void test_second_daemon(void)
  * start, naming it); Unix refuses the key. */
 static void test_unknown_group(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char cfg[600], err[4096];
     snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-group.json", tmp_dir, (int)uv_os_getpid());
     FILE *f = fopen(cfg, "wb");
@@ -326,7 +374,7 @@ static void test_squatted(void)
     HANDLE squat = CreateNamedPipeW(w, PIPE_ACCESS_DUPLEX, PIPE_TYPE_BYTE, PIPE_UNLIMITED_INSTANCES,
                                     4096, 4096, 0, NULL);
     CHECK(squat != INVALID_HANDLE_VALUE);
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char err[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     int exited = daemon_wait(&d, 10000);
@@ -351,14 +399,15 @@ static int pipe_sddl(char *out, size_t outsz)
     }
     PSECURITY_DESCRIPTOR sd = NULL;
     LPWSTR s = NULL;
-    DWORD rc = GetSecurityInfo(c, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, NULL, NULL, &sd);
-    int ok = rc == ERROR_SUCCESS &&
-             ConvertSecurityDescriptorToStringSecurityDescriptorW(sd, SDDL_REVISION_1,
-                                                                  DACL_SECURITY_INFORMATION, &s, NULL);
+    DWORD rc = GetSecurityInfo(c, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, NULL,
+                               NULL, &sd);
+    int ok = rc == ERROR_SUCCESS && ConvertSecurityDescriptorToStringSecurityDescriptorW(
+                                        sd, SDDL_REVISION_1, DACL_SECURITY_INFORMATION, &s, NULL);
     if (ok)
         WideCharToMultiByte(CP_UTF8, 0, s, -1, out, (int)outsz, NULL, NULL);
     else
-        fprintf(stderr, "GetSecurityInfo: %lu / %lu\n", (unsigned long)rc, (unsigned long)GetLastError());
+        fprintf(stderr, "GetSecurityInfo: %lu / %lu\n", (unsigned long)rc,
+                (unsigned long)GetLastError());
     LocalFree(s);
     LocalFree(sd);
     conn_close(c);
@@ -377,7 +426,7 @@ static int count(const char *hay, const char *needle)
  * file-specific form, once mapped for the pipe). The first instance and a later one. */
 static void test_dacl(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char sddl[1024], out[4096];
     CHECK(daemon_start(&d, NULL, "a") == 0);
     for (int i = 0; i < 2; i++) {
@@ -397,7 +446,7 @@ static void test_dacl(void)
  * FILE_CREATE_PIPE_INSTANCE (0x4). */
 static void test_operators_dacl(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     char cfg[600], sddl[1024];
     snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-ops.json", tmp_dir, (int)uv_os_getpid());
     FILE *f = fopen(cfg, "wb");
@@ -421,7 +470,7 @@ static void test_operators_dacl(void)
  * pipe DACLs to a restricted token: there the case skips. */
 static void test_nonadmin_refused(void)
 {
-    struct daemon d;
+    static struct daemon d; /* static: main kills what a failed case left */
     CHECK(daemon_start(&d, NULL, "a") == 0);
     char out[4096];
     CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
@@ -479,12 +528,12 @@ static void setup(const char *name, const char *argv0)
     uv_os_tmpdir(tmp_dir, &n);
 #ifdef _WIN32
     int r1 = snprintf(daemon_path, sizeof(daemon_path), "%s\\..\\..\\daemon\\heaptraced.exe", dir);
-    int r2 = snprintf(pipe_name, sizeof(pipe_name), "\\\\.\\pipe\\ht-test-%d-%s", (int)uv_os_getpid(),
-                      case_name);
+    int r2 = snprintf(pipe_name, sizeof(pipe_name), "\\\\.\\pipe\\ht-test-%d-%s",
+                      (int)uv_os_getpid(), case_name);
 #else
     int r1 = snprintf(daemon_path, sizeof(daemon_path), "%s/../../daemon/heaptraced", dir);
-    int r2 = snprintf(pipe_name, sizeof(pipe_name), "%s/ht-ep-%d-%s.sock", tmp_dir, (int)uv_os_getpid(),
-                      case_name);
+    int r2 = snprintf(pipe_name, sizeof(pipe_name), "%s/ht-ep-%d-%s.sock", tmp_dir,
+                      (int)uv_os_getpid(), case_name);
 #endif
     if (r1 >= (int)sizeof(daemon_path) || r2 >= (int)sizeof(pipe_name)) {
         fprintf(stderr, "paths too long (%s)\n", dir);
@@ -498,12 +547,19 @@ int ht_test_failed;
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
-        T(ping), T(bad_requests), T(second_daemon), T(unknown_group),
+        T(ping),     T(many_clients), T(bad_requests),   T(second_daemon),    T(unknown_group),
 #ifdef _WIN32
-        T(squatted), T(dacl), T(operators_dacl), T(nonadmin_refused),
+        T(squatted), T(dacl),         T(operators_dacl), T(nonadmin_refused),
 #endif
     };
     setvbuf(stdout, NULL, _IONBF, 0);
     setup(argc > 1 ? argv[1] : NULL, argv[0]);
-    return ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    int rc = ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    for (int i = 0; i < nstarted; i++)
+        if (!started[i]->exited) {
+            fprintf(stderr, "killing a daemon the case left running\n");
+            uv_process_kill(&started[i]->proc, SIGKILL);
+            daemon_wait(started[i], 5000);
+        }
+    return rc;
 }

@@ -15,6 +15,11 @@
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#ifdef _WIN32
+/* The CRT's environment, which getenv reads (SetEnvironmentVariable is not seen by it). */
+#define setenv(name, value, overwrite) _putenv_s(name, value)
+#define unsetenv(name) _putenv_s(name, "")
+#endif
 
 struct fake {
     struct source base;
