@@ -146,6 +146,8 @@ static int child_done(void *arg)
     return c->exited && c->open == 0;
 }
 
+static int child_on_console;
+
 /* Start argv[0] with argv. stdin: a pipe we write later (child_write), or
  * nothing. 0 or -1. */
 static int child_start(struct child *c, char **argv, int with_stdin)
@@ -172,7 +174,9 @@ static int child_start(struct child *c, char **argv, int with_stdin)
     o.exit_cb = child_exited;
     o.stdio = io;
     o.stdio_count = 3;
-    o.flags = UV_PROCESS_WINDOWS_HIDE;
+    /* A child that must share our console (for Ctrl-C) is not started hidden:
+     * UV_PROCESS_WINDOWS_HIDE_CONSOLE gives it none (CREATE_NO_WINDOW). */
+    o.flags = child_on_console ? UV_PROCESS_WINDOWS_HIDE_GUI : UV_PROCESS_WINDOWS_HIDE;
     int rc = uv_spawn(loop, &c->proc, &o);
     c->open = 3 + with_stdin;
     if (rc != 0) {
@@ -205,6 +209,21 @@ static void child_write(struct child *c, char *data, size_t n)
         c->in_data = NULL;
         uv_close((uv_handle_t *)&c->in, on_close);
     }
+}
+
+static void on_stdin_part(uv_write_t *w, int status)
+{
+    (void)status;
+    free(w);
+}
+
+/* Write n bytes of data (kept by the caller until the loop ran) and keep stdin open. */
+static void child_write_part(struct child *c, const char *data, size_t n)
+{
+    uv_write_t *w = malloc(sizeof(*w));
+    uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
+    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, on_stdin_part) != 0)
+        free(w);
 }
 
 /* Wait for the child's end (killed past ms). Its exit code, or -1 if killed. */
@@ -1280,6 +1299,134 @@ ITEST(untrusted_server, 0)
     CHECK(none);
 }
 
+/* --- Ctrl-C ends a recording, not the ctl --- */
+
+#ifdef _WIN32
+static BOOL WINAPI itest_ctrl(DWORD type)
+{
+    return type == CTRL_C_EVENT; /* the driver itself stays */
+}
+
+/* A console of our own, shared with the children started on it, so that the
+ * Ctrl-C reaches no other process (ctest's): as test-stop does. 0, or 77. */
+static int interrupt_prepare(void)
+{
+    FreeConsole();
+    if (!AllocConsole()) {
+        printf("skip: no console could be made for Ctrl-C (AllocConsole: error %lu)\n",
+               (unsigned long)GetLastError());
+        return 77;
+    }
+    SetConsoleCtrlHandler(NULL, FALSE); /* not ignored, whatever our parent said */
+    SetConsoleCtrlHandler(itest_ctrl, TRUE);
+    child_on_console = 1;
+    return 0;
+}
+
+/* Ctrl-C to every process on our console (group 0): the recorder, and us (ignored). */
+static int interrupt_send(struct child *c)
+{
+    (void)c;
+    if (!GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0)) {
+        fprintf(stderr, "GenerateConsoleCtrlEvent: error %lu\n", (unsigned long)GetLastError());
+        return -1;
+    }
+    return 0;
+}
+#else
+static int interrupt_prepare(void)
+{
+    return 0;
+}
+
+static int interrupt_send(struct child *c)
+{
+    return uv_process_kill(&c->proc, SIGINT);
+}
+#endif
+
+static int session_has_events(void *name)
+{
+    struct res r = ctl("--json", "status", (const char *)name, NULL);
+    cJSON *o = r.rc == 0 ? cJSON_Parse(r.out) : NULL;
+    double n = jnum(o, "ingest.events");
+    cJSON_Delete(o);
+    res_free(&r);
+    return n > 0;
+}
+
+/* An interrupt (Ctrl-C; SIGINT on Unix) ends a recording, not the ctl: it exits
+ * 0, says how many events it recorded, and -o FILE holds exactly those (the
+ * bash case record_interrupt, with SIGTERM). */
+ITEST(record_interrupt, 1)
+{
+    int prep = interrupt_prepare();
+    if (prep == 77) {
+        teardown();
+        exit(HT_TEST_SKIP);
+    }
+    size_t n;
+    char *data = read_file(demo, &n);
+    CHECK(data);
+    struct child load, rec;
+    char *largv[] = {HT_ITEST_CTL, "--pipe", endpoint, "load", "-", "--name", "live", NULL};
+    int started = child_start(&load, largv, 1) == 0;
+    if (!started)
+        free(data);
+    CHECK(started);
+    int listed = run_until(session_listed, "\"live\"", 20000);
+    char *out = tpath("rec.htev");
+    char *rargv[] = {HT_ITEST_CTL, "--pipe", endpoint, "record", "live", "-o", out, NULL};
+    int rstarted = listed && child_start(&rec, rargv, 0) == 0;
+    int subscribed = rstarted && daemon_logged(": record (", 20000);
+    /* The first half of the stream only: the session stays live. */
+    size_t half = n / 2;
+    while (half < n && data[half - 1] != '\n')
+        half++;
+    if (subscribed)
+        child_write_part(&load, data, half);
+    int flowing = subscribed && run_until(session_has_events, "live", 20000);
+    if (flowing) {
+        uv_sleep(300); /* the recorder receives some of them */
+        uv_update_time(loop);
+    }
+    int sent = flowing ? interrupt_send(&rec) : -1;
+    int rrc = rstarted ? child_wait(&rec, ITEST_CMD_MS, "record") : -1;
+    /* The rest, then the load ends. */
+    char *rest = malloc(n - half + 1);
+    memcpy(rest, data + half, n - half);
+    free(data);
+    child_write(&load, rest, n - half);
+    int lrc = child_wait(&load, ITEST_CMD_MS, "load");
+    char *err = strdup(rstarted ? buf_str(&rec.err_b) : "");
+    if (rstarted)
+        child_free(&rec);
+    child_free(&load);
+    CHECK(listed);
+    CHECK(subscribed);
+    CHECK(flowing);
+    CHECK_EQ(sent, 0);
+    CHECK_EQ(lrc, 0);
+    if (rrc != 0)
+        fprintf(stderr, "record: exit %d: %s\n", rrc, err);
+    CHECK_EQ(rrc, 0);
+    const char *m = strstr(err, "interrupted: ");
+    long recorded = m ? atol(m + 13) : -1;
+    if (!m)
+        fprintf(stderr, "no interrupt message: %s\n", err);
+    free(err);
+    CHECK(m);
+    CHECK(recorded > 0);
+    size_t fn;
+    char *f = read_file(out, &fn);
+    CHECK(f);
+    long evs = 0;
+    for (const char *p = f; (p = strstr(p, "\"ev\"")) != NULL; p++)
+        evs++;
+    free(f);
+    CHECK_EQ(evs, recorded);
+}
+
 /* No daemon on the endpoint: exit 3 and a message saying so. */
 ITEST(unreachable, 0)
 {
@@ -1300,6 +1447,7 @@ int main(int argc, char **argv)
         T(ping),         T(version),     T(golden),          T(figures),
         T(bad_requests), T(unknown_session), T(record_htev), T(record_htevb),
         T(export_file),  T(drop),        T(shutdown),        T(untrusted_server),
+        T(record_interrupt),
         T(unreachable),
     };
     return ht_test_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
