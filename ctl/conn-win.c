@@ -21,10 +21,10 @@ struct conn {
 /* The system's text for code, without its line end. */
 static void conn_errstr(DWORD code, char *out, size_t n)
 {
-    DWORD k = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
-                             code, 0, out, (DWORD)n, NULL);
-    while (k > 0 && (out[k - 1] == '\n' || out[k - 1] == '\r' || out[k - 1] == ' ' ||
-                     out[k - 1] == '.'))
+    DWORD k = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code,
+                             0, out, (DWORD)n, NULL);
+    while (k > 0 &&
+           (out[k - 1] == '\n' || out[k - 1] == '\r' || out[k - 1] == ' ' || out[k - 1] == '.'))
         out[--k] = '\0';
     if (k == 0)
         snprintf(out, n, "error %lu", (unsigned long)code);
@@ -244,7 +244,7 @@ static long conn_io(struct conn *c, int writing, void *p, DWORD n)
     BOOL ok = writing ? WriteFile(c->h, p, n, NULL, &ov) : ReadFile(c->h, p, n, NULL, &ov);
     if (!ok && GetLastError() != ERROR_IO_PENDING)
         return -1;
-    /* A cancelled read (conn_ctrl_handler) ends with ERROR_OPERATION_ABORTED; the
+    /* A cancelled read (conn_ctrl_cb) ends with ERROR_OPERATION_ABORTED; the
      * wait wakes now and then for an interrupt that came before the read was
      * issued, which CancelIoEx could not find. */
     while (WaitForSingleObject(ov.hEvent, 250) == WAIT_TIMEOUT)
@@ -320,7 +320,7 @@ char *conn_read_line(struct conn *c, size_t max)
  * (https://learn.microsoft.com/windows/console/handlerroutine); CancelIoEx
  * cancels the main thread's pending read on the handle
  * (https://learn.microsoft.com/windows/win32/fileio/cancelioex-func). */
-static BOOL WINAPI conn_ctrl_handler(DWORD type)
+static BOOL WINAPI conn_ctrl_cb(DWORD type)
 {
     if (type != CTRL_C_EVENT && type != CTRL_BREAK_EVENT && type != CTRL_CLOSE_EVENT)
         return FALSE;
@@ -334,7 +334,7 @@ static BOOL WINAPI conn_ctrl_handler(DWORD type)
 void conn_break_on_interrupt(struct conn *c)
 {
     conn_interrupt_c = c;
-    SetConsoleCtrlHandler(conn_ctrl_handler, TRUE);
+    SetConsoleCtrlHandler(conn_ctrl_cb, TRUE);
 }
 
 int conn_interrupted(void)

@@ -88,10 +88,10 @@ int out_file_create(struct out_file *o)
     }
     /* A device (NUL, CON, COM1) is not a disk file: written in place. The
      * handle follows a symbolic link (no FILE_FLAG_OPEN_REPARSE_POINT). */
-    HANDLE probe = exists ? CreateFileW(wpath, 0, FILE_SHARE_READ | FILE_SHARE_WRITE |
-                                                      FILE_SHARE_DELETE,
-                                        NULL, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, NULL)
-                          : INVALID_HANDLE_VALUE;
+    HANDLE probe =
+        exists ? CreateFileW(wpath, 0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                             OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, NULL)
+               : INVALID_HANDLE_VALUE;
     DWORD type = probe != INVALID_HANDLE_VALUE ? GetFileType(probe) : FILE_TYPE_DISK;
     if (probe != INVALID_HANDLE_VALUE && type == FILE_TYPE_DISK)
         o->real = out_final_path(probe);
@@ -121,9 +121,9 @@ int out_file_create(struct out_file *o)
         snprintf(o->tmp, n, "%.*s.%s.%lu.%u", (int)dl, target, target + dl,
                  (unsigned long)GetCurrentProcessId(), i);
         wchar_t *wtmp = out_wide(o->tmp);
-        h = wtmp ? CreateFileW(wtmp, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL,
-                               NULL)
-                 : INVALID_HANDLE_VALUE;
+        h = wtmp
+                ? CreateFileW(wtmp, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL)
+                : INVALID_HANDLE_VALUE;
         e = GetLastError();
         free(wtmp);
         if (h == INVALID_HANDLE_VALUE && e != ERROR_FILE_EXISTS && e != ERROR_ALREADY_EXISTS)

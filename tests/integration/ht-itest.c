@@ -10,35 +10,20 @@
  * The one platform part: how that server is started as someone else (a
  * setuid child on Unix; a token with Administrators deny-only on Windows).
  */
+#include "ht-itest.h"
 #include "ht-test.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
-#include <uv.h>
-
-#ifdef _WIN32
-#include <windows.h>
-#else
-#include <unistd.h>
-#endif
 
 #ifndef HT_ITEST_DAEMON
 #error "HT_ITEST_DAEMON (the heaptraced to run) is set by tests/integration/CMakeLists.txt"
 #endif
 
-/* Bounds: wine starts a process in ~50 ms, a loaded machine more. */
-#define ITEST_CMD_MS 60000
-#define ITEST_START_MS 20000
-
-static uv_loop_t *loop;
-static char tmpdir[1024];  /* the case's own directory */
+uv_loop_t *loop;
+char tmpdir[1024];          /* the case's own directory */
 static char endpoint[1100]; /* the daemon's --pipe */
 static const char *demo = HT_TEST_DATA "/memorytestapp.htev";
-
-struct buf {
-    char *p;
-    size_t n, cap;
-};
 
 static void buf_add(struct buf *b, const char *s, size_t n)
 {
@@ -59,30 +44,18 @@ static void buf_add(struct buf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-static const char *buf_str(const struct buf *b)
+const char *buf_str(const struct buf *b)
 {
     return b->p ? b->p : "";
 }
 
-/* A child process: its standard output read into out_b, its error output into err_b. */
-struct child {
-    uv_process_t proc;
-    uv_pipe_t in, out, err;
-    struct buf out_b, err_b;
-    int open; /* handles not closed yet */
-    int exited;
-    int64_t status;
-    int term_signal;
-    char *in_data; /* written to its stdin, then stdin is closed */
-};
-
-static void on_close(uv_handle_t *h)
+static void close_cb(uv_handle_t *h)
 {
     struct child *c = h->data;
     c->open--;
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
     (void)h;
     (void)hint;
@@ -90,32 +63,32 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     *b = uv_buf_init(chunk, sizeof(chunk));
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct child *c = s->data;
     if (n > 0)
         buf_add((uv_pipe_t *)s == &c->err ? &c->err_b : &c->out_b, b->base, (size_t)n);
     else if (n < 0)
-        uv_close((uv_handle_t *)s, on_close);
+        uv_close((uv_handle_t *)s, close_cb);
 }
 
-static void child_exited(uv_process_t *p, int64_t status, int sig)
+void child_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     struct child *c = p->data;
     c->exited = 1;
     c->status = status;
     c->term_signal = sig;
-    uv_close((uv_handle_t *)p, on_close);
+    uv_close((uv_handle_t *)p, close_cb);
 }
 
-static void on_stdin_written(uv_write_t *w, int status)
+static void stdin_written_cb(uv_write_t *w, int status)
 {
     (void)status; /* a child that exits early is seen by its exit code */
     struct child *c = w->data;
     free(w);
     free(c->in_data);
     c->in_data = NULL;
-    uv_close((uv_handle_t *)&c->in, on_close);
+    uv_close((uv_handle_t *)&c->in, close_cb);
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -124,7 +97,7 @@ static void tick_cb(uv_timer_t *t)
 }
 
 /* Run the loop until done(arg) or ms passed (a 20 ms tick re-checks). 1 if done. */
-static int run_until(int (*done)(void *), void *arg, uint64_t ms)
+int run_until(int (*done)(void *), void *arg, uint64_t ms)
 {
     uv_timer_t tick;
     uv_timer_init(loop, &tick);
@@ -146,11 +119,11 @@ static int child_done(void *arg)
     return c->exited && c->open == 0;
 }
 
-static int child_on_console;
+int child_on_console;
 
 /* Start argv[0] with argv. stdin: a pipe we write later (child_write), or
  * nothing. 0 or -1. */
-static int child_start(struct child *c, char **argv, int with_stdin)
+int child_start(struct child *c, char **argv, int with_stdin)
 {
     memset(c, 0, sizeof(*c));
     uv_stdio_container_t io[3];
@@ -171,7 +144,7 @@ static int child_start(struct child *c, char **argv, int with_stdin)
     memset(&o, 0, sizeof(o));
     o.file = argv[0];
     o.args = argv;
-    o.exit_cb = child_exited;
+    o.exit_cb = child_exit_cb;
     o.stdio = io;
     o.stdio_count = 3;
     /* A child that must share our console (for Ctrl-C) is not started hidden:
@@ -181,18 +154,18 @@ static int child_start(struct child *c, char **argv, int with_stdin)
     c->open = 3 + with_stdin;
     if (rc != 0) {
         fprintf(stderr, "ht-itest: cannot start %s: %s\n", argv[0], uv_strerror(rc));
-        uv_close((uv_handle_t *)&c->out, on_close);
-        uv_close((uv_handle_t *)&c->err, on_close);
+        uv_close((uv_handle_t *)&c->out, close_cb);
+        uv_close((uv_handle_t *)&c->err, close_cb);
         if (with_stdin)
-            uv_close((uv_handle_t *)&c->in, on_close);
+            uv_close((uv_handle_t *)&c->in, close_cb);
         c->open--; /* the process handle was never opened */
         c->exited = 1;
         c->status = 127;
         run_until(child_done, c, 1000);
         return -1;
     }
-    uv_read_start((uv_stream_t *)&c->out, on_alloc, on_read);
-    uv_read_start((uv_stream_t *)&c->err, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&c->out, alloc_cb, read_cb);
+    uv_read_start((uv_stream_t *)&c->err, alloc_cb, read_cb);
     return 0;
 }
 
@@ -203,15 +176,15 @@ static void child_write(struct child *c, char *data, size_t n)
     w->data = c;
     c->in_data = data;
     uv_buf_t b = uv_buf_init(data, (unsigned)n);
-    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, on_stdin_written) != 0) {
+    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, stdin_written_cb) != 0) {
         free(w);
         free(data);
         c->in_data = NULL;
-        uv_close((uv_handle_t *)&c->in, on_close);
+        uv_close((uv_handle_t *)&c->in, close_cb);
     }
 }
 
-static void on_stdin_part(uv_write_t *w, int status)
+static void stdin_part_cb(uv_write_t *w, int status)
 {
     (void)status;
     free(w);
@@ -222,12 +195,12 @@ static void child_write_part(struct child *c, const char *data, size_t n)
 {
     uv_write_t *w = malloc(sizeof(*w));
     uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
-    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, on_stdin_part) != 0)
+    if (uv_write(w, (uv_stream_t *)&c->in, &b, 1, stdin_part_cb) != 0)
         free(w);
 }
 
 /* Wait for the child's end (killed past ms). Its exit code, or -1 if killed. */
-static int child_wait(struct child *c, uint64_t ms, const char *what)
+int child_wait(struct child *c, uint64_t ms, const char *what)
 {
     if (!run_until(child_done, c, ms)) {
         fprintf(stderr, "ht-itest: %s still running after %llu ms: killed\n", what,
@@ -240,7 +213,7 @@ static int child_wait(struct child *c, uint64_t ms, const char *what)
     return c->term_signal ? -1 : (int)c->status;
 }
 
-static void child_free(struct child *c)
+void child_free(struct child *c)
 {
     free(c->out_b.p);
     free(c->err_b.p);
@@ -314,7 +287,7 @@ static char *read_file(const char *path, size_t *n)
     return b.p;
 }
 
-static int write_file(const char *path, const char *s)
+int write_file(const char *path, const char *s)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -417,8 +390,8 @@ static void daemon_dump(void)
 /* heaptraced --foreground on the case's endpoint, answering pings. 0 or -1. */
 static int daemon_start(void)
 {
-    char *argv[] = {HT_ITEST_DAEMON, "--foreground", "--log-level", "debug", "--pipe", endpoint,
-                    NULL};
+    char *argv[] = {HT_ITEST_DAEMON, "--foreground", "--log-level", "debug",
+                    "--pipe",        endpoint,       NULL};
     if (child_start(&hd, argv, 0) != 0)
         return -1;
     daemon_running = 1;
@@ -443,8 +416,7 @@ static int daemon_start(void)
 
 static int log_has(void *needle)
 {
-    return strstr(buf_str(&hd.out_b), needle) != NULL ||
-           strstr(buf_str(&hd.err_b), needle) != NULL;
+    return strstr(buf_str(&hd.out_b), needle) != NULL || strstr(buf_str(&hd.err_b), needle) != NULL;
 }
 
 /* The daemon's log (stdout and stderr) holds needle within ms. */
@@ -465,7 +437,7 @@ struct raw {
     int closed;
 };
 
-static void raw_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+static void raw_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct raw *r = s->data;
     if (n > 0)
@@ -476,7 +448,7 @@ static void raw_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
 }
 
-static void raw_connected(uv_connect_t *req, int status)
+static void raw_connect_cb(uv_connect_t *req, int status)
 {
     struct raw *r = req->data;
     r->status = status == 0 ? 1 : status;
@@ -484,7 +456,7 @@ static void raw_connected(uv_connect_t *req, int status)
         return;
     uv_buf_t b = uv_buf_init((char *)r->send, (unsigned)strlen(r->send));
     uv_write(&r->w, (uv_stream_t *)&r->pipe, &b, 1, NULL);
-    uv_read_start((uv_stream_t *)&r->pipe, on_alloc, raw_read);
+    uv_read_start((uv_stream_t *)&r->pipe, alloc_cb, raw_read_cb);
 }
 
 struct raw_wait {
@@ -501,7 +473,7 @@ static int raw_done(void *arg)
     return w->r->status < 0 || w->r->closed || n >= w->lines;
 }
 
-static void raw_closed(uv_handle_t *h)
+static void raw_close_cb(uv_handle_t *h)
 {
     struct raw *r = h->data;
     r->closed = 2;
@@ -520,11 +492,11 @@ static char *raw_request(const char *text, int lines)
     r.send = text;
     r.pipe.data = r.conn.data = &r;
     uv_pipe_init(loop, &r.pipe, 0);
-    uv_pipe_connect(&r.conn, &r.pipe, endpoint, raw_connected);
+    uv_pipe_connect(&r.conn, &r.pipe, endpoint, raw_connect_cb);
     struct raw_wait w = {&r, lines};
     run_until(raw_done, &w, 10000);
     r.closed = 1;
-    uv_close((uv_handle_t *)&r.pipe, raw_closed);
+    uv_close((uv_handle_t *)&r.pipe, raw_close_cb);
     run_until(raw_closed_done, &r, 5000);
     char *out = strdup(buf_str(&r.in));
     free(r.in.p);
@@ -575,14 +547,7 @@ static int setup(void)
     }
     snprintf(tmpdir, sizeof(tmpdir), "%s", req.path);
     uv_fs_req_cleanup(&req);
-#ifdef _WIN32
-    /* Pipe names live in their own namespace, unique per run and case. */
-    snprintf(endpoint, sizeof(endpoint), "\\\\.\\pipe\\ht-test-%d-%u", (int)uv_os_getpid(),
-             ++case_counter);
-#else
-    snprintf(endpoint, sizeof(endpoint), "%s/ht.sock", tmpdir);
-    ++case_counter;
-#endif
+    itest_endpoint(endpoint, sizeof(endpoint), tmpdir, ++case_counter);
     return 0;
 }
 
@@ -658,8 +623,8 @@ static cJSON *ctl_json(const char *a1, const char *a2, const char *a3, const cha
     struct res r = ctl("--json", a1, a2, a3, a4, a5, a6, NULL);
     cJSON *o = r.rc == 0 ? cJSON_Parse(r.out) : NULL;
     if (!o)
-        fprintf(stderr, "heaptracectl --json %s %s: exit %d: %s%s\n", a1, a2 ? a2 : "", r.rc,
-                r.out, r.err);
+        fprintf(stderr, "heaptracectl --json %s %s: exit %d: %s%s\n", a1, a2 ? a2 : "", r.rc, r.out,
+                r.err);
     res_free(&r);
     return o;
 }
@@ -844,69 +809,6 @@ static int session_listed(void *name)
     return ok;
 }
 
-/* argv with standard input from in_path and output (both streams) to
- * out_path, as a shell's "<" and ">" give them: on Windows by CreateProcessW
- * with plain inherited handles. uv_spawn would not do: it hands the child's C
- * runtime its descriptors flagged binary (and under wine, cmd.exe passes
- * that on), hiding a program that reads its input in text mode. Exit code or -1. */
-#ifdef _WIN32
-static int run_redirected(char **argv, const char *in_path, const char *out_path)
-{
-    char line[8192];
-    size_t n = 0;
-    for (int i = 0; argv[i]; i++)
-        n += (size_t)snprintf(line + n, sizeof(line) - n, "%s\"%s\"", i ? " " : "", argv[i]);
-    wchar_t wline[8192], win[1200], wout[1200];
-    MultiByteToWideChar(CP_UTF8, 0, line, -1, wline, 8192);
-    MultiByteToWideChar(CP_UTF8, 0, in_path, -1, win, 1200);
-    MultiByteToWideChar(CP_UTF8, 0, out_path, -1, wout, 1200);
-    SECURITY_ATTRIBUTES sa = {sizeof(sa), NULL, TRUE};
-    HANDLE in = CreateFileW(win, GENERIC_READ, FILE_SHARE_READ, &sa, OPEN_EXISTING, 0, NULL);
-    HANDLE out = CreateFileW(wout, GENERIC_WRITE, FILE_SHARE_READ, &sa, CREATE_ALWAYS, 0, NULL);
-    STARTUPINFOW si;
-    PROCESS_INFORMATION pi;
-    memset(&si, 0, sizeof(si));
-    si.cb = sizeof(si);
-    si.dwFlags = STARTF_USESTDHANDLES;
-    si.hStdInput = in;
-    si.hStdOutput = si.hStdError = out;
-    int rc = -1;
-    if (in != INVALID_HANDLE_VALUE && out != INVALID_HANDLE_VALUE &&
-        CreateProcessW(NULL, wline, NULL, NULL, TRUE, CREATE_NO_WINDOW, NULL, NULL, &si, &pi)) {
-        DWORD code = 1;
-        if (WaitForSingleObject(pi.hProcess, ITEST_CMD_MS) != WAIT_OBJECT_0)
-            TerminateProcess(pi.hProcess, 1);
-        else if (GetExitCodeProcess(pi.hProcess, &code))
-            rc = (int)code;
-        CloseHandle(pi.hThread);
-        CloseHandle(pi.hProcess);
-    } else {
-        fprintf(stderr, "cannot run %s: %lu\n", argv[0], (unsigned long)GetLastError());
-    }
-    if (in != INVALID_HANDLE_VALUE)
-        CloseHandle(in);
-    if (out != INVALID_HANDLE_VALUE)
-        CloseHandle(out);
-    return rc;
-}
-#else
-static int run_redirected(char **argv, const char *in_path, const char *out_path)
-{
-    char cmd[8192];
-    size_t n = (size_t)snprintf(cmd, sizeof(cmd), "exec");
-    for (int i = 0; argv[i]; i++)
-        n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '%s'", argv[i]);
-    snprintf(cmd + n, sizeof(cmd) - n, " <'%s' >'%s' 2>&1", in_path, out_path);
-    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
-    struct child c;
-    if (child_start(&c, sh, 0) != 0)
-        return -1;
-    int rc = child_wait(&c, ITEST_CMD_MS, argv[0]);
-    child_free(&c);
-    return rc;
-}
-#endif
-
 /* record -o FILE of a session fed through load's standard input, the file
  * loaded back: the same answers. FILE .htevb: compressed (a zstd frame). */
 static void record_roundtrip(const char *file)
@@ -920,7 +822,7 @@ static void record_roundtrip(const char *file)
     CHECK_EQ(child_start(&load, largv, 1), 0);
     int listed = run_until(session_listed, "\"live\"", 20000);
     if (!listed) {
-        uv_close((uv_handle_t *)&load.in, on_close);
+        uv_close((uv_handle_t *)&load.in, close_cb);
         child_wait(&load, ITEST_CMD_MS, "load");
         child_free(&load);
         free(data);
@@ -975,10 +877,10 @@ static void record_roundtrip(const char *file)
         if (!sensitive)
             fprintf(stderr, "the recording has no 0x1A byte and no CR LF: text mode would pass\n");
         CHECK(sensitive);
-        char *argv[] = {HT_ITEST_CTL, "--pipe", endpoint, "--json", "load", "-", "--name",
-                        "replayed", NULL};
+        char *argv[] = {HT_ITEST_CTL, "--pipe", endpoint,   "--json", "load",
+                        "-",          "--name", "replayed", NULL};
         char *reply = tpath("load.out");
-        int rc = run_redirected(argv, out, reply);
+        int rc = itest_run_redirected(argv, out, reply);
         char *text = read_file(reply, NULL);
         j = rc == 0 && text ? cJSON_Parse(text) : NULL;
         if (!j)
@@ -1038,7 +940,8 @@ ITEST(export_file, 1)
     res_free(&r);
     char *t = read_file(c, NULL);
     CHECK(t);
-    int has = strstr(t, "MemoryTestApp.exe!main;MemoryTestApp.exe!InnerLoopOperation 48000\n") != NULL;
+    int has =
+        strstr(t, "MemoryTestApp.exe!main;MemoryTestApp.exe!InnerLoopOperation 48000\n") != NULL;
     int old = strstr(t, "previous") != NULL;
     free(t);
     CHECK(has);
@@ -1059,7 +962,7 @@ ITEST(export_file, 1)
     /* Standard output redirected to a file as a shell does it: "\n" stays
      * "\n" (a C runtime in text mode writes "\r\n"). */
     char *argv[] = {HT_ITEST_CTL, "--pipe", endpoint, "export", "--format", "collapsed", NULL};
-    CHECK_EQ(run_redirected(argv, demo, tpath("stdout.txt")), 0);
+    CHECK_EQ(itest_run_redirected(argv, demo, tpath("stdout.txt")), 0);
     t = read_file(tpath("stdout.txt"), &n);
     CHECK(t);
     has = strstr(t, "MemoryTestApp.exe!main;MemoryTestApp.exe!InnerLoopOperation 48000\n") != NULL;
@@ -1117,7 +1020,7 @@ static void serve_file(const char *dir, const char *name, const char *text)
     write_file(p, text);
 }
 
-static void serve_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+static void serve_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     (void)b;
     if (n > 0)
@@ -1126,16 +1029,16 @@ static void serve_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         uv_stop(s->loop);
 }
 
-static void serve_conn(uv_stream_t *s, int status)
+static void serve_conn_cb(uv_stream_t *s, int status)
 {
     if (status != 0 || serve_cli.loop)
         return;
     uv_pipe_init(s->loop, &serve_cli, 0);
     if (uv_accept(s, (uv_stream_t *)&serve_cli) == 0)
-        uv_read_start((uv_stream_t *)&serve_cli, on_alloc, serve_read);
+        uv_read_start((uv_stream_t *)&serve_cli, alloc_cb, serve_read_cb);
 }
 
-static void serve_timeout(uv_timer_t *t)
+static void serve_timeout_cb(uv_timer_t *t)
 {
     uv_stop(t->loop);
 }
@@ -1148,119 +1051,20 @@ static int serve_main(const char *ep, const char *dir)
     uv_pipe_init(&l, &serve_srv, 0);
     int rc = uv_pipe_bind(&serve_srv, ep);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&serve_srv, 4, serve_conn);
+        rc = uv_listen((uv_stream_t *)&serve_srv, 4, serve_conn_cb);
     if (rc != 0) {
         fprintf(stderr, "serve: %s: %s\n", ep, uv_strerror(rc));
         return 1;
     }
     serve_file(dir, "ready", "ready\n");
     uv_timer_init(&l, &t);
-    uv_timer_start(&t, serve_timeout, 15000, 0);
+    uv_timer_start(&t, serve_timeout_cb, 15000, 0);
     uv_run(&l, UV_RUN_DEFAULT);
     char msg[64];
     snprintf(msg, sizeof(msg), "received %ld\n", serve_bytes);
     serve_file(dir, "received", msg);
     return 0; /* the process ends: its handles go with it */
 }
-
-/* Start this program as --serve, as an account heaptracectl must not trust.
- * 0, or 77 (skip) when this machine cannot, or -1. */
-#ifdef _WIN32
-static HANDLE untrusted_proc;
-
-/* A primary token like ours with Administrators deny-only, as UAC's filtered
- * token has it (CreateRestrictedToken, SidsToDisable:
- * https://learn.microsoft.com/windows/win32/api/securitybaseapi/nf-securitybaseapi-createrestrictedtoken),
- * and the server started with it (CreateProcessAsUserW: a token of our own
- * needs no privilege). */
-static int untrusted_start(const char *ep, const char *dir)
-{
-    HANDLE self = NULL, restricted = NULL;
-    BYTE admins[SECURITY_MAX_SID_SIZE];
-    DWORD asz = sizeof(admins);
-    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_ALL_ACCESS, &self) ||
-        !CreateWellKnownSid(WinBuiltinAdministratorsSid, NULL, admins, &asz)) {
-        fprintf(stderr, "cannot read our token: %lu\n", (unsigned long)GetLastError());
-        return -1;
-    }
-    SID_AND_ATTRIBUTES deny = {admins, 0};
-    int ok = CreateRestrictedToken(self, 0, 1, &deny, 0, NULL, 0, NULL, &restricted);
-    CloseHandle(self);
-    if (!ok) {
-        fprintf(stderr, "CreateRestrictedToken: %lu\n", (unsigned long)GetLastError());
-        return -1;
-    }
-    wchar_t exe[MAX_PATH], cmd[3 * MAX_PATH + 64];
-    wchar_t wep[300], wdir[MAX_PATH];
-    GetModuleFileNameW(NULL, exe, MAX_PATH);
-    MultiByteToWideChar(CP_UTF8, 0, ep, -1, wep, 300);
-    MultiByteToWideChar(CP_UTF8, 0, dir, -1, wdir, MAX_PATH);
-    _snwprintf(cmd, sizeof(cmd) / sizeof(cmd[0]), L"\"%ls\" --serve \"%ls\" \"%ls\"", exe, wep,
-               wdir);
-    cmd[sizeof(cmd) / sizeof(cmd[0]) - 1] = 0;
-    STARTUPINFOW si;
-    PROCESS_INFORMATION pi;
-    memset(&si, 0, sizeof(si));
-    si.cb = sizeof(si);
-    ok = CreateProcessAsUserW(restricted, NULL, cmd, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi);
-    DWORD e = GetLastError();
-    CloseHandle(restricted);
-    if (!ok) {
-        fprintf(stderr, "CreateProcessAsUserW: %lu\n", (unsigned long)e);
-        return -1;
-    }
-    CloseHandle(pi.hThread);
-    untrusted_proc = pi.hProcess;
-    return 0;
-}
-
-static void untrusted_wait(void)
-{
-    if (WaitForSingleObject(untrusted_proc, 20000) != WAIT_OBJECT_0)
-        TerminateProcess(untrusted_proc, 1);
-    CloseHandle(untrusted_proc);
-}
-#else
-static struct child untrusted;
-
-/* As nobody (65534): a listener that is neither root nor us. Only root can. */
-static int untrusted_start(const char *ep, const char *dir)
-{
-    if (getuid() != 0) {
-        printf("skip: starting a server as another user needs root\n");
-        return 77;
-    }
-    uv_fs_t req;
-    uv_fs_chmod(NULL, &req, dir, 0777, NULL); /* nobody makes its socket and files there */
-    uv_fs_req_cleanup(&req);
-    char exe[1024];
-    size_t n = sizeof(exe);
-    uv_exepath(exe, &n);
-    char *argv[] = {exe, "--serve", (char *)ep, (char *)dir, NULL};
-    uv_process_options_t o;
-    memset(&o, 0, sizeof(o));
-    memset(&untrusted, 0, sizeof(untrusted));
-    o.file = exe;
-    o.args = argv;
-    o.exit_cb = child_exited;
-    o.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-    o.uid = 65534;
-    o.gid = 65534;
-    untrusted.proc.data = &untrusted;
-    int rc = uv_spawn(loop, &untrusted.proc, &o);
-    if (rc != 0) {
-        fprintf(stderr, "cannot start the server as nobody: %s\n", uv_strerror(rc));
-        return -1;
-    }
-    untrusted.open = 1;
-    return 0;
-}
-
-static void untrusted_wait(void)
-{
-    child_wait(&untrusted, 20000, "the untrusted server");
-}
-#endif
 
 static int file_exists(void *path)
 {
@@ -1274,7 +1078,7 @@ static int file_exists(void *path)
  * or us is refused before anything is sent: exit 3, the reason, 0 bytes. */
 ITEST(untrusted_server, 0)
 {
-    int rc = untrusted_start(endpoint, tmpdir);
+    int rc = itest_untrusted_start(endpoint, tmpdir);
     if (rc == 77) {
         teardown();
         exit(HT_TEST_SKIP);
@@ -1284,7 +1088,7 @@ ITEST(untrusted_server, 0)
     struct res r = {-1, NULL, NULL};
     if (ready)
         r = ctl("ping", NULL);
-    untrusted_wait();
+    itest_untrusted_wait();
     CHECK(ready);
     CHECK_RC(r, 3);
     CHECK_HAS(r.err, "refusing to talk to the server at");
@@ -1301,50 +1105,6 @@ ITEST(untrusted_server, 0)
 
 /* --- Ctrl-C ends a recording, not the ctl --- */
 
-#ifdef _WIN32
-static BOOL WINAPI itest_ctrl(DWORD type)
-{
-    return type == CTRL_C_EVENT; /* the driver itself stays */
-}
-
-/* A console of our own, shared with the children started on it, so that the
- * Ctrl-C reaches no other process (ctest's): as test-stop does. 0, or 77. */
-static int interrupt_prepare(void)
-{
-    FreeConsole();
-    if (!AllocConsole()) {
-        printf("skip: no console could be made for Ctrl-C (AllocConsole: error %lu)\n",
-               (unsigned long)GetLastError());
-        return 77;
-    }
-    SetConsoleCtrlHandler(NULL, FALSE); /* not ignored, whatever our parent said */
-    SetConsoleCtrlHandler(itest_ctrl, TRUE);
-    child_on_console = 1;
-    return 0;
-}
-
-/* Ctrl-C to every process on our console (group 0): the recorder, and us (ignored). */
-static int interrupt_send(struct child *c)
-{
-    (void)c;
-    if (!GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0)) {
-        fprintf(stderr, "GenerateConsoleCtrlEvent: error %lu\n", (unsigned long)GetLastError());
-        return -1;
-    }
-    return 0;
-}
-#else
-static int interrupt_prepare(void)
-{
-    return 0;
-}
-
-static int interrupt_send(struct child *c)
-{
-    return uv_process_kill(&c->proc, SIGINT);
-}
-#endif
-
 static int session_has_events(void *name)
 {
     struct res r = ctl("--json", "status", (const char *)name, NULL);
@@ -1360,7 +1120,7 @@ static int session_has_events(void *name)
  * bash case record_interrupt, with SIGTERM). */
 ITEST(record_interrupt, 1)
 {
-    int prep = interrupt_prepare();
+    int prep = itest_interrupt_prepare();
     if (prep == 77) {
         teardown();
         exit(HT_TEST_SKIP);
@@ -1390,7 +1150,7 @@ ITEST(record_interrupt, 1)
         uv_sleep(300); /* the recorder receives some of them */
         uv_update_time(loop);
     }
-    int sent = flowing ? interrupt_send(&rec) : -1;
+    int sent = flowing ? itest_interrupt_send(&rec) : -1;
     int rrc = rstarted ? child_wait(&rec, ITEST_CMD_MS, "record") : -1;
     /* The rest, then the load ends. */
     char *rest = malloc(n - half + 1);
@@ -1444,9 +1204,18 @@ int main(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[1], "--serve"))
         return serve_main(argv[2], argv[3]);
     static const struct ht_test_case cases[] = {
-        T(ping),         T(version),     T(golden),          T(figures),
-        T(bad_requests), T(unknown_session), T(record_htev), T(record_htevb),
-        T(export_file),  T(drop),        T(shutdown),        T(untrusted_server),
+        T(ping),
+        T(version),
+        T(golden),
+        T(figures),
+        T(bad_requests),
+        T(unknown_session),
+        T(record_htev),
+        T(record_htevb),
+        T(export_file),
+        T(drop),
+        T(shutdown),
+        T(untrusted_server),
         T(record_interrupt),
         T(unreachable),
     };
