@@ -2,13 +2,13 @@
  * The integration cases that run the same on Linux and on Windows (under
  * wine in CI): the real heaptraced on a private endpoint (a Unix socket in a
  * temporary directory; \\.\pipe\ht-test-PID-N on Windows) and the real
- * heaptracectl, both started with libuv (uv_spawn), so this file has no
- * platform code. The bash suite (run.sh, cases-*.sh) covers much more on
- * Unix; these cases are the part Windows must pass too.
+ * heaptracectl, started with libuv (uv_spawn). The bash suite (run.sh,
+ * cases-*.sh) covers much more on Unix; these cases are the part Windows must
+ * pass too. What differs by platform (the endpoint's name, starting a server
+ * as an untrusted account, sending Ctrl-C, a shell's redirection) is in
+ * ht-itest-unix.c and ht-itest-win.c (ht-itest.h).
  * usage: ht-itest [CASE]   (CTest runs one case per test: ht-itest.CASE)
  *        ht-itest --serve ENDPOINT DIR   the untrusted server of untrusted_server
- * The one platform part: how that server is started as someone else (a
- * setuid child on Unix; a token with Administrators deny-only on Windows).
  */
 #include "ht-itest.h"
 #include "ht-test.h"
