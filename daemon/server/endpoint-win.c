@@ -331,10 +331,26 @@ static void retry_cb(uv_timer_t *t)
     instance_next(t->data);
 }
 
+/* A client that left before being accepted: the instance is disconnected
+ * and waits again. 0, or the instance is dropped and the error returned. */
+static int instance_reuse(struct endpoint *ep)
+{
+    DisconnectNamedPipe(ep->inst);
+    ep->connected_now = 0;
+    DWORD e = instance_connect(ep);
+    if (e == 0)
+        return 0;
+    instance_drop(ep);
+    return uv_translate_sys_error(e);
+}
+
 /* On the loop: the waiting instance's ConnectNamedPipe ended (or found a
- * client there already). Connected: the server accepts it; a client that
- * left first: dropped; else the failure goes to the server. Then the next
- * instance (endpoint_accept made it already when it ran). */
+ * client there already). Connected: the server accepts it (endpoint_accept
+ * makes the next instance); a client that left first: the instance waits
+ * again; else the failure goes to the server and a new instance is made.
+ * An instance is closed only once the next one exists: with none left the
+ * name would be free for a squatter (FILE_FLAG_FIRST_PIPE_INSTANCE guards
+ * only the first). */
 static void wake_cb(uv_async_t *a)
 {
     struct endpoint *ep = a->data;
@@ -350,22 +366,31 @@ static void wake_cb(uv_async_t *a)
         e = connected ? 0 : GetLastError();
     }
     if (!connected) {
-        instance_drop(ep);
-        if (e != ERROR_NO_DATA && e != ERROR_BROKEN_PIPE && e != ERROR_PIPE_NOT_CONNECTED)
-            ep->cb(ep->arg, uv_translate_sys_error(e));
-        instance_next(ep);
+        int rc = e == ERROR_NO_DATA || e == ERROR_BROKEN_PIPE || e == ERROR_PIPE_NOT_CONNECTED
+                     ? instance_reuse(ep)
+                     : uv_translate_sys_error(e);
+        if (rc != 0) { /* its ConnectNamedPipe is over: ov is free for the next */
+            HANDLE failed = ep->inst;
+            ep->inst = INVALID_HANDLE_VALUE;
+            ep->connected_now = 0;
+            ep->cb(ep->arg, rc);
+            instance_next(ep);
+            if (failed != INVALID_HANDLE_VALUE)
+                CloseHandle(failed);
+        }
         return;
     }
     ep->ready = ep->inst;
     ep->inst = INVALID_HANDLE_VALUE;
     ep->connected_now = 0;
     ep->cb(ep->arg, 0);
-    if (ep->ready != INVALID_HANDLE_VALUE) { /* the server did not take it */
-        DisconnectNamedPipe(ep->ready);
-        CloseHandle(ep->ready);
-        ep->ready = INVALID_HANDLE_VALUE;
-    }
+    HANDLE left = ep->ready; /* the server did not take it */
+    ep->ready = INVALID_HANDLE_VALUE;
     instance_next(ep);
+    if (left != INVALID_HANDLE_VALUE) {
+        DisconnectNamedPipe(left);
+        CloseHandle(left);
+    }
 }
 
 static void endpoint_closed_cb(uv_handle_t *h)

@@ -20,6 +20,8 @@ struct stop_watch {
 static uv_mutex_t request_lock;
 static uv_once_t request_once = UV_ONCE_INIT;
 static struct stop_watch *running;
+/* A stop_watch_request made while no watch ran: the next watch gets it. */
+static char pending[96];
 
 static void request_lock_init(void)
 {
@@ -54,6 +56,8 @@ void stop_watch_request(const char *why)
     if (running) {
         snprintf(running->why, sizeof(running->why), "%s", why);
         uv_async_send(&running->request);
+    } else {
+        snprintf(pending, sizeof(pending), "%s", why);
     }
     uv_mutex_unlock(&request_lock);
 }
@@ -92,6 +96,11 @@ int stop_watch_start(uv_loop_t *loop, stop_cb cb, void *arg, struct stop_watch *
     uv_once(&request_once, request_lock_init);
     uv_mutex_lock(&request_lock);
     running = sw;
+    if (pending[0]) {
+        snprintf(sw->why, sizeof(sw->why), "%s", pending);
+        pending[0] = '\0';
+        uv_async_send(&sw->request);
+    }
     uv_mutex_unlock(&request_lock);
     *out = sw;
     return 0;

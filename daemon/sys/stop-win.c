@@ -23,6 +23,9 @@ struct stop_watch {
  * request touches a watch being closed. */
 static SRWLOCK request_lock = SRWLOCK_INIT;
 static struct stop_watch *running;
+/* A stop_watch_request made while no watch ran (the service control
+ * handler can ask before the daemon listens): the next watch gets it. */
+static char pending[96];
 static int console_handler_set;
 
 static void request_cb(uv_async_t *a)
@@ -50,6 +53,10 @@ static int request(const char *why)
 
 void stop_watch_request(const char *why)
 {
+    AcquireSRWLockExclusive(&request_lock);
+    if (!running)
+        snprintf(pending, sizeof(pending), "%s", why);
+    ReleaseSRWLockExclusive(&request_lock);
     request(why);
 }
 
@@ -89,6 +96,11 @@ int stop_watch_start(uv_loop_t *loop, stop_cb cb, void *arg, struct stop_watch *
         console_handler_set = SetConsoleCtrlHandler(console_cb, TRUE) != 0;
     AcquireSRWLockExclusive(&request_lock);
     running = sw;
+    if (pending[0]) {
+        snprintf(sw->why, sizeof(sw->why), "%s", pending);
+        pending[0] = '\0';
+        uv_async_send(&sw->request);
+    }
     ReleaseSRWLockExclusive(&request_lock);
     *out = sw;
     return 0;

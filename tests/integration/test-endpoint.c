@@ -366,6 +366,20 @@ static int under_wine(void)
     return nt && GetProcAddress(nt, "wine_get_version") != NULL;
 }
 
+/* An endpoint that is not \\.\pipe\NAME is refused, naming the form. */
+static void test_bad_name(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    char err[4096];
+    snprintf(pipe_name, sizeof(pipe_name), "C:\\heaptrace.sock");
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    CHECK(daemon_wait(&d, 10000));
+    daemon_err(&d, err, sizeof(err));
+    fprintf(stderr, "%s", err);
+    CHECK_EQ(d.status, 1);
+    CHECK(contains(err, "is not a pipe name"));
+}
+
 /* Someone created the pipe first: the daemon refuses to start, naming it. */
 static void test_squatted(void)
 {
@@ -465,15 +479,10 @@ static void test_operators_dacl(void)
     CHECK_EQ(st, 0);
 }
 
-/* A client whose token has Administrators as deny-only (as UAC's filtered token does) is
- * not let in by the DACL. Wine runs every process as an administrator and does not apply
- * pipe DACLs to a restricted token: there the case skips. */
-static void test_nonadmin_refused(void)
+/* This thread takes the process's token with Administrators deny-only, as UAC's filtered
+ * token has it (RevertToSelf ends it). 0 or -1. */
+static int impersonate_nonadmin(void)
 {
-    static struct daemon d; /* static: main kills what a failed case left */
-    CHECK(daemon_start(&d, NULL, "a") == 0);
-    char out[4096];
-    CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
     HANDLE self = NULL, restricted = NULL;
     BYTE admins[SECURITY_MAX_SID_SIZE];
     DWORD asz = sizeof(admins);
@@ -482,27 +491,90 @@ static void test_nonadmin_refused(void)
     SID_AND_ATTRIBUTES deny = {admins, 0};
     ok = ok && CreateRestrictedToken(self, 0, 1, &deny, 0, NULL, 0, NULL, &restricted) &&
          ImpersonateLoggedOnUser(restricted);
-    DWORD e = 0;
-    conn_t c = CONN_NONE;
-    if (ok) {
-        c = conn_open_access(GENERIC_READ | GENERIC_WRITE, &e);
-        RevertToSelf();
-    }
+    if (!ok)
+        fprintf(stderr, "cannot impersonate a non-administrator: error %lu\n",
+                (unsigned long)GetLastError());
     if (self)
         CloseHandle(self);
     if (restricted)
         CloseHandle(restricted);
+    return ok ? 0 : -1;
+}
+
+static void skip_wine_admin(void)
+{
+    printf("skip: wine let a token with Administrators deny-only open the pipe as an "
+           "administrator (it runs everyone as an administrator and does not check pipe DACLs "
+           "against it): verified only on real Windows\n");
+    exit(HT_TEST_SKIP);
+}
+
+/* A client whose token has Administrators as deny-only is not let in by the DACL. */
+static void test_nonadmin_refused(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    char out[4096];
+    CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
+    DWORD e = 0;
+    conn_t c = CONN_NONE;
+    int imp = impersonate_nonadmin();
+    if (imp == 0) {
+        c = conn_open_access(GENERIC_READ | GENERIC_WRITE, &e);
+        RevertToSelf();
+    }
     int st = daemon_stop(&d);
-    CHECK(ok);
+    CHECK_EQ(imp, 0);
     if (c != CONN_NONE && under_wine()) {
         conn_close(c);
-        printf("skip: wine let a token with Administrators deny-only open the pipe (it runs "
-               "everyone as an administrator and does not check pipe DACLs against it): verified "
-               "only on real Windows\n");
-        exit(HT_TEST_SKIP);
+        skip_wine_admin();
     }
     CHECK(c == CONN_NONE);
     CHECK_EQ(e, ERROR_ACCESS_DENIED);
+    CHECK_EQ(st, 0);
+}
+
+/* A member of pipe_operators_group (here Users) who is not an administrator: opened with
+ * GENERIC_READ | FILE_WRITE_DATA | FILE_WRITE_ATTRIBUTES it is let in and answered; asking
+ * for GENERIC_WRITE (which holds FILE_CREATE_PIPE_INSTANCE) it is refused. */
+static void test_operator_admitted(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    char cfg[600], out[4096];
+    snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-opadm.json", tmp_dir, (int)uv_os_getpid());
+    FILE *f = fopen(cfg, "wb");
+    CHECK(f);
+    fputs("{\"pipe_operators_group\":\"Users\"}\n", f);
+    fclose(f);
+    CHECK(daemon_start(&d, cfg, "a") == 0);
+    CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
+    DWORD e_op = 0, e_gw = 0;
+    conn_t op = CONN_NONE, gw = CONN_NONE;
+    long r = -1;
+    int imp = impersonate_nonadmin();
+    if (imp == 0) {
+        op = conn_open_access(GENERIC_READ | FILE_WRITE_DATA | FILE_WRITE_ATTRIBUTES, &e_op);
+        const char *ping = "{\"v\":1,\"id\":5,\"cmd\":\"ping\"}\n";
+        if (op != CONN_NONE && conn_write(op, ping, strlen(ping)) == 0)
+            r = conn_read(op, out, sizeof(out) - 1);
+        gw = conn_open_access(GENERIC_READ | GENERIC_WRITE, &e_gw);
+        RevertToSelf();
+    }
+    out[r > 0 ? r : 0] = '\0';
+    if (op != CONN_NONE)
+        conn_close(op);
+    int st = daemon_stop(&d);
+    remove(cfg);
+    CHECK_EQ(imp, 0);
+    fprintf(stderr, "operator: open error %lu, reply %s", (unsigned long)e_op, out);
+    CHECK(op != CONN_NONE);
+    CHECK(contains(out, "\"id\":5,\"ok\":true"));
+    if (gw != CONN_NONE && under_wine()) {
+        conn_close(gw);
+        skip_wine_admin();
+    }
+    CHECK(gw == CONN_NONE);
+    CHECK_EQ(e_gw, ERROR_ACCESS_DENIED);
     CHECK_EQ(st, 0);
 }
 #endif
@@ -547,9 +619,11 @@ int ht_test_failed;
 int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
-        T(ping),     T(many_clients), T(bad_requests),   T(second_daemon),    T(unknown_group),
+        T(ping),           T(many_clients),     T(bad_requests),
+        T(second_daemon),  T(unknown_group),
 #ifdef _WIN32
-        T(squatted), T(dacl),         T(operators_dacl), T(nonadmin_refused),
+        T(bad_name),       T(squatted),         T(dacl),
+        T(operators_dacl), T(nonadmin_refused), T(operator_admitted),
 #endif
     };
     setvbuf(stdout, NULL, _IONBF, 0);
