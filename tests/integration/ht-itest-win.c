@@ -75,7 +75,7 @@ static BOOL WINAPI itest_ctrl_cb(DWORD type)
     return type == CTRL_C_EVENT; /* the driver itself stays */
 }
 
-/* A console of our own, shared with the children started on it, so that the
+/* A console of our own, shared with the children started with child_on_console, so that the
  * Ctrl-C reaches no other process (ctest's): as test-stop does. 0, or 77. */
 int itest_interrupt_prepare(void)
 {
@@ -87,7 +87,6 @@ int itest_interrupt_prepare(void)
     }
     SetConsoleCtrlHandler(NULL, FALSE); /* not ignored, whatever our parent said */
     SetConsoleCtrlHandler(itest_ctrl_cb, TRUE);
-    child_on_console = 1;
     return 0;
 }
 

@@ -31,7 +31,8 @@ struct child {
 
 extern uv_loop_t *loop;
 extern char tmpdir[1024]; /* the case's own directory */
-/* Children started from now on share our console (Windows; for Ctrl-C). */
+/* Set: children started now share our console (Windows; for Ctrl-C). Else
+ * they have none (CREATE_NO_WINDOW), so a Ctrl-C on ours never reaches them. */
 extern int child_on_console;
 
 /* Start argv[0] with argv; stdin a pipe we write (with_stdin), else none. 0 or -1. */
