@@ -42,11 +42,11 @@ static void temp_dir(const char *tag, wchar_t *out, size_t cap)
     CreateDirectoryW(out, NULL);
 }
 
-/* Runs heaptraced.exe ARGS; its exit code, its output (stdout and stderr) in out. */
-static DWORD run_daemon_cmd(const wchar_t *args, char *out, size_t cap)
+/* Runs exe_path ARGS; its exit code, its output (stdout and stderr) in out. */
+static DWORD run_exe(const char *exe_path, const wchar_t *args, char *out, size_t cap)
 {
     wchar_t exe[MAX_PATH], cmd[4096];
-    win_path(HEAPTRACED_EXE, exe, MAX_PATH);
+    win_path(exe_path, exe, MAX_PATH);
     swprintf(cmd, 4096, L"\"%ls\" %ls", exe, args);
     SECURITY_ATTRIBUTES sa = {sizeof(sa), NULL, TRUE};
     HANDLE rd, wr;
@@ -79,8 +79,16 @@ static DWORD run_daemon_cmd(const wchar_t *args, char *out, size_t cap)
         GetExitCodeProcess(pi.hProcess, &code);
     CloseHandle(pi.hProcess);
     CloseHandle(pi.hThread);
-    fprintf(stderr, "heaptraced %ls -> %lu\n%s", args, (unsigned long)code, out);
+    fprintf(stderr, "%s %ls -> %lu\n%s",
+            strrchr(exe_path, '/') ? strrchr(exe_path, '/') + 1 : exe_path, args,
+            (unsigned long)code, out);
     return code;
+}
+
+/* Runs heaptraced.exe ARGS (run_exe). */
+static DWORD run_daemon_cmd(const wchar_t *args, char *out, size_t cap)
+{
+    return run_exe(HEAPTRACED_EXE, args, out, cap);
 }
 
 /* ---- the pipe: request lines and replies ---- */
@@ -663,6 +671,70 @@ static void test_install_auto(void)
     cleanup(cur_svc);
 }
 
+/* The same with heaptracectl.exe as the client (ctl/conn-win.c: it checks
+ * that the pipe's server runs as SYSTEM or an administrator before it sends):
+ * ping, load of the replay, stacks, against the service the SCM started. */
+static void scm_ctl_body(void)
+{
+#ifndef HEAPTRACECTL_EXE
+    printf("skip: heaptracectl.exe is not built\n");
+    exit(HT_TEST_SKIP);
+#else
+    wchar_t svc[128], pipe[128], args[2048], data[MAX_PATH];
+    static char out[1 << 16];
+    names("ctl", svc, pipe);
+    wcscpy(cur_svc, svc);
+    swprintf(args, 2048, L"install --start manual --name %ls --pipe %ls", svc, pipe);
+    CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
+    SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
+    SC_HANDLE s = scm ? OpenServiceW(scm, svc, SERVICE_START | SERVICE_STOP) : NULL;
+    if (scm)
+        CloseServiceHandle(scm);
+    CHECK(s);
+    int started = StartServiceW(s, 0, NULL);
+    DWORD st = started ? wait_state(svc, SERVICE_RUNNING, NULL) : 0;
+    win_path(HT_TEST_DATA "/memorytestapp.htev", data, MAX_PATH);
+    DWORD ping = 999, load = 999, stacks = 999;
+    int stacks_ok = 0;
+    if (st == SERVICE_RUNNING) {
+        swprintf(args, 2048, L"--pipe %ls ping", pipe);
+        ping = run_exe(HEAPTRACECTL_EXE, args, out, sizeof(out));
+        swprintf(args, 2048, L"--pipe %ls load \"%ls\" --name demo", pipe, data);
+        load = run_exe(HEAPTRACECTL_EXE, args, out, sizeof(out));
+        swprintf(args, 2048, L"--pipe %ls --json stacks demo --by frame", pipe);
+        stacks = run_exe(HEAPTRACECTL_EXE, args, out, sizeof(out));
+        cJSON *j = cJSON_Parse(out);
+        cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "rows"), 0);
+        const char *fr = cJSON_GetStringValue(cJSON_GetObjectItem(row, "frame"));
+        stacks_ok = fr && !strcmp(fr, "MemoryTestApp.exe!InnerLoopOperation") &&
+                    cJSON_GetNumberValue(cJSON_GetObjectItem(row, "count")) == 1200;
+        cJSON_Delete(j);
+    }
+    SERVICE_STATUS ss;
+    ControlService(s, SERVICE_CONTROL_STOP, &ss);
+    CloseServiceHandle(s);
+    DWORD code = 999;
+    DWORD stopped = wait_state(svc, SERVICE_STOPPED, &code);
+    CHECK_EQ(st, SERVICE_RUNNING);
+    CHECK_EQ(ping, 0);
+    CHECK_EQ(load, 0);
+    CHECK_EQ(stacks, 0);
+    CHECK(stacks_ok);
+    CHECK_EQ(stopped, SERVICE_STOPPED);
+    CHECK_EQ(code, 0);
+    swprintf(args, 2048, L"uninstall --name %ls", svc);
+    CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
+    CHECK_EQ(service_exists(svc), 0);
+    CHECK_EQ(eventsource_exists(svc), 0);
+#endif
+}
+
+static void test_scm_ctl(void)
+{
+    scm_ctl_body();
+    cleanup(cur_svc);
+}
+
 /* A service that cannot start (its configuration is not JSON) reports
  * STOPPED with a service-specific exit code (heaptraced_run's 1), not
  * RUNNING and not a crash. */
@@ -831,4 +903,4 @@ static void test_privilege_missing(void)
 }
 
 HT_TEST_MAIN(T(privilege_missing), T(install_config), T(recovery_actions), T(install_auto),
-             T(scm_e2e), T(log_dir_dacl), T(start_failure), T(console_fallback))
+             T(scm_e2e), T(log_dir_dacl), T(scm_ctl), T(start_failure), T(console_fallback))
