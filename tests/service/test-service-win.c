@@ -506,8 +506,10 @@ static void scm_e2e_body(void)
              cfg);
     CHECK_EQ(run_daemon_cmd(args, out, sizeof(out)), 0);
     SC_HANDLE scm = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
-    SC_HANDLE s =
-        scm ? OpenServiceW(scm, svc, SERVICE_START | SERVICE_STOP | SERVICE_QUERY_STATUS) : NULL;
+    SC_HANDLE s = scm ? OpenServiceW(scm, svc,
+                                     SERVICE_START | SERVICE_STOP | SERVICE_QUERY_STATUS |
+                                         SERVICE_INTERROGATE | SERVICE_PAUSE_CONTINUE)
+                      : NULL;
     if (scm)
         CloseServiceHandle(scm);
     CHECK(s);
@@ -553,6 +555,16 @@ static void scm_e2e_body(void)
         CloseHandle(h);
     }
     SERVICE_STATUS ss;
+    /* Interrogate is answered (RUNNING); pause is not a control it accepts.
+     * (Wine's SCM answers interrogate whatever the handler returns: a handler
+     * that refused it would pass here, not on Windows.) */
+    int interrogated =
+        ControlService(s, SERVICE_CONTROL_INTERROGATE, &ss) && ss.dwCurrentState == SERVICE_RUNNING;
+    SetLastError(0);
+    int paused = ControlService(s, SERVICE_CONTROL_PAUSE, &ss);
+    DWORD pause_err = GetLastError();
+    fprintf(stderr, "interrogate %d; pause %d (error %lu)\n", interrogated, paused,
+            (unsigned long)pause_err);
     int stop_sent = ControlService(s, SERVICE_CONTROL_STOP, &ss);
     CloseServiceHandle(s);
     DWORD code = 999;
@@ -564,6 +576,8 @@ static void scm_e2e_body(void)
     CHECK(loaded);
     CHECK(stacks_ok);
     CHECK(privs_ok);
+    CHECK(interrogated);
+    CHECK(!paused && pause_err == ERROR_INVALID_SERVICE_CONTROL);
     CHECK(stop_sent);
     CHECK_EQ(st, SERVICE_STOPPED);
     CHECK_EQ(code, 0);
