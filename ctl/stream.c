@@ -15,7 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <uv.h>
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
@@ -142,11 +142,10 @@ struct rec_bin {
     uint64_t frame_start_ms;
 };
 
+/* Monotonic milliseconds (uv_hrtime: CLOCK_MONOTONIC on Unix, QueryPerformanceCounter on Windows). */
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return uv_hrtime() / 1000000;
 }
 
 static int ends_with(const char *s, const char *suffix)

@@ -6,6 +6,7 @@
 #include "ht-endpoint.h"
 #include "log.h"
 #include "server.h"
+#include "sys/privileges.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static int run_config(const struct run_opts *o, struct ht_config *cfg)
 }
 
 /* Serve until stopped. The exit code. */
-static int run_loop(struct ht_config *cfg)
+static int run_loop(const struct run_opts *o, struct ht_config *cfg)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -42,6 +43,8 @@ static int run_loop(struct ht_config *cfg)
         uv_loop_close(&loop);
         return 1;
     }
+    if (o->listening)
+        o->listening(o->hook_arg);
     uv_run(&loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&loop);
     if (rc != 0)
@@ -57,17 +60,25 @@ int heaptraced_run(const struct run_opts *o)
     int rc = run_config(o, &cfg);
     if (rc != 0)
         goto free_config;
-    if (log_open(cfg.log_level, o->foreground ? NULL : cfg.log_file) != 0) {
+    if (!cfg.log_file[0] && o->log_file_default)
+        snprintf(cfg.log_file, sizeof(cfg.log_file), "%s", o->log_file_default);
+    const char *log_file = o->foreground || !cfg.log_file[0] ? NULL : cfg.log_file;
+    if (log_file && o->log_prepare && (rc = o->log_prepare(o->hook_arg, log_file)) != 0)
+        goto free_config;
+    if (log_open(cfg.log_level, log_file) != 0) {
         fprintf(stderr, "heaptraced: cannot open log file %s\n", cfg.log_file);
         rc = 1;
         goto free_config;
     }
+    /* Missing privileges are logged (a warning each) and shown by version;
+     * the daemon still serves replays without them. */
+    privileges_enable();
     if (!dispatch_complete()) {
         log_error("internal: a command of the table has no handler");
         rc = 1;
         goto close_log;
     }
-    rc = run_loop(&cfg);
+    rc = run_loop(o, &cfg);
 close_log:
     log_close();
 free_config:

@@ -8,6 +8,15 @@ struct run_opts {
     const char *pipe_name;   /* --pipe NAME (else $HEAPTRACE_PIPE, else the configuration's) */
     const char *log_level;   /* --log-level L */
     int foreground;          /* log to stderr instead of the log file */
+    /* Set by a service manager's glue (service-win.c), else NULL. */
+    const char *log_file_default; /* the log file when the configuration names none */
+    /* Called with the log file's path before it is opened (the service makes
+     * its directory); 0 or the exit code, the reason printed on stderr. */
+    int (*log_prepare)(void *arg, const char *path);
+    /* Called once the endpoint listens and stop requests are watched: the
+     * service reports SERVICE_RUNNING. */
+    void (*listening)(void *arg);
+    void *hook_arg;
 };
 
 /* Load the configuration, open the log, listen and run the loop until a stop

@@ -10,6 +10,14 @@
 
 static FILE *log_fp;
 static int log_level = LOG_INFO;
+static log_sink_fn log_sink;
+static void *log_sink_arg;
+
+void log_set_sink(log_sink_fn sink, void *arg)
+{
+    log_sink = sink;
+    log_sink_arg = arg;
+}
 
 int log_open(int level, const char *file)
 {
@@ -55,4 +63,6 @@ void log_msg(int level, const char *fmt, ...)
     ht_text_escape(msg, safe, sizeof(safe));
     fprintf(f, "%s heaptraced %s: %s\n", ts, names[level], safe);
     fflush(f);
+    if (log_sink && level <= LOG_WARN)
+        log_sink(log_sink_arg, level, safe);
 }

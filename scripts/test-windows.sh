@@ -99,8 +99,10 @@ trap wine_cleanup EXIT
 # message naming what wine lacks) and is verified only on real Windows (README). Any other
 # skip fails the run unless HEAPTRACE_ALLOW_SKIP is set: it means something stopped running.
 wine_skips=(
-    endpoint.nonadmin_refused  # wine lets a token with Administrators deny-only open the pipe
-    endpoint.operator_admitted # ... and ask for GENERIC_WRITE (FILE_CREATE_PIPE_INSTANCE) too
+    endpoint.nonadmin_refused     # wine lets a token with Administrators deny-only open the pipe
+    endpoint.operator_admitted    # ... and ask for GENERIC_WRITE (FILE_CREATE_PIPE_INSTANCE) too
+    test-service.recovery_actions # wine's services.exe drops SERVICE_CONFIG_FAILURE_ACTIONS
+    test-service.log_dir_dacl     # wine keeps a file's DACL as Unix mode bits: not read back
 )
 run_tests() {
     ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$jobs" --timeout 300 |

@@ -2,6 +2,7 @@
 #include "commands.h"
 
 #include "ht-error.h"
+#include "sys/privileges.h"
 
 #include <cjson/cJSON.h>
 #include <uv.h>
@@ -47,6 +48,21 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON *src = cJSON_AddArrayToObject(d, "sources");
     for (unsigned i = 0; i < source_count; i++)
         cJSON_AddItemToArray(src, source_json(source_list[i]));
+    /* The privileges the daemon enabled at start (sys/privileges.h; none on
+     * Unix) and, for each missing one, the native error. */
+    unsigned np;
+    const struct privilege *pv = privileges_list(&np);
+    cJSON *pa = cJSON_AddArrayToObject(d, "privileges");
+    for (unsigned k = 0; k < np; k++) {
+        cJSON *pj = cJSON_CreateObject();
+        cJSON_AddStringToObject(pj, "name", pv[k].name);
+        cJSON_AddBoolToObject(pj, "enabled", pv[k].enabled);
+        if (!pv[k].enabled) {
+            cJSON_AddStringToObject(pj, "needed_to", pv[k].needed);
+            cJSON_AddNumberToObject(pj, "error", (double)pv[k].code);
+        }
+        cJSON_AddItemToArray(pa, pj);
+    }
     /* The control endpoint's limits and what they refused, each under its own name. */
     const struct server *srv = ctx->srv;
     cJSON *cl = cJSON_AddObjectToObject(d, "clients");

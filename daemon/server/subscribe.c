@@ -93,7 +93,9 @@ static void record_batch(struct session *s, struct client *c, const struct ht_ev
 static void sub_events(struct session_sub *sub, const struct ht_event *evs, size_t n)
 {
     struct client *c = client_of_sub(sub);
-    for (size_t i = 0; i < n; i += SESSION_BATCH)
+    /* A batch's send can close the client (a write that fails at once, the
+     * output cap): it is unsubscribed then (sub->s NULL) and gets no more. */
+    for (size_t i = 0; i < n && sub->s; i += SESSION_BATCH)
         record_batch(sub->s, c, evs + i, n - i < SESSION_BATCH ? (unsigned)(n - i) : SESSION_BATCH);
 }
 

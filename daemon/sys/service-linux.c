@@ -14,6 +14,24 @@
 /* config/heaptraced.service, embedded at build time. */
 #include "service-unit.inc"
 
+/* The unit is heaptraced.service: another name or a manual start is a
+ * Windows option (systemd's own tools do those). 0 or -1, printed. */
+static int service_check_opts(const struct service_opts *so)
+{
+    if (so->name && strcmp(so->name, SERVICE_NAME_DEFAULT) != 0) {
+        fprintf(stderr, "heaptraced: --name is for Windows services; the unit is %s\n", UNIT_PATH);
+        return -1;
+    }
+    if (so->manual_start || so->config_path || so->pipe_name) {
+        fprintf(stderr,
+                "heaptraced: --start, --config and --pipe with install are for Windows "
+                "services; edit %s (ExecStart) instead\n",
+                UNIT_PATH);
+        return -1;
+    }
+    return 0;
+}
+
 /* 0 when we run as root, else -1 with what needed it printed. */
 static int service_need_root(const char *what)
 {
@@ -23,9 +41,9 @@ static int service_need_root(const char *what)
     return -1;
 }
 
-int service_uninstall(void)
+int service_uninstall(const struct service_opts *so)
 {
-    if (service_need_root("uninstall") != 0)
+    if (service_check_opts(so) != 0 || service_need_root("uninstall") != 0)
         return -1;
     if (system("systemctl disable --now heaptraced.service >/dev/null 2>&1") != 0)
         fprintf(stderr, "heaptraced: systemctl disable failed (continuing)\n");
@@ -39,10 +57,10 @@ int service_uninstall(void)
     return 0;
 }
 
-int service_install(const char *self)
+int service_install(const char *self, const struct service_opts *so)
 {
     (void)self; /* the unit names its own ExecStart */
-    if (service_need_root("install") != 0)
+    if (service_check_opts(so) != 0 || service_need_root("install") != 0)
         return -1;
     FILE *f = fopen(UNIT_PATH, "w");
     if (!f) {
