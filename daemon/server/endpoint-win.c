@@ -165,21 +165,34 @@ static int squat_check(struct endpoint *ep, char *err, size_t errsz)
     return HT_EEXIST;
 }
 
-/* The group's SID from its name; only a group (or alias, or well-known group). */
+/* The group's SID from its name, or from its SID string ("S-1-5-32-545":
+ * group names are localized, SIDs are not); only a group, alias or
+ * well-known group. Sets op_sid and op_group. */
 static int operators_resolve(const char *group, char *err, size_t errsz)
 {
-    WCHAR wname[256], dom[256];
+    WCHAR wname[256], name[256], dom[256];
     BYTE sid[SECURITY_MAX_SID_SIZE];
-    DWORD sidsz = sizeof(sid), domsz = 256;
+    DWORD sidsz = sizeof(sid), namesz = 256, domsz = 256;
     SID_NAME_USE use;
+    PSID given = NULL;
+    char why[160];
     if (!MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, group, -1, wname, 256)) {
         snprintf(err, errsz, "pipe_operators_group \"%s\": not valid UTF-8 or too long", group);
         return HT_EBADARG;
     }
-    if (!LookupAccountNameW(NULL, wname, sid, &sidsz, dom, &domsz, &use)) {
-        char why[160];
+    int ok;
+    if (wcsncmp(wname, L"S-1-", 4) == 0) {
+        ok = ConvertStringSidToSidW(wname, &given) && GetLengthSid(given) <= sizeof(sid) &&
+             CopySid(sizeof(sid), sid, given) &&
+             LookupAccountSidW(NULL, sid, name, &namesz, dom, &domsz, &use);
+    } else {
+        ok = LookupAccountNameW(NULL, wname, sid, &sidsz, dom, &domsz, &use);
+    }
+    DWORD e = GetLastError();
+    LocalFree(given);
+    if (!ok) {
         snprintf(err, errsz, "pipe_operators_group \"%s\": unknown account (%s)", group,
-                 win_strerror(GetLastError(), why, sizeof(why)));
+                 win_strerror(e, why, sizeof(why)));
         return HT_EBADARG;
     }
     if (use != SidTypeGroup && use != SidTypeAlias && use != SidTypeWellKnownGroup) {
@@ -187,8 +200,9 @@ static int operators_resolve(const char *group, char *err, size_t errsz)
                  (int)use);
         return HT_EBADARG;
     }
-    op_sid = ht_malloc(sidsz);
-    if (!op_sid || !CopySid(sidsz, op_sid, sid)) {
+    DWORD len = GetLengthSid(sid);
+    op_sid = ht_malloc(len);
+    if (!op_sid || !CopySid(len, op_sid, sid)) {
         snprintf(err, errsz, "pipe_operators_group \"%s\": out of memory", group);
         return HT_ENOMEM;
     }

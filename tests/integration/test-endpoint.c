@@ -355,6 +355,39 @@ static void test_unknown_group(void)
     CHECK(contains(err, "pipe_operators_group"));
 #ifdef _WIN32
     CHECK(contains(err, "no-such-group-ht"));
+    /* A SID that is no account, and an account that is no group (our own user). */
+    char me[256] = "";
+    HANDLE tok;
+    union {
+        TOKEN_USER tu;
+        BYTE buf[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
+    } user;
+    DWORD n;
+    LPSTR ssid = NULL;
+    if (OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok)) {
+        if (GetTokenInformation(tok, TokenUser, &user, sizeof(user), &n) &&
+            ConvertSidToStringSidA(user.tu.User.Sid, &ssid))
+            snprintf(me, sizeof(me), "%s", ssid);
+        LocalFree(ssid);
+        CloseHandle(tok);
+    }
+    CHECK(me[0]);
+    const char *bad[] = {"S-1-5-21-1-2-3-4242", me};
+    const char *want[] = {"unknown account", "is not a group"};
+    for (int i = 0; i < 2; i++) {
+        static struct daemon e[2]; /* static: main kills what a failed case left */
+        f = fopen(cfg, "wb");
+        CHECK(f);
+        fprintf(f, "{\"pipe_operators_group\":\"%s\"}\n", bad[i]);
+        fclose(f);
+        CHECK(daemon_start(&e[i], cfg, i ? "c" : "b") == 0);
+        CHECK(daemon_wait(&e[i], 10000));
+        daemon_err(&e[i], err, sizeof(err));
+        fprintf(stderr, "%s", err);
+        CHECK_EQ(e[i].status, 1);
+        CHECK(contains(err, bad[i]) && contains(err, want[i]));
+    }
+    remove(cfg);
 #endif
 }
 
@@ -534,9 +567,9 @@ static void test_nonadmin_refused(void)
     CHECK_EQ(st, 0);
 }
 
-/* A member of pipe_operators_group (here Users) who is not an administrator: opened with
- * GENERIC_READ | FILE_WRITE_DATA | FILE_WRITE_ATTRIBUTES it is let in and answered; asking
- * for GENERIC_WRITE (which holds FILE_CREATE_PIPE_INSTANCE) it is refused. */
+/* A member of pipe_operators_group (here Users, given by its SID) who is not an administrator:
+ * opened with GENERIC_READ | FILE_WRITE_DATA | FILE_WRITE_ATTRIBUTES it is let in and answered;
+ * asking for GENERIC_WRITE (which holds FILE_CREATE_PIPE_INSTANCE) it is refused. */
 static void test_operator_admitted(void)
 {
     static struct daemon d; /* static: main kills what a failed case left */
@@ -544,7 +577,8 @@ static void test_operator_admitted(void)
     snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-opadm.json", tmp_dir, (int)uv_os_getpid());
     FILE *f = fopen(cfg, "wb");
     CHECK(f);
-    fputs("{\"pipe_operators_group\":\"Users\"}\n", f);
+    /* By SID (BUILTIN\\Users): group names are localized. */
+    fputs("{\"pipe_operators_group\":\"S-1-5-32-545\"}\n", f);
     fclose(f);
     CHECK(daemon_start(&d, cfg, "a") == 0);
     CHECK(exchange("{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0);
