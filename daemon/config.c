@@ -223,6 +223,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         rc = get_str(o, "pipe_operators_group", cfg->pipe_operators_group,
                      sizeof(cfg->pipe_operators_group), err, errsz);
     if (!rc)
+        rc = get_str(o, "symbol_path", cfg->symbol_path, sizeof(cfg->symbol_path), err, errsz);
+    if (!rc)
         rc = get_str(o, "log_level", level, sizeof(level), err, errsz);
     if (!rc)
         rc = get_str(o, "log_file", cfg->log_file, sizeof(cfg->log_file), err, errsz);

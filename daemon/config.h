@@ -29,6 +29,10 @@ struct ht_config {
     /* Windows: a group whose members may use the pipe besides the
      * administrators (endpoint.h); "" for none. */
     char pipe_operators_group[256];
+    /* Windows: DbgHelp's symbol search path ("srv*C:\\symbols*https://..." or a
+     * folder of .pdb files), before _NT_SYMBOL_PATH (sys/symbols.h). Linux:
+     * must stay empty (separate debug files come from /usr/lib/debug). */
+    char symbol_path[2048];
     int log_level;
     char log_file[512];
     uint32_t max_sessions;

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "server.h"
 #include "sys/privileges.h"
+#include "symbols.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,13 @@ int heaptraced_run(const struct run_opts *o)
     /* Missing privileges are logged (a warning each) and shown by version;
      * the daemon still serves replays without them. */
     privileges_enable();
+    if (sym_set_search_path(cfg.symbol_path) != 0) {
+        log_error("symbol_path \"%.200s\" refused: it is DbgHelp's search path, for Windows (valid "
+                  "UTF-8); on Linux it must stay empty: separate debug files come from "
+                  "/usr/lib/debug", cfg.symbol_path);
+        rc = 1;
+        goto close_log;
+    }
     if (!dispatch_complete()) {
         log_error("internal: a command of the table has no handler");
         rc = 1;

@@ -260,3 +260,15 @@ case_accept_nomem() {
     grep -q "out of memory accepting a client: connection closed (6 so far)" "$T/daemon.log" || fail "not logged"
     stop_clean
 }
+
+# symbol_path is DbgHelp's search path: a Linux daemon refuses one at start,
+# saying why, and starts with it empty.
+case_symbol_path_config() {
+    "$HT_DAEMON" --foreground --config <(echo '{"symbol_path": "srv*/tmp/sym"}') >"$T/bad.log" 2>&1
+    [ $? -eq 1 ] || fail "a symbol_path was accepted on Linux"
+    grep -q 'symbol_path "srv\*/tmp/sym" refused: .*on Linux it must stay empty' "$T/bad.log" ||
+        fail "no clear message: $(cat "$T/bad.log")"
+    printf '{"symbol_path": ""}\n' >"$T/ok.json"
+    start_daemon --config "$T/ok.json"
+    stop_clean
+}
