@@ -2,6 +2,7 @@
 #include "conn.h"
 
 #include <windows.h>
+#include <aclapi.h>
 #include <sddl.h>
 
 #include <stdio.h>
@@ -100,6 +101,33 @@ static int conn_token_trusted(HANDLE tok, char *who, size_t whosz)
  * (GetNamedPipeServerProcessId,
  * https://learn.microsoft.com/windows/win32/api/winbase/nf-winbase-getnamedpipeserverprocessid),
  * then that process's token. */
+/* The owner of the pipe instance we reached, when the server's token cannot
+ * be read (an operator who is not an administrator may not open a LocalSystem
+ * service's token): the instance's owner is its creator's token owner, which
+ * only LocalSystem or an elevated administrator can make SYSTEM or
+ * Administrators (an owner must be the token's user or one of its groups with
+ * SE_GROUP_OWNER, unless it holds SeRestorePrivilege: "Ownership of Objects",
+ * https://learn.microsoft.com/windows/win32/secauthz/ownership-of-objects); a
+ * squatter's instance is owned by the squatter. Reading the owner needs
+ * READ_CONTROL, which GENERIC_READ holds. 1 trusted, 0 not (who says whom), -1
+ * unreadable. */
+static int conn_owner_trusted(HANDLE h, char *who, size_t whosz)
+{
+    PSID owner = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    if (GetSecurityInfo(h, SE_KERNEL_OBJECT, OWNER_SECURITY_INFORMATION, &owner, NULL, NULL, NULL,
+                        &sd) != ERROR_SUCCESS || !owner) {
+        if (sd)
+            LocalFree(sd);
+        return -1;
+    }
+    int ok = IsWellKnownSid(owner, WinLocalSystemSid) ||
+             IsWellKnownSid(owner, WinBuiltinAdministratorsSid);
+    conn_sid_text(owner, who, whosz);
+    LocalFree(sd);
+    return ok;
+}
+
 static int conn_check_server(HANDLE h, const char *path, char *err, size_t errsz)
 {
     ULONG pid = 0;
@@ -111,8 +139,35 @@ static int conn_check_server(HANDLE h, const char *path, char *err, size_t errsz
     }
     HANDLE proc = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid);
     HANDLE tok = NULL;
+#ifdef HEAPTRACE_TEST_KNOBS
+    /* HEAPTRACECTL_TEST_OWNER_CHECK=1: as if the token could not be opened
+     * (wine lets everyone open every token). */
+    const char *knob = getenv("HEAPTRACECTL_TEST_OWNER_CHECK");
+    if (knob && *knob == '1' && proc) {
+        CloseHandle(proc);
+        proc = NULL;
+        SetLastError(ERROR_ACCESS_DENIED);
+    }
+#endif
     if (!proc || !OpenProcessToken(proc, TOKEN_QUERY, &tok)) {
         DWORD e = GetLastError();
+        if (e == ERROR_ACCESS_DENIED) {
+            char owner[128] = "?";
+            int ok = conn_owner_trusted(h, owner, sizeof(owner));
+            if (proc)
+                CloseHandle(proc);
+            proc = NULL;
+            if (ok == 1)
+                return 0;
+            if (ok == 0) {
+                snprintf(err, errsz,
+                         "refusing to talk to the server at %s: its pipe is owned by %s (pid "
+                         "%lu), neither SYSTEM nor Administrators; it is not a genuine heaptraced",
+                         path, owner, (unsigned long)pid);
+                return -1;
+            }
+            SetLastError(e);
+        }
         conn_errstr(e, why, sizeof(why));
         snprintf(err, errsz,
                  "cannot check the server at %s (pid %lu): %s%s; refusing to send it anything",

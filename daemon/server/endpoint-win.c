@@ -25,8 +25,13 @@
 /* A new instance that could not be made is tried again after this long. */
 #define RETRY_MS 1000
 /* Only LocalSystem and (elevated) Administrators, protected from inherited
- * ACEs; GA includes FILE_CREATE_PIPE_INSTANCE (etw-mechanics.md §9). */
-#define SDDL_BASE L"D:P(A;;GA;;;SY)(A;;GA;;;BA)"
+ * ACEs; GA includes FILE_CREATE_PIPE_INSTANCE (etw-mechanics.md §9). The
+ * owner is set to Administrators (O:BA) rather than left to the token's
+ * default: heaptracectl trusts a pipe owned by SYSTEM or Administrators when
+ * it may not read the server's token (an operator facing a LocalSystem
+ * service, ctl/conn-win.c), and only LocalSystem or an elevated
+ * administrator can give an object that owner. */
+#define SDDL_BASE L"O:BAD:P(A;;GA;;;SY)(A;;GA;;;BA)"
 /* The operators group: FILE_GENERIC_READ (0x120089) | FILE_WRITE_DATA (0x2) |
  * FILE_WRITE_ATTRIBUTES (0x100), without FILE_APPEND_DATA, which on a pipe is
  * FILE_CREATE_PIPE_INSTANCE (0x4): an operator talks to the daemon but cannot

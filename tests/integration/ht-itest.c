@@ -1124,6 +1124,45 @@ ITEST(untrusted_server, 0)
     CHECK(none);
 }
 
+/* The fallback when the server's token cannot be read (an operator facing a
+ * LocalSystem service): the pipe's owner must be SYSTEM or Administrators
+ * (the daemon sets O:BA). The genuine daemon passes it; the untrusted server
+ * (started with Administrators deny-only) is refused. The test knob makes the
+ * ctl take the fallback (wine lets everyone read every token). Windows only:
+ * Unix has SO_PEERCRED. */
+ITEST(owner_check, 1)
+{
+#ifndef _WIN32
+    teardown();
+    fprintf(stderr, "SKIP: the pipe-owner fallback is Windows only\n");
+    exit(HT_TEST_SKIP);
+#else
+    uv_os_setenv("HEAPTRACECTL_TEST_OWNER_CHECK", "1");
+    struct res r = ctl("ping", NULL);
+    CHECK_RC(r, 0);
+    res_free(&r);
+    r = ctl("shutdown", NULL);
+    res_free(&r);
+    CHECK_EQ(child_wait(&hd, 10000, "heaptraced"), 0);
+    child_free(&hd);
+    daemon_running = 0;
+    int rc = itest_untrusted_start(endpoint, tmpdir);
+    CHECK_EQ(rc, 0);
+    int ready = run_until(file_exists, tpath("ready"), 20000);
+    if (ready)
+        r = ctl("ping", NULL);
+    itest_untrusted_wait();
+    uv_os_unsetenv("HEAPTRACECTL_TEST_OWNER_CHECK");
+    CHECK(ready);
+    CHECK_RC(r, 3);
+    /* Under wine the untrusted server's pipe does not let us read its owner
+     * ("cannot check"): refused all the same; on Windows its owner (its user)
+     * is named. */
+    CHECK_HAS(r.err, "refusing to");
+    res_free(&r);
+#endif
+}
+
 /* --- Ctrl-C ends a recording, not the ctl --- */
 
 static int session_has_events(void *name)
@@ -1241,6 +1280,7 @@ int main(int argc, char **argv)
         T(drop),
         T(shutdown),
         T(untrusted_server),
+        T(owner_check),
         T(record_interrupt),
         T(unreachable),
     };
