@@ -1,6 +1,7 @@
 /* Unix-socket connection for the ctl. */
 #define _GNU_SOURCE /* struct ucred */
 #include "conn.h"
+#include "linebuf.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -13,8 +14,7 @@
 
 struct conn {
     int fd;
-    char *buf;
-    size_t len, off, cap;
+    struct linebuf in;
 };
 
 /* Whoever listens on the endpoint must be root or ourselves before we send
@@ -75,12 +75,9 @@ int conn_open(struct conn **out, const char *path, char *err, size_t errsz)
     if (fd < 0)
         return -1;
     struct conn *c = calloc(1, sizeof(*c));
-    if (c) {
+    if (c)
         c->fd = fd;
-        c->cap = 1 << 16;
-        c->buf = malloc(c->cap);
-    }
-    if (!c || !c->buf) {
+    if (!c || linebuf_init(&c->in, 1 << 16) != 0) {
         snprintf(err, errsz, "out of memory");
         free(c);
         close(fd);
@@ -95,7 +92,7 @@ void conn_close(struct conn *c)
     if (!c)
         return;
     close(c->fd);
-    free(c->buf);
+    linebuf_free(&c->in);
     free(c);
 }
 
@@ -123,37 +120,20 @@ void conn_shutdown_write(struct conn *c)
 char *conn_read_line(struct conn *c, size_t max)
 {
     for (;;) {
-        char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
-        if (nl) {
-            size_t n = (size_t)(nl - (c->buf + c->off));
-            char *line = malloc(n + 1);
-            if (!line)
-                return NULL;
-            memcpy(line, c->buf + c->off, n);
-            line[n] = '\0';
-            c->off += n + 1;
-            return line;
-        }
-        if (c->off > 0) {
-            memmove(c->buf, c->buf + c->off, c->len - c->off);
-            c->len -= c->off;
-            c->off = 0;
-        }
-        if (c->len == c->cap) {
-            if (c->cap >= max)
-                return NULL;
-            char *nb = realloc(c->buf, c->cap * 2);
-            if (!nb)
-                return NULL;
-            c->buf = nb;
-            c->cap *= 2;
-        }
-        ssize_t k = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        char *line;
+        int got = linebuf_line(&c->in, &line);
+        if (got != 0)
+            return got > 0 ? line : NULL;
+        size_t room;
+        char *p = linebuf_room(&c->in, max, &room);
+        if (!p)
+            return NULL;
+        ssize_t k = recv(c->fd, p, room, 0);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return NULL;
-        c->len += (size_t)k;
+        linebuf_filled(&c->in, (size_t)k);
     }
 }
 

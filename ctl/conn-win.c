@@ -1,5 +1,6 @@
 /* Named-pipe connection for the ctl (Windows). */
 #include "conn.h"
+#include "linebuf.h"
 
 #include <windows.h>
 #include <aclapi.h>
@@ -12,8 +13,7 @@
 struct conn {
     HANDLE h;
     HANDLE ev_read, ev_write; /* the handle is overlapped: one event per direction */
-    char *buf;
-    size_t len, off, cap;
+    struct linebuf in;
 };
 
 /* How long a busy pipe (every instance taken) is waited for. */
@@ -250,15 +250,15 @@ int conn_open(struct conn **out, const char *path, char *err, size_t errsz)
     struct conn *c = calloc(1, sizeof(*c));
     if (c) {
         c->h = h;
-        c->cap = 1 << 16;
-        c->buf = malloc(c->cap);
+        if (linebuf_init(&c->in, 1 << 16) != 0)
+            c->in.buf = NULL;
         c->ev_read = CreateEventW(NULL, TRUE, FALSE, NULL);
         c->ev_write = CreateEventW(NULL, TRUE, FALSE, NULL);
     }
-    if (!c || !c->buf || !c->ev_read || !c->ev_write) {
+    if (!c || !c->in.buf || !c->ev_read || !c->ev_write) {
         snprintf(err, errsz, "out of memory");
         if (c) {
-            free(c->buf);
+            linebuf_free(&c->in);
             if (c->ev_read)
                 CloseHandle(c->ev_read);
             if (c->ev_write)
@@ -284,7 +284,7 @@ void conn_close(struct conn *c)
     CloseHandle(c->h);
     CloseHandle(c->ev_read);
     CloseHandle(c->ev_write);
-    free(c->buf);
+    linebuf_free(&c->in);
     free(c);
 }
 
@@ -334,39 +334,21 @@ void conn_shutdown_write(struct conn *c)
 char *conn_read_line(struct conn *c, size_t max)
 {
     for (;;) {
-        char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
-        if (nl) {
-            size_t n = (size_t)(nl - (c->buf + c->off));
-            char *line = malloc(n + 1);
-            if (!line)
-                return NULL;
-            memcpy(line, c->buf + c->off, n);
-            line[n] = '\0';
-            c->off += n + 1;
-            return line;
-        }
-        if (c->off > 0) {
-            memmove(c->buf, c->buf + c->off, c->len - c->off);
-            c->len -= c->off;
-            c->off = 0;
-        }
-        if (c->len == c->cap) {
-            if (c->cap >= max)
-                return NULL;
-            char *nb = realloc(c->buf, c->cap * 2);
-            if (!nb)
-                return NULL;
-            c->buf = nb;
-            c->cap *= 2;
-        }
+        char *line;
+        int got = linebuf_line(&c->in, &line);
+        if (got != 0)
+            return got > 0 ? line : NULL;
+        size_t room;
+        char *p = linebuf_room(&c->in, max, &room);
+        if (!p)
+            return NULL;
         /* An interrupt that came before this read was issued has nothing to cancel. */
         if (conn_was_interrupted && conn_interrupt_c == c)
             return NULL;
-        size_t room = c->cap - c->len;
-        long k = conn_io(c, 0, c->buf + c->len, room > (1u << 20) ? (1u << 20) : (DWORD)room);
+        long k = conn_io(c, 0, p, room > (1u << 20) ? (1u << 20) : (DWORD)room);
         if (k <= 0)
             return NULL;
-        c->len += (size_t)k;
+        linebuf_filled(&c->in, (size_t)k);
     }
 }
 

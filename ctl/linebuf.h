@@ -1,0 +1,26 @@
+/* The ctl's reply buffer: bytes read from the connection, cut into lines
+ * (shared by conn-unix.c and conn-win.c). */
+#ifndef LINEBUF_H
+#define LINEBUF_H
+
+#include <stddef.h>
+
+struct linebuf {
+    char *buf;
+    size_t len, off, cap; /* bytes [off, len) are unread */
+};
+
+/* 0, or -1 out of memory. */
+int linebuf_init(struct linebuf *b, size_t cap);
+void linebuf_free(struct linebuf *b);
+/* A buffered complete line, without its newline, malloc'd into *line: 1;
+ * none buffered: 0; out of memory: -1. */
+int linebuf_line(struct linebuf *b, char **line);
+/* Where the next read goes and how much fits (*room), after moving the unread
+ * bytes to the front and growing the buffer up to max; NULL when a line would
+ * pass max bytes or memory runs out. */
+char *linebuf_room(struct linebuf *b, size_t max, size_t *room);
+/* n bytes were read into the room. */
+void linebuf_filled(struct linebuf *b, size_t n);
+
+#endif
