@@ -117,3 +117,14 @@ size_t ht_text_escape(const char *s, char *out, size_t outsz)
     out[o] = '\0';
     return o;
 }
+
+int ht_hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

@@ -18,4 +18,7 @@ int ht_utf8_valid(const char *s, size_t n);
  * ends in "..."; returns the length written. */
 size_t ht_text_escape(const char *s, char *out, size_t outsz);
 
+/* The value of a hex digit (either case), or -1. */
+int ht_hexval(int c);
+
 #endif

@@ -3,6 +3,7 @@
 #include "heaptrack-import.h"
 
 #include "ht-alloc.h"
+#include "ht-text.h"
 #include "ht-event.h"
 #include "htevb.h"
 #include "stack-intern.h"
@@ -105,17 +106,6 @@ static int input_next(struct input *in)
     return 1;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The next hex field: 1 with *v, 0 when the line has no more fields, -1 when
  * it is not hex (or longer than 16 digits). */
 static int field_hex(struct input *in, uint64_t *v)
@@ -129,7 +119,7 @@ static int field_hex(struct input *in, uint64_t *v)
     }
     uint64_t x = 0;
     int digits = 0, d;
-    for (; (d = hexval((unsigned char)*p)) >= 0; p++, digits++)
+    for (; (d = ht_hexval((unsigned char)*p)) >= 0; p++, digits++)
         x = x << 4 | (uint64_t)d;
     if (digits == 0 || digits > 16 || (*p && *p != ' '))
         return -1;

@@ -7,6 +7,7 @@
  * than the layout is a newer version and decodes (length >=, never ==).
  */
 #include "etw-decode.h"
+#include "ht-text.h"
 
 #include <string.h>
 
@@ -33,17 +34,6 @@ enum {
     OP_STACKWALK = 32,
 };
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int etw_guid_parse(const char *s, size_t len, struct etw_guid *out)
 {
     if (len == 38 && s[0] == '{' && s[37] == '}') {
@@ -60,7 +50,7 @@ int etw_guid_parse(const char *s, size_t len, struct etw_guid *out)
             i++;
             continue;
         }
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = ht_hexval(s[i]), lo = ht_hexval(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out->b[nb++] = (uint8_t)(hi << 4 | lo);

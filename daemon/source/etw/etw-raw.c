@@ -3,6 +3,7 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "ht-text.h"
 #include "mem-acct.h"
 #include "stack-intern.h"
 
@@ -152,17 +153,6 @@ void etw_raw_free(struct etw_raw *x)
     mem_free(x->si->acct, MEM_decoder_buffers, x, sizeof(*x));
 }
 
-static int unhex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, size_t errsz)
 {
     size_t i = 0;
@@ -205,7 +195,7 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
         goto out;
     }
     for (size_t k = 0; k < hl; k += 2) {
-        int a = unhex(pl->valuestring[k]), b = unhex(pl->valuestring[k + 1]);
+        int a = ht_hexval(pl->valuestring[k]), b = ht_hexval(pl->valuestring[k + 1]);
         if (a < 0 || b < 0) {
             snprintf(err, errsz, "field \"payload\": not hex at digit %zu", k);
             goto out;

@@ -4,6 +4,7 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-hash.h"
+#include "ht-text.h"
 #include "stack-intern.h"
 
 #include <stdarg.h>
@@ -39,17 +40,6 @@ static int expect(struct cur *c, char ch)
     return 0;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static size_t utf8_put(char *o, unsigned cp)
 {
     if (cp < 0x80) {
@@ -80,7 +70,7 @@ static int hex4(struct cur *c, unsigned *v)
         return fail(c, "bad \\u escape");
     *v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval(c->p[i]);
+        int h = ht_hexval(c->p[i]);
         if (h < 0)
             return fail(c, "bad \\u escape");
         *v = *v << 4 | (unsigned)h;
@@ -225,7 +215,7 @@ static int parse_u64_text(const char *s, size_t n, uint64_t *v)
         if (n > 18)
             return -1;
         for (size_t i = 2; i < n; i++) {
-            int h = hexval(s[i]);
+            int h = ht_hexval(s[i]);
             if (h < 0)
                 return -1;
             x = x << 4 | (unsigned)h;
