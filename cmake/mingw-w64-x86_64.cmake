@@ -20,6 +20,8 @@ endif()
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES WIN_DEPS_PREFIX)
 
 set(CMAKE_C_COMPILER   ${HT_MINGW_PREFIX}-gcc-win32)
+# C++ only for tests/apps' MemoryTestApp port (new, as in the article).
+set(CMAKE_CXX_COMPILER ${HT_MINGW_PREFIX}-g++-win32)
 set(CMAKE_RC_COMPILER  ${HT_MINGW_PREFIX}-windres)
 set(CMAKE_AR           ${HT_MINGW_PREFIX}-ar CACHE FILEPATH "")
 set(CMAKE_RANLIB       ${HT_MINGW_PREFIX}-ranlib CACHE FILEPATH "")

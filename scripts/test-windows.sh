@@ -20,9 +20,10 @@ step() {
 }
 
 install_pkgs() {
-    # The win32 thread model compiler only (cmake/mingw-w64-x86_64.cmake names it); wine64
+    # The win32 thread model compilers only (cmake/mingw-w64-x86_64.cmake names them; g++ for
+    # tests/apps' MemoryTestApp port); wine64
     # runs the 64-bit .exe files, without recommends (no X or audio stack).
-    local pkgs=(gcc-mingw-w64-x86-64-win32 mingw-w64-x86-64-dev wine wine64 cmake make dpkg-dev)
+    local pkgs=(gcc-mingw-w64-x86-64-win32 g++-mingw-w64-x86-64-win32 mingw-w64-x86-64-dev wine wine64 cmake make dpkg-dev)
     local missing=() p
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,6 +24,7 @@
 static void win_path(const char *in, wchar_t *out, size_t cap)
 {
     size_t k = 0;
+    const char *full = in;
     if (in[0] == '/') {
         out[k++] = L'Z';
         out[k++] = L':';
@@ -31,6 +32,26 @@ static void win_path(const char *in, wchar_t *out, size_t cap)
     for (; *in && k + 1 < cap; in++)
         out[k++] = *in == '/' ? L'\\' : (wchar_t)(unsigned char)*in;
     out[k] = 0;
+    /* On a Windows machine the build's path (Z: is wine's view of /) does not
+     * exist: an executable of the build is then found beside this test's
+     * directory, as the build lays them out (build-win\tests\test-service.exe,
+     * build-win\daemon\heaptraced.exe, build-win\ctl\heaptracectl.exe). */
+    size_t n = strlen(full);
+    if (n < 4 || _stricmp(full + n - 4, ".exe") != 0 || GetFileAttributesW(out) != INVALID_FILE_ATTRIBUTES)
+        return;
+    const char *last = strrchr(full, '/'), *dir = last;
+    while (dir && dir > full && dir[-1] != '/')
+        dir--;
+    wchar_t self[MAX_PATH];
+    DWORD len = GetModuleFileNameW(NULL, self, MAX_PATH);
+    wchar_t *slash = len ? wcsrchr(self, L'\\') : NULL;
+    if (!dir || !slash)
+        return;
+    *slash = 0;
+    swprintf(out, cap, L"%ls\\..\\%hs", self, dir);
+    for (wchar_t *w = out; *w; w++)
+        if (*w == L'/')
+            *w = L'\\';
 }
 
 /* A private temp directory for this case: %TEMP%\ht-svc-PID-CASE. */
