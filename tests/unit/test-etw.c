@@ -429,6 +429,40 @@ static void test_wow64(void)
     etw_corr_free(c);
 }
 
+/* Found by the adversary: a timestamp far past start_qpc made more
+ * nanoseconds than 64 bits hold, and the time wrapped to the start of the
+ * trace (2^63 ticks at 1 Hz: exactly 0 ns). It saturates at the end of time
+ * instead (the engine counts such an event malformed), and an event there
+ * still waits its ttl for its stack (ev.t + ttl must not wrap either). */
+static void test_time_wrap(void)
+{
+    static struct out o;
+    struct etw_corr_config cfg = {.pid = 7, .qpc_freq = 1, .start_qpc = 0};
+    struct etw_corr *c;
+    memset(&o, 0, sizeof(o));
+    CHECK(etw_corr_new(&c, &cfg, emit_fn, &o) == 0);
+    CHECK_EQ(etw_corr_ns(c, 1ull << 63), UINT64_MAX);
+    CHECK_EQ(etw_corr_ns(c, UINT64_MAX), UINT64_MAX);
+    CHECK_EQ(etw_corr_ns(c, 18446744073ull), 18446744073000000000ull); /* the last that fits */
+    CHECK_EQ(etw_corr_ns(c, 18446744074ull), UINT64_MAX);
+    heap_alloc(c, 7, 70, 0, 1ull << 63, 0xA000, 16, F64);
+    CHECK_EQ(o.n, 0); /* waits for its stack */
+    stack(c, 7, 70, 0, 1ull << 63, 0, 0x401000, 3);
+    CHECK_EQ(o.n, 1);
+    CHECK_EQ(o.ev[0].t, UINT64_MAX);
+    CHECK_EQ(o.depth[0], 3);
+    /* A stack held at the end of time also waits for its event. */
+    stack(c, 7, 71, 0, (1ull << 63) + 5, 0, 0x402000, 2);
+    heap_alloc(c, 7, 71, 0, (1ull << 63) + 5, 0xB000, 16, F64);
+    CHECK_EQ(o.n, 2);
+    CHECK_EQ(o.depth[1], 2);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *s = etw_corr_stats(c);
+    CHECK_EQ(s->stacks_in, s->stacks_matched + s->stacks_unmatched);
+    CHECK_EQ(s->stacks_unmatched, 0);
+    etw_corr_free(c);
+}
+
 /* Randomized: threads make events (some kinds with stacks, some without),
  * stacks come after (mostly), before (sometimes) or never, and stacks of
  * other processes and stray stacks are mixed in. A model that knows which
@@ -739,6 +773,45 @@ static void test_heap_props(void)
     CHECK_EQ(etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err)), 0);
 }
 
+#include <uv.h>
+/* Found by the adversary: events with one timestamp on many threads all
+ * hashed to one bucket, and every stack of that timestamp walked the whole
+ * chain (max_pending entries): 200,000 stray stacks against 4096 waiting
+ * events took 10.7 s. Hashed by thread (or processor) too, they take
+ * milliseconds; the bound leaves room for a slow sanitizer build. The
+ * counters add up: every stack in is matched or unmatched. */
+static void test_equal_ts_storm(void)
+{
+    static struct out o;
+    struct etw_corr_config cfg = {.pid = 7, .qpc_freq = 10000000, .start_qpc = 0};
+    struct etw_corr *c;
+    memset(&o, 0, sizeof(o));
+    CHECK(etw_corr_new(&c, &cfg, emit_fn, &o) == 0);
+    for (unsigned i = 0; i < 4096; i++)
+        heap_alloc(c, 7, 1000 + i, 0, 5000, 0x1000 * (i + 1), 8, F64);
+    for (unsigned i = 0; i < 4096; i++)
+        virt_op(c, 7, i, 5000, 0x10000000 + 0x1000 * (uint64_t)i, 0x1000, ETW_MEM_COMMIT, 98);
+    uint64_t t0 = uv_hrtime();
+    for (unsigned i = 0; i < 200000; i++)
+        stack(c, 7, 900000 + i, 5000 + i, 5000, 0, 0x401000, 1);
+    double secs = (double)(uv_hrtime() - t0) / 1e9;
+    fprintf(stderr, "200,000 stray stacks against 8192 waiting events: %.3f s\n", secs);
+    CHECK(secs < 3.0);
+    CHECK_EQ(o.n, 4096); /* the allocs left when the VirtualAllocs needed room */
+    /* Their own stacks still find them: thread 1000+i, processor i. */
+    stack(c, 7, 77, 17, 5000, 0, 0x402000, 2);
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 8192);
+    CHECK_EQ(o.top[4096 + 17], 0x402000);
+    CHECK_EQ(o.ev[4096 + 17].tid, 77);
+    const struct etw_corr_stats *st = etw_corr_stats(c);
+    CHECK_EQ(st->stacks_in, 200001);
+    CHECK_EQ(st->stacks_matched, 1);
+    CHECK_EQ(st->stacks_in, st->stacks_matched + st->stacks_unmatched);
+    CHECK_EQ(st->pending_overflow, 4096);
+    etw_corr_free(c);
+}
+
 HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
-             T(memorytestapp_raw), T(raw_hostile), T(heap_props))
+             T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm))

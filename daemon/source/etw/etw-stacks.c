@@ -63,7 +63,10 @@ uint64_t etw_corr_ns(const struct etw_corr *c, uint64_t ts)
     if (ts <= c->cfg.start_qpc)
         return 0;
     unsigned __int128 d = (unsigned __int128)(ts - c->cfg.start_qpc) * 1000000000u;
-    return (uint64_t)(d / c->cfg.qpc_freq);
+    d /= c->cfg.qpc_freq;
+    /* Past 2^64-1 ns the time stays at the end of time (the engine counts
+     * such an event malformed) rather than wrapping to the start. */
+    return d > UINT64_MAX ? UINT64_MAX : (uint64_t)d;
 }
 
 int etw_corr_new(struct etw_corr **out, const struct etw_corr_config *cfg, etw_emit_fn emit,
@@ -119,9 +122,14 @@ const struct etw_corr_stats *etw_corr_stats(const struct etw_corr *c)
     return &c->st;
 }
 
-static uint32_t ts_bucket(const struct etw_corr *c, uint64_t ts)
+/* The bucket of a waiting event: by timestamp and thread, or timestamp and
+ * processor for an event without a thread (what a stack matches on), so
+ * events with one timestamp on many threads or processors do not all share
+ * a chain that every stack of that timestamp would walk. */
+static uint32_t ts_bucket(const struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
 {
-    uint64_t h = ts * 0x9E3779B97F4A7C15ull;
+    uint64_t k = tid == NO_TID ? ((uint64_t)cpu << 32 | NO_TID) : tid;
+    uint64_t h = (ts ^ (k * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
     return (uint32_t)(h >> 32) & (c->nbuckets - 1);
 }
 
@@ -137,13 +145,20 @@ static void emit_pend(struct etw_corr *c, struct pend *p)
     c->emit(c->arg, &p->ev, p->have == 2 ? p->frames : NULL, p->have == 2 ? p->depth : 0);
 }
 
+/* Whether what came at ns has waited ttl of stream time (without wrapping
+ * at the end of time). */
+static int waited(const struct etw_corr *c, uint64_t ns)
+{
+    return c->newest_ns > ns && c->newest_ns - ns > c->cfg.ttl_ns;
+}
+
 /* Events leave in arrival order: the oldest leaves once it has its stack (or
  * wants none), once it waited ttl, or when room is needed (force). */
 static void drain(struct etw_corr *c, int force_one)
 {
     while (c->head_seq < c->next_seq) {
         struct pend *p = pend_at(c, c->head_seq);
-        int ready = !p->wants || p->have == 2 || p->ev.t + c->cfg.ttl_ns < c->newest_ns;
+        int ready = !p->wants || p->have == 2 || waited(c, p->ev.t);
         if (!ready && !force_one)
             break;
         if (!ready) {
@@ -208,9 +223,11 @@ static void attach(struct etw_corr *c, struct pend *p, const uint64_t *frames, u
     }
 }
 
-static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
+/* The waiting event of a stack in one bucket. */
+static struct pend *find_in(struct etw_corr *c, uint32_t b, uint64_t ts, uint32_t tid,
+                            uint32_t cpu)
 {
-    for (uint64_t s = c->bucket[ts_bucket(c, ts)]; s; ) {
+    for (uint64_t s = c->bucket[b]; s;) {
         uint64_t seq = s - 1;
         if (seq < c->head_seq)
             break; /* older ones have left */
@@ -225,13 +242,20 @@ static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, 
     return NULL;
 }
 
+/* A stack's event: on its thread, or (an event without a thread) on its processor. */
+static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
+{
+    struct pend *p = find_in(c, ts_bucket(c, ts, tid, 0), ts, tid, cpu);
+    return p ? p : find_in(c, ts_bucket(c, ts, NO_TID, cpu), ts, tid, cpu);
+}
+
 static void expire_held(struct etw_corr *c, int all)
 {
     if (!c->nheld_live)
         return;
     for (uint32_t i = 0; i < c->cfg.max_held; i++) {
         struct held *h = &c->held[i];
-        if (h->used && (all || h->ns + c->cfg.ttl_ns < c->newest_ns)) {
+        if (h->used && (all || waited(c, h->ns))) {
             h->used = 0;
             c->nheld_live--;
             c->st.stacks_unmatched++;
@@ -444,7 +468,7 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
                     p->cpu = r->cpu;
                     p->wants = (uint8_t)wants;
                     if (wants) {
-                        uint32_t b = ts_bucket(c, r->ts);
+                        uint32_t b = ts_bucket(c, r->ts, r->tid, r->tid == NO_TID ? r->cpu : 0);
                         p->chain = c->bucket[b];
                         c->bucket[b] = seq + 1;
                         take_held(c, p);
