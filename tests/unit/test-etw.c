@@ -774,6 +774,56 @@ static void test_heap_props(void)
 }
 
 #include <uv.h>
+/* Found by the adversary: ETW delivers each processor's buffers whole, so
+ * one processor's events can come after another's newer ones (up to the
+ * session's FlushTimer, 1 s, etw-mechanics.md 5.3), each followed by its
+ * stack. The ttl was measured from the event's own timestamp: a late event
+ * left at once, without the stack right behind it (of 1,000,000 events with
+ * timestamps going back and forth, 454,545 lost their stacks through load).
+ * The ttl now runs from when it arrived, in stream time. */
+static void test_late_buffer(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(7, &o);
+    CHECK(c);
+    for (unsigned i = 0; i < 10; i++) { /* processor 0 up to 1 s */
+        heap_alloc(c, 7, 70, 0, 1000 + i * 1000000, 0x1000 * (i + 1), 8, F64);
+        stack(c, 7, 70, 0, 1000 + i * 1000000, 0, 0x401000, 1);
+    }
+    CHECK_EQ(o.n, 10);
+    /* Processor 1's buffer, 0.5 s older: its events and their stacks. */
+    for (unsigned i = 0; i < 5; i++) {
+        heap_alloc(c, 7, 71, 1, 5000000 + i, 0x100000 + i, 8, F64);
+        stack(c, 7, 71, 1, 5000000 + i, 0, 0x402000, 2);
+    }
+    CHECK_EQ(o.n, 15);
+    for (unsigned i = 10; i < 15; i++) {
+        CHECK_EQ(o.top[i], 0x402000);
+        CHECK_EQ(o.depth[i], 2);
+    }
+    /* A late event whose stack never comes still waits a ttl of stream time. */
+    heap_alloc(c, 7, 72, 1, 5000100, 0x200000, 8, F64);
+    CHECK_EQ(o.n, 15);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 999000, 0x1000); /* 99.9 ms later */
+    CHECK_EQ(o.n, 15);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 1000100, 0x2000); /* past 100 ms */
+    CHECK_EQ(o.n, 18);
+    CHECK_EQ(o.depth[15], 0);
+    /* A stack held on arrival waits a ttl of stream time too. */
+    stack(c, 7, 73, 1, 6000000, 0, 0x403000, 3);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 1500000, 0x3000); /* 50 ms after it came */
+    heap_alloc(c, 7, 73, 1, 6000000, 0x300000, 8, F64);
+    CHECK_EQ(o.n, 20);
+    CHECK_EQ(o.depth[19], 3);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *st = etw_corr_stats(c);
+    CHECK_EQ(st->stacks_in, 16);
+    CHECK_EQ(st->stacks_matched, 16);
+    CHECK_EQ(st->stacks_unmatched, 0);
+    CHECK_EQ(st->events_no_stack, 1);
+    etw_corr_free(c);
+}
+
 /* Found by the adversary: events with one timestamp on many threads all
  * hashed to one bucket, and every stack of that timestamp walked the whole
  * chain (max_pending entries): 200,000 stray stacks against 4096 waiting
@@ -814,4 +864,4 @@ static void test_equal_ts_storm(void)
 
 HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
-             T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm))
+             T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm), T(late_buffer))

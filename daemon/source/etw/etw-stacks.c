@@ -21,6 +21,7 @@
 struct pend {
     struct ht_event ev;
     uint64_t ts, seq, chain; /* chain: seq + 1 of the next older entry in its bucket, 0 = end */
+    uint64_t arrived;        /* stream time (newest_ns) when it came: its ttl runs from there */
     uint32_t tid, cpu;
     uint8_t wants; /* of a stack kind */
     uint8_t have;  /* 0 no stack yet, 1 kernel fragment only, 2 user frames */
@@ -29,7 +30,7 @@ struct pend {
 };
 
 struct held {
-    uint64_t ts, ns;
+    uint64_t ts, ns; /* ns: stream time (newest_ns) when it came */
     uint32_t tid, cpu;
     uint32_t depth; /* user frames; 0 with kernel_only for a kernel fragment */
     uint8_t used, kernel_only, truncated;
@@ -145,8 +146,11 @@ static void emit_pend(struct etw_corr *c, struct pend *p)
     c->emit(c->arg, &p->ev, p->have == 2 ? p->frames : NULL, p->have == 2 ? p->depth : 0);
 }
 
-/* Whether what came at ns has waited ttl of stream time (without wrapping
- * at the end of time). */
+/* Whether what came when the stream's time was ns has waited ttl of stream
+ * time since (without wrapping at the end of time). From its arrival, not
+ * its own timestamp: ETW delivers each processor's buffers whole, so a
+ * processor's events can come after another's newer ones, each with its
+ * stack right behind it (etw-mechanics.md 5.3: FlushTimer 1 s). */
 static int waited(const struct etw_corr *c, uint64_t ns)
 {
     return c->newest_ns > ns && c->newest_ns - ns > c->cfg.ttl_ns;
@@ -158,7 +162,7 @@ static void drain(struct etw_corr *c, int force_one)
 {
     while (c->head_seq < c->next_seq) {
         struct pend *p = pend_at(c, c->head_seq);
-        int ready = !p->wants || p->have == 2 || waited(c, p->ev.t);
+        int ready = !p->wants || p->have == 2 || waited(c, p->arrived);
         if (!ready && !force_one)
             break;
         if (!ready) {
@@ -307,8 +311,7 @@ static void on_stack(struct etw_corr *c, const struct etw_record *r, const struc
         attach(c, p, c->scratch, n, truncated);
         return;
     }
-    hold_stack(c, d->stack_ts, etw_corr_ns(c, d->stack_ts), d->stack_tid, r->cpu, c->scratch, n,
-               truncated);
+    hold_stack(c, d->stack_ts, c->newest_ns, d->stack_tid, r->cpu, c->scratch, n, truncated);
 }
 
 /* A stack that came first: take it (and a user fragment after a kernel one). */
@@ -463,6 +466,7 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
                     p->frames = keep;
                     p->ev = ev;
                     p->ts = r->ts;
+                    p->arrived = c->newest_ns;
                     p->seq = seq;
                     p->tid = r->tid;
                     p->cpu = r->cpu;
