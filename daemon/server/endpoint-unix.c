@@ -261,6 +261,12 @@ int endpoint_headroom(uv_pipe_t *pipe)
     return errno == EMFILE ? UV_EMFILE : errno == ENFILE ? UV_ENFILE : 0;
 }
 
+int endpoint_try_write(uv_pipe_t *client, const char *buf, size_t n)
+{
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
+    return uv_try_write((uv_stream_t *)client, &b, 1);
+}
+
 int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz)
 {
     uv_os_fd_t fd;

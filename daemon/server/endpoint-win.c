@@ -532,6 +532,44 @@ int endpoint_headroom(uv_pipe_t *client)
     return 0;
 }
 
+/* The client's handle is overlapped and on libuv's completion port: an event
+ * whose low-order bit is set keeps this write's completion off the port
+ * ("A valid event handle whose low-order bit is set keeps I/O completion
+ * from being queued to the completion port",
+ * https://learn.microsoft.com/windows/win32/api/ioapiset/nf-ioapiset-getqueuedcompletionstatus).
+ * A fresh connection's 64 KiB buffer is empty, so the write completes at
+ * once; it is cancelled if it has not after WRITE_WAIT_MS. */
+#define WRITE_WAIT_MS 100
+int endpoint_try_write(uv_pipe_t *client, const char *buf, size_t n)
+{
+    uv_os_fd_t h;
+    if (uv_fileno((uv_handle_t *)client, &h) != 0)
+        return UV_EBADF;
+    HANDLE ev = CreateEventW(NULL, TRUE, FALSE, NULL);
+    if (!ev)
+        return uv_translate_sys_error(GetLastError());
+    OVERLAPPED ov;
+    memset(&ov, 0, sizeof(ov));
+    ov.hEvent = (HANDLE)((uintptr_t)ev | 1);
+    DWORD done = 0;
+    int rc;
+    if (WriteFile(h, buf, (DWORD)n, &done, &ov)) {
+        rc = (int)done;
+    } else if (GetLastError() == ERROR_IO_PENDING) {
+        if (WaitForSingleObject(ev, WRITE_WAIT_MS) != WAIT_OBJECT_0) {
+            CancelIoEx(h, &ov);
+            WaitForSingleObject(ev, INFINITE); /* ov must outlive the write */
+        }
+        rc = GetOverlappedResult(h, &ov, &done, FALSE) || done > 0
+                 ? (int)done
+                 : uv_translate_sys_error(GetLastError());
+    } else {
+        rc = uv_translate_sys_error(GetLastError());
+    }
+    CloseHandle(ev);
+    return rc;
+}
+
 /* "DOMAIN\user" of a SID, or its S-1-... form. */
 static void sid_name(PSID sid, char *out, size_t outsz)
 {

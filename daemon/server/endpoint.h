@@ -56,5 +56,11 @@ int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz);
  * the newest client (which took the last descriptor) is then refused, so the
  * next accept has one. Windows has no descriptor limit here: always 0. */
 int endpoint_headroom(uv_pipe_t *client);
+/* Writes a short line into a client's fresh connection without waiting and
+ * without a request (refusals: the client is closed right after): the
+ * bytes written, or a UV_E* code. Unix: uv_try_write. Windows: libuv 1.44's
+ * uv_try_write always says UV_EAGAIN for a pipe (src/win/stream.c), so the
+ * line is written with WriteFile, its completion kept off libuv's port. */
+int endpoint_try_write(uv_pipe_t *client, const char *buf, size_t n);
 
 #endif

@@ -524,8 +524,8 @@ static void client_refuse(struct client *c, int err, const char *why)
 {
     char *line = ht_reply_err(0, err, why);
     if (line) {
-        uv_buf_t buf = uv_buf_init(line, (unsigned)strlen(line));
-        if (uv_try_write((uv_stream_t *)&c->pipe, &buf, 1) < (int)buf.len)
+        size_t len = strlen(line);
+        if (endpoint_try_write(&c->pipe, line, len) < (int)len)
             log_debug("client %llu: the refusal did not fit its socket", (unsigned long long)c->id);
         ht_free(line);
     }
@@ -636,8 +636,7 @@ static void refuse_nomem(struct server *srv)
                          "{\"v\":%d,\"id\":0,\"ok\":false,\"err\":\"%s\",\"msg\":\"the daemon is "
                          "out of memory: try again later\"}\n",
                          HT_PROTO_VERSION, ht_err_code(UV_ENOMEM));
-        uv_buf_t buf = uv_buf_init(line, (unsigned)n);
-        if (uv_try_write((uv_stream_t *)&srv->nomem_pipe, &buf, 1) < n)
+        if (endpoint_try_write(&srv->nomem_pipe, line, (size_t)n) < n)
             log_debug("the out-of-memory refusal did not fit its connection");
     }
     uv_close((uv_handle_t *)&srv->nomem_pipe, nomem_pipe_closed);

@@ -317,6 +317,128 @@ static void test_bad_requests(void)
     CHECK_EQ(daemon_stop(&d), 0);
 }
 
+/* Reads what a refused client is told before the daemon closes it (no request sent). */
+static void read_refusal(char *out, size_t outsz)
+{
+    size_t len = 0;
+    conn_t c = conn_open();
+    if (c != CONN_NONE) {
+        long r;
+        while (len + 1 < outsz && (r = conn_read(c, out + len, outsz - len - 1)) > 0)
+            len += (size_t)r;
+        conn_close(c);
+    }
+    out[len] = '\0';
+}
+
+/* Found by the adversary: a client refused at accept is told why, as on Linux (libuv 1.44's
+ * uv_try_write always says EAGAIN for a Windows pipe, so the refusal line never went out and
+ * the client saw only the pipe closing). Too many clients: EFULL; no memory for a client
+ * (test knob): ENOMEM, and the next client is served. */
+static void test_refusals_told(void)
+{
+    static struct daemon d, e; /* static: main kills what a failed case left */
+    char cfg[600], out[4096];
+    snprintf(cfg, sizeof(cfg), "%s/ht-ep-%d-full.json", tmp_dir, (int)uv_os_getpid());
+    FILE *f = fopen(cfg, "wb");
+    CHECK(f);
+    fputs("{\"max_clients\":2,\"root_clients\":1}\n", f);
+    fclose(f);
+    CHECK(daemon_start(&d, cfg, "a") == 0);
+    conn_t a = conn_open(), b = conn_open();
+    CHECK(a != CONN_NONE && b != CONN_NONE);
+    const char *ping = "{\"v\":1,\"id\":2,\"cmd\":\"ping\"}\n";
+    CHECK(conn_write(a, ping, strlen(ping)) == 0 && conn_read(a, out, sizeof(out)) > 0);
+    CHECK(conn_write(b, ping, strlen(ping)) == 0 && conn_read(b, out, sizeof(out)) > 0);
+    read_refusal(out, sizeof(out));
+    printf("third client: %s", out);
+    CHECK(contains(out, "\"ok\":false,\"err\":\"EFULL\""));
+    CHECK(contains(out, "all 2 slots are taken"));
+    conn_close(a);
+    conn_close(b);
+    /* Their slots free once the daemon sees them gone. */
+    int served = 0;
+    for (int i = 0; i < 100 && !served; i++) {
+        served = exchange(ping, 1, out, sizeof(out)) == 0 && contains(out, "\"ok\":true");
+        if (!served)
+            uv_sleep(20);
+    }
+    CHECK(served);
+    CHECK_EQ(daemon_stop(&d), 0);
+    remove(cfg);
+
+    uv_os_setenv("HEAPTRACED_TEST_FAIL_CLIENTS", "2");
+    int rc = daemon_start(&e, NULL, "b");
+    uv_os_unsetenv("HEAPTRACED_TEST_FAIL_CLIENTS");
+    CHECK(rc == 0);
+    for (int i = 0; i < 2; i++) {
+        read_refusal(out, sizeof(out));
+        printf("client %d: %s", i, out);
+        CHECK(contains(out, "\"ok\":false,\"err\":\"ENOMEM\""));
+        CHECK(contains(out, "out of memory: try again later"));
+    }
+    CHECK(exchange("{\"v\":1,\"id\":3,\"cmd\":\"version\"}\n", 1, out, sizeof(out)) == 0);
+    CHECK(contains(out, "\"refused_no_memory\":2"));
+    CHECK_EQ(daemon_stop(&e), 0);
+}
+
+/* Reads one reply line from c (byte by byte: nothing after it is taken). */
+static void read_line(conn_t c, char *out, size_t outsz)
+{
+    size_t len = 0;
+    while (len + 1 < outsz && conn_read(c, out + len, 1) == 1 && out[len++] != '\n')
+        ;
+    out[len] = '\0';
+}
+
+/* Hostile clients the adversary tried (these held): a request in 1-byte writes; a line over
+ * the 64 KiB cap is refused with ETOOBIG and the same connection is answered after it; 300
+ * clients that connect and vanish, half of them mid-request; then a client is still served. */
+static void test_hostile_clients(void)
+{
+    static struct daemon d; /* static: main kills what a failed case left */
+    static char big[65536];
+    char out[4096];
+    CHECK(daemon_start(&d, NULL, "a") == 0);
+    conn_t c = conn_open();
+    CHECK(c != CONN_NONE);
+    const char *req = "{\"v\":1,\"id\":21,\"cmd\":\"ping\"}\n";
+    for (size_t i = 0; req[i]; i++)
+        CHECK(conn_write(c, req + i, 1) == 0);
+    read_line(c, out, sizeof(out));
+    CHECK(contains(out, "\"id\":21,\"ok\":true"));
+    memset(big, 'x', sizeof(big));
+    for (int i = 0; i < 3; i++)
+        CHECK(conn_write(c, big, sizeof(big)) == 0);
+    const char *after = "\n{\"v\":1,\"id\":22,\"cmd\":\"ping\"}\n";
+    CHECK(conn_write(c, after, strlen(after)) == 0);
+    read_line(c, out, sizeof(out));
+    printf("%s", out);
+    CHECK(contains(out, "\"err\":\"ETOOBIG\""));
+    read_line(c, out, sizeof(out));
+    CHECK(contains(out, "\"id\":22,\"ok\":true"));
+    conn_close(c);
+    for (int i = 0; i < 300; i++) {
+        conn_t g = conn_open();
+        CHECK(g != CONN_NONE);
+        if (i % 2)
+            conn_write(g, req, 10);
+        conn_close(g);
+    }
+    /* Until the daemon has seen them go they may hold its slots (EFULL): served then. */
+    int served = 0;
+    for (int i = 0; i < 100 && !served; i++) {
+        served = exchange("{\"v\":1,\"id\":23,\"cmd\":\"ping\"}\n", 1, out, sizeof(out)) == 0 &&
+                 contains(out, "\"id\":23,\"ok\":true");
+        if (!served) {
+            printf("not yet: %s", out);
+            uv_sleep(20);
+        }
+    }
+    CHECK(served);
+    CHECK_EQ(daemon_stop(&d), 0);
+}
+
 /* A second daemon on the same name refuses to start; the first one is undisturbed. */
 static void test_second_daemon(void)
 {
@@ -654,7 +776,8 @@ int main(int argc, char **argv)
 {
     static const struct ht_test_case cases[] = {
         T(ping),           T(many_clients),     T(bad_requests),
-        T(second_daemon),  T(unknown_group),
+        T(second_daemon),  T(unknown_group),    T(refusals_told),
+        T(hostile_clients),
 #ifdef _WIN32
         T(bad_name),       T(squatted),         T(dacl),
         T(operators_dacl), T(nonadmin_refused), T(operator_admitted),

@@ -429,6 +429,40 @@ static void test_wow64(void)
     etw_corr_free(c);
 }
 
+/* Found by the adversary: a timestamp far past start_qpc made more
+ * nanoseconds than 64 bits hold, and the time wrapped to the start of the
+ * trace (2^63 ticks at 1 Hz: exactly 0 ns). It saturates at the end of time
+ * instead (the engine counts such an event malformed), and an event there
+ * still waits its ttl for its stack (ev.t + ttl must not wrap either). */
+static void test_time_wrap(void)
+{
+    static struct out o;
+    struct etw_corr_config cfg = {.pid = 7, .qpc_freq = 1, .start_qpc = 0};
+    struct etw_corr *c;
+    memset(&o, 0, sizeof(o));
+    CHECK(etw_corr_new(&c, &cfg, emit_fn, &o) == 0);
+    CHECK_EQ(etw_corr_ns(c, 1ull << 63), UINT64_MAX);
+    CHECK_EQ(etw_corr_ns(c, UINT64_MAX), UINT64_MAX);
+    CHECK_EQ(etw_corr_ns(c, 18446744073ull), 18446744073000000000ull); /* the last that fits */
+    CHECK_EQ(etw_corr_ns(c, 18446744074ull), UINT64_MAX);
+    heap_alloc(c, 7, 70, 0, 1ull << 63, 0xA000, 16, F64);
+    CHECK_EQ(o.n, 0); /* waits for its stack */
+    stack(c, 7, 70, 0, 1ull << 63, 0, 0x401000, 3);
+    CHECK_EQ(o.n, 1);
+    CHECK_EQ(o.ev[0].t, UINT64_MAX);
+    CHECK_EQ(o.depth[0], 3);
+    /* A stack held at the end of time also waits for its event. */
+    stack(c, 7, 71, 0, (1ull << 63) + 5, 0, 0x402000, 2);
+    heap_alloc(c, 7, 71, 0, (1ull << 63) + 5, 0xB000, 16, F64);
+    CHECK_EQ(o.n, 2);
+    CHECK_EQ(o.depth[1], 2);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *s = etw_corr_stats(c);
+    CHECK_EQ(s->stacks_in, s->stacks_matched + s->stacks_unmatched);
+    CHECK_EQ(s->stacks_unmatched, 0);
+    etw_corr_free(c);
+}
+
 /* Randomized: threads make events (some kinds with stacks, some without),
  * stacks come after (mostly), before (sometimes) or never, and stacks of
  * other processes and stray stacks are mixed in. A model that knows which
@@ -739,6 +773,109 @@ static void test_heap_props(void)
     CHECK_EQ(etw_props_build(b, sizeof(b), &s, 0, err, sizeof(err)), 0);
 }
 
+#include <uv.h>
+/* Found by the adversary: ETW delivers each processor's buffers whole, so
+ * one processor's events can come after another's newer ones (up to the
+ * session's FlushTimer, 1 s, etw-mechanics.md 5.3), each followed by its
+ * stack. The ttl was measured from the event's own timestamp: a late event
+ * left at once, without the stack right behind it (of 1,000,000 events with
+ * timestamps going back and forth, 454,545 lost their stacks through load).
+ * The ttl now runs from when it arrived, in stream time. */
+static void test_late_buffer(void)
+{
+    static struct out o;
+    struct etw_corr *c = corr(7, &o);
+    CHECK(c);
+    for (unsigned i = 0; i < 10; i++) { /* processor 0 up to 1 s */
+        heap_alloc(c, 7, 70, 0, 1000 + i * 1000000, 0x1000 * (i + 1), 8, F64);
+        stack(c, 7, 70, 0, 1000 + i * 1000000, 0, 0x401000, 1);
+    }
+    CHECK_EQ(o.n, 10);
+    /* Processor 1's buffer, 0.5 s older: its events and their stacks. */
+    for (unsigned i = 0; i < 5; i++) {
+        heap_alloc(c, 7, 71, 1, 5000000 + i, 0x100000 + i, 8, F64);
+        stack(c, 7, 71, 1, 5000000 + i, 0, 0x402000, 2);
+    }
+    CHECK_EQ(o.n, 15);
+    for (unsigned i = 10; i < 15; i++) {
+        CHECK_EQ(o.top[i], 0x402000);
+        CHECK_EQ(o.depth[i], 2);
+    }
+    /* A late event whose stack never comes still waits a ttl of stream time. */
+    heap_alloc(c, 7, 72, 1, 5000100, 0x200000, 8, F64);
+    CHECK_EQ(o.n, 15);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 999000, 0x1000); /* 99.9 ms later */
+    CHECK_EQ(o.n, 15);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 1000100, 0x2000); /* past 100 ms */
+    CHECK_EQ(o.n, 18);
+    CHECK_EQ(o.depth[15], 0);
+    /* A stack held on arrival waits a ttl of stream time too. */
+    stack(c, 7, 73, 1, 6000000, 0, 0x403000, 3);
+    heap_free(c, 7, 70, 1000 + 9 * 1000000 + 1500000, 0x3000); /* 50 ms after it came */
+    heap_alloc(c, 7, 73, 1, 6000000, 0x300000, 8, F64);
+    CHECK_EQ(o.n, 20);
+    CHECK_EQ(o.depth[19], 3);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *st = etw_corr_stats(c);
+    CHECK_EQ(st->stacks_in, 16);
+    CHECK_EQ(st->stacks_matched, 16);
+    CHECK_EQ(st->stacks_unmatched, 0);
+    CHECK_EQ(st->events_no_stack, 1);
+    etw_corr_free(c);
+}
+
+/* 50,000 stray stacks against 8192 waiting events (4096 heap events on
+ * threads 1000.., 4096 VirtualAllocs on processors 0..): all of one
+ * timestamp (equal), or each event and stack of its own (the baseline): the
+ * seconds they took into *secs; the counters are checked. */
+static void stray_storm(int equal, double *secs)
+{
+    static struct out o;
+    struct etw_corr_config cfg = {.pid = 7, .qpc_freq = 10000000, .start_qpc = 0};
+    struct etw_corr *c;
+    memset(&o, 0, sizeof(o));
+    CHECK(etw_corr_new(&c, &cfg, emit_fn, &o) == 0);
+    for (unsigned i = 0; i < 4096; i++)
+        heap_alloc(c, 7, 1000 + i, 0, equal ? 5000 : 5000 + i, 0x1000 * (i + 1), 8, F64);
+    for (unsigned i = 0; i < 4096; i++)
+        virt_op(c, 7, i, equal ? 5000 : 9096 + i, 0x10000000 + 0x1000 * (uint64_t)i, 0x1000,
+                ETW_MEM_COMMIT, 98);
+    uint64_t t0 = uv_hrtime();
+    for (unsigned i = 0; i < 50000; i++)
+        stack(c, 7, 900000 + i, 5000 + i, equal ? 5000 : 20000 + i, 0, 0x401000, 1);
+    *secs = (double)(uv_hrtime() - t0) / 1e9;
+    CHECK_EQ(o.n, 4096); /* the allocs left when the VirtualAllocs needed room */
+    /* Their own stacks still find them: processor 17's VirtualAlloc. */
+    stack(c, 7, 77, 17, equal ? 5000 : 9096 + 17, 0, 0x402000, 2);
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 8192);
+    CHECK_EQ(o.top[4096 + 17], 0x402000);
+    CHECK_EQ(o.ev[4096 + 17].tid, 77);
+    const struct etw_corr_stats *st = etw_corr_stats(c);
+    CHECK_EQ(st->stacks_in, 50001);
+    CHECK_EQ(st->stacks_matched, 1);
+    CHECK_EQ(st->stacks_in, st->stacks_matched + st->stacks_unmatched);
+    CHECK_EQ(st->pending_overflow, 4096);
+    etw_corr_free(c);
+}
+
+/* Found by the adversary: events with one timestamp on many threads all
+ * hashed to one bucket, and every stack of that timestamp walked the whole
+ * chain (max_pending entries): 200,000 stray stacks against 8192 waiting
+ * events took 8.96 s, 0.15 s once events are hashed by thread (or processor)
+ * too. Timed against the same storm with distinct timestamps (so the check
+ * holds in slow sanitizer builds): before the fix it took over 20 times
+ * the baseline. */
+static void test_equal_ts_storm(void)
+{
+    double base = 0, equal = 0;
+    stray_storm(0, &base);
+    stray_storm(1, &equal);
+    fprintf(stderr, "50,000 stray stacks against 8192 waiting events: %.3f s, %.3f s with one "
+                    "timestamp\n", base, equal);
+    CHECK(equal < 4 * base + 0.05);
+}
+
 HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
-             T(memorytestapp_raw), T(raw_hostile), T(heap_props))
+             T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm), T(late_buffer))

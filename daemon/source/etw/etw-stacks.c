@@ -21,6 +21,7 @@
 struct pend {
     struct ht_event ev;
     uint64_t ts, seq, chain; /* chain: seq + 1 of the next older entry in its bucket, 0 = end */
+    uint64_t arrived;        /* stream time (newest_ns) when it came: its ttl runs from there */
     uint32_t tid, cpu;
     uint8_t wants; /* of a stack kind */
     uint8_t have;  /* 0 no stack yet, 1 kernel fragment only, 2 user frames */
@@ -29,7 +30,7 @@ struct pend {
 };
 
 struct held {
-    uint64_t ts, ns;
+    uint64_t ts, ns; /* ns: stream time (newest_ns) when it came */
     uint32_t tid, cpu;
     uint32_t depth; /* user frames; 0 with kernel_only for a kernel fragment */
     uint8_t used, kernel_only, truncated;
@@ -63,7 +64,10 @@ uint64_t etw_corr_ns(const struct etw_corr *c, uint64_t ts)
     if (ts <= c->cfg.start_qpc)
         return 0;
     unsigned __int128 d = (unsigned __int128)(ts - c->cfg.start_qpc) * 1000000000u;
-    return (uint64_t)(d / c->cfg.qpc_freq);
+    d /= c->cfg.qpc_freq;
+    /* Past 2^64-1 ns the time stays at the end of time (the engine counts
+     * such an event malformed) rather than wrapping to the start. */
+    return d > UINT64_MAX ? UINT64_MAX : (uint64_t)d;
 }
 
 int etw_corr_new(struct etw_corr **out, const struct etw_corr_config *cfg, etw_emit_fn emit,
@@ -119,9 +123,14 @@ const struct etw_corr_stats *etw_corr_stats(const struct etw_corr *c)
     return &c->st;
 }
 
-static uint32_t ts_bucket(const struct etw_corr *c, uint64_t ts)
+/* The bucket of a waiting event: by timestamp and thread, or timestamp and
+ * processor for an event without a thread (what a stack matches on), so
+ * events with one timestamp on many threads or processors do not all share
+ * a chain that every stack of that timestamp would walk. */
+static uint32_t ts_bucket(const struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
 {
-    uint64_t h = ts * 0x9E3779B97F4A7C15ull;
+    uint64_t k = tid == NO_TID ? ((uint64_t)cpu << 32 | NO_TID) : tid;
+    uint64_t h = (ts ^ (k * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
     return (uint32_t)(h >> 32) & (c->nbuckets - 1);
 }
 
@@ -137,13 +146,23 @@ static void emit_pend(struct etw_corr *c, struct pend *p)
     c->emit(c->arg, &p->ev, p->have == 2 ? p->frames : NULL, p->have == 2 ? p->depth : 0);
 }
 
+/* Whether what came when the stream's time was ns has waited ttl of stream
+ * time since (without wrapping at the end of time). From its arrival, not
+ * its own timestamp: ETW delivers each processor's buffers whole, so a
+ * processor's events can come after another's newer ones, each with its
+ * stack right behind it (etw-mechanics.md 5.3: FlushTimer 1 s). */
+static int waited(const struct etw_corr *c, uint64_t ns)
+{
+    return c->newest_ns > ns && c->newest_ns - ns > c->cfg.ttl_ns;
+}
+
 /* Events leave in arrival order: the oldest leaves once it has its stack (or
  * wants none), once it waited ttl, or when room is needed (force). */
 static void drain(struct etw_corr *c, int force_one)
 {
     while (c->head_seq < c->next_seq) {
         struct pend *p = pend_at(c, c->head_seq);
-        int ready = !p->wants || p->have == 2 || p->ev.t + c->cfg.ttl_ns < c->newest_ns;
+        int ready = !p->wants || p->have == 2 || waited(c, p->arrived);
         if (!ready && !force_one)
             break;
         if (!ready) {
@@ -208,9 +227,11 @@ static void attach(struct etw_corr *c, struct pend *p, const uint64_t *frames, u
     }
 }
 
-static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
+/* The waiting event of a stack in one bucket. */
+static struct pend *find_in(struct etw_corr *c, uint32_t b, uint64_t ts, uint32_t tid,
+                            uint32_t cpu)
 {
-    for (uint64_t s = c->bucket[ts_bucket(c, ts)]; s; ) {
+    for (uint64_t s = c->bucket[b]; s;) {
         uint64_t seq = s - 1;
         if (seq < c->head_seq)
             break; /* older ones have left */
@@ -225,13 +246,20 @@ static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, 
     return NULL;
 }
 
+/* A stack's event: on its thread, or (an event without a thread) on its processor. */
+static struct pend *find_pending(struct etw_corr *c, uint64_t ts, uint32_t tid, uint32_t cpu)
+{
+    struct pend *p = find_in(c, ts_bucket(c, ts, tid, 0), ts, tid, cpu);
+    return p ? p : find_in(c, ts_bucket(c, ts, NO_TID, cpu), ts, tid, cpu);
+}
+
 static void expire_held(struct etw_corr *c, int all)
 {
     if (!c->nheld_live)
         return;
     for (uint32_t i = 0; i < c->cfg.max_held; i++) {
         struct held *h = &c->held[i];
-        if (h->used && (all || h->ns + c->cfg.ttl_ns < c->newest_ns)) {
+        if (h->used && (all || waited(c, h->ns))) {
             h->used = 0;
             c->nheld_live--;
             c->st.stacks_unmatched++;
@@ -283,8 +311,7 @@ static void on_stack(struct etw_corr *c, const struct etw_record *r, const struc
         attach(c, p, c->scratch, n, truncated);
         return;
     }
-    hold_stack(c, d->stack_ts, etw_corr_ns(c, d->stack_ts), d->stack_tid, r->cpu, c->scratch, n,
-               truncated);
+    hold_stack(c, d->stack_ts, c->newest_ns, d->stack_tid, r->cpu, c->scratch, n, truncated);
 }
 
 /* A stack that came first: take it (and a user fragment after a kernel one). */
@@ -439,12 +466,13 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
                     p->frames = keep;
                     p->ev = ev;
                     p->ts = r->ts;
+                    p->arrived = c->newest_ns;
                     p->seq = seq;
                     p->tid = r->tid;
                     p->cpu = r->cpu;
                     p->wants = (uint8_t)wants;
                     if (wants) {
-                        uint32_t b = ts_bucket(c, r->ts);
+                        uint32_t b = ts_bucket(c, r->ts, r->tid, r->tid == NO_TID ? r->cpu : 0);
                         p->chain = c->bucket[b];
                         c->bucket[b] = seq + 1;
                         take_held(c, p);

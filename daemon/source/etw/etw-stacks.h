@@ -7,12 +7,13 @@
  * A StackWalk event carries the raw timestamp of its event and its thread; it
  * normally follows its event (the walk runs inside the logging call), but
  * either order is accepted. Events of the kinds that get stacks wait in
- * arrival order until their stack comes, for at most ttl of stream time and
- * max_pending events, so the events leave in the order they came (a free
- * never overtakes its alloc). Stacks that find no event wait in a small table
- * for ttl too. A stack of only kernel frames waits for the user fragment with
- * the same timestamp (2.3 point 4); kernel frames are dropped from what is
- * kept (counted), user frames are kept innermost first.
+ * arrival order until their stack comes, for at most ttl of stream time
+ * from their arrival and max_pending events, so the events leave in the
+ * order they came (a free never overtakes its alloc). Stacks that find no
+ * event wait in a small table for ttl too. A stack of only kernel frames
+ * waits for the user fragment with the same timestamp (2.3 point 4); kernel
+ * frames are dropped from what is kept (counted), user frames are kept
+ * innermost first.
  */
 #ifndef ETW_STACKS_H
 #define ETW_STACKS_H
