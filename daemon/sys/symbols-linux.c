@@ -4,6 +4,7 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "mem-acct.h"
+#include "modlist.h"
 #include "procmaps.h"
 
 #include <demangle.h>
@@ -11,6 +12,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,32 +156,19 @@ void sym_cache_free(struct sym_cache *c)
 
 /* ---- the module list ---- */
 
-/* Index of the first module with start > addr. */
-static size_t mod_upper(const struct sym_cache *c, uint64_t addr)
-{
-    size_t lo = 0, hi = c->nmods;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->mods[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+_Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
+               "modlist.h: a module begins with start, end");
 
 static struct sym_module *mod_at(struct sym_cache *c, uint64_t addr)
 {
-    size_t i = mod_upper(c, addr);
-    if (i == 0 || addr >= c->mods[i - 1].end)
-        return NULL;
-    return &c->mods[i - 1];
+    size_t i = modlist_find(c->mods, c->nmods, sizeof *c->mods, addr);
+    return i < c->nmods ? &c->mods[i] : NULL;
 }
 
 static void mod_drop(struct sym_cache *c, size_t i)
 {
     acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
-    memmove(&c->mods[i], &c->mods[i + 1], (c->nmods - i - 1) * sizeof *c->mods);
+    modlist_close(c->mods, c->nmods, sizeof *c->mods, i);
     c->nmods--;
 }
 
@@ -202,20 +191,17 @@ static int mods_reserve(struct sym_cache *c)
 
 /* Insert a module; one it overlaps is replaced when `replace`, else the new
  * one is not added (a scan never overrides the source's modules). */
+static void mod_drop_cb(void *arg, size_t i)
+{
+    mod_drop(arg, i);
+}
+
 static int mod_insert(struct sym_cache *c, const struct sym_module *m, int replace)
 {
-    size_t i = mod_upper(c, m->start);
-    /* Overlapping neighbours: the one before, and those starting inside. */
-    while (i > 0 && c->mods[i - 1].end > m->start) {
-        if (!replace)
-            return HT_EEXIST;
-        mod_drop(c, --i);
-    }
-    while (i < c->nmods && c->mods[i].start < m->end) {
-        if (!replace)
-            return HT_EEXIST;
-        mod_drop(c, i);
-    }
+    long at = modlist_place((const void *const *)&c->mods, &c->nmods, sizeof *c->mods, m->start,
+                            m->end, replace, mod_drop_cb, c);
+    if (at < 0)
+        return (int)at;
     int err = mods_reserve(c);
     if (err)
         return err;
@@ -224,9 +210,9 @@ static int mod_insert(struct sym_cache *c, const struct sym_module *m, int repla
     if (!path)
         return UV_ENOMEM;
     memcpy(path, m->path, plen);
-    memmove(&c->mods[i + 1], &c->mods[i], (c->nmods - i) * sizeof *c->mods);
-    c->mods[i] = *m;
-    c->mods[i].path = path;
+    struct sym_module *slot = modlist_open(c->mods, c->nmods, sizeof *c->mods, (size_t)at);
+    *slot = *m;
+    slot->path = path;
     c->nmods++;
     return 0;
 }
@@ -246,7 +232,7 @@ int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint
 
 void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
 {
-    size_t i = mod_upper(c, start);
+    size_t i = modlist_upper(c->mods, c->nmods, sizeof *c->mods, start);
     if (i > 0 && c->mods[i - 1].start == start)
         mod_drop(c, i - 1);
 }

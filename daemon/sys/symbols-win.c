@@ -5,9 +5,11 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "mem-acct.h"
+#include "modlist.h"
 #include "procmods.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,25 +533,13 @@ static struct sym_answer *ans_put(struct sym_cache *c, uint64_t addr, const char
 
 /* ---- the module list ---- */
 
-static size_t mod_upper(const struct sym_cache *c, uint64_t addr)
-{
-    size_t lo = 0, hi = c->nmods;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->mods[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+_Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
+               "modlist.h: a module begins with start, end");
 
 static struct sym_module *mod_at(struct sym_cache *c, uint64_t addr)
 {
-    size_t i = mod_upper(c, addr);
-    if (i == 0 || addr >= c->mods[i - 1].end)
-        return NULL;
-    return &c->mods[i - 1];
+    size_t i = modlist_find(c->mods, c->nmods, sizeof *c->mods, addr);
+    return i < c->nmods ? &c->mods[i] : NULL;
 }
 
 /* Drop module i: DbgHelp forgets it, and the answers (some were in it) go. */
@@ -568,24 +558,23 @@ static void mod_drop(struct sym_cache *c, size_t i)
     }
     answers_clear(c);
     acct_free(c, m->path, strlen(m->path) + 1);
-    memmove(&c->mods[i], &c->mods[i + 1], (c->nmods - i - 1) * sizeof *c->mods);
+    modlist_close(c->mods, c->nmods, sizeof *c->mods, i);
     c->nmods--;
+}
+
+static void mod_drop_cb(void *arg, size_t i)
+{
+    mod_drop(arg, i);
 }
 
 static int mod_insert(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
                       const char *path, int from_scan)
 {
-    size_t i = mod_upper(c, start);
-    while (i > 0 && c->mods[i - 1].end > start) {
-        if (from_scan)
-            return HT_EEXIST;
-        mod_drop(c, --i);
-    }
-    while (i < c->nmods && c->mods[i].start < end) {
-        if (from_scan)
-            return HT_EEXIST;
-        mod_drop(c, i);
-    }
+    long at = modlist_place((const void *const *)&c->mods, &c->nmods, sizeof *c->mods, start, end,
+                            !from_scan, mod_drop_cb, c);
+    if (at < 0)
+        return (int)at;
+    size_t i = (size_t)at;
     if (c->nmods == c->capmods) {
         if (c->nmods >= SYM_MODULES_MAX)
             return HT_EFULL;
@@ -603,7 +592,7 @@ static int mod_insert(struct sym_cache *c, uint64_t start, uint64_t end, uint64_
     if (!p)
         return UV_ENOMEM;
     memcpy(p, path, plen);
-    memmove(&c->mods[i + 1], &c->mods[i], (c->nmods - i) * sizeof *c->mods);
+    modlist_open(c->mods, c->nmods, sizeof *c->mods, i);
     c->mods[i] = (struct sym_module){
         .start = start, .end = end, .bias = bias, .path = p, .from_scan = from_scan};
     c->nmods++;
@@ -622,7 +611,7 @@ int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint
 
 void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
 {
-    size_t i = mod_upper(c, start);
+    size_t i = modlist_upper(c->mods, c->nmods, sizeof *c->mods, start);
     if (i > 0 && c->mods[i - 1].start == start)
         mod_drop(c, i - 1);
 }
