@@ -7,6 +7,7 @@
 #include "log.h"
 #include "server.h"
 #include "sys/privileges.h"
+#include "source.h"
 #include "symbols.h"
 
 #include <stdio.h>
@@ -55,6 +56,12 @@ static int run_loop(const struct run_opts *o, struct ht_config *cfg)
     return rc == 0 ? 0 : 1;
 }
 
+static void recover_log(void *arg, const char *msg)
+{
+    (void)arg;
+    log_warn("%s", msg);
+}
+
 int heaptraced_run(const struct run_opts *o)
 {
     struct ht_config cfg;
@@ -86,7 +93,11 @@ int heaptraced_run(const struct run_opts *o)
         rc = 1;
         goto close_log;
     }
+    /* What a crashed run left outside the daemon (ETW sessions, IFEO), and
+     * at the end what this run left. */
+    source_recover_all(recover_log, NULL);
     rc = run_loop(o, &cfg);
+    source_recover_all(recover_log, NULL);
 close_log:
     log_close();
 free_config:

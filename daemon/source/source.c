@@ -52,3 +52,12 @@ const struct source_ops *source_pick(unsigned mode, const char *name, char *err,
     }
     return NULL;
 }
+
+void source_recover_all(void (*log)(void *arg, const char *msg), void *arg)
+{
+    for (unsigned i = 0; i < source_count; i++) {
+        char msg[256] = "";
+        if (source_list[i]->recover && source_list[i]->recover(msg, sizeof(msg)) > 0 && log)
+            log(arg, msg);
+    }
+}

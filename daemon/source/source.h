@@ -149,6 +149,12 @@ struct source_ops {
      * needs the frame; the source caches what it resolves. NULL: addresses
      * stay "0x...". */
     const char *(*symbolize)(struct source *s, uint64_t addr, char *buf, size_t bufsz);
+    /* Undo what this backend changes outside the daemon and a crashed run
+     * may have left (ETW: its sessions, IFEO TracingFlags from the journal).
+     * Called at daemon start and stop, with no source of it open. Returns
+     * how many things were undone, a line for the log in msg. NULL: nothing
+     * to undo. */
+    int (*recover)(char *msg, size_t msgsz);
 };
 
 /* Every source object starts with this. */
@@ -168,5 +174,8 @@ extern const unsigned source_count;
  * NULL with why in err: no backend built for the mode, or the named one does
  * not serve it. */
 const struct source_ops *source_pick(unsigned mode, const char *name, char *err, size_t errsz);
+/* Every backend's recover (daemon start and stop): calls log(arg, msg) for
+ * each that undid something. */
+void source_recover_all(void (*log)(void *arg, const char *msg), void *arg);
 
 #endif

@@ -4,6 +4,8 @@
  * wine. */
 #include "etw-decode.h"
 #include "etw-props.h"
+#include "etw-record-win.h"
+#include "etw-stacks.h"
 #include "ht-test.h"
 
 #include <windows.h>
@@ -71,4 +73,88 @@ static void test_props_as_struct(void)
     CHECK_EQ(p->EnableFlags & 0xFFFF, 152);
 }
 
-HT_TEST_MAIN(T(props_as_struct))
+/* Synthetic EVENT_RECORDs (windows-build.md 3.5 b) through the conversion the
+ * consumers use, the decoder and the correlator: a 64-bit HeapAlloc and its
+ * StackWalk, a 32-bit (WOW64) one, a processor index. */
+static int n_out;
+static struct ht_event last_ev;
+static uint64_t last_top;
+static unsigned last_depth;
+
+static void out_cb(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    (void)arg;
+    n_out++;
+    last_ev = *ev;
+    last_depth = depth;
+    last_top = depth ? frames[0] : 0;
+}
+
+static void test_event_records(void)
+{
+    static const GUID heap = {0x222962ab, 0x6180, 0x4b88, {0xa8, 0x25, 0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a}};
+    static const GUID stackwalk = {0xdef2fe46, 0x7bd6, 0x4b80, {0xbd, 0x94, 0xf5, 0x7f, 0xe2, 0x0d, 0x0c, 0xe3}};
+    uint8_t alloc[28];
+    uint64_t h = 0x1d2a5b40000ull, size = 40, addr = 0x1d2a5b4c0d0ull;
+    uint32_t src = 2;
+    memcpy(alloc, &h, 8), memcpy(alloc + 8, &size, 8), memcpy(alloc + 16, &addr, 8),
+        memcpy(alloc + 24, &src, 4);
+    EVENT_RECORD er;
+    memset(&er, 0, sizeof(er));
+    er.EventHeader.ProviderId = heap;
+    er.EventHeader.EventDescriptor.Opcode = 33;
+    er.EventHeader.EventDescriptor.Version = 2;
+    er.EventHeader.Flags = EVENT_HEADER_FLAG_64_BIT_HEADER | EVENT_HEADER_FLAG_CLASSIC_HEADER;
+    er.EventHeader.ProcessId = 4242;
+    er.EventHeader.ThreadId = 7;
+    er.EventHeader.TimeStamp.QuadPart = 1000000;
+    er.BufferContext.ProcessorNumber = 3;
+    er.UserData = alloc;
+    er.UserDataLength = sizeof(alloc);
+    struct etw_record r;
+    etw_record_from_event(&er, &r);
+    CHECK(etw_guid_eq(&r.provider, &etw_guid_heap));
+    CHECK(r.opcode == 33 && r.version == 2 && r.pid == 4242 && r.tid == 7 && r.cpu == 3);
+    CHECK(r.ts == 1000000 && r.len == 28);
+    struct etw_decode_stats st = {0};
+    struct etw_decoded d;
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.kind == ETW_HEAP_ALLOC && d.addr == addr && d.size == 40 && d.heap == h);
+    struct etw_corr *c;
+    struct etw_corr_config cfg = {.pid = 4242, .qpc_freq = 10000000, .start_qpc = 0};
+    CHECK(etw_corr_new(&c, &cfg, out_cb, NULL) == 0);
+    etw_corr_add(c, &r, &d);
+    CHECK_EQ(n_out, 0);
+    /* Its StackWalk: header without pid/tid, EventTimeStamp = the event's. */
+    uint8_t sw[16 + 3 * 8];
+    uint64_t ets = 1000000, f[3] = {0xFFFFF80100001000ull, 0x7FF6A0001234ull, 0x7FF6A0005678ull};
+    uint32_t spid = 4242, stid = 7;
+    memcpy(sw, &ets, 8), memcpy(sw + 8, &spid, 4), memcpy(sw + 12, &stid, 4), memcpy(sw + 16, f, 24);
+    memset(&er, 0, sizeof(er));
+    er.EventHeader.ProviderId = stackwalk;
+    er.EventHeader.EventDescriptor.Opcode = 32;
+    er.EventHeader.Flags = EVENT_HEADER_FLAG_64_BIT_HEADER | EVENT_HEADER_FLAG_CLASSIC_HEADER;
+    er.EventHeader.ProcessId = 0xFFFFFFFF;
+    er.EventHeader.ThreadId = 0xFFFFFFFF;
+    er.EventHeader.TimeStamp.QuadPart = 1000001;
+    er.BufferContext.ProcessorNumber = 3;
+    er.UserData = sw;
+    er.UserDataLength = sizeof(sw);
+    etw_record_from_event(&er, &r);
+    CHECK(etw_decode(&r, &d, &st) == 1);
+    CHECK(d.kind == ETW_STACK && d.nframes == 3);
+    etw_corr_add(c, &r, &d);
+    CHECK_EQ(n_out, 1);
+    CHECK(last_ev.kind == HT_EV_ALLOC && last_ev.addr == addr && last_ev.tid == 7);
+    CHECK_EQ(last_depth, 2); /* the kernel frame dropped */
+    CHECK_EQ(last_top, 0x7FF6A0001234ull);
+    CHECK_EQ(last_ev.t, 100000000); /* 10^6 ticks at 10 MHz */
+    /* With EVENT_HEADER_FLAG_PROCESSOR_INDEX the processor is ProcessorIndex. */
+    er.EventHeader.Flags |= EVENT_HEADER_FLAG_PROCESSOR_INDEX;
+    er.BufferContext.ProcessorIndex = 70;
+    etw_record_from_event(&er, &r);
+    CHECK_EQ(r.cpu, 70);
+    etw_corr_free(c);
+}
+
+HT_TEST_MAIN(T(props_as_struct), T(event_records))
