@@ -61,15 +61,65 @@ static inline void hex_of(char *out, const struct pl *p)
     out[2 * p->n] = '\0';
 }
 
-static inline void raw_rec(struct text *t, const struct etw_guid *g, unsigned op, unsigned flags,
-                    uint32_t pid, uint32_t tid, uint64_t ts, const struct pl *p)
+static inline void raw_rec_v(struct text *t, const struct etw_guid *g, unsigned op, unsigned ver,
+                             unsigned flags, uint32_t pid, uint32_t tid, uint64_t ts,
+                             const struct pl *p)
 {
     char gs[40], hx[4200];
     etw_guid_format(g, gs);
     hex_of(hx, p);
-    add(t, "{\"provider\":\"%s\",\"opcode\":%u,\"version\":2,\"flags\":%u,\"pid\":%u,"
+    add(t, "{\"provider\":\"%s\",\"opcode\":%u,\"version\":%u,\"flags\":%u,\"pid\":%u,"
            "\"tid\":%u,\"cpu\":1,\"ts\":%llu,\"payload\":\"%s\"}\n",
-        gs, op, flags, pid, tid, (unsigned long long)ts, hx);
+        gs, op, ver, flags, pid, tid, (unsigned long long)ts, hx);
+}
+
+static inline void raw_rec(struct text *t, const struct etw_guid *g, unsigned op, unsigned flags,
+                           uint32_t pid, uint32_t tid, uint64_t ts, const struct pl *p)
+{
+    raw_rec_v(t, g, op, 2, flags, pid, tid, ts, p);
+}
+
+/* UTF-16LE of an ASCII string, with its terminator. */
+static inline void put_wide(struct pl *p, const char *s)
+{
+    for (; *s; s++)
+        put(p, (unsigned char)*s, 2);
+    put(p, 0, 2);
+}
+
+/* Image Load (v3, 64-bit layout, etw-mechanics.md 8) of path at base for pid. */
+static inline void image_rec(struct text *t, unsigned op, uint32_t pid, uint64_t ts, uint64_t base,
+                             uint64_t size, const char *path)
+{
+    struct pl p = {0};
+    put(&p, base, 8), put(&p, size, 8), put(&p, pid, 4), put(&p, 0x1234, 4), put(&p, 0x5f000000, 4),
+        put(&p, 0, 4), put(&p, base, 8);
+    for (int k = 0; k < 4; k++)
+        put(&p, 0, 4);
+    put_wide(&p, path);
+    raw_rec_v(t, &etw_guid_image, op, 3, F64, pid, 0, ts, &p);
+}
+
+/* Process Start/DCStart/End (v4, 64-bit): a user SID S-1-5-21-a-b-c-d (TOKEN_USER
+ * then the SID, 4 sub-authorities), the image name, an empty command line. */
+static inline void process_rec(struct text *t, unsigned op, uint32_t pid, uint64_t ts,
+                               uint32_t exit_status, const char *name)
+{
+    struct pl p = {0};
+    put(&p, 0xFFFFA00012345678ull, 8), put(&p, pid, 4), put(&p, 4, 4), put(&p, 1, 4),
+        put(&p, exit_status, 4), put(&p, 0x1AD000, 8), put(&p, 0, 4);
+    put(&p, 0xFFFFA00087654321ull, 8), put(&p, 0, 8); /* TOKEN_USER: Sid pointer, Attributes */
+    put(&p, 1, 1), put(&p, 4, 1);                     /* Revision, SubAuthorityCount */
+    for (int k = 0; k < 5; k++)
+        put(&p, 0, 1); /* IdentifierAuthority 5 (NT), 6 bytes big-endian */
+    put(&p, 5, 1);
+    for (int k = 0; k < 4; k++)
+        put(&p, 21 + (uint64_t)k, 4);
+    for (const char *s = name; *s; s++)
+        put(&p, (unsigned char)*s, 1);
+    put(&p, 0, 1);
+    put(&p, 0, 2); /* CommandLine "" */
+    raw_rec_v(t, &etw_guid_process, op, 4, F64, pid, 0, ts, &p);
 }
 
 /* The .htev of seed 000 as the ETW sessions would have delivered it: each
@@ -100,6 +150,15 @@ static inline int htev_to_raw(const char *path, struct text *raw, uint64_t *t_en
                      "\"name\":\"%s\"}}\n",
                 (unsigned long long)freq, (unsigned long long)start, pid,
                 cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")));
+            /* The system logger's rundown: the process, its image and a
+             * DLL; another process's image at the same base. */
+            process_rec(raw, 3, pid, start, 0, "MemoryTestApp.exe");
+            image_rec(raw, 3, pid, start, 0x00007FF600000000ull, 0x100000,
+                      "\\Device\\HarddiskVolume3\\apps\\MemoryTestApp.exe");
+            image_rec(raw, 3, pid, start, 0x00007FFA10000000ull, 0x200000,
+                      "\\Device\\HarddiskVolume3\\Windows\\System32\\ntdll.dll");
+            image_rec(raw, 3, pid + 1, start, 0x00007FF600000000ull, 0x100000,
+                      "\\Device\\HarddiskVolume3\\other.exe");
             cJSON_Delete(o);
             continue;
         }
@@ -158,6 +217,7 @@ static inline int htev_to_raw(const char *path, struct text *raw, uint64_t *t_en
         cJSON_Delete(o);
     }
     fclose(f);
+    process_rec(raw, 2, pid, start + *t_end / 100 + 1, 0, "MemoryTestApp.exe");
     for (unsigned i = 0; i < nnames; i++)
         free(names[i]);
     return pid ? 0 : -3;

@@ -91,7 +91,12 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    if (engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem) != 0) {
+    int eng_rc = engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem);
+    if (eng_rc == 0 && modnames_init(&s->modnames, &s->eng.acct) != 0) {
+        engine_close(&s->eng);
+        eng_rc = UV_ENOMEM;
+    }
+    if (eng_rc != 0) {
         uv_mutex_destroy(&s->sym_mu);
         ht_free(s->snaps);
         ht_free(s);
@@ -236,7 +241,7 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
 {
     struct session *s = arg;
     if (!s->src || !s->src->ops->symbolize)
-        return NULL;
+        return modnames_text(&s->modnames, addr, buf, bufsz);
     session_src_lock(s);
     const char *r = s->src->ops->symbolize(s->src, addr, buf, bufsz);
     session_src_unlock(s);
@@ -271,10 +276,8 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
         s->src = NULL;
         return rc;
     }
-    if (ops->symbolize) {
-        s->eng.si.resolve = session_resolve;
-        s->eng.si.resolve_arg = s;
-    }
+    s->eng.si.resolve = session_resolve;
+    s->eng.si.resolve_arg = s;
     return 0;
 }
 
@@ -383,6 +386,7 @@ void session_free_dropped(struct session *s)
         s->src->ops->close(s->src);
     cJSON_Delete(s->src_status_last);
     skip_cache_free(&s->default_skip);
+    modnames_close(&s->modnames);
     engine_close(&s->eng);
     uv_mutex_destroy(&s->sym_mu);
     log_info("session %u dropped", s->id);
@@ -447,6 +451,8 @@ int session_apply(void *arg, struct ht_event *evs, size_t n)
     } else {
         engine_apply_batch(&s->eng, evs, n);
     }
+    if (!s->src || !s->src->ops->symbolize)
+        modnames_apply(&s->modnames, &s->eng.si, evs, done);
     /* Top subscribers do not take the events. */
     if (s->nrecorders && done) {
         for (struct session_sub *sub = s->subs, *next; sub; sub = next) {

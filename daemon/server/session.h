@@ -8,6 +8,7 @@
 #define SESSION_H
 
 #include "engine.h"
+#include "modnames.h"
 #include "query.h"
 #include "source.h"
 
@@ -124,6 +125,9 @@ struct session {
      * and by the query workers (frame names for cull and require patterns):
      * one at a time. Recursive: a drain's recorder formats frames. */
     uv_mutex_t sym_mu;
+    /* Without a symbolizer (replays): frames named by the stream's module
+     * events, "module!+0xOFF" (modnames.h). */
+    struct modnames modnames;
 };
 
 /* Sessions (session.c). */

@@ -20,8 +20,15 @@ case_etw_raw_seed000() {
     eq "$(jget source_status.format <"$T/s")" etw_raw "format"
     eq "$(jget source_status.etw.stacks_matched <"$T/s")" 1262 "stacks matched"
     eq "$(jget source_status.etw.events_no_stack <"$T/s")" 0 "events without a stack"
-    eq "$(jget source_status.etw.other_process <"$T/s")" 1262 "other process records"
+    eq "$(jget source_status.etw.other_process <"$T/s")" 1263 "other process records"
     eq "$(jget process.name <"$T/s")" MemoryTestApp.exe "process name"
+    eq "$(jget source_status.etw.modules_loaded <"$T/s")" 2 "image rundown of the traced process"
+    eq "$(jget source_status.etw.process_exits <"$T/s")" 1 "process end"
+    # Frames named by the image rundown (no symbolizer in a replay): RVAs.
+    ctl --json stacks --type AIFO >"$T/j"
+    eq "$(jget rows.0.frames.0 <"$T/j")" "MemoryTestApp.exe!+0x1000" "frame in the image"
+    grep -q "other.exe" "$T/j" && fail "the other process's image named a frame"
+    grep -q '"exit_code":[[:space:]]*0' "$T/s" || fail "exit code from Process End: $(cat "$T/s")"
     stop_clean
 }
 

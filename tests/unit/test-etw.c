@@ -624,8 +624,10 @@ static void test_memorytestapp_raw(void)
     CHECK_EQ(st.corr.events_no_stack, 0);
     CHECK_EQ(st.corr.stacks_unmatched, 0);
     CHECK_EQ(st.corr.stacks_matched, 1250 + 12);
-    CHECK_EQ(st.corr.other_process, 1250 + 12);
+    CHECK_EQ(st.corr.other_process, 1250 + 12 + 1); /* + the other process's image */
     CHECK_EQ(st.corr.kernel_frames, 3 * (1250 + 12));
+    CHECK_EQ(st.corr.modules_loaded, 2);
+    CHECK_EQ(st.corr.process_exits, 1);
     CHECK_EQ(st.dec.malformed + st.dec.unknown_provider, 0);
     static uint64_t fa[4096][8], fb[4096][8];
     const uint64_t win[][2] = {{0, t_end}, {0, t_end / 2}, {t_end / 3, t_end}, {t_end / 4, t_end / 2}};
@@ -876,6 +878,268 @@ static void test_equal_ts_storm(void)
     CHECK(equal < 4 * base + 0.05);
 }
 
-HT_TEST_MAIN(T(guids), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
+
+/* A Process event of version ver in pointer size P: pid, parent, exit
+ * status, a SID with nsub sub-authorities (or a null one), name; trailing
+ * command line. */
+static struct pl process_payload(unsigned P, unsigned ver, uint32_t pid, uint32_t exit_status,
+                                 int sid, unsigned nsub, const char *name)
+{
+    struct pl p = {0};
+    put(&p, 0x1234, P), put(&p, pid, 4), put(&p, 4, 4), put(&p, 1, 4), put(&p, exit_status, 4);
+    if (ver >= 3)
+        put(&p, 0x1AD000, P);
+    if (ver >= 4)
+        put(&p, 0, 4); /* Flags */
+    if (sid) {
+        put(&p, 0xABCD, P), put(&p, 0, P); /* TOKEN_USER */
+        put(&p, 1, 1), put(&p, nsub, 1);
+        for (int k = 0; k < 5; k++)
+            put(&p, 0, 1);
+        put(&p, 5, 1);
+        for (unsigned k = 0; k < nsub; k++)
+            put(&p, 21 + k, 4);
+    } else {
+        put(&p, 0, 4);
+    }
+    for (const char *c = name; *c; c++)
+        put(&p, (unsigned char)*c, 1);
+    put(&p, 0, 1);
+    put(&p, 'x', 2), put(&p, 0, 2); /* CommandLine "x" */
+    return p;
+}
+
+static struct pl image_payload(unsigned P, uint64_t base, uint64_t size, uint32_t pid,
+                               const uint16_t *name, unsigned nname)
+{
+    struct pl p = {0};
+    put(&p, base, P), put(&p, size, P), put(&p, pid, 4), put(&p, 0, 4), put(&p, 0, 4),
+        put(&p, 0, 4), put(&p, base, P);
+    for (int k = 0; k < 4; k++)
+        put(&p, 0, 4);
+    for (unsigned k = 0; k < nname; k++)
+        put(&p, name[k], 2);
+    return p;
+}
+
+/* Process and Image events: every version we read, both pointer sizes, null
+ * and real SIDs, names to UTF-8 (surrogate pairs, lone surrogates), and
+ * payloads cut anywhere: malformed, never read past the end. */
+static void test_process_image(void)
+{
+    for (int wide = 0; wide < 2; wide++) {
+        unsigned P = wide ? 8 : 4;
+        uint16_t fl = wide ? F64 : F32;
+        for (unsigned ver = 2; ver <= 5; ver++) {
+            for (int sid = 0; sid < 2; sid++) {
+                struct etw_decode_stats st = {0};
+                struct etw_decoded d;
+                struct pl p = process_payload(P, ver, 4242, 0xC0000005u, sid, 5, "app.exe");
+                struct etw_record r = rec(&etw_guid_process, 2, fl, 4242, 0, 0, 1, &p);
+                r.version = (uint8_t)ver;
+                CHECK_EQ(etw_decode(&r, &d, &st), 1);
+                CHECK_EQ(d.kind, ETW_PROCESS_END);
+                CHECK_EQ(d.owner_pid, 4242);
+                CHECK_EQ(d.old_addr, 4);
+                CHECK_EQ(d.vflags, 0xC0000005u);
+                char name[64];
+                etw_name_utf8(&d, name, sizeof(name));
+                CHECK_STR(name, "app.exe");
+                /* Cut before the name's terminator: malformed. */
+                uint32_t full = p.n;
+                for (uint32_t cut = 0; cut < full - 4; cut++) {
+                    r.len = cut;
+                    CHECK_EQ(etw_decode(&r, &d, &st), -1);
+                }
+                CHECK_EQ(st.malformed, full - 4);
+            }
+        }
+        /* Version 1 (before Vista): counted, not read. */
+        struct etw_decode_stats st = {0};
+        struct etw_decoded d;
+        struct pl p = process_payload(P, 2, 1, 0, 0, 0, "a");
+        struct etw_record r = rec(&etw_guid_process, 1, fl, 1, 0, 0, 1, &p);
+        r.version = 1;
+        CHECK_EQ(etw_decode(&r, &d, &st), 0);
+        CHECK_EQ(st.old_versions, 1);
+        /* DCEnd and Terminate are not used. */
+        r.version = 4;
+        r.opcode = 4;
+        CHECK_EQ(etw_decode(&r, &d, &st), 0);
+        r.opcode = 11;
+        CHECK_EQ(etw_decode(&r, &d, &st), 0);
+        CHECK_EQ(st.ignored_opcode, 2);
+
+        /* Image: "C:\\é𝄞" with a lone surrogate after it, then the terminator. */
+        const uint16_t nm[] = {'C', ':', '\\', 0xE9, 0xD834, 0xDD1E, 0xDC00, 'x', 0};
+        struct pl ip = image_payload(P, 0x7FF600000000ull >> (wide ? 0 : 24), 0x5000, 77, nm, 9);
+        struct etw_record ir = rec(&etw_guid_image, 10, fl, 77, 0, 0, 1, &ip);
+        ir.version = 3;
+        memset(&st, 0, sizeof(st));
+        CHECK_EQ(etw_decode(&ir, &d, &st), 1);
+        CHECK_EQ(d.kind, ETW_IMAGE_LOAD);
+        CHECK_EQ(d.addr, 0x7FF600000000ull >> (wide ? 0 : 24));
+        CHECK_EQ(d.size, 0x5000);
+        CHECK_EQ(d.owner_pid, 77);
+        char name[64];
+        etw_name_utf8(&d, name, sizeof(name));
+        CHECK_STR(name, "C:\\\xC3\xA9\xF0\x9D\x84\x9E\xEF\xBF\xBDx");
+        /* Cut into a character: the whole character is left out. */
+        CHECK_EQ(etw_name_utf8(&d, name, 7), 5);
+        CHECK_STR(name, "C:\\\xC3\xA9");
+        /* The same event as the Process group's opcode 10 (etl-format.md). */
+        ir.provider = etw_guid_process;
+        CHECK_EQ(etw_decode(&ir, &d, &st), 1);
+        CHECK_EQ(d.kind, ETW_IMAGE_LOAD);
+        ir.provider = etw_guid_image;
+        ir.opcode = 2;
+        CHECK_EQ(etw_decode(&ir, &d, &st), 1);
+        CHECK_EQ(d.kind, ETW_IMAGE_UNLOAD);
+        ir.opcode = 3;
+        CHECK_EQ(etw_decode(&ir, &d, &st), 1);
+        CHECK_EQ(d.kind, ETW_IMAGE_LOAD);
+        ir.opcode = 4;
+        CHECK_EQ(etw_decode(&ir, &d, &st), 0);
+        /* No terminator: malformed; an odd trailing byte too. */
+        ir.opcode = 10;
+        for (uint32_t cut = 0; cut < ip.n; cut++) {
+            ir.len = cut;
+            CHECK_EQ(etw_decode(&ir, &d, &st), -1);
+        }
+        CHECK_EQ(st.malformed, ip.n);
+    }
+}
+
+static void test_dos_path(void)
+{
+    struct etw_dosmap m = {0};
+    snprintf(m.v[0].device, sizeof(m.v[0].device), "\\Device\\HarddiskVolume1");
+    snprintf(m.v[0].drive, sizeof(m.v[0].drive), "D:");
+    snprintf(m.v[1].device, sizeof(m.v[1].device), "\\Device\\HarddiskVolume10");
+    snprintf(m.v[1].drive, sizeof(m.v[1].drive), "C:");
+    m.n = 2;
+    snprintf(m.system_root, sizeof(m.system_root), "C:\\Windows");
+    char out[64];
+    CHECK_EQ(etw_dos_path(&m, "\\Device\\HarddiskVolume10\\a\\b.dll", out, sizeof(out)), 10);
+    CHECK_STR(out, "C:\\a\\b.dll");
+    etw_dos_path(&m, "\\device\\harddiskvolume1\\x.exe", out, sizeof(out));
+    CHECK_STR(out, "D:\\x.exe");
+    etw_dos_path(&m, "\\SystemRoot\\System32\\ntdll.dll", out, sizeof(out));
+    CHECK_STR(out, "C:\\Windows\\System32\\ntdll.dll");
+    etw_dos_path(&m, "\\Device\\HarddiskVolume2\\y.dll", out, sizeof(out));
+    CHECK_STR(out, "\\Device\\HarddiskVolume2\\y.dll"); /* no pair: as it is */
+    etw_dos_path(&m, "\\Device\\HarddiskVolume1", out, sizeof(out));
+    CHECK_STR(out, "\\Device\\HarddiskVolume1"); /* the device alone is no file */
+    CHECK_EQ(etw_dos_path(&m, "\\Device\\HarddiskVolume10\\a\\b.dll", out, 8), -1);
+    CHECK_EQ(strlen(out), 7);
+    CHECK_EQ(etw_dos_path(NULL, "x", out, sizeof(out)), 1);
+}
+
+struct names {
+    char path[8][128];
+    unsigned n;
+    uint32_t pid;
+    char pname[64];
+    unsigned nproc;
+};
+
+static uint32_t names_path(void *arg, const char *path)
+{
+    struct names *nm = ((struct names **)arg)[1];
+    if (nm->n == 8)
+        return 0;
+    snprintf(nm->path[nm->n], sizeof(nm->path[0]), "%s", path);
+    return ++nm->n;
+}
+
+static void names_process(void *arg, uint32_t pid, const char *name)
+{
+    struct names *nm = ((struct names **)arg)[1];
+    nm->pid = pid;
+    snprintf(nm->pname, sizeof(nm->pname), "%s", name);
+    nm->nproc++;
+}
+
+static void names_emit(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    emit_fn(((struct out **)arg)[0], ev, frames, depth);
+}
+
+/* Image events of the traced process become module events in stream order;
+ * another process's do not; its End is the exit with its status; with
+ * follow_first the first process to log a heap event is the traced one. */
+static void test_modules_and_follow(void)
+{
+    static struct out o;
+    static struct names nm;
+    memset(&o, 0, sizeof(o));
+    memset(&nm, 0, sizeof(nm));
+    void *args[2] = {&o, &nm};
+    struct etw_corr_config cfg = {.pid = 7, .qpc_freq = 10000000, .start_qpc = 1000,
+                                  .path = names_path, .process = names_process};
+    struct etw_corr *c;
+    CHECK(etw_corr_new(&c, &cfg, names_emit, args) == 0);
+    const uint16_t a[] = {'a', '.', 'd', 'l', 'l', 0}, b[] = {'b', '.', 'd', 'l', 'l', 0};
+    struct pl p = process_payload(8, 4, 7, 0, 1, 2, "seven.exe");
+    struct etw_record r = rec(&etw_guid_process, 3, F64, 7, 0, 0, 1500, &p);
+    r.version = 4;
+    feed(c, &r);
+    CHECK_EQ(nm.nproc, 1);
+    CHECK_STR(nm.pname, "seven.exe");
+    heap_alloc(c, 7, 70, 0, 2000, 0xA000, 16, F64); /* waits for its stack */
+    struct pl ia = image_payload(8, 0x10000000, 0x1000, 7, a, 6);
+    struct pl ib = image_payload(8, 0x20000000, 0x1000, 8, b, 6);
+    struct etw_record ra = rec(&etw_guid_image, 10, F64, 7, 0, 0, 2001, &ia);
+    struct etw_record rb = rec(&etw_guid_image, 10, F64, 8, 0, 0, 2002, &ib);
+    ra.version = rb.version = 3;
+    feed(c, &ra);
+    feed(c, &rb);
+    CHECK_EQ(o.n, 0); /* the load waits behind the alloc: order kept */
+    stack(c, 7, 70, 0, 2000, 0, 0x10000100, 2);
+    CHECK_EQ(o.n, 2);
+    CHECK(o.ev[0].kind == HT_EV_ALLOC);
+    CHECK(o.ev[1].kind == HT_EV_MODULE_LOAD && o.ev[1].addr == 0x10000000 &&
+          o.ev[1].size == 0x1000 && o.ev[1].old_addr == 0x10000000 && o.ev[1].heap == 1);
+    CHECK_EQ(nm.n, 1);
+    CHECK_STR(nm.path[0], "a.dll");
+    ra.opcode = 2;
+    ra.ts = 2100;
+    feed(c, &ra);
+    CHECK(o.ev[2].kind == HT_EV_MODULE_UNLOAD && o.ev[2].addr == 0x10000000);
+    struct pl pe = process_payload(8, 4, 7, 3, 0, 0, "seven.exe");
+    r = rec(&etw_guid_process, 2, F64, 7, 0, 0, 2200, &pe);
+    r.version = 4;
+    feed(c, &r);
+    CHECK(o.ev[3].kind == HT_EV_EXIT && o.ev[3].size == 3);
+    etw_corr_flush(c);
+    const struct etw_corr_stats *st = etw_corr_stats(c);
+    CHECK_EQ(st->modules_loaded, 1);
+    CHECK_EQ(st->modules_unloaded, 1);
+    CHECK_EQ(st->process_exits, 1);
+    CHECK_EQ(st->other_process, 1);
+    etw_corr_free(c);
+
+    /* Following the first process (start --exe). */
+    memset(&o, 0, sizeof(o));
+    memset(&nm, 0, sizeof(nm));
+    struct etw_corr_config fc = {.qpc_freq = 10000000, .start_qpc = 1000, .follow_first = 1,
+                                 .stack_kinds = 1u << 31, .process = names_process};
+    CHECK(etw_corr_new(&c, &fc, names_emit, args) == 0);
+    heap_alloc(c, 31, 1, 0, 2000, 0xA000, 16, F64);
+    heap_alloc(c, 32, 2, 0, 2001, 0xA000, 16, F64); /* the same address in another process */
+    heap_free(c, 32, 2, 2002, 0xA000);
+    heap_free(c, 31, 1, 2003, 0xA000);
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 2);
+    CHECK(o.ev[0].kind == HT_EV_ALLOC && o.ev[1].kind == HT_EV_FREE);
+    CHECK_EQ(nm.nproc, 1);
+    CHECK_EQ(nm.pid, 31);
+    st = etw_corr_stats(c);
+    CHECK_EQ(st->followed_pid, 31);
+    CHECK_EQ(st->other_process, 2);
+    etw_corr_free(c);
+}
+
+HT_TEST_MAIN(T(guids), T(process_image), T(modules_and_follow), T(dos_path), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
              T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm), T(late_buffer))

@@ -9,6 +9,7 @@
 #include "etw-decode.h"
 #include "ht-text.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* {222962ab-6180-4b88-a825-346b75f2a24a}: HeapGuid, the heap logger's
@@ -23,7 +24,22 @@ const struct etw_guid etw_guid_pagefault = {{0x3d, 0x6f, 0xa8, 0xd3, 0xfe, 0x05,
 const struct etw_guid etw_guid_stackwalk = {{0xde, 0xf2, 0xfe, 0x46, 0x7b, 0xd6, 0x4b, 0x80, 0xbd,
                                              0x94, 0xf5, 0x7f, 0xe2, 0x0d, 0x0c, 0xe3}};
 
+/* {3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c}: Process (etl-format.md 4.1, group
+ * 0x03); Image Load also arrives as its opcode 10 in files (etl-format.md). */
+const struct etw_guid etw_guid_process = {{0x3d, 0x6f, 0xa8, 0xd0, 0xfe, 0x05, 0x11, 0xd0, 0x9d,
+                                           0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
+/* {2cb15d1d-5fc1-11d2-abe1-00a0c911f518}: Image, opcodes 10 Load, 2 Unload,
+ * 3/4 DCStart/DCEnd (etw-mechanics.md 8). */
+const struct etw_guid etw_guid_image = {{0x2c, 0xb1, 0x5d, 0x1d, 0x5f, 0xc1, 0x11, 0xd2, 0xab, 0xe1,
+                                         0x00, 0xa0, 0xc9, 0x11, 0xf5, 0x18}};
+
 enum {
+    OP_PROCESS_START = 1,
+    OP_PROCESS_END = 2,
+    OP_DC_START = 3,
+    OP_DC_END = 4,
+    OP_IMAGE_LOAD = 10,
+    OP_IMAGE_UNLOAD = 2,
     OP_HEAP_CREATE = 32,
     OP_HEAP_ALLOC = 33,
     OP_HEAP_REALLOC = 34,
@@ -218,6 +234,209 @@ static int decode_stack(const struct etw_record *r, struct etw_decoded *d,
     return 1;
 }
 
+/* A NUL-terminated string of unit-byte characters (1 or 2) at off: its
+ * bytes without the terminator in *len. -1 when the payload ends first. */
+static int string_at(const struct etw_record *r, uint32_t off, unsigned unit, uint32_t *len)
+{
+    for (uint32_t i = off; i + unit <= r->len; i += unit) {
+        if (r->payload[i] == 0 && (unit == 1 || r->payload[i + 1] == 0)) {
+            *len = i - off;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Image Load/Unload/DCStart/DCEnd, version 2 and later (Vista on):
+ * ImageBase P, ImageSize P, ProcessId u32, ImageCheckSum u32, TimeDateStamp
+ * u32, Reserved0 u32, DefaultBase P, Reserved1-4 u32, FileName UTF-16 from
+ * 3 P + 32 (56 / 44). etw-mechanics.md 8, after PerfView's
+ * ImageLoadTraceData (KernelTraceEventParser.cs: FileName at HostOffset(44, 3)). */
+static int decode_image(const struct etw_record *r, struct etw_decoded *d,
+                        struct etw_decode_stats *st)
+{
+    int load = r->opcode == OP_IMAGE_LOAD || r->opcode == OP_DC_START;
+    if (!load && r->opcode != OP_IMAGE_UNLOAD) {
+        st->ignored_opcode++; /* DCEnd: the rundown at the session's end */
+        return 0;
+    }
+    if (r->version < 2) {
+        st->old_versions++;
+        return 0;
+    }
+    const unsigned P = d->ptr_size;
+    const uint32_t name_off = 3 * P + 32;
+    uint32_t nl;
+    if (r->len < name_off + 2 || string_at(r, name_off, 2, &nl) != 0) {
+        st->malformed++;
+        return -1;
+    }
+    d->kind = load ? ETW_IMAGE_LOAD : ETW_IMAGE_UNLOAD;
+    d->addr = etw_ptr_at(r->payload, P);
+    d->size = etw_ptr_at(r->payload + P, P);
+    d->owner_pid = u32_at(r->payload + 2 * P);
+    d->name = r->payload + name_off;
+    d->name_len = nl;
+    d->name_wide = 1;
+    return 1;
+}
+
+/* Process Start/End/DCStart, versions 2-4 and later: UniqueProcessKey P,
+ * ProcessId u32, ParentId u32, SessionId u32, ExitStatus i32, then from
+ * version 3 DirectoryTableBase P, from version 4 Flags u32; then UserSID
+ * (a u32 0 when absent, else TOKEN_USER (2 P) and a SID of 8 + 4 x
+ * SubAuthorityCount bytes, that count being the SID's second byte), then
+ * ImageFileName (8-bit, NUL-terminated), CommandLine and later fields we do
+ * not read. PerfView's ProcessTraceData (KernelTraceEventParser.cs: SkipSID,
+ * the SID at HostOffset(20, 1) / (24, 2) / (28, 2) by version). */
+static int decode_process(const struct etw_record *r, struct etw_decoded *d,
+                          struct etw_decode_stats *st)
+{
+    if (r->opcode == OP_IMAGE_LOAD)
+        return decode_image(r, d, st); /* the group 0x03 hook of Image Load */
+    if (r->opcode != OP_PROCESS_START && r->opcode != OP_PROCESS_END && r->opcode != OP_DC_START) {
+        st->ignored_opcode++; /* DCEnd, Terminate, counters, defunct */
+        return 0;
+    }
+    if (r->version < 2) {
+        st->old_versions++;
+        return 0;
+    }
+    const unsigned P = d->ptr_size;
+    const uint8_t *p = r->payload;
+    uint32_t sid = r->version >= 4 ? 2 * P + 20 : r->version == 3 ? 2 * P + 16 : P + 16;
+    if (r->len < sid + 4) {
+        st->malformed++;
+        return -1;
+    }
+    uint32_t name_off;
+    if (u32_at(p + sid) == 0) {
+        name_off = sid + 4;
+    } else {
+        if (r->len < sid + 2 * P + 2) {
+            st->malformed++;
+            return -1;
+        }
+        name_off = sid + 2 * P + 8 + 4 * (uint32_t)p[sid + 2 * P + 1];
+    }
+    uint32_t nl;
+    if (name_off >= r->len || string_at(r, name_off, 1, &nl) != 0) {
+        st->malformed++;
+        return -1;
+    }
+    d->kind = r->opcode == OP_PROCESS_END ? ETW_PROCESS_END : ETW_PROCESS_START;
+    d->owner_pid = u32_at(p + P);
+    d->old_addr = u32_at(p + P + 4);
+    d->vflags = u32_at(p + P + 12);
+    d->name = p + name_off;
+    d->name_len = nl;
+    d->name_wide = 0;
+    return 1;
+}
+
+static size_t put_utf8(char *out, size_t outsz, size_t k, uint32_t c)
+{
+    char b[4];
+    size_t n;
+    if (c < 0x80) {
+        b[0] = (char)c;
+        n = 1;
+    } else if (c < 0x800) {
+        b[0] = (char)(0xC0 | c >> 6);
+        b[1] = (char)(0x80 | (c & 0x3F));
+        n = 2;
+    } else if (c < 0x10000) {
+        b[0] = (char)(0xE0 | c >> 12);
+        b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+        b[2] = (char)(0x80 | (c & 0x3F));
+        n = 3;
+    } else {
+        b[0] = (char)(0xF0 | c >> 18);
+        b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+        b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+        b[3] = (char)(0x80 | (c & 0x3F));
+        n = 4;
+    }
+    if (k + n >= outsz)
+        return k; /* cut on a character boundary */
+    memcpy(out + k, b, n);
+    return k + n;
+}
+
+size_t etw_name_utf8(const struct etw_decoded *d, char *out, size_t outsz)
+{
+    size_t k = 0;
+    const uint8_t *s = d->name;
+    if (!d->name_wide) {
+        for (uint32_t i = 0; s && i < d->name_len; i++) {
+            size_t nk = put_utf8(out, outsz, k, s[i] < 0x80 ? s[i] : 0xFFFD);
+            if (nk == k)
+                break;
+            k = nk;
+        }
+    } else {
+        for (uint32_t i = 0; s && i + 2 <= d->name_len; i += 2) {
+            uint32_t c = (uint32_t)s[i] | (uint32_t)s[i + 1] << 8;
+            if (c >= 0xD800 && c < 0xDC00 && i + 4 <= d->name_len) {
+                uint32_t lo = (uint32_t)s[i + 2] | (uint32_t)s[i + 3] << 8;
+                if (lo >= 0xDC00 && lo < 0xE000) {
+                    c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                    i += 2;
+                } else {
+                    c = 0xFFFD;
+                }
+            } else if (c >= 0xD800 && c < 0xE000) {
+                c = 0xFFFD;
+            }
+            size_t nk = put_utf8(out, outsz, k, c);
+            if (nk == k)
+                break;
+            k = nk;
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
+
+static int ascii_prefix_ci(const char *s, const char *prefix)
+{
+    for (; *prefix; s++, prefix++) {
+        char a = *s, b = *prefix;
+        if (a >= 'A' && a <= 'Z')
+            a = (char)(a - 'A' + 'a');
+        if (b >= 'A' && b <= 'Z')
+            b = (char)(b - 'A' + 'a');
+        if (a != b)
+            return 0;
+    }
+    return 1;
+}
+
+int etw_dos_path(const struct etw_dosmap *m, const char *path, char *out, size_t outsz)
+{
+    const char *head = "", *rest = path;
+    /* Device names compare without case (the object manager's are not
+     * case-sensitive), and only whole: "\Device\HarddiskVolume1" is no
+     * prefix of "\Device\HarddiskVolume10\x". */
+    for (unsigned i = 0; m && i < m->n && !head[0]; i++) {
+        size_t k = strlen(m->v[i].device);
+        if (k && ascii_prefix_ci(path, m->v[i].device) && path[k] == '\\') {
+            head = m->v[i].drive;
+            rest = path + k;
+        }
+    }
+    if (!head[0] && m && m->system_root[0] && ascii_prefix_ci(path, "\\SystemRoot\\")) {
+        head = m->system_root;
+        rest = path + strlen("\\SystemRoot");
+    }
+    int n = snprintf(out, outsz, "%s%s", head, rest);
+    if (n < 0 || (size_t)n >= outsz) {
+        snprintf(out, outsz, "%s", path);
+        return -1;
+    }
+    return n;
+}
+
 int etw_decode(const struct etw_record *r, struct etw_decoded *d, struct etw_decode_stats *st)
 {
     memset(d, 0, sizeof(*d));
@@ -233,6 +452,10 @@ int etw_decode(const struct etw_record *r, struct etw_decoded *d, struct etw_dec
         rc = decode_virtual(r, d, st);
     else if (etw_guid_eq(&r->provider, &etw_guid_stackwalk))
         rc = decode_stack(r, d, st);
+    else if (etw_guid_eq(&r->provider, &etw_guid_image))
+        rc = decode_image(r, d, st);
+    else if (etw_guid_eq(&r->provider, &etw_guid_process))
+        rc = decode_process(r, d, st);
     else {
         st->unknown_provider++;
         return 0;

@@ -46,6 +46,10 @@ enum etw_kind {
     ETW_VIRTUAL_ALLOC, /* opcode 98 */
     ETW_VIRTUAL_FREE,  /* opcode 99 */
     ETW_STACK,         /* StackWalk opcode 32 */
+    ETW_IMAGE_LOAD,    /* Image Load 10 and rundown DCStart 3 */
+    ETW_IMAGE_UNLOAD,  /* Image Unload 2 (DCEnd 4 is ignored: the end of a rundown) */
+    ETW_PROCESS_START, /* Process Start 1 and rundown DCStart 3 */
+    ETW_PROCESS_END,   /* Process End 2 (DCEnd 4 is ignored) */
 };
 
 /* The fields of a decoded record; which ones mean something depends on kind:
@@ -58,7 +62,13 @@ enum etw_kind {
  *                 memory, from the payload: the header has none), vflags =
  *                 MEM_COMMIT / MEM_RESERVE / MEM_DECOMMIT / MEM_RELEASE bits
  *   stack:        stack_ts (the event's raw timestamp), owner_pid, stack_tid,
- *                 nframes frames of ptr_size bytes at frames (innermost first) */
+ *                 nframes frames of ptr_size bytes at frames (innermost first)
+ *   image load/unload: addr = ImageBase, size = ImageSize, owner_pid, name =
+ *                 FileName (UTF-16LE, name_len bytes, no terminator; an NT
+ *                 device path, \Device\HarddiskVolume3\...), name_wide = 1
+ *   process start/end: owner_pid = ProcessId, old_addr = ParentId, vflags =
+ *                 ExitStatus (end), name = ImageFileName (8-bit, name_len
+ *                 bytes, no terminator), name_wide = 0 */
 struct etw_decoded {
     int kind;
     unsigned ptr_size; /* 8 or 4: this record's pointers */
@@ -69,6 +79,9 @@ struct etw_decoded {
     uint32_t stack_tid;
     uint32_t nframes;
     const uint8_t *frames;
+    const uint8_t *name; /* into the payload */
+    uint32_t name_len;
+    int name_wide;
 };
 
 /* VirtualAlloc flags (winnt.h; etw-mechanics.md 3.2). */
@@ -85,11 +98,14 @@ struct etw_decode_stats {
     uint64_t ignored_opcode;    /* a known provider's opcode we do not use (heap Lock, ...) */
     uint64_t malformed;         /* a payload shorter than its layout */
     uint64_t longer_payloads;   /* longer than the layout we know (a newer version): decoded */
+    uint64_t old_versions;      /* process/image events older than version 2 (before Vista) */
 };
 
 extern const struct etw_guid etw_guid_heap;      /* 222962ab-6180-4b88-a825-346b75f2a24a */
 extern const struct etw_guid etw_guid_pagefault; /* 3d6fa8d3-fe05-11d0-9dda-00c04fd7ba7c */
 extern const struct etw_guid etw_guid_stackwalk; /* def2fe46-7bd6-4b80-bd94-f57fe20d0ce3 */
+extern const struct etw_guid etw_guid_process;   /* 3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c */
+extern const struct etw_guid etw_guid_image;     /* 2cb15d1d-5fc1-11d2-abe1-00a0c911f518 */
 
 /* Parse "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (either case, optional braces).
  * 0, or -1 if it is not one. */
@@ -108,6 +124,30 @@ unsigned etw_ptr_size(uint16_t flags);
  * unknown_provider or ignored_opcode); -1: malformed (counted). d->frames
  * points into r->payload. */
 int etw_decode(const struct etw_record *r, struct etw_decoded *d, struct etw_decode_stats *st);
+
+/* The UTF-8 text of a decoded name (d->name, d->name_len, d->name_wide) into
+ * out (outsz > 0, always terminated): UTF-16 surrogate pairs joined, lone
+ * surrogates and bytes above 0x7F of an 8-bit name as U+FFFD, cut at outsz.
+ * The length written. */
+size_t etw_name_utf8(const struct etw_decoded *d, char *out, size_t outsz);
+
+/* NT device paths to DOS paths: Image events name files by device
+ * ("\\Device\\HarddiskVolume3\\Windows\\System32\\ntdll.dll"), DbgHelp wants
+ * "C:\\Windows\\...". The pairs come from QueryDosDeviceW for each drive
+ * letter (etw-mechanics.md 8); "\\SystemRoot\\" maps to system_root. */
+#define ETW_DOSMAP_MAX 26
+struct etw_dosmap {
+    struct {
+        char device[128]; /* "\\Device\\HarddiskVolume3" */
+        char drive[4];    /* "C:" */
+    } v[ETW_DOSMAP_MAX];
+    unsigned n;
+    char system_root[128]; /* "C:\\Windows", "" if unknown */
+};
+/* path mapped into out (outsz > 0, always terminated); a path no pair
+ * matches is copied as it is. The length, or -1 when it did not fit (out
+ * then holds the path as it is, cut). */
+int etw_dos_path(const struct etw_dosmap *m, const char *path, char *out, size_t outsz);
 
 /* A pointer-sized little-endian value at p. */
 uint64_t etw_ptr_at(const uint8_t *p, unsigned ptr_size);

@@ -81,6 +81,23 @@ static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, u
     x->fn(x->arg, &e);
 }
 
+static uint32_t path_cb(void *arg, const char *path)
+{
+    struct etw_raw *x = arg;
+    return stack_intern_str(x->si, path, (unsigned)strlen(path));
+}
+
+/* The traced process's Start or rundown: its name, when the header gave none. */
+static void process_cb(void *arg, uint32_t pid, const char *name)
+{
+    struct etw_raw *x = arg;
+    if (x->st.name[0] || !name[0])
+        return;
+    snprintf(x->st.name, sizeof(x->st.name), "%s", name);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
+    x->fn(x->arg, &ev); /* the replay names the process from the stats */
+}
+
 int etw_raw_new(struct etw_raw **out, struct stack_intern *si, const char *line, size_t len,
                 etw_raw_event_fn fn, void *arg, char *err, size_t errsz)
 {
@@ -132,7 +149,12 @@ int etw_raw_new(struct etw_raw **out, struct stack_intern *si, const char *line,
     x->fn = fn;
     x->arg = arg;
     x->st = st;
-    struct etw_corr_config cfg = {.acct = acct, .pid = st.pid, .qpc_freq = freq, .start_qpc = start};
+    struct etw_corr_config cfg = {.acct = acct,
+                                  .pid = st.pid,
+                                  .qpc_freq = freq,
+                                  .start_qpc = start,
+                                  .path = path_cb,
+                                  .process = process_cb};
     if ((rc = etw_corr_new(&x->corr, &cfg, emit, x)) != 0) {
         mem_free(acct, MEM_decoder_buffers, x, sizeof(*x));
         snprintf(err, errsz, "out of memory");
@@ -250,6 +272,7 @@ cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
     N(dec, ignored_opcode);
     N(dec, malformed);
     N(dec, longer_payloads);
+    N(dec, old_versions);
     N(corr, events_in);
     N(corr, other_process);
     N(corr, stacks_in);
@@ -268,6 +291,10 @@ cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
     N(corr, reserve_only);
     N(corr, free_other);
     N(corr, before_start);
+    N(corr, modules_loaded);
+    N(corr, modules_unloaded);
+    N(corr, module_names_dropped);
+    N(corr, process_exits);
 #undef N
     return o;
 }

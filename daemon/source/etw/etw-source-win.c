@@ -12,9 +12,18 @@
  *
  * --exe: IFEO TracingFlags for the image, journaled (ifeo.h), and the heap
  * logger for PID 0 (1.5): processes of that image started afterwards log
- * their heap events, already running ones do not. One heaptrace session
- * holds them all (each row's events come from any of them); the VirtualAlloc
- * session is not started (it would need the image's pids first).
+ * their heap events, already running ones do not. The session follows the
+ * first of them to log (etw_corr_config.follow_first): its heap, its
+ * symbols, its exit; later processes of the image are counted under
+ * other_process and named in status, never mixed into its tables (two
+ * processes' addresses in one table would pair one's frees with the
+ * other's allocations). The VirtualAlloc session is not started (it would
+ * need the pid first).
+ *
+ * Modules: the system logger's Image Load events (and its rundown at start)
+ * for the target become module events: the engine's module table, and
+ * DbgHelp's module list (their NT device paths mapped to drive letters,
+ * etw_dos_path), so a DLL loaded after the start resolves too.
  *
  * Windows allows one heap logger per machine: one ETW session at a time per
  * daemon (a second start gets EFULL); a heap session someone else runs (WPR,
@@ -100,6 +109,8 @@ struct etw_source {
     char reason[160];
     atomic_uint_fast64_t put;
     uint64_t delivered;
+    struct etw_dosmap dosmap; /* built at start, read by the consumers */
+    uint32_t followed;        /* --exe: the process followed (under mu) */
 };
 
 const struct source_ops source_etw_ops;
@@ -166,6 +177,33 @@ static void emit_cb(void *arg, const struct ht_event *ev, const uint64_t *frames
     }
     if (evring_put(s->ring, &e) == 0)
         atomic_fetch_add_explicit(&s->put, 1, memory_order_relaxed);
+}
+
+/* Module paths into the ring's interner, as DOS paths (under s->mu). */
+static uint32_t path_cb(void *arg, const char *path)
+{
+    struct etw_source *s = arg;
+    char dos[1024];
+    etw_dos_path(&s->dosmap, path, dos, sizeof(dos));
+    return stack_intern_str(evring_si(s->ring), dos, (unsigned)strlen(dos));
+}
+
+/* The traced process named by the kernel session's Process rundown, or
+ * --exe's first process to log (under s->mu): to the loop in event order. */
+static void process_cb(void *arg, uint32_t pid, const char *name)
+{
+    struct etw_source *s = arg;
+    if (s->exe_mode) {
+        if (s->followed && s->followed != pid)
+            return;
+        s->followed = pid;
+        name = s->image;
+    } else if (!name[0]) {
+        return;
+    }
+    evring_process(s->ring, pid, name, "");
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
+    emit_cb(s, &ev, NULL, 0);
 }
 
 static uint64_t now_ns(struct etw_source *s)
@@ -300,6 +338,32 @@ static void foreign_heap_session(char *name, size_t namesz)
     }
 }
 
+/* Each drive letter's NT device (QueryDosDeviceW), and %SystemRoot%. */
+static void dosmap_build(struct etw_dosmap *m)
+{
+    memset(m, 0, sizeof(*m));
+    DWORD drives = GetLogicalDrives();
+    for (int i = 0; i < 26 && m->n < ETW_DOSMAP_MAX; i++) {
+        if (!(drives & (1u << i)))
+            continue;
+        wchar_t dev[3] = {(wchar_t)(L'A' + i), L':', 0}, target[260];
+        if (!QueryDosDeviceW(dev, target, 260))
+            continue;
+        if (!WideCharToMultiByte(CP_UTF8, 0, target, -1, m->v[m->n].device,
+                                 sizeof(m->v[0].device), NULL, NULL))
+            continue;
+        m->v[m->n].drive[0] = (char)('A' + i);
+        m->v[m->n].drive[1] = ':';
+        m->n++;
+    }
+    wchar_t root[260];
+    UINT k = GetWindowsDirectoryW(root, 260);
+    if (k == 0 || k >= 260 ||
+        !WideCharToMultiByte(CP_UTF8, 0, root, -1, m->system_root, sizeof(m->system_root), NULL,
+                             NULL))
+        m->system_root[0] = '\0';
+}
+
 static int session_start(const struct etw_session_spec *spec, TRACEHANDLE *h, char *err,
                          size_t errsz)
 {
@@ -340,7 +404,10 @@ static int consumer_open(struct etw_source *s, struct consumer *c, const char *n
                                   .pid = s->exe_mode ? 0 : (uint32_t)s->pid,
                                   .qpc_freq = s->qpc_freq,
                                   .start_qpc = s->start_qpc,
-                                  .stack_kinds = s->stacks ? 0 : 1u << 31 /* none waits */};
+                                  .stack_kinds = s->stacks ? 0 : 1u << 31 /* none waits */,
+                                  .follow_first = s->exe_mode,
+                                  .path = path_cb,
+                                  .process = process_cb};
     int rc = etw_corr_new(&c->corr, &cfg, emit_cb, s);
     if (rc) {
         snprintf(err, errsz, "out of memory for the stack correlator");
@@ -393,9 +460,41 @@ static void ring_ready(void *data)
         s->outer.ready(s->outer.arg);
 }
 
+/* --exe: the followed process is known: its exit watch and its symbols. */
+static void exited_cb(void *arg, uint64_t pid, int known, int code);
+
+static void follow_start(struct etw_source *s, uint64_t pid)
+{
+    if (s->watch || s->stopped)
+        return;
+    s->pid = pid;
+    if (procwatch_start(s->loop, pid, exited_cb, s, &s->watch) != 0)
+        s->watch = NULL; /* gone already: its End never comes to the heap logger; stop ends it */
+    if (!s->syms && sym_cache_new(&s->syms, pid, &s->acct, MEM_symbols) != 0)
+        s->syms = NULL;
+    if (!atomic_load(&s->sampler_running) && uv_thread_create(&s->sampler, sampler_main, s) == 0)
+        atomic_store(&s->sampler_running, 1);
+}
+
+/* Module events teach DbgHelp before the session applies them, so a DLL
+ * loaded after the start resolves (its path mapped to a drive letter). */
 static int events_cb(void *arg, struct ht_event *evs, size_t n)
 {
     struct etw_source *s = arg;
+    for (size_t i = 0; i < n; i++) {
+        const struct ht_event *ev = &evs[i];
+        if (ev->kind == HT_EV_PROCESS && s->exe_mode && ev->size)
+            follow_start(s, ev->size);
+        if (!s->syms)
+            continue;
+        if (ev->kind == HT_EV_MODULE_LOAD) {
+            const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
+            sym_cache_add_module(s->syms, ev->addr, ev->addr + ev->size, ev->addr,
+                                 path ? path : "", NULL);
+        } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
+            sym_cache_remove_module(s->syms, ev->addr);
+        }
+    }
     int rc = s->outer.events(s->outer.arg, evs, n);
     if (rc == 0)
         s->delivered += n;
@@ -521,6 +620,7 @@ static int etw_start(struct source *base, char *err, size_t errsz)
         return HT_EFULL;
     }
     etw_active = s->active = 1;
+    dosmap_build(&s->dosmap);
     LARGE_INTEGER f, t;
     QueryPerformanceFrequency(&f);
     QueryPerformanceCounter(&t);
@@ -735,8 +835,10 @@ static cJSON *etw_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "lost_buffers", (double)s->lost_buffers);
     uv_mutex_unlock(&s->mu);
     cJSON_AddStringToObject(o, "mode", s->exe_mode ? "exe" : "pid");
-    if (s->exe_mode)
+    if (s->exe_mode) {
         cJSON_AddStringToObject(o, "image", s->image);
+        cJSON_AddNumberToObject(o, "followed_pid", (double)st.heap.followed_pid);
+    }
     cJSON_AddNumberToObject(o, "decoded", (double)st.dec.decoded);
     cJSON_AddNumberToObject(o, "malformed", (double)st.dec.malformed);
     cJSON_AddNumberToObject(o, "unknown_provider", (double)st.dec.unknown_provider);
@@ -753,6 +855,10 @@ static cJSON *etw_status_json(struct source *base)
         cJSON_AddNumberToObject(c, "events_no_stack", (double)cs[i]->events_no_stack);
         cJSON_AddNumberToObject(c, "other_process", (double)cs[i]->other_process);
         cJSON_AddNumberToObject(c, "realloc_moved_unpaired", (double)cs[i]->realloc_moved_unpaired);
+        cJSON_AddNumberToObject(c, "modules_loaded", (double)cs[i]->modules_loaded);
+        cJSON_AddNumberToObject(c, "modules_unloaded", (double)cs[i]->modules_unloaded);
+        cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs[i]->module_names_dropped);
+        cJSON_AddNumberToObject(c, "process_exits", (double)cs[i]->process_exits);
     }
     return o;
 }

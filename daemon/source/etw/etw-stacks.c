@@ -418,6 +418,41 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
         }
         ev->kind = HT_EV_COMMIT;
         return 1;
+    case ETW_IMAGE_LOAD: {
+        if (!c->cfg.path)
+            return 0;
+        char path[1024];
+        etw_name_utf8(d, path, sizeof(path));
+        ev->kind = HT_EV_MODULE_LOAD;
+        ev->heap = c->cfg.path(c->arg, path);
+        if (!ev->heap)
+            c->st.module_names_dropped++;
+        ev->old_addr = d->addr; /* a PE image's bias is its base: offsets are RVAs */
+        c->st.modules_loaded++;
+        return 1;
+    }
+    case ETW_IMAGE_UNLOAD:
+        if (!c->cfg.path)
+            return 0;
+        ev->kind = HT_EV_MODULE_UNLOAD;
+        ev->heap = ev->size = 0;
+        c->st.modules_unloaded++;
+        return 1;
+    case ETW_PROCESS_START:
+        if (c->cfg.process && c->cfg.pid) {
+            char name[260];
+            etw_name_utf8(d, name, sizeof(name));
+            c->cfg.process(c->arg, d->owner_pid, name);
+        }
+        return 0;
+    case ETW_PROCESS_END:
+        if (!c->cfg.pid)
+            return 0; /* every process: whose exit would it be */
+        ev->kind = HT_EV_EXIT;
+        ev->heap = ev->addr = 0;
+        ev->size = d->vflags; /* ExitStatus */
+        c->st.process_exits++;
+        return 1;
     case ETW_VIRTUAL_FREE:
         ev->heap = 0;
         if (d->vflags & ETW_MEM_RELEASE)
@@ -444,8 +479,15 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
     if (d->kind == ETW_STACK) {
         on_stack(c, r, d);
     } else {
-        uint32_t owner = (d->kind == ETW_VIRTUAL_ALLOC || d->kind == ETW_VIRTUAL_FREE) ? d->owner_pid
-                                                                                      : r->pid;
+        /* The system logger's events name their process in the payload:
+         * the header's is the thread's that logged them (3.2). */
+        int sys = d->kind >= ETW_VIRTUAL_ALLOC && d->kind != ETW_STACK;
+        uint32_t owner = sys ? d->owner_pid : r->pid;
+        if (c->cfg.follow_first && !c->cfg.pid && !sys && owner) {
+            c->cfg.pid = c->st.followed_pid = owner;
+            if (c->cfg.process)
+                c->cfg.process(c->arg, owner, "");
+        }
         if (c->cfg.pid && owner != c->cfg.pid) {
             c->st.other_process++;
         } else {

@@ -32,6 +32,15 @@
 
 struct mem_acct;
 
+/* A module path (UTF-8, the payload's NT device path) to a string id of the
+ * emitter's interner, 0 when it could not be kept. The caller may rewrite
+ * the path first (the live source maps \Device\HarddiskVolumeN to C:). */
+typedef uint32_t (*etw_path_fn)(void *arg, const char *path);
+/* The traced process is known: its Start or rundown event (name = its image
+ * file name), or, following the first process, its first heap event (name
+ * ""). */
+typedef void (*etw_process_fn)(void *arg, uint32_t pid, const char *name);
+
 struct etw_corr_config {
     struct mem_acct *acct; /* charged under MEM_decoder_buffers (may be NULL) */
     uint32_t pid;          /* the traced process (0: every process) */
@@ -41,6 +50,13 @@ struct etw_corr_config {
     uint32_t max_pending;  /* events waiting for a stack (0: 4096) */
     uint32_t max_held;     /* stacks waiting for their event (0: 256) */
     uint64_t ttl_ns;       /* how long either waits, in stream time (0: 100 ms) */
+    /* pid 0 with follow_first: the first process whose heap event comes
+     * becomes the traced one (start --exe: every process of the image logs;
+     * one session keeps one process's tables, never two processes'
+     * addresses in one table). */
+    int follow_first;
+    etw_path_fn path;       /* NULL: image events are not turned into module events */
+    etw_process_fn process; /* may be NULL */
 };
 
 /* Each under its own name for the session's data quality. */
@@ -63,6 +79,11 @@ struct etw_corr_stats {
     uint64_t reserve_only;        /* VirtualAlloc without MEM_COMMIT: not a commit */
     uint64_t free_other;          /* VirtualFree with neither DECOMMIT nor RELEASE */
     uint64_t before_start;        /* timestamps before start_qpc: taken as time 0 */
+    uint64_t modules_loaded;      /* image loads and rundowns of the traced process */
+    uint64_t modules_unloaded;
+    uint64_t module_names_dropped; /* a module's path not kept (the string cap): loaded unnamed */
+    uint64_t process_exits;       /* the traced process's End event */
+    uint32_t followed_pid;        /* follow_first: the process taken (0: none yet) */
 };
 
 struct etw_corr;

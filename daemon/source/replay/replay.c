@@ -44,6 +44,11 @@ static void bad_line(struct replay *r, const char *msg)
 static void etw_event(void *arg, const struct ht_event *ev)
 {
     struct replay *r = arg;
+    if (ev->kind == HT_EV_PROCESS && r->etw) {
+        struct etw_raw_stats st;
+        etw_raw_stats(r->etw, &st);
+        snprintf(r->parser.name, sizeof(r->parser.name), "%s", st.name);
+    }
     r->events++;
     r->on_event(r->arg, ev);
 }
