@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+#include <unistd.h> /* read: mingw-w64 has it too */
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
@@ -51,15 +52,24 @@ int ctl_load(struct ctl *c)
     cJSON_Delete(env);
     static char buf[1 << 16];
     char hdr[32];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
-        int hl = snprintf(hdr, sizeof(hdr), "%zu\n", n);
-        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, n)) {
+    /* read(2), not fread: from a pipe or a FIFO (a trace still being
+     * written, `tail -f ... | heaptracectl load -`) each piece goes out as it
+     * comes instead of waiting for 64 KiB. */
+    int fd = fileno(in), read_error = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            read_error = n < 0;
+            break;
+        }
+        int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
+        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, (size_t)n)) {
             rc = EXIT_UNREACHABLE;
             break;
         }
     }
-    int read_error = ferror(in);
     if (in != stdin)
         fclose(in);
     if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
@@ -111,7 +121,7 @@ static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
-static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost)
+static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost, int raw)
 {
     cJSON *e = cJSON_Parse(line);
     int rc = EXIT_OK;
@@ -119,7 +129,9 @@ static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "ok")))
         rc = ctl_print_error(e);
     else if (!c->json && c->output && strcmp(c->output, "-"))
-        fprintf(stderr, "recorded %llu events to %s (%s)\n", (unsigned long long)events, c->output,
+        fprintf(stderr, "recorded %llu %s to %s (%s)\n",
+                (unsigned long long)(raw && events ? events - 1 : events),
+                raw ? "raw records" : "events", c->output,
                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
                     cJSON_GetObjectItemCaseSensitive(e, "data"), "end")));
     cJSON_Delete(e);
@@ -222,10 +234,24 @@ static int rec_bin_close(struct rec_bin *rb)
     return rc;
 }
 
+/* A raw recording's gap line ({"etw_raw_lost":N}): N, else 0. */
+static uint64_t raw_lost_count(const char *line)
+{
+    static const char tag[] = "{\"etw_raw_lost\":";
+    if (strncmp(line, tag, sizeof(tag) - 1) != 0)
+        return 0;
+    return strtoull(line + sizeof(tag) - 1, NULL, 10);
+}
+
 int ctl_record(struct ctl *c)
 {
     int64_t id;
     cJSON *env;
+    int raw = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->args, "raw"));
+    if (raw && c->output && ends_with(c->output, ".htevb")) {
+        fprintf(stderr, "heaptracectl: record --raw writes a raw ETW stream (text): not .htevb\n");
+        return EXIT_USAGE;
+    }
     int rc = open_stream(c, "record", &id, &env);
     if (rc != 0)
         return rc; /* refused: no file was touched */
@@ -255,12 +281,12 @@ int ctl_record(struct ctl *c)
             break;
         }
         if (strncmp(line, "{\"v\":", 5) == 0) {
-            rc = record_end(c, line, events, &lost);
+            rc = record_end(c, line, events, &lost, raw);
             free(line);
             break;
         }
         int wrc = rb ? rec_bin_line(rb, line) : out_puts(&out, line);
-        uint64_t gap = wrc == 0 ? record_lost_count(line) : 0;
+        uint64_t gap = wrc != 0 ? 0 : raw ? raw_lost_count(line) : record_lost_count(line);
         free(line);
         if (wrc != 0 || (!rb && out_write(&out, "\n", 1) != 0)) {
             /* The disk is full (or gone): stop here, loudly. */

@@ -65,6 +65,8 @@ struct client {
     struct session_sub sub;               /* in the session's subscriber list (record or top) */
     /* record: events of the gap not yet reported in the stream, and of all gaps. */
     uint64_t rec_lost, rec_lost_total;
+    int rec_raw;        /* record --raw: the source's raw record lines, not .htev */
+    uint64_t rec_lines; /* record --raw: lines sent */
     /* Queries of this client not answered yet (query-job.h), and top's refresh among them. */
     struct qjob *jobs;
     struct qjob *top_job;
@@ -150,6 +152,8 @@ void client_send_then_close(struct client *c, char *line);
 /* Subscribe c to s (record: events = 1; top: 0), and end its subscription
  * (subscribe.c). The session tells it when it ends. */
 void client_subscribe(struct client *c, struct session *s, int events);
+/* record --raw (session_subscribe_raw): 0, or its error with err. */
+int client_subscribe_raw(struct client *c, struct session *s, char *err, size_t errsz);
 void client_unsubscribe(struct client *c);
 static inline struct client *client_of_sub(struct session_sub *sub)
 {

@@ -2,6 +2,9 @@
  * record: stream the session's events as .htev from now until it stops.
  * After the acknowledgement, every line is an .htev event ({"t":...}); the
  * stream ends with a reply envelope ({"v":1,...}) saying why.
+ * record {"raw":true}: the source's raw records instead (a live ETW session,
+ * or a raw ETW stream being loaded): the raw ETW stream format (etw-raw.h),
+ * its header line first, {"etw_raw_lost":N} where lines were lost.
  */
 #include "commands.h"
 
@@ -23,7 +26,21 @@ int cmd_record(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
     if (ctx->c == s->loader)
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot record");
+    const cJSON *raw = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "raw");
+    if (raw && !cJSON_IsBool(raw))
+        return cmd_error(ctx, HT_EBADARG, "\"raw\" must be true or false");
     ctx->c->sub_req_id = ctx->req->id;
+    if (cJSON_IsTrue(raw)) {
+        char err[256];
+        int rc = client_subscribe_raw(ctx->c, s, err, sizeof(err));
+        if (rc)
+            return cmd_error(ctx, rc, "%s", err);
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddNumberToObject(d, "session", s->id);
+        cJSON_AddStringToObject(d, "recording", "raw ETW stream lines follow; a reply line ends them");
+        client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
+        return 0;
+    }
     client_subscribe(ctx->c, s, 1);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "session", s->id);

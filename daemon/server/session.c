@@ -233,6 +233,16 @@ static void sink_ended(void *arg, const char *reason)
     s->state = SESSION_ENDED;
 }
 
+static void sink_raw(void *arg, const char *buf, size_t n, uint64_t lines, uint64_t lost)
+{
+    struct session *s = arg;
+    for (struct session_sub *sub = s->subs, *next; sub; sub = next) {
+        next = sub->next;
+        if (sub->ops->raw)
+            sub->ops->raw(sub, buf, n, lines, lost);
+    }
+}
+
 /* Address frames through the live source's symbolizer (stack-intern.h
  * resolve): from the loop (replies, the skip cache's warming) and from the
  * query workers (cull and require patterns), so under the session's lock.
@@ -257,7 +267,7 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     p->max_name_len = lim->max_name_len;
     p->budget = &s->mem;
     struct source_sink sink = {s,          &s->eng.si, session_apply, session_process,
-                               sink_ready, sink_ended};
+                               sink_ready, sink_ended, sink_raw};
     s->drain_idle = ht_malloc(sizeof(*s->drain_idle));
     if (!s->drain_idle) {
         snprintf(err, errsz, "out of memory");
@@ -290,6 +300,24 @@ void session_subscribe(struct session *s, struct session_sub *sub)
         s->nrecorders++;
 }
 
+int session_subscribe_raw(struct session *s, struct session_sub *sub, char *err, size_t errsz)
+{
+    if (!s->src || s->src_over || !s->src->ops->raw_tap) {
+        snprintf(err, errsz, "session %u's source (%s) has no raw records: record --raw takes a "
+                             "live ETW session (Windows) or a raw ETW stream being loaded",
+                 s->id, s->source ? s->source : "none");
+        return HT_ENOTSUP;
+    }
+    if (s->nraw == 0) {
+        int rc = s->src->ops->raw_tap(s->src, 1, err, errsz);
+        if (rc)
+            return rc;
+    }
+    s->nraw++;
+    session_subscribe(s, sub);
+    return 0;
+}
+
 void session_unsubscribe(struct session_sub *sub)
 {
     struct session *s = sub->s;
@@ -298,6 +326,10 @@ void session_unsubscribe(struct session_sub *sub)
     for (struct session_sub **p = &s->subs; *p; p = &(*p)->next) {
         if (*p == sub) {
             *p = sub->next;
+            if (sub->ops->raw && --s->nraw == 0 && s->src && s->src->ops->raw_tap) {
+                char err[64];
+                s->src->ops->raw_tap(s->src, 0, err, sizeof(err));
+            }
             if (sub->ops->events)
                 s->nrecorders--;
             break;
@@ -312,6 +344,11 @@ static void drain_cb(uv_idle_t *h);
 /* Subscribers learn that the session is over (they send their final frame). */
 static void end_subscribers(struct session *s, const char *why)
 {
+    if (s->nraw && s->src && s->src->ops->raw_tap) {
+        char err[64];
+        s->src->ops->raw_tap(s->src, 0, err, sizeof(err)); /* what waits goes out first */
+    }
+    s->nraw = 0;
     while (s->subs) {
         struct session_sub *sub = s->subs;
         s->subs = sub->next;

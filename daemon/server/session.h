@@ -56,6 +56,9 @@ struct session_sub_ops {
     /* The session stopped or is dropped: sub was taken off the list (sub->s
      * still names the session for the call). */
     void (*ended)(struct session_sub *sub, const char *why);
+    /* Raw source records (record --raw): complete lines, lost lines before
+     * them (NULL: the subscriber does not take them). */
+    void (*raw)(struct session_sub *sub, const char *buf, size_t n, uint64_t lines, uint64_t lost);
 };
 struct session_sub {
     const struct session_sub_ops *ops;
@@ -106,6 +109,7 @@ struct session {
     struct client *loader;      /* load: the connection sending the stream (opaque here) */
     struct session_sub *subs;   /* record and top subscriptions */
     uint32_t nrecorders;        /* subscribers that take the event stream */
+    uint32_t nraw;              /* subscribers that take the source's raw records */
     uint64_t recorded_events, recorder_drops;
     /* Events left out of recordings that fell behind, reported as "lost" gaps. */
     uint64_t recorder_lost;
@@ -164,6 +168,9 @@ void session_process(void *arg, const struct source_process *p);
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 /* Add / remove a subscription (sub->ops set by the caller). */
 void session_subscribe(struct session *s, struct session_sub *sub);
+/* A raw subscriber (ops->raw): the source's raw tap goes on with the first.
+ * 0, or the source's error (nothing subscribed). */
+int session_subscribe_raw(struct session *s, struct session_sub *sub, char *err, size_t errsz);
 void session_unsubscribe(struct session_sub *sub);
 /* cond is "metric>value"; every (NULL, a string or a number) is checked in
  * the metric's unit. 0, or HT_EBADARG/HT_EFULL with a message in err. */

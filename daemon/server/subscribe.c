@@ -14,9 +14,15 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-/* The .htev line for a recorder's gap: {"t":..,"ev":"lost","count":N}. */
-static char *record_lost_line(struct session *s, uint64_t t, uint64_t count)
+/* The line for a recorder's gap: .htev {"t":..,"ev":"lost","count":N}, or
+ * in a raw ETW stream {"etw_raw_lost":N} (etw-raw.h: replayed as lost events). */
+static char *record_lost_line(struct session *s, struct client *c, uint64_t t, uint64_t count)
 {
+    if (c->rec_raw) {
+        char line[64];
+        int n = snprintf(line, sizeof(line), "{\"etw_raw_lost\":%llu}\n", (unsigned long long)count);
+        return ht_strndup(line, (size_t)n);
+    }
     struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
     char line[128];
     size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
@@ -29,7 +35,7 @@ static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
 {
     if (c->rec_lost == 0)
         return;
-    if (client_send(c, record_lost_line(s, t, c->rec_lost)) == 0)
+    if (client_send(c, record_lost_line(s, c, t, c->rec_lost)) == 0)
         c->rec_lost = 0;
 }
 
@@ -99,6 +105,28 @@ static void sub_events(struct session_sub *sub, const struct ht_event *evs, size
         record_batch(sub->s, c, evs + i, n - i < SESSION_BATCH ? (unsigned)(n - i) : SESSION_BATCH);
 }
 
+/* Raw record lines (record --raw): sent as they are, a gap line for lines
+ * the source dropped (its buffer full) or that found no room here. */
+static void sub_raw(struct session_sub *sub, const char *buf, size_t n, uint64_t lines,
+                    uint64_t lost)
+{
+    struct client *c = client_of_sub(sub);
+    struct session *s = sub->s;
+    if (lost) {
+        c->rec_lost += lost;
+        c->rec_lost_total += lost;
+        s->recorder_lost += lost;
+    }
+    if (n) {
+        uint64_t before = c->rec_lost_total;
+        record_send(s, c, buf, n, (unsigned)(lines > UINT32_MAX ? UINT32_MAX : lines), s->eng.now);
+        if (c->rec_lost_total == before)
+            c->rec_lines += lines;
+    } else if (lost) {
+        record_gap_flush(s, c, s->eng.now);
+    }
+}
+
 /* The client side of a subscription that ended. */
 static void client_sub_clear(struct client *c)
 {
@@ -107,6 +135,7 @@ static void client_sub_clear(struct client *c)
     c->recording = NULL;
     c->topping = NULL;
 }
+
 
 /* The session is over: the final frame says why. */
 static void sub_ended(struct session_sub *sub, const char *why)
@@ -120,24 +149,41 @@ static void sub_ended(struct session_sub *sub, const char *why)
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "end", why);
     cJSON_AddNumberToObject(d, "session", s->id);
-    if (was_recording) {
+    if (was_recording && c->rec_raw) {
+        cJSON_AddNumberToObject(d, "records", (double)c->rec_lines);
+        cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
+    } else if (was_recording) {
         cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
         cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
     }
     client_send(c, ht_reply_ok(c->sub_req_id, d, 0));
 }
 
-static const struct session_sub_ops record_ops = {sub_events, sub_ended};
-static const struct session_sub_ops top_ops = {NULL, sub_ended};
+static const struct session_sub_ops record_ops = {sub_events, sub_ended, NULL};
+static const struct session_sub_ops raw_ops = {NULL, sub_ended, sub_raw};
+static const struct session_sub_ops top_ops = {NULL, sub_ended, NULL};
 
 void client_subscribe(struct client *c, struct session *s, int events)
 {
     c->sub.ops = events ? &record_ops : &top_ops;
+    c->rec_raw = 0;
     if (events)
         c->recording = s;
     else
         c->topping = s;
     session_subscribe(s, &c->sub);
+}
+
+int client_subscribe_raw(struct client *c, struct session *s, char *err, size_t errsz)
+{
+    c->sub.ops = &raw_ops;
+    int rc = session_subscribe_raw(s, &c->sub, err, errsz);
+    if (rc == 0) {
+        c->recording = s;
+        c->rec_raw = 1;
+        c->rec_lines = 0;
+    }
+    return rc;
 }
 
 void client_unsubscribe(struct client *c)

@@ -73,6 +73,10 @@ struct source_sink {
      * backend failed. Called once, after the last event was drained. reason
      * is for people ("target exited (code 0)", "end of stream"). */
     void (*ended)(void *arg, const char *reason);
+    /* Raw records (record --raw, while the source's raw_tap is on): n bytes
+     * of complete lines, and lost lines dropped before them since the last
+     * call. */
+    void (*raw)(void *arg, const char *buf, size_t n, uint64_t lines, uint64_t lost);
 };
 
 /* What the session asks for: the request's arguments, already validated. */
@@ -155,6 +159,12 @@ struct source_ops {
      * how many things were undone, a line for the log in msg. NULL: nothing
      * to undo. */
     int (*recover)(char *msg, size_t msgsz);
+    /* Raw records to sink->raw from now on (on), or no more (off: what
+     * waits is handed over first): the ETW sources' records as raw ETW
+     * stream lines (etw-raw.h), header first.
+     * 0, or an error with why in err (this source has no raw records).
+     * NULL: none. */
+    int (*raw_tap)(struct source *s, int on, char *err, size_t errsz);
 };
 
 /* Every source object starts with this. */

@@ -49,3 +49,71 @@ case_etw_raw_malformed() {
     grep -q "shorter than its layout" "$T/s" || fail "no reason given: $(cat "$T/s")"
     stop_clean
 }
+
+# record --raw of a raw ETW stream while it loads: the header, then the
+# records exactly as they came; the recording replays to the same figures,
+# and a session whose source has no raw records refuses --raw.
+case_etw_record_raw() {
+    start_daemon
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    mkfifo "$T/in"
+    ctl load "$T/in" --name etw >"$T/load.out" 2>&1 &
+    local lp=$!
+    exec 3>"$T/in"
+    head -n 1 "$T/raw.etwraw" >&3
+    local fmt=""
+    for _ in $(seq 100); do
+        fmt=$(ctl --json status etw 2>/dev/null | jget source_status.format 2>/dev/null)
+        [ "$fmt" = etw_raw ] && break
+        sleep 0.05
+    done
+    eq "$fmt" etw_raw "the stream is known as raw ETW"
+    ctl record etw --raw -o "$T/rec.etwraw" 2>"$T/rec.err" 3>&- &
+    local rp=$!
+    # Subscribed once the daemon logged the request (the file itself is
+    # written under a temporary name until the recording ends).
+    for _ in $(seq 100); do
+        grep -q ": record (" "$T/daemon.log" && break
+        sleep 0.05
+    done
+    grep -q ": record (" "$T/daemon.log" || fail "record --raw not taken: $(cat "$T/rec.err")"
+    tail -n +2 "$T/raw.etwraw" >&3
+    exec 3>&-
+    wait "$lp" || fail "load: $(cat "$T/load.out")"
+    wait "$rp" || fail "record --raw: $(cat "$T/rec.err")"
+    grep -q "recorded $(($(wc -l <"$T/raw.etwraw") - 1)) raw records" "$T/rec.err" ||
+        fail "record's count: $(cat "$T/rec.err")"
+    cmp <(tail -n +2 "$T/raw.etwraw") <(tail -n +2 "$T/rec.etwraw") ||
+        fail "the records are not the stream's"
+    head -n 1 "$T/rec.etwraw" >"$T/h"
+    grep -q '"qpc_freq":10000000' "$T/h" && grep -q '"start_qpc":123456789' "$T/h" &&
+        grep -q '"pid":4242' "$T/h" && grep -q '"name":"MemoryTestApp.exe"' "$T/h" ||
+        fail "header: $(cat "$T/h")"
+    ctl load "$T/rec.etwraw" --name again >/dev/null 2>&1 || fail "the recording does not load"
+    ctl --json stacks again --type AIFO >"$T/j"
+    eq "$(jget rows.0.count <"$T/j")" 1200 "leak count from the recording"
+    eq "$(jget rows.0.frames.0 <"$T/j")" "MemoryTestApp.exe!+0x1000" "frame from the recording"
+    # A .htev session has no raw records; .htevb is refused by the ctl.
+    mkfifo "$T/in2"
+    ctl load "$T/in2" --name text >/dev/null 2>&1 &
+    lp=$!
+    exec 3>"$T/in2"
+    head -n 3 "$DEMO" >&3
+    for _ in $(seq 100); do
+        [ "$(ctl --json status text 2>/dev/null | jget ingest.lines 2>/dev/null)" = 3 ] && break
+        sleep 0.05
+    done
+    ctl record text --raw -o "$T/no.etwraw" >"$T/o" 2>&1 3>&- && fail "record --raw of a .htev stream"
+    grep -q "not a raw ETW stream" "$T/o" || fail "refusal not told: $(cat "$T/o")"
+    ctl record text --raw -o "$T/x.htevb" >"$T/o" 2>&1 3>&- && fail "record --raw to .htevb"
+    grep -q "not .htevb" "$T/o" || fail ".htevb refusal: $(cat "$T/o")"
+    exec 3>&-
+    wait "$lp"
+    # A gap line replays as lost records.
+    { head -n 1 "$T/raw.etwraw"; echo '{"etw_raw_lost":7}'; } >"$T/gap.etwraw"
+    ctl load "$T/gap.etwraw" --name gap >/dev/null 2>&1 || fail "gap stream"
+    ctl --json status gap >"$T/s"
+    eq "$(jget source_status.etw.lost_records <"$T/s")" 7 "lost records"
+    eq "$(jget quality.lost <"$T/s")" 7 "lost in the data quality"
+    stop_clean
+}

@@ -4,12 +4,15 @@
  * comparison of the correlator against an independent model. */
 #include "engine.h"
 #include "etw-decode.h"
+#include "etw-hub.h"
 #include "etw-props.h"
 #include "etw-raw.h"
 #include "etw-stacks.h"
 #include "etw-synth.h"
 #include "ht-test-engine.h"
+#include "ht-error.h"
 #include "ht-test.h"
+#include "ht-text.h"
 #include "query.h"
 #include "replay.h"
 
@@ -714,6 +717,284 @@ static void test_raw_hostile(void)
     free(t.s);
 }
 
+/* etw_raw_format (what record --raw writes) read back by the raw stream
+ * parser: every field, a ts above 2^53 as a string, an empty and a 64 KiB
+ * payload; a buffer too small gives 0. And the header. */
+static void test_raw_format(void)
+{
+    static uint8_t big[ETW_RAW_PAYLOAD_MAX];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 7);
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, 32, 8), put(&p, 0xABC0, 8), put(&p, 2, 4);
+    struct etw_record rs[3] = {
+        rec(&etw_guid_heap, 33, F64, 5, 6, 3, 18446744073709551100ull, &p),
+        rec(&etw_guid_stackwalk, 32, F32, 0xFFFFFFFF, 0xFFFFFFFF, 7, 9007199254740992ull, &p),
+        rec(&etw_guid_image, 10, F64, 9, 0, 1, 1, &p),
+    };
+    rs[1].len = 0;
+    rs[2].payload = big;
+    rs[2].len = sizeof(big);
+    rs[0].version = 2;
+    static char line[ETW_RAW_LINE_MAX];
+    for (int i = 0; i < 3; i++) {
+        size_t n = etw_raw_format(&rs[i], line, sizeof(line));
+        CHECK(n > 0 && line[n - 1] == '\n');
+        cJSON *o = cJSON_ParseWithLength(line, n);
+        CHECK(o != NULL);
+        char g[40];
+        etw_guid_format(&rs[i].provider, g);
+        CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(o, "provider")), g);
+        CHECK_EQ((uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "opcode")), rs[i].opcode);
+        CHECK_EQ((uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "flags")), rs[i].flags);
+        CHECK_EQ((uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "pid")), rs[i].pid);
+        CHECK_EQ((uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "cpu")), rs[i].cpu);
+        const char *hx = cJSON_GetStringValue(cJSON_GetObjectItem(o, "payload"));
+        CHECK(hx && strlen(hx) == 2 * rs[i].len);
+        for (uint32_t k = 0; hx && k < rs[i].len; k++)
+            CHECK_EQ((unsigned)(ht_hexval(hx[2 * k]) << 4 | ht_hexval(hx[2 * k + 1])),
+                     rs[i].payload[k]);
+        cJSON_Delete(o);
+        CHECK_EQ(etw_raw_format(&rs[i], line, n - 1), 0);
+    }
+    size_t n = etw_raw_format(&rs[0], line, sizeof(line));
+    CHECK(strstr(line, "\"ts\":\"18446744073709551100\"") != NULL);
+    /* Read back through the stream parser: the alloc comes out. */
+    struct text t = {0};
+    char h[256];
+    size_t hn = etw_raw_header(10000000, 18446744073709551000ull, 5, "a\"b.exe", h, sizeof(h));
+    CHECK(hn > 0 && h[hn - 1] == '\n');
+    add(&t, "%s%.*s", h, (int)n, line);
+    struct engine EA;
+    struct replay r;
+    CHECK_EQ(load_into(&EA, t.s, t.n, &r), 0); /* malformed lines */
+    CHECK_EQ(EA.heap_count, 1);
+    CHECK_STR(r.parser.name, "a\"b.exe");
+    replay_close(&r);
+    engine_close(&EA);
+    free(t.s);
+    CHECK_EQ(etw_raw_header(1, 2, 0, NULL, h, 8), 0);
+}
+
+
+/* A backend that keeps what it was asked, and fails when told to. */
+struct fake_be {
+    char log[1024];
+    int fail_heap; /* the next n heap_start calls fail */
+};
+
+static int fb_heap_start(void *arg, const uint32_t *pids, unsigned n, int stacks, char *err,
+                         size_t errsz)
+{
+    struct fake_be *b = arg;
+    size_t k = strlen(b->log);
+    k += (size_t)snprintf(b->log + k, sizeof(b->log) - k, "heap(");
+    for (unsigned i = 0; i < n; i++)
+        k += (size_t)snprintf(b->log + k, sizeof(b->log) - k, "%s%u", i ? "," : "", pids[i]);
+    snprintf(b->log + k, sizeof(b->log) - k, "%s) ", stacks ? "/s" : "");
+    if (b->fail_heap) {
+        b->fail_heap--;
+        snprintf(err, errsz, "StartTraceW: no");
+        return HT_EINTERNAL;
+    }
+    return 0;
+}
+static void fb_heap_stop(void *arg)
+{
+    struct fake_be *b = arg;
+    strcat(b->log, "heap-stop ");
+}
+static int fb_kernel_start(void *arg, int stacks, char *err, size_t errsz)
+{
+    struct fake_be *b = arg;
+    (void)err, (void)errsz;
+    strcat(b->log, stacks ? "kernel/s " : "kernel ");
+    return 0;
+}
+static void fb_kernel_stop(void *arg)
+{
+    struct fake_be *b = arg;
+    strcat(b->log, "kernel-stop ");
+}
+
+struct hub_sub_t {
+    struct etw_hub_sub sub;
+    struct out o;
+    unsigned raws, ended;
+};
+static void hs_raw(void *arg, const struct etw_record *r)
+{
+    (void)r;
+    ((struct hub_sub_t *)arg)->raws++;
+}
+static void hs_ended(void *arg, int session, const char *why)
+{
+    (void)session, (void)why;
+    ((struct hub_sub_t *)arg)->ended++;
+}
+
+static void hub_sub_init(struct hub_sub_t *t, uint32_t pid, int virt)
+{
+    memset(t, 0, sizeof(*t));
+    struct etw_corr_config cfg = {.pid = pid, .qpc_freq = 10000000, .start_qpc = 1000,
+                                  .follow_first = pid == 0, .stack_kinds = 1u << 31};
+    etw_corr_new(&t->sub.corr[ETW_HUB_HEAP], &cfg, emit_fn, &t->o);
+    if (virt)
+        etw_corr_new(&t->sub.corr[ETW_HUB_KERNEL], &cfg, emit_fn, &t->o);
+    t->sub.pid = pid;
+    t->sub.heap = 1;
+    t->sub.virt = virt;
+    t->sub.stacks = 1;
+    t->sub.raw = hs_raw;
+    t->sub.session_ended = hs_ended;
+    t->sub.arg = t;
+}
+
+static void hub_sub_free(struct hub_sub_t *t)
+{
+    etw_corr_free(t->sub.corr[0]);
+    etw_corr_free(t->sub.corr[1]);
+}
+
+static void hub_heap_alloc(struct etw_hub *h, uint32_t pid, uint64_t ts, uint64_t addr)
+{
+    struct pl p = {0};
+    put(&p, 0x10000, 8), put(&p, 16, 8), put(&p, addr, 8), put(&p, 3, 4);
+    struct etw_record r = rec(&etw_guid_heap, 33, F64, pid, 1, 0, ts, &p);
+    etw_hub_record(h, ETW_HUB_HEAP, &r);
+}
+
+/* The shared sessions: the heap logger's PID list is the union of the
+ * targets (restarted, with a gap counted for the others, when one is added;
+ * pruned at the next restart), records routed by process, Lost_Event to
+ * every subscriber of the session, a failed restart falls back to the old
+ * list or tells every subscriber, --exe alone. */
+static void test_hub(void)
+{
+    static struct fake_be be;
+    memset(&be, 0, sizeof(be));
+    struct etw_hub_backend bk = {&be, fb_heap_start, fb_heap_stop, fb_kernel_start, fb_kernel_stop};
+    struct etw_hub *h;
+    CHECK(etw_hub_new(&h, &bk) == 0);
+    static struct hub_sub_t a, b, c, d, e, x;
+    hub_sub_init(&a, 7, 1);
+    hub_sub_init(&b, 8, 0);
+    char err[256];
+    int restarted;
+    CHECK_EQ(etw_hub_attach(h, &a.sub, &restarted, err, sizeof(err)), 0);
+    CHECK_EQ(restarted, 0);
+    CHECK_STR(be.log, "heap(7/s) kernel/s ");
+    be.log[0] = 0;
+    CHECK_EQ(etw_hub_attach(h, &b.sub, &restarted, err, sizeof(err)), 0);
+    CHECK_EQ(restarted, 1);
+    CHECK_STR(be.log, "heap-stop heap(7,8/s) ");
+    CHECK_EQ(a.sub.restarts, 1);
+    CHECK_EQ(b.sub.restarts, 0);
+    hub_sub_init(&c, 8, 0);
+    CHECK_EQ(etw_hub_attach(h, &c.sub, &restarted, err, sizeof(err)), HT_EEXIST);
+    hub_sub_init(&x, 0, 0);
+    CHECK_EQ(etw_hub_attach(h, &x.sub, &restarted, err, sizeof(err)), HT_EFULL);
+    CHECK(strstr(err, "not both") != NULL);
+    CHECK_EQ(etw_hub_count(h), 2);
+
+    /* Routing. */
+    hub_heap_alloc(h, 8, 2000, 0xB000);
+    hub_heap_alloc(h, 7, 2001, 0xA000);
+    hub_heap_alloc(h, 9, 2002, 0xC000); /* nobody's */
+    struct pl vp = {0};
+    put(&vp, 0x200000, 8), put(&vp, 0x1000, 8), put(&vp, 7, 4), put(&vp, ETW_MEM_COMMIT, 4);
+    struct etw_record vr = rec(&etw_guid_pagefault, 98, F64, 0xFFFFFFFF, 0xFFFFFFFF, 0, 2003, &vp);
+    etw_hub_record(h, ETW_HUB_KERNEL, &vr);
+    struct pl sp = {0};
+    put(&sp, 2001, 8), put(&sp, 8, 4), put(&sp, 1, 4), put(&sp, 0x401000, 8);
+    struct etw_record sr = rec(&etw_guid_stackwalk, 32, F64, 0xFFFFFFFF, 0xFFFFFFFF, 0, 2004, &sp);
+    etw_hub_record(h, ETW_HUB_HEAP, &sr); /* StackProcess 8: b's, though its ts is a's event's */
+    struct pl lp = {0};
+    struct etw_record lr = rec(&etw_guid_lost, 32, F64, 0, 0, 0, 2005, &lp);
+    etw_hub_record(h, ETW_HUB_HEAP, &lr);
+    etw_hub_record(h, ETW_HUB_KERNEL, &lr);
+    CHECK_EQ(a.o.n, 4); /* alloc, commit, two lost */
+    CHECK(a.o.ev[0].kind == HT_EV_ALLOC && a.o.ev[0].addr == 0xA000);
+    CHECK(a.o.ev[1].kind == HT_EV_COMMIT && a.o.ev[1].addr == 0x200000);
+    CHECK(a.o.ev[2].kind == HT_EV_LOST && a.o.ev[3].kind == HT_EV_LOST);
+    CHECK_EQ(b.o.n, 2); /* alloc, the heap session's lost */
+    CHECK(b.o.ev[0].kind == HT_EV_ALLOC && b.o.ev[0].addr == 0xB000);
+    CHECK(b.o.ev[1].kind == HT_EV_LOST);
+    CHECK_EQ(a.raws, 4);
+    CHECK_EQ(b.raws, 3);
+    CHECK_EQ(a.sub.lost_records, 2);
+    CHECK_EQ(b.sub.lost_records, 1);
+    struct etw_hub_stats st;
+    etw_hub_stats(h, &st);
+    CHECK_EQ(st.records, 7);
+    CHECK_EQ(st.unrouted, 1);
+    CHECK_EQ(st.heap_restarts, 1);
+    CHECK_EQ(st.nheap_pids, 2);
+
+    /* Leaving restarts nothing; the next restart drops the pid. */
+    be.log[0] = 0;
+    etw_hub_detach(h, &b.sub);
+    CHECK_STR(be.log, "");
+    hub_heap_alloc(h, 8, 3000, 0xB100);
+    CHECK_EQ(b.o.n, 2);
+    hub_sub_init(&d, 10, 0);
+    d.sub.stacks = 0;
+    CHECK_EQ(etw_hub_attach(h, &d.sub, &restarted, err, sizeof(err)), 0);
+    CHECK_STR(be.log, "heap-stop heap(7,10/s) ");
+    CHECK_EQ(a.sub.restarts, 2);
+
+    /* A restart that fails: back to the old list, the newcomer refused. */
+    be.log[0] = 0;
+    be.fail_heap = 1;
+    hub_sub_init(&e, 11, 0);
+    CHECK_EQ(etw_hub_attach(h, &e.sub, &restarted, err, sizeof(err)), HT_EINTERNAL);
+    CHECK_STR(be.log, "heap-stop heap(7,10,11/s) heap(7,10/s) ");
+    CHECK_EQ(restarted, 1);
+    CHECK_EQ(etw_hub_count(h), 2);
+    CHECK_EQ(a.sub.restarts, 3);
+    CHECK_EQ(e.sub.attached, 0);
+    /* ... and when the old list fails too, every heap subscriber is told. */
+    be.log[0] = 0;
+    be.fail_heap = 2;
+    CHECK_EQ(etw_hub_attach(h, &e.sub, &restarted, err, sizeof(err)), HT_EINTERNAL);
+    CHECK_EQ(a.ended, 1);
+    CHECK_EQ(d.ended, 1);
+    CHECK_EQ(e.ended, 0);
+    etw_hub_stats(h, &st);
+    CHECK_EQ(st.heap_running, 0);
+    /* The next attach starts it afresh (no stop: nothing runs). */
+    be.log[0] = 0;
+    CHECK_EQ(etw_hub_attach(h, &e.sub, &restarted, err, sizeof(err)), 0);
+    CHECK_EQ(restarted, 0);
+    CHECK_STR(be.log, "heap(7,10,11/s) ");
+
+    /* The last one out stops everything. */
+    be.log[0] = 0;
+    etw_hub_detach(h, &a.sub);
+    etw_hub_detach(h, &d.sub);
+    CHECK_STR(be.log, "");
+    etw_hub_detach(h, &e.sub);
+    CHECK_STR(be.log, "heap-stop kernel-stop ");
+
+    /* --exe: PID 0, every process's heap records, alone. */
+    be.log[0] = 0;
+    CHECK_EQ(etw_hub_attach(h, &x.sub, &restarted, err, sizeof(err)), 0);
+    CHECK_STR(be.log, "heap(0/s) ");
+    hub_heap_alloc(h, 31, 4000, 0xA000);
+    hub_heap_alloc(h, 32, 4001, 0xA000); /* another process of the image: followed is 31 */
+    CHECK_EQ(x.o.n, 1);
+    CHECK_EQ(etw_corr_stats(x.sub.corr[0])->followed_pid, 31);
+    hub_sub_init(&c, 8, 0);
+    CHECK_EQ(etw_hub_attach(h, &c.sub, &restarted, err, sizeof(err)), HT_EFULL);
+    etw_hub_session_ended(h, ETW_HUB_HEAP, "ProcessTrace ended with error 5");
+    CHECK_EQ(x.ended, 1);
+    etw_hub_free(h); /* stops what runs */
+    CHECK(strstr(be.log, "heap-stop") != NULL);
+    struct hub_sub_t *all[] = {&a, &b, &c, &d, &e, &x};
+    for (int i = 0; i < 6; i++)
+        hub_sub_free(all[i]);
+}
+
 /* The heap logger's properties: etw-mechanics.md 1.3's worked example, DWORD
  * for DWORD (name "heaptraced-heap", PID 1234, Alloc, ReAlloc and Free). */
 static void test_heap_props(void)
@@ -1140,6 +1421,6 @@ static void test_modules_and_follow(void)
     etw_corr_free(c);
 }
 
-HT_TEST_MAIN(T(guids), T(process_image), T(modules_and_follow), T(dos_path), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
+HT_TEST_MAIN(T(guids), T(process_image), T(modules_and_follow), T(dos_path), T(raw_format), T(hub), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
              T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm), T(late_buffer))

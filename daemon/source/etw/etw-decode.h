@@ -106,6 +106,7 @@ extern const struct etw_guid etw_guid_pagefault; /* 3d6fa8d3-fe05-11d0-9dda-00c0
 extern const struct etw_guid etw_guid_stackwalk; /* def2fe46-7bd6-4b80-bd94-f57fe20d0ce3 */
 extern const struct etw_guid etw_guid_process;   /* 3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c */
 extern const struct etw_guid etw_guid_image;     /* 2cb15d1d-5fc1-11d2-abe1-00a0c911f518 */
+extern const struct etw_guid etw_guid_lost;      /* 6a399ae0-4bc6-4de9-870b-3657f8947e7e */
 
 /* Parse "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (either case, optional braces).
  * 0, or -1 if it is not one. */

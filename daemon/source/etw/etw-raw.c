@@ -5,6 +5,7 @@
 #include "ht-error.h"
 #include "ht-text.h"
 #include "mem-acct.h"
+#include "rawtap.h"
 #include "stack-intern.h"
 
 #include <cjson/cJSON.h>
@@ -18,6 +19,7 @@ struct etw_raw {
     struct etw_corr *corr;
     etw_raw_event_fn fn;
     void *arg;
+    struct rawtap *tap;
     struct etw_raw_stats st;
     uint8_t payload[ETW_RAW_PAYLOAD_MAX];
 };
@@ -138,6 +140,8 @@ int etw_raw_new(struct etw_raw **out, struct stack_intern *si, const char *line,
             snprintf(st.name, sizeof(st.name), "%s", name->valuestring);
     }
     st.pid = (uint32_t)pid;
+    st.qpc_freq = freq;
+    st.start_qpc = start;
     struct mem_acct *acct = si->acct;
     struct etw_raw *x = mem_calloc(acct, MEM_decoder_buffers, 1, sizeof(*x));
     if (!x) {
@@ -192,6 +196,16 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
     memset(&r, 0, sizeof(r));
     uint64_t op, ver, fl, pid, tid, cpu, ts;
     int rc = -1;
+    if (cJSON_GetObjectItemCaseSensitive(o, "etw_raw_lost")) {
+        /* A recording's gap (record --raw fell behind): lost records. */
+        uint64_t n;
+        if (get_u64(o, "etw_raw_lost", UINT32_MAX, &n, err, errsz) == 0) {
+            x->st.lost_records += n;
+            etw_corr_lost(x->corr, n);
+            rc = 1;
+        }
+        goto out;
+    }
     const cJSON *prov = cJSON_GetObjectItemCaseSensitive(o, "provider");
     if (!cJSON_IsString(prov) ||
         etw_guid_parse(prov->valuestring, strlen(prov->valuestring), &r.provider) != 0) {
@@ -233,6 +247,13 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
     r.ts = ts;
     r.payload = x->payload;
     r.len = (uint32_t)(hl / 2);
+    if (rawtap_on(x->tap)) {
+        /* What the stream held, as the Windows sessions write it. */
+        static _Thread_local char line[ETW_RAW_LINE_MAX];
+        size_t n = etw_raw_format(&r, line, sizeof(line));
+        if (n)
+            rawtap_put(x->tap, line, n);
+    }
     struct etw_decoded d;
     int dr = etw_decode(&r, &d, &x->st.dec);
     if (dr < 0) {
@@ -248,6 +269,82 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
 out:
     cJSON_Delete(o);
     return rc;
+}
+
+void etw_raw_tap(struct etw_raw *x, struct rawtap *tap)
+{
+    x->tap = tap;
+}
+
+size_t etw_raw_format(const struct etw_record *r, char *buf, size_t cap)
+{
+    char g[40], ts[32];
+    etw_guid_format(&r->provider, g);
+    /* Up to 2^53 a JSON number; past it a decimal string (the format's rule). */
+    if (r->ts <= 9007199254740992ull)
+        snprintf(ts, sizeof(ts), "%llu", (unsigned long long)r->ts);
+    else
+        snprintf(ts, sizeof(ts), "\"%llu\"", (unsigned long long)r->ts);
+    int k = snprintf(buf, cap,
+                     "{\"provider\":\"%s\",\"opcode\":%u,\"version\":%u,\"flags\":%u,\"pid\":%lu,"
+                     "\"tid\":%lu,\"cpu\":%lu,\"ts\":%s,\"payload\":\"",
+                     g, r->opcode, r->version, r->flags, (unsigned long)r->pid,
+                     (unsigned long)r->tid, (unsigned long)r->cpu, ts);
+    if (k < 0 || (size_t)k + 2 * (size_t)r->len + 3 > cap || r->len > ETW_RAW_PAYLOAD_MAX)
+        return 0;
+    static const char hx[] = "0123456789abcdef";
+    size_t n = (size_t)k;
+    for (uint32_t i = 0; i < r->len; i++) {
+        buf[n++] = hx[r->payload[i] >> 4];
+        buf[n++] = hx[r->payload[i] & 15];
+    }
+    buf[n++] = '"';
+    buf[n++] = '}';
+    buf[n++] = '\n';
+    return n;
+}
+
+size_t etw_raw_header(uint64_t qpc_freq, uint64_t start_qpc, uint32_t pid, const char *name,
+                      char *buf, size_t cap)
+{
+    cJSON *h = cJSON_CreateObject();
+    if (!h)
+        return 0;
+    cJSON_AddNumberToObject(h, "etw_raw", 1);
+    /* Exact up to 2^53 as numbers; larger as decimal strings. */
+    char v[32];
+    if (qpc_freq <= 9007199254740992ull) {
+        cJSON_AddNumberToObject(h, "qpc_freq", (double)qpc_freq);
+    } else {
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)qpc_freq);
+        cJSON_AddStringToObject(h, "qpc_freq", v);
+    }
+    if (start_qpc <= 9007199254740992ull) {
+        cJSON_AddNumberToObject(h, "start_qpc", (double)start_qpc);
+    } else {
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)start_qpc);
+        cJSON_AddStringToObject(h, "start_qpc", v);
+    }
+    if (pid) {
+        cJSON *p = cJSON_AddObjectToObject(h, "process");
+        if (p) {
+            cJSON_AddNumberToObject(p, "pid", pid);
+            if (name && name[0])
+                cJSON_AddStringToObject(p, "name", name);
+        }
+    }
+    char *t = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    size_t n = t ? strlen(t) : 0;
+    if (!t || n + 2 > cap) {
+        cJSON_free(t);
+        return 0;
+    }
+    memcpy(buf, t, n);
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    cJSON_free(t);
+    return n;
 }
 
 void etw_raw_finish(struct etw_raw *x)
@@ -295,6 +392,7 @@ cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
     N(corr, modules_unloaded);
     N(corr, module_names_dropped);
     N(corr, process_exits);
+    cJSON_AddNumberToObject(o, "lost_records", (double)st->lost_records);
 #undef N
     return o;
 }

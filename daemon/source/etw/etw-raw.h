@@ -14,6 +14,8 @@
  *   (a number up to 2^53, or a decimal string for larger ones); cpu: the
  *   processor number; payload: UserData in hex (at most 64 KiB, ETW's
  *   largest event). Unknown providers and opcodes are counted and skipped.
+ *   A line {"etw_raw_lost":N} marks N records a recording lost (record --raw
+ *   fell behind): replayed as a lost event.
  */
 #ifndef ETW_RAW_H
 #define ETW_RAW_H
@@ -46,11 +48,25 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
 /* End of stream: the events still waiting for a stack leave. */
 void etw_raw_finish(struct etw_raw *x);
 
+/* One record as a raw stream line with its '\n' into buf: the length, or 0
+ * when cap is too small (ETW_RAW_LINE_MAX always fits). */
+#define ETW_RAW_LINE_MAX (2 * ETW_RAW_PAYLOAD_MAX + 512)
+size_t etw_raw_format(const struct etw_record *r, char *buf, size_t cap);
+/* The header line (name may be NULL; pid 0: no "process"), or 0. */
+size_t etw_raw_header(uint64_t qpc_freq, uint64_t start_qpc, uint32_t pid, const char *name,
+                      char *buf, size_t cap);
+/* Raw records of the stream from now on to tap (off: NULL); the header
+ * goes first. Decoder thread (the replay's). */
+struct rawtap;
+void etw_raw_tap(struct etw_raw *x, struct rawtap *tap);
+
 struct etw_raw_stats {
+    uint64_t qpc_freq, start_qpc; /* from the header */
     uint32_t pid; /* from the header, 0 if none */
     char name[256];
     struct etw_decode_stats dec;
     struct etw_corr_stats corr;
+    uint64_t lost_records; /* {"etw_raw_lost":N} lines: a recording's gaps */
 };
 void etw_raw_stats(const struct etw_raw *x, struct etw_raw_stats *out);
 /* The counters as a JSON object (the session's data quality), or NULL. */

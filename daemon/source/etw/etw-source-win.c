@@ -40,6 +40,7 @@
  */
 #include "etw-decode.h"
 #include "etw-props.h"
+#include "etw-raw.h"
 #include "etw-record-win.h"
 #include "etw-stacks.h"
 #include "evring.h"
@@ -49,6 +50,7 @@
 #include "procmem.h"
 #include "procmods.h"
 #include "procwatch.h"
+#include "rawtap.h"
 #include "source.h"
 #include "stack-intern.h"
 #include "symbols.h"
@@ -110,6 +112,8 @@ struct etw_source {
     atomic_uint_fast64_t put;
     uint64_t delivered;
     struct etw_dosmap dosmap; /* built at start, read by the consumers */
+    struct rawtap *tap;       /* record --raw */
+    char name[260];           /* the target's image name (under mu) */
     uint32_t followed;        /* --exe: the process followed (under mu) */
 };
 
@@ -201,6 +205,7 @@ static void process_cb(void *arg, uint32_t pid, const char *name)
     } else if (!name[0]) {
         return;
     }
+    snprintf(s->name, sizeof(s->name), "%s", name);
     evring_process(s->ring, pid, name, "");
     struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
     emit_cb(s, &ev, NULL, 0);
@@ -222,6 +227,13 @@ static VOID WINAPI record_cb(PEVENT_RECORD er)
     etw_record_from_event(er, &r);
     uv_mutex_lock(&s->mu);
     s->records++;
+    if (rawtap_on(s->tap)) {
+        /* record --raw: what the session received, as received. */
+        static _Thread_local char line[ETW_RAW_LINE_MAX];
+        size_t n = etw_raw_format(&r, line, sizeof(line));
+        if (n)
+            rawtap_put(s->tap, line, n);
+    }
     if (etw_guid_eq(&r.provider, &lost_guid)) {
         /* Delivered before the events of the buffer that lost some (5.4):
          * the tables are lossy from here; the engine counts the gap. */
@@ -229,8 +241,7 @@ static VOID WINAPI record_cb(PEVENT_RECORD er)
             s->lost_events++;
         else
             s->lost_buffers++;
-        struct ht_event ev = {.kind = HT_EV_LOST, .t = now_ns(s), .size = 1};
-        emit_cb(s, &ev, NULL, 0);
+        etw_corr_lost(c->corr, 1);
     } else {
         struct etw_decoded d;
         if (etw_decode(&r, &d, &s->dec) == 1)
@@ -534,6 +545,7 @@ static int etw_available(char *err, size_t errsz)
 }
 
 static void etw_close(struct source *base);
+static void tap_ready(void *arg);
 
 static int etw_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
                     const struct source_sink *sink, char *err, size_t errsz)
@@ -584,6 +596,8 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     struct evring_limits lim = {RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
                                 p->budget};
     int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
+    if (rc == 0)
+        rc = rawtap_new(&s->tap, loop, RAWTAP_BYTES_DEFAULT, &s->acct, tap_ready, s);
     if (rc || !s->quit_event) {
         snprintf(err, errsz, "cannot set up the event ring");
         etw_close(&s->base);
@@ -702,6 +716,7 @@ static int etw_start(struct source *base, char *err, size_t errsz)
         char name[260] = "";
         if (procmods_list(s->pid, &mods, &n) == 0 && n > 0) {
             snprintf(name, sizeof(name), "%s", procmods_basename(mods[0].path));
+            snprintf(s->name, sizeof(s->name), "%s", name);
             for (size_t i = 0; s->syms && i < n; i++)
                 sym_cache_add_module(s->syms, mods[i].base, mods[i].base + mods[i].size,
                                      mods[i].base, mods[i].path, NULL);
@@ -736,6 +751,51 @@ fail:
     return rc;
 }
 
+/* Raw lines waiting for record --raw, to the session. */
+static void raw_flush(struct etw_source *s)
+{
+    if (!rawtap_on(s->tap))
+        return;
+    size_t n;
+    uint64_t lines, lost;
+    char *buf = rawtap_take(s->tap, &n, &lines, &lost);
+    if ((n || lost) && s->outer.raw)
+        s->outer.raw(s->outer.arg, buf, n, lines, lost);
+    ht_free(buf);
+}
+
+static void tap_ready(void *arg)
+{
+    struct etw_source *s = arg;
+    if (!s->ended && s->outer.ready)
+        s->outer.ready(s->outer.arg);
+}
+
+static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
+{
+    struct etw_source *s = (struct etw_source *)base;
+    if (!on) {
+        if (s->tap) {
+            raw_flush(s);
+            rawtap_enable(s->tap, 0, NULL, 0);
+        }
+        return 0;
+    }
+    if (!s->tap || !s->started) {
+        snprintf(err, errsz, "no raw record buffer for this session");
+        return UV_ENOMEM;
+    }
+    char header[512];
+    uv_mutex_lock(&s->mu);
+    uint32_t pid = s->exe_mode ? s->followed : (uint32_t)s->pid;
+    size_t hn = etw_raw_header(s->qpc_freq, s->start_qpc, pid, s->name, header, sizeof(header));
+    uv_mutex_unlock(&s->mu);
+    int rc = rawtap_enable(s->tap, 1, header, hn);
+    if (rc)
+        snprintf(err, errsz, "no memory for the raw record buffer");
+    return rc;
+}
+
 static int etw_drain(struct source *base, size_t budget)
 {
     struct etw_source *s = (struct etw_source *)base;
@@ -744,7 +804,9 @@ static int etw_drain(struct source *base, size_t budget)
     int rc = evring_drain(s->ring, &s->base.sink, budget);
     if (rc < 0)
         return -1;
+    raw_flush(s);
     if (rc == 0 && evring_finished(s->ring)) {
+        raw_flush(s);
         char reason[160];
         s->ended = 1;
         uv_mutex_lock(&s->mu);
@@ -781,6 +843,7 @@ static void etw_close(struct source *base)
     etw_stop(base);
     etw_corr_free(s->heap.corr);
     etw_corr_free(s->kern.corr);
+    rawtap_free(s->tap); /* before the accounting closes: its buffer is charged there */
     if (s->ring)
         evring_free(s->ring);
     if (s->syms)
@@ -904,4 +967,5 @@ const struct source_ops source_etw_ops = {
     .close_input = NULL,
     .symbolize = etw_symbolize,
     .recover = etw_recover,
+    .raw_tap = etw_src_raw_tap,
 };

@@ -469,6 +469,43 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
     }
 }
 
+/* An event out now when nothing waits before it (and it wants no stack),
+ * else in line behind the waiting ones. */
+static void enqueue(struct etw_corr *c, const struct ht_event *ev, uint64_t ts, uint32_t tid,
+                    uint32_t cpu, int wants)
+{
+    if (!wants && c->head_seq == c->next_seq) {
+        c->emit(c->arg, ev, NULL, 0);
+        return;
+    }
+    if (c->next_seq - c->head_seq == c->cfg.max_pending)
+        drain(c, 1);
+    uint64_t seq = c->next_seq++;
+    struct pend *p = pend_at(c, seq);
+    uint64_t *keep = p->frames;
+    memset(p, 0, sizeof(*p));
+    p->frames = keep;
+    p->ev = *ev;
+    p->ts = ts;
+    p->arrived = c->newest_ns;
+    p->seq = seq;
+    p->tid = tid;
+    p->cpu = cpu;
+    p->wants = (uint8_t)wants;
+    if (wants) {
+        uint32_t b = ts_bucket(c, ts, tid, tid == NO_TID ? cpu : 0);
+        p->chain = c->bucket[b];
+        c->bucket[b] = seq + 1;
+        take_held(c, p);
+    }
+}
+
+void etw_corr_lost(struct etw_corr *c, uint64_t n)
+{
+    struct ht_event ev = {.kind = HT_EV_LOST, .size = n, .t = c->newest_ns};
+    enqueue(c, &ev, 0, NO_TID, 0, 0);
+}
+
 void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct etw_decoded *d)
 {
     uint64_t ns = etw_corr_ns(c, d->kind == ETW_STACK ? d->stack_ts : r->ts);
@@ -496,30 +533,7 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
                 c->st.events_in++;
                 ev.t = ns;
                 int wants = (c->cfg.stack_kinds >> d->kind) & 1;
-                if (!wants && c->head_seq == c->next_seq) {
-                    c->emit(c->arg, &ev, NULL, 0); /* nothing waits before it */
-                } else {
-                    if (c->next_seq - c->head_seq == c->cfg.max_pending)
-                        drain(c, 1);
-                    uint64_t seq = c->next_seq++;
-                    struct pend *p = pend_at(c, seq);
-                    uint64_t *keep = p->frames;
-                    memset(p, 0, sizeof(*p));
-                    p->frames = keep;
-                    p->ev = ev;
-                    p->ts = r->ts;
-                    p->arrived = c->newest_ns;
-                    p->seq = seq;
-                    p->tid = r->tid;
-                    p->cpu = r->cpu;
-                    p->wants = (uint8_t)wants;
-                    if (wants) {
-                        uint32_t b = ts_bucket(c, r->ts, r->tid, r->tid == NO_TID ? r->cpu : 0);
-                        p->chain = c->bucket[b];
-                        c->bucket[b] = seq + 1;
-                        take_held(c, p);
-                    }
-                }
+                enqueue(c, &ev, r->ts, r->tid, r->cpu, wants);
             }
         }
     }

@@ -106,6 +106,9 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
 /* End of the stream: every waiting event leaves, waiting stacks are unmatched. */
 void etw_corr_flush(struct etw_corr *c);
 const struct etw_corr_stats *etw_corr_stats(const struct etw_corr *c);
+/* n events lost here (a recording's gap, Lost_Event): a lost event in line
+ * with the others, at the newest stream time. */
+void etw_corr_lost(struct etw_corr *c, uint64_t n);
 /* Raw QPC timestamp to session nanoseconds (0 before start). */
 uint64_t etw_corr_ns(const struct etw_corr *c, uint64_t ts);
 

@@ -10,6 +10,7 @@
 
 #include "etw-raw.h"
 #include "evring.h"
+#include "rawtap.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "replay.h"
@@ -49,6 +50,7 @@ struct replay_source {
     int etw;                /* a raw ETW stream: etw_st holds its counters (under mu) */
     struct etw_raw_stats etw_st;
     int ended;              /* loop: sink->ended was called */
+    struct rawtap *tap;     /* record --raw of a raw ETW stream */
 };
 
 /* Wake the decoder if it sleeps (the pairing is the event ring's, evring.c). */
@@ -161,6 +163,7 @@ static size_t pow2_at_least(size_t n, size_t min)
 }
 
 static void replay_src_close(struct source *base);
+static void tap_ready(void *arg);
 
 int replay_source_open_sized(struct source **out, uv_loop_t *loop, const struct source_params *p,
                              const struct source_sink *sink, size_t input_bytes,
@@ -199,6 +202,9 @@ int replay_source_open_sized(struct source **out, uv_loop_t *loop, const struct 
         uv_mutex_destroy(&s->mu);
         goto fail_replay;
     }
+    /* record --raw of a raw ETW stream (its buffer only while recorded). */
+    if (rawtap_new(&s->tap, loop, RAWTAP_BYTES_DEFAULT, &s->acct, tap_ready, s) == 0)
+        s->rp.tap = s->tap;
     *out = &s->base;
     return 0;
 fail_replay:
@@ -236,6 +242,53 @@ static int replay_src_start(struct source *base, char *err, size_t errsz)
     return 0;
 }
 
+/* Raw lines waiting for record --raw, to the session. */
+static void raw_flush(struct replay_source *s)
+{
+    if (!rawtap_on(s->tap))
+        return;
+    size_t n;
+    uint64_t lines, lost;
+    char *buf = rawtap_take(s->tap, &n, &lines, &lost);
+    if ((n || lost) && s->base.sink.raw)
+        s->base.sink.raw(s->base.sink.arg, buf, n, lines, lost);
+    ht_free(buf);
+}
+
+static void tap_ready(void *arg)
+{
+    struct replay_source *s = arg;
+    if (!s->ended && s->base.sink.ready)
+        s->base.sink.ready(s->base.sink.arg);
+}
+
+static int replay_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
+{
+    struct replay_source *s = (struct replay_source *)base;
+    if (!on) {
+        if (s->tap) {
+            raw_flush(s);
+            rawtap_enable(s->tap, 0, NULL, 0);
+        }
+        return 0;
+    }
+    uv_mutex_lock(&s->mu);
+    int etw = s->etw;
+    struct etw_raw_stats st = s->etw_st;
+    uv_mutex_unlock(&s->mu);
+    if (!etw || !s->tap) {
+        snprintf(err, errsz, "this stream is not a raw ETW stream (or its header has not come "
+                             "yet): it has no raw records to record");
+        return HT_ENOTSUP;
+    }
+    char header[512];
+    size_t hn = etw_raw_header(st.qpc_freq, st.start_qpc, st.pid, st.name, header, sizeof(header));
+    int rc = rawtap_enable(s->tap, 1, header, hn);
+    if (rc)
+        snprintf(err, errsz, "no memory for the raw record buffer");
+    return rc;
+}
+
 static int replay_src_drain(struct source *base, size_t budget)
 {
     struct replay_source *s = (struct replay_source *)base;
@@ -244,7 +297,9 @@ static int replay_src_drain(struct source *base, size_t budget)
     int rc = evring_drain(s->ring, &s->base.sink, budget);
     if (rc < 0)
         return -1;
+    raw_flush(s);
     if (rc == 0 && evring_finished(s->ring)) {
+        raw_flush(s); /* the decoder is done: the last lines are in */
         s->ended = 1;
         if (s->base.sink.ended)
             s->base.sink.ended(s->base.sink.arg, "end of stream");
@@ -275,6 +330,7 @@ static void replay_src_close(struct source *base)
     struct replay_source *s = (struct replay_source *)base;
     replay_src_stop(base);
     replay_close(&s->rp); /* before the ring: its buffers are charged to the ring's interner */
+    rawtap_free(s->tap);
     evring_free(s->ring);
     uv_cond_destroy(&s->cv);
     uv_mutex_destroy(&s->mu);
@@ -364,4 +420,5 @@ const struct source_ops source_replay_ops = {
     .write = replay_src_write,
     .close_input = replay_src_close_input,
     .symbolize = NULL,
+    .raw_tap = replay_src_raw_tap,
 };

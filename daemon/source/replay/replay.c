@@ -62,6 +62,7 @@ static void etw_header(struct replay *r, const char *s, size_t n)
         bad_line(r, err);
         return;
     }
+    etw_raw_tap(r->etw, r->tap);
     struct etw_raw_stats st;
     etw_raw_stats(r->etw, &st);
     if (st.pid) {

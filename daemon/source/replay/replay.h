@@ -16,6 +16,8 @@ typedef void (*replay_event_fn)(void *arg, const struct ht_event *ev);
 
 struct etw_raw;
 
+struct rawtap;
+
 struct replay {
     struct htev_parser parser;
     struct htevb_reader bin; /* the binary twin, chosen by the stream's first byte */
@@ -30,6 +32,7 @@ struct replay {
      * header did not parse, every line after it is malformed. */
     struct etw_raw *etw;
     int etw_bad;
+    struct rawtap *tap; /* record --raw of a raw ETW stream (set by the owner; may be NULL) */
     uint64_t plain_bytes; /* bytes of .htev or .htevb (after decompression) */
     replay_event_fn on_event;
     void *arg;

@@ -1,0 +1,305 @@
+/* The machine's shared ETW sessions (etw-hub.h). */
+#include "etw-hub.h"
+
+#include "ht-alloc.h"
+#include "ht-error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct etw_hub {
+    struct etw_hub_backend be;
+    uv_mutex_t mu;
+    /* Read by the consumers under mu; changed on the loop under mu. */
+    struct etw_hub_sub *subs[ETW_HUB_MAX_SUBS];
+    unsigned nsubs;
+    int exe; /* the subscriber is --exe */
+    uint64_t records, unrouted;
+    struct etw_decode_stats dec;
+    /* Loop only (attach/detach). */
+    uint32_t heap_pids[ETW_HUB_MAX_SUBS];
+    unsigned nheap_pids;
+    int heap_running, kernel_running;
+    uint64_t heap_starts, heap_restarts, kernel_starts;
+};
+
+int etw_hub_new(struct etw_hub **out, const struct etw_hub_backend *be)
+{
+    *out = NULL;
+    struct etw_hub *h = ht_calloc(1, sizeof(*h));
+    if (!h)
+        return UV_ENOMEM;
+    if (uv_mutex_init(&h->mu) != 0) {
+        ht_free(h);
+        return UV_ENOMEM;
+    }
+    h->be = *be;
+    *out = h;
+    return 0;
+}
+
+static void stop_all(struct etw_hub *h)
+{
+    if (h->heap_running)
+        h->be.heap_stop(h->be.arg);
+    if (h->kernel_running)
+        h->be.kernel_stop(h->be.arg);
+    h->heap_running = h->kernel_running = 0;
+    h->nheap_pids = 0;
+}
+
+void etw_hub_free(struct etw_hub *h)
+{
+    if (!h)
+        return;
+    stop_all(h);
+    uv_mutex_destroy(&h->mu);
+    ht_free(h);
+}
+
+void etw_hub_lock(struct etw_hub *h)
+{
+    uv_mutex_lock(&h->mu);
+}
+
+void etw_hub_unlock(struct etw_hub *h)
+{
+    uv_mutex_unlock(&h->mu);
+}
+
+unsigned etw_hub_count(struct etw_hub *h)
+{
+    return h->nsubs; /* loop: only the loop changes it */
+}
+
+static int heap_has(const struct etw_hub *h, uint32_t pid)
+{
+    for (unsigned i = 0; i < h->nheap_pids; i++)
+        if (h->heap_pids[i] == pid)
+            return 1;
+    return 0;
+}
+
+static void table_remove(struct etw_hub *h, struct etw_hub_sub *sub)
+{
+    uv_mutex_lock(&h->mu);
+    for (unsigned i = 0; i < h->nsubs; i++) {
+        if (h->subs[i] == sub) {
+            h->subs[i] = h->subs[--h->nsubs];
+            break;
+        }
+    }
+    if (h->nsubs == 0)
+        h->exe = 0;
+    sub->attached = 0;
+    uv_mutex_unlock(&h->mu);
+}
+
+/* Every heap subscriber but except is told its session is gone (a failed
+ * restart left no heap logger). */
+static void heap_gone(struct etw_hub *h, const struct etw_hub_sub *except, const char *why)
+{
+    uv_mutex_lock(&h->mu);
+    for (unsigned i = 0; i < h->nsubs; i++)
+        if (h->subs[i] != except && h->subs[i]->heap && h->subs[i]->session_ended)
+            h->subs[i]->session_ended(h->subs[i]->arg, ETW_HUB_HEAP, why);
+    uv_mutex_unlock(&h->mu);
+}
+
+int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
+                   size_t errsz)
+{
+    *restarted = 0;
+    int exe = sub->pid == 0;
+    if (sub->attached) {
+        snprintf(err, errsz, "already attached");
+        return HT_ESTATE;
+    }
+    if (h->nsubs && (exe || h->exe)) {
+        snprintf(err, errsz,
+                 "%s: the heap logger traces every new process of an image (start --exe) or a list "
+                 "of running processes (start --pid), not both at once (Windows allows one heap "
+                 "logger): stop the other session first",
+                 exe ? "other sessions trace running processes" : "a start --exe session runs");
+        return HT_EFULL;
+    }
+    if (h->nsubs == ETW_HUB_MAX_SUBS) {
+        snprintf(err, errsz, "%u ETW sessions run: the most one heap logger is shared by",
+                 ETW_HUB_MAX_SUBS);
+        return HT_EFULL;
+    }
+    for (unsigned i = 0; i < h->nsubs; i++) {
+        if (h->subs[i]->pid == sub->pid) {
+            snprintf(err, errsz, "process %lu is traced by another session already",
+                     (unsigned long)sub->pid);
+            return HT_EEXIST;
+        }
+    }
+    /* In the table first: the first records of the new target are routed. */
+    sub->records = sub->lost_records = sub->restarts = 0;
+    uv_mutex_lock(&h->mu);
+    h->subs[h->nsubs++] = sub;
+    h->exe = exe;
+    sub->attached = 1;
+    uv_mutex_unlock(&h->mu);
+
+    int rc = 0;
+    if (sub->heap && !(h->heap_running && heap_has(h, sub->pid))) {
+        uint32_t old[ETW_HUB_MAX_SUBS];
+        unsigned nold = h->nheap_pids;
+        memcpy(old, h->heap_pids, nold * sizeof(old[0]));
+        int was_running = h->heap_running;
+        if (was_running) {
+            h->be.heap_stop(h->be.arg);
+            h->heap_running = 0;
+        }
+        /* The union of the subscribers' targets (those that left are
+         * dropped from the list here, at the next restart). */
+        h->nheap_pids = 0;
+        for (unsigned i = 0; i < h->nsubs; i++)
+            if (h->subs[i]->heap)
+                h->heap_pids[h->nheap_pids++] = h->subs[i]->pid;
+        /* Stacks for everyone when anyone wants them: the hooks are the
+         * logger's, not a subscriber's. */
+        int stacks = 0;
+        for (unsigned i = 0; i < h->nsubs; i++)
+            stacks |= h->subs[i]->heap && h->subs[i]->stacks;
+        rc = h->be.heap_start(h->be.arg, h->heap_pids, h->nheap_pids, stacks, err, errsz);
+        if (rc == 0) {
+            h->heap_running = 1;
+            h->heap_starts++;
+            if (was_running) {
+                h->heap_restarts++;
+                *restarted = 1;
+                uv_mutex_lock(&h->mu);
+                for (unsigned i = 0; i < h->nsubs; i++)
+                    if (h->subs[i] != sub && h->subs[i]->heap)
+                        h->subs[i]->restarts++;
+                uv_mutex_unlock(&h->mu);
+            }
+        } else {
+            memcpy(h->heap_pids, old, nold * sizeof(old[0]));
+            h->nheap_pids = nold;
+            if (was_running) {
+                char e2[160];
+                int stacks_old = 0;
+                for (unsigned i = 0; i < h->nsubs; i++)
+                    stacks_old |= h->subs[i] != sub && h->subs[i]->heap && h->subs[i]->stacks;
+                if (h->be.heap_start(h->be.arg, old, nold, stacks_old, e2, sizeof(e2)) == 0) {
+                    h->heap_running = 1;
+                    h->heap_restarts++;
+                    *restarted = 1;
+                    uv_mutex_lock(&h->mu);
+                    for (unsigned i = 0; i < h->nsubs; i++)
+                        if (h->subs[i] != sub && h->subs[i]->heap)
+                            h->subs[i]->restarts++;
+                    uv_mutex_unlock(&h->mu);
+                } else {
+                    h->nheap_pids = 0;
+                    heap_gone(h, sub, "the heap logger could not be restarted");
+                }
+            }
+        }
+    }
+    if (rc == 0 && sub->virt && !h->kernel_running) {
+        rc = h->be.kernel_start(h->be.arg, sub->stacks, err, errsz);
+        if (rc == 0) {
+            h->kernel_running = 1;
+            h->kernel_starts++;
+        }
+    }
+    if (rc != 0) {
+        table_remove(h, sub);
+        if (h->nsubs == 0)
+            stop_all(h);
+    }
+    return rc;
+}
+
+void etw_hub_detach(struct etw_hub *h, struct etw_hub_sub *sub)
+{
+    if (!sub->attached)
+        return;
+    table_remove(h, sub);
+    if (h->nsubs == 0)
+        stop_all(h);
+}
+
+/* The subscriber of pid (under mu): the --exe one takes every process. */
+static struct etw_hub_sub *route(struct etw_hub *h, uint32_t pid)
+{
+    if (h->exe)
+        return h->nsubs ? h->subs[0] : NULL;
+    for (unsigned i = 0; i < h->nsubs; i++)
+        if (h->subs[i]->pid == pid)
+            return h->subs[i];
+    return NULL;
+}
+
+void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r)
+{
+    uv_mutex_lock(&h->mu);
+    h->records++;
+    if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
+        /* Delivered before the events of the buffer that lost some (5.4):
+         * every subscriber of the session may have lost some. */
+        for (unsigned i = 0; i < h->nsubs; i++) {
+            struct etw_hub_sub *s = h->subs[i];
+            if (!(session == ETW_HUB_HEAP ? s->heap : s->virt))
+                continue;
+            s->lost_records++;
+            if (s->raw)
+                s->raw(s->arg, r);
+            if (s->corr[session])
+                etw_corr_lost(s->corr[session], 1);
+        }
+        uv_mutex_unlock(&h->mu);
+        return;
+    }
+    struct etw_decoded d;
+    int rc = etw_decode(r, &d, &h->dec);
+    uint32_t pid = r->pid;
+    if (rc == 1 && (d.kind == ETW_STACK || d.kind >= ETW_VIRTUAL_ALLOC))
+        pid = d.owner_pid; /* the system logger's events name their process in the payload */
+    struct etw_hub_sub *s = route(h, pid);
+    if (!s) {
+        h->unrouted++;
+    } else {
+        s->records++;
+        if (s->raw)
+            s->raw(s->arg, r);
+        if (rc == 1 && s->corr[session])
+            etw_corr_add(s->corr[session], r, &d);
+    }
+    uv_mutex_unlock(&h->mu);
+}
+
+void etw_hub_session_ended(struct etw_hub *h, int session, const char *why)
+{
+    uv_mutex_lock(&h->mu);
+    for (unsigned i = 0; i < h->nsubs; i++) {
+        struct etw_hub_sub *s = h->subs[i];
+        if ((session == ETW_HUB_HEAP ? s->heap : s->virt) && s->session_ended)
+            s->session_ended(s->arg, session, why);
+    }
+    uv_mutex_unlock(&h->mu);
+}
+
+void etw_hub_stats(struct etw_hub *h, struct etw_hub_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    uv_mutex_lock(&h->mu);
+    st->records = h->records;
+    st->unrouted = h->unrouted;
+    st->dec = h->dec;
+    st->exe_mode = h->exe;
+    uv_mutex_unlock(&h->mu);
+    /* Loop-only fields: the caller is on the loop. */
+    st->heap_starts = h->heap_starts;
+    st->heap_restarts = h->heap_restarts;
+    st->kernel_starts = h->kernel_starts;
+    st->heap_running = h->heap_running;
+    st->kernel_running = h->kernel_running;
+    st->nheap_pids = h->nheap_pids;
+    memcpy(st->heap_pids, h->heap_pids, h->nheap_pids * sizeof(st->heap_pids[0]));
+}

@@ -1,0 +1,45 @@
+/*
+ * The raw record tap of a source (record --raw): while a subscriber wants
+ * them, a producer thread appends complete lines (the raw ETW stream format,
+ * etw-raw.h) to a bounded buffer; the loop takes them in its drain and hands
+ * them to the session (source_sink.raw). A full buffer drops whole lines,
+ * counted, and the taker learns how many it lost since its last take (the
+ * recording marks the gap). Off, a put costs one relaxed load.
+ *
+ * Threads: rawtap_new/_free/_enable/_take on the loop; rawtap_on/_put on
+ * any thread (one producer at a time, or several under the caller's lock).
+ */
+#ifndef RAWTAP_H
+#define RAWTAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct mem_acct;
+struct rawtap;
+
+#define RAWTAP_BYTES_DEFAULT (8u << 20)
+
+/* cap bytes of lines at most (charged to acct, MEM_decoder_buffers, while
+ * enabled); ready(arg) runs on the loop when lines wait. 0, or UV_ENOMEM. */
+int rawtap_new(struct rawtap **out, uv_loop_t *loop, size_t cap, struct mem_acct *acct,
+               void (*ready)(void *arg), void *arg);
+/* Closes the wake-up handle; the memory goes when libuv is done with it. */
+void rawtap_free(struct rawtap *t);
+/* On: header (a complete line) goes first, then every put; 0, or UV_ENOMEM
+ * (the buffer refused by the budget). Off: what waits is dropped, not counted. */
+int rawtap_enable(struct rawtap *t, int on, const char *header, size_t hlen);
+int rawtap_on(struct rawtap *t);
+/* One line (with its '\n'). */
+void rawtap_put(struct rawtap *t, const char *line, size_t n);
+/* What waits, as one ht_malloc'd block the caller frees (*n bytes, *lines
+ * lines), and the lines dropped since the last take; NULL when nothing. */
+char *rawtap_take(struct rawtap *t, size_t *n, uint64_t *lines, uint64_t *lost);
+
+struct rawtap_stats {
+    uint64_t lines, bytes, lost; /* put, and dropped at the cap, since the start */
+};
+void rawtap_stats(struct rawtap *t, struct rawtap_stats *st);
+
+#endif
