@@ -63,6 +63,18 @@ static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct sourc
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
     if (p->mode == SOURCE_PID)
         cJSON_AddNumberToObject(d, "pid", (double)p->pid);
+    /* What the source wants said at the start (ETW: only processes started
+     * from now on; a heap logger restart other sessions may have lost
+     * events to), from its status "notes". */
+    if (s->src && s->src->ops->status_json) {
+        cJSON *st = s->src->ops->status_json(s->src);
+        cJSON *notes = cJSON_DetachItemFromObjectCaseSensitive(st, "notes");
+        if (cJSON_IsArray(notes))
+            cJSON_AddItemToObject(d, "notes", notes);
+        else
+            cJSON_Delete(notes);
+        cJSON_Delete(st);
+    }
     return cmd_reply(ctx, d);
 }
 

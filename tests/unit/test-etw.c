@@ -819,13 +819,24 @@ static void fb_kernel_stop(void *arg)
 
 struct hub_sub_t {
     struct etw_hub_sub sub;
+    struct etw_corr *corr[2];
     struct out o;
     unsigned raws, ended;
 };
-static void hs_raw(void *arg, const struct etw_record *r)
+/* What a source does with a record (etw-source-win.c): record --raw sees
+ * it as it came; a Lost_Event is a lost event in line; an event goes to the
+ * session's correlator. */
+static void hs_deliver(void *arg, int session, const struct etw_record *r,
+                       const struct etw_decoded *d)
 {
-    (void)r;
-    ((struct hub_sub_t *)arg)->raws++;
+    struct hub_sub_t *t = arg;
+    t->raws++;
+    if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
+        if (t->corr[session])
+            etw_corr_lost(t->corr[session], 1);
+    } else if (d && t->corr[session]) {
+        etw_corr_add(t->corr[session], r, d);
+    }
 }
 static void hs_ended(void *arg, int session, const char *why)
 {
@@ -838,22 +849,22 @@ static void hub_sub_init(struct hub_sub_t *t, uint32_t pid, int virt)
     memset(t, 0, sizeof(*t));
     struct etw_corr_config cfg = {.pid = pid, .qpc_freq = 10000000, .start_qpc = 1000,
                                   .follow_first = pid == 0, .stack_kinds = 1u << 31};
-    etw_corr_new(&t->sub.corr[ETW_HUB_HEAP], &cfg, emit_fn, &t->o);
+    etw_corr_new(&t->corr[ETW_HUB_HEAP], &cfg, emit_fn, &t->o);
     if (virt)
-        etw_corr_new(&t->sub.corr[ETW_HUB_KERNEL], &cfg, emit_fn, &t->o);
+        etw_corr_new(&t->corr[ETW_HUB_KERNEL], &cfg, emit_fn, &t->o);
     t->sub.pid = pid;
     t->sub.heap = 1;
     t->sub.virt = virt;
     t->sub.stacks = 1;
-    t->sub.raw = hs_raw;
+    t->sub.deliver = hs_deliver;
     t->sub.session_ended = hs_ended;
     t->sub.arg = t;
 }
 
 static void hub_sub_free(struct hub_sub_t *t)
 {
-    etw_corr_free(t->sub.corr[0]);
-    etw_corr_free(t->sub.corr[1]);
+    etw_corr_free(t->corr[0]);
+    etw_corr_free(t->corr[1]);
 }
 
 static void hub_heap_alloc(struct etw_hub *h, uint32_t pid, uint64_t ts, uint64_t addr)
@@ -934,6 +945,7 @@ static void test_hub(void)
     /* Leaving restarts nothing; the next restart drops the pid. */
     be.log[0] = 0;
     etw_hub_detach(h, &b.sub);
+    etw_hub_quiesce(&b.sub);
     CHECK_STR(be.log, "");
     hub_heap_alloc(h, 8, 3000, 0xB100);
     CHECK_EQ(b.o.n, 2);
@@ -983,7 +995,7 @@ static void test_hub(void)
     hub_heap_alloc(h, 31, 4000, 0xA000);
     hub_heap_alloc(h, 32, 4001, 0xA000); /* another process of the image: followed is 31 */
     CHECK_EQ(x.o.n, 1);
-    CHECK_EQ(etw_corr_stats(x.sub.corr[0])->followed_pid, 31);
+    CHECK_EQ(etw_corr_stats(x.corr[0])->followed_pid, 31);
     hub_sub_init(&c, 8, 0);
     CHECK_EQ(etw_hub_attach(h, &c.sub, &restarted, err, sizeof(err)), HT_EFULL);
     etw_hub_session_ended(h, ETW_HUB_HEAP, "ProcessTrace ended with error 5");

@@ -57,14 +57,10 @@ void etw_hub_free(struct etw_hub *h)
     ht_free(h);
 }
 
-void etw_hub_lock(struct etw_hub *h)
+void etw_hub_quiesce(struct etw_hub_sub *sub)
 {
-    uv_mutex_lock(&h->mu);
-}
-
-void etw_hub_unlock(struct etw_hub *h)
-{
-    uv_mutex_unlock(&h->mu);
+    while (atomic_load(&sub->inflight) > 0)
+        uv_sleep(1);
 }
 
 unsigned etw_hub_count(struct etw_hub *h)
@@ -136,7 +132,9 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
         }
     }
     /* In the table first: the first records of the new target are routed. */
-    sub->records = sub->lost_records = sub->restarts = 0;
+    atomic_store(&sub->records, 0);
+    atomic_store(&sub->lost_records, 0);
+    atomic_store(&sub->restarts, 0);
     uv_mutex_lock(&h->mu);
     h->subs[h->nsubs++] = sub;
     h->exe = exe;
@@ -174,7 +172,7 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
                 uv_mutex_lock(&h->mu);
                 for (unsigned i = 0; i < h->nsubs; i++)
                     if (h->subs[i] != sub && h->subs[i]->heap)
-                        h->subs[i]->restarts++;
+                        atomic_fetch_add(&h->subs[i]->restarts, 1);
                 uv_mutex_unlock(&h->mu);
             }
         } else {
@@ -192,7 +190,7 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
                     uv_mutex_lock(&h->mu);
                     for (unsigned i = 0; i < h->nsubs; i++)
                         if (h->subs[i] != sub && h->subs[i]->heap)
-                            h->subs[i]->restarts++;
+                            atomic_fetch_add(&h->subs[i]->restarts, 1);
                     uv_mutex_unlock(&h->mu);
                 } else {
                     h->nheap_pids = 0;
@@ -238,6 +236,10 @@ static struct etw_hub_sub *route(struct etw_hub *h, uint32_t pid)
 
 void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r)
 {
+    struct etw_hub_sub *to[ETW_HUB_MAX_SUBS];
+    unsigned n = 0;
+    struct etw_decoded d;
+    int rc = 0;
     uv_mutex_lock(&h->mu);
     h->records++;
     if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
@@ -245,33 +247,30 @@ void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r)
          * every subscriber of the session may have lost some. */
         for (unsigned i = 0; i < h->nsubs; i++) {
             struct etw_hub_sub *s = h->subs[i];
-            if (!(session == ETW_HUB_HEAP ? s->heap : s->virt))
-                continue;
-            s->lost_records++;
-            if (s->raw)
-                s->raw(s->arg, r);
-            if (s->corr[session])
-                etw_corr_lost(s->corr[session], 1);
+            if (session == ETW_HUB_HEAP ? s->heap : s->virt)
+                to[n++] = s;
         }
-        uv_mutex_unlock(&h->mu);
-        return;
-    }
-    struct etw_decoded d;
-    int rc = etw_decode(r, &d, &h->dec);
-    uint32_t pid = r->pid;
-    if (rc == 1 && (d.kind == ETW_STACK || d.kind >= ETW_VIRTUAL_ALLOC))
-        pid = d.owner_pid; /* the system logger's events name their process in the payload */
-    struct etw_hub_sub *s = route(h, pid);
-    if (!s) {
-        h->unrouted++;
     } else {
-        s->records++;
-        if (s->raw)
-            s->raw(s->arg, r);
-        if (rc == 1 && s->corr[session])
-            etw_corr_add(s->corr[session], r, &d);
+        rc = etw_decode(r, &d, &h->dec);
+        uint32_t pid = r->pid;
+        if (rc == 1 && (d.kind == ETW_STACK || d.kind >= ETW_VIRTUAL_ALLOC))
+            pid = d.owner_pid; /* the system logger's events name their process in the payload */
+        struct etw_hub_sub *s = route(h, pid);
+        if (s)
+            to[n++] = s;
+        else
+            h->unrouted++;
     }
+    for (unsigned i = 0; i < n; i++)
+        atomic_fetch_add(&to[i]->inflight, 1);
     uv_mutex_unlock(&h->mu);
+    int lost = etw_guid_eq(&r->provider, &etw_guid_lost);
+    for (unsigned i = 0; i < n; i++) {
+        struct etw_hub_sub *s = to[i];
+        atomic_fetch_add_explicit(lost ? &s->lost_records : &s->records, 1, memory_order_relaxed);
+        s->deliver(s->arg, session, r, rc == 1 ? &d : NULL);
+        atomic_fetch_sub(&s->inflight, 1);
+    }
 }
 
 void etw_hub_session_ended(struct etw_hub *h, int session, const char *why)

@@ -25,11 +25,12 @@
  * {0, N} works is not known): either kind while the other runs gets EFULL.
  *
  * Threads: attach/detach on the loop; etw_hub_record on the backend's
- * consumer threads. Routing runs under the hub's mutex, which is also the
- * producer lock of every subscriber (etw_hub_lock for their other producer
- * work: a sampler, the end of a ring). attach/detach call the backend
- * without the mutex (a restart joins a consumer thread that may be waiting
- * for it).
+ * consumer threads. Decoding and routing run under the hub's mutex, which
+ * never waits for anything else; the record then goes to its subscriber
+ * outside it (deliver), so a subscriber whose ring is full holds up only
+ * its own records, and the loop taking the mutex (attach, detach, stats)
+ * never waits for a consumer that waits for the loop. attach/detach call
+ * the backend without the mutex (a restart joins a consumer thread).
  */
 #ifndef ETW_HUB_H
 #define ETW_HUB_H
@@ -39,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <uv.h>
 
 enum { ETW_HUB_HEAP = 0, ETW_HUB_KERNEL = 1 };
@@ -61,21 +63,28 @@ struct etw_hub_backend {
 /* One heaptrace session's place in the hub (embedded in its source). The
  * owner fills the fields above the line before attach. */
 struct etw_hub_sub {
-    uint32_t pid;     /* the target; 0: --exe (every traced process, follow_first) */
-    int heap, virt;   /* which sessions it wants (virt needs a pid) */
-    int stacks;       /* stack walks on */
-    struct etw_corr *corr[2]; /* by session: its correlators (the owner's) */
-    /* Under the hub's mutex, on a consumer thread: each record routed here,
-     * before it is decoded into the correlator (record --raw). May be NULL. */
-    void (*raw)(void *arg, const struct etw_record *r);
+    uint32_t pid;   /* the target; 0: --exe (every traced process, follow_first) */
+    int heap, virt; /* which sessions it wants (virt needs a pid) */
+    int stacks;     /* stack walks on */
+    /* A record routed here, on a consumer thread, outside the hub's mutex
+     * (the subscriber may block in it: its event ring full): d is its
+     * decoding, NULL when it decoded to nothing (a Lost_Event record, an
+     * opcode we do not use, a malformed payload). Calls for one subscriber
+     * may come from both consumer threads at once: the subscriber
+     * serialises them. */
+    void (*deliver)(void *arg, int session, const struct etw_record *r,
+                    const struct etw_decoded *d);
     /* Under the hub's mutex: the session this subscriber takes from ended
-     * (ProcessTrace returned: an error, or stopped from outside). */
+     * (ProcessTrace returned: an error, or stopped from outside). Must not
+     * block. */
     void (*session_ended)(void *arg, int session, const char *why);
     void *arg;
     /* ---- the hub's ---- */
     int attached;
-    uint64_t records, lost_records; /* routed here; Lost_Event records seen */
-    uint64_t restarts;              /* heap logger restarts while attached (each a gap) */
+    atomic_int inflight;             /* deliver calls running (detached: waits for 0) */
+    atomic_uint_fast64_t records;    /* routed here */
+    atomic_uint_fast64_t lost_records; /* Lost_Event records of its sessions */
+    atomic_uint_fast64_t restarts;   /* heap logger restarts while attached (each a gap) */
 };
 
 struct etw_hub_stats {
@@ -103,9 +112,12 @@ void etw_hub_free(struct etw_hub *h);
  * heap subscriber is told through session_ended). */
 int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
                    size_t errsz);
-/* Leave (nothing more is routed to sub after it returns); the last one out
- * stops the sessions. */
+/* Leave: nothing more is routed to sub after it returns, but a deliver
+ * call that began before may still run (etw_hub_quiesce waits for it); the
+ * last one out stops the sessions. */
 void etw_hub_detach(struct etw_hub *h, struct etw_hub_sub *sub);
+/* Wait (any thread) until no deliver call runs for a detached sub. */
+void etw_hub_quiesce(struct etw_hub_sub *sub);
 /* Number of subscribers. */
 unsigned etw_hub_count(struct etw_hub *h);
 
@@ -115,8 +127,6 @@ void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r);
  * subscribers are told, under the mutex. */
 void etw_hub_session_ended(struct etw_hub *h, int session, const char *why);
 
-void etw_hub_lock(struct etw_hub *h);
-void etw_hub_unlock(struct etw_hub *h);
 void etw_hub_stats(struct etw_hub *h, struct etw_hub_stats *st);
 
 #endif

@@ -1,44 +1,52 @@
 /*
  * The ETW source (source.h; Windows, HEAPTRACE_WITH_ETW): `start --pid N`
- * and `start --exe app.exe` run the heap logger session (Wnode.Guid =
- * HeapGuid, the PID and stack-walk hooks in its extension block,
- * etw-props.h) and, for --pid, a system-logger session for VirtualAlloc and
- * VirtualFree with their stacks (etw-mechanics.md 1, 3, 5). Each session is
- * consumed on its own thread (ProcessTrace takes one real-time handle); the
- * records go through the portable decoder and stack correlator
- * (etw-decode.h, etw-stacks.h) into the event ring, drained by the session
- * on the loop. Private bytes are sampled on a thread of their own; the
- * target's exit is noticed by waiting on its process handle (procwatch.h).
+ * and `start --exe app.exe` (etw-mechanics.md 1, 3, 5). Windows allows one
+ * heap logger per machine, so every heaptrace session of this daemon shares
+ * the machine's sessions through the hub (etw-hub.h): the heap logger
+ * (Wnode.Guid = HeapGuid, the union of the targets' PIDs and the stack-walk
+ * hooks in its extension block, etw-props.h; restarted when a target is
+ * added, the others' gap counted and said in the start reply) and one
+ * system-logger session for VirtualAlloc/VirtualFree, process and image
+ * events with stacks on VirtualAlloc. Each ETW session is consumed on its
+ * own thread (ProcessTrace takes one real-time handle); the hub routes each
+ * record by process to its heaptrace session's correlators (etw-stacks.h),
+ * whose events go into that session's event ring, drained on the loop.
+ * Private bytes are sampled on a thread per session; the target's exit is
+ * noticed by waiting on its process handle (procwatch.h).
  *
  * --exe: IFEO TracingFlags for the image, journaled (ifeo.h), and the heap
  * logger for PID 0 (1.5): processes of that image started afterwards log
- * their heap events, already running ones do not. The session follows the
- * first of them to log (etw_corr_config.follow_first): its heap, its
- * symbols, its exit; later processes of the image are counted under
- * other_process and named in status, never mixed into its tables (two
+ * their heap events, already running ones do not (the start reply says so).
+ * The session follows the first of them to log (etw_corr_config.follow_first):
+ * its heap, its symbols, its private bytes, its exit; later processes of the
+ * image are counted under other_process, never mixed into its tables (two
  * processes' addresses in one table would pair one's frees with the
- * other's allocations). The VirtualAlloc session is not started (it would
- * need the pid first).
+ * other's allocations). The heap logger for PID 0 is not shared with --pid
+ * sessions (the hub refuses either while the other runs: EFULL).
  *
  * Modules: the system logger's Image Load events (and its rundown at start)
  * for the target become module events: the engine's module table, and
  * DbgHelp's module list (their NT device paths mapped to drive letters,
  * etw_dos_path), so a DLL loaded after the start resolves too.
  *
- * Windows allows one heap logger per machine: one ETW session at a time per
- * daemon (a second start gets EFULL); a heap session someone else runs (WPR,
- * xperf, PerfView, UIforETW) is reported by name and left alone.
+ * One daemon runs ETW sessions per machine (a Global\ mutex held while the
+ * hub runs); a heap session someone else runs (WPR, xperf, PerfView,
+ * UIforETW) is reported by name and left alone.
  *
  * Not run on real Windows: under wine StartTraceW succeeds without a session
  * and OpenTraceW fails (windows-build.md 3.5), so start fails there with the
  * error of OpenTraceW, every session stopped and TracingFlags restored: that
- * path is what the tests exercise.
+ * path is what the tests exercise. The hub's logic (union, restarts, routing)
+ * is tested on every platform (test-etw.hub).
  *
- * Threads: ops on the loop; the consumer threads run record_cb; the sampler
- * thread samples private bytes. The producer side (correlators, the ring's
- * private interner, evring_put) is one critical section under s->mu.
+ * Threads: ops on the loop; the consumer threads run record_cb into the hub;
+ * a sampler thread per session samples private bytes; a finisher thread
+ * ends a session's ring after it left the hub. The producer side of every
+ * session (correlators, the ring's private interner, evring_put) runs under
+ * the hub's mutex.
  */
 #include "etw-decode.h"
+#include "etw-hub.h"
 #include "etw-props.h"
 #include "etw-raw.h"
 #include "etw-record-win.h"
@@ -72,61 +80,30 @@
  * one of ours, {c1b4a57e-6e40-4c4c-9d0a-68656170747261}. */
 static const struct etw_guid kernel_session_guid = {
     {0xc1, 0xb4, 0xa5, 0x7e, 0x6e, 0x40, 0x4c, 0x4c, 0x9d, 0x0a, 0x68, 0x65, 0x61, 0x70, 0x74, 0x72}};
-/* Lost_Event, opcodes 32 RTLostEvent, 33 RTLostBuffer, 34 RTLostFile (5.4). */
-static const struct etw_guid lost_guid = {
-    {0x6a, 0x39, 0x9a, 0xe0, 0x4b, 0xc6, 0x4d, 0xe9, 0x87, 0x0b, 0x36, 0x57, 0xf8, 0x94, 0x7e, 0x7e}};
-
-struct consumer {
-    struct etw_source *s;
-    struct etw_corr *corr;
-    TRACEHANDLE ph; /* OpenTraceW's, or INVALID_PROCESSTRACE_HANDLE */
-    uv_thread_t thread;
-    int running;
-    ULONG result; /* ProcessTrace's */
-};
-
-struct etw_source {
-    struct source base;
-    struct source_sink outer;
-    uv_loop_t *loop;
-    struct evring *ring;
-    struct sym_cache *syms;
-    struct mem_acct acct;
-    uint64_t pid;
-    char image[260];
-    int exe_mode, stacks, no_heap, no_virtual;
-    uint64_t sample_ns;
-    int started, stopped, ended, ifeo_set, active;
-    TRACEHANDLE heap_h, kern_h; /* StartTraceW's (0: not running) */
-    struct consumer heap, kern;
-    uint64_t qpc_freq, start_qpc;
-    struct procwatch *watch;
-    uv_thread_t sampler;
-    atomic_int sampler_running; /* joined once, by whoever takes it to 0 */
-    HANDLE quit_event; /* wakes the sampler */
-    uv_mutex_t mu;     /* the producer side, the counters, reason */
-    struct etw_decode_stats dec;
-    uint64_t lost_events, lost_buffers, records;
-    int consumers_left;
-    char reason[160];
-    atomic_uint_fast64_t put;
-    uint64_t delivered;
-    struct etw_dosmap dosmap; /* built at start, read by the consumers */
-    struct rawtap *tap;       /* record --raw */
-    char name[260];           /* the target's image name (under mu) */
-    uint32_t followed;        /* --exe: the process followed (under mu) */
-};
 
 const struct source_ops source_etw_ops;
 
-/* Windows allows one heap logger per machine, and the sessions have fixed
- * names: one ETW session at a time in this daemon (etw_active, loop thread),
- * and one daemon with ETW sessions per machine (a Global\ mutex it holds
- * while they run; a crashed holder leaves it abandoned, which the next one
- * takes). A daemon recovers what a crashed run left only when it can take
+/* ---- the machine's sessions: the hub and its Windows backend (loop) ---- */
+
+struct consumer {
+    TRACEHANDLE h;  /* StartTraceW's (0: not running) */
+    TRACEHANDLE ph; /* OpenTraceW's, or INVALID_PROCESSTRACE_HANDLE */
+    uv_thread_t thread;
+    int running;
+    atomic_int stopping; /* ProcessTrace returns because we stopped it */
+    int which;           /* ETW_HUB_HEAP or ETW_HUB_KERNEL */
+};
+
+static struct etw_hub *hub; /* while any session of this daemon traces */
+static struct consumer heap_c = {.which = ETW_HUB_HEAP}, kern_c = {.which = ETW_HUB_KERNEL};
+static uint64_t qpc_freq;
+static struct etw_dosmap dosmap; /* built when the hub starts, read by the consumers */
+
+/* One daemon with ETW sessions per machine: a Global\ mutex it holds while
+ * its hub runs; a crashed holder leaves it abandoned, which the next one
+ * takes. A daemon recovers what a crashed run left only when it can take
  * the mutex, so it never stops another daemon's live sessions. */
 #define ETW_MUTEX L"Global\\heaptraced-etw"
-static int etw_active;
 static HANDLE etw_mutex;
 
 static int etw_mutex_take(void)
@@ -168,134 +145,6 @@ static int map_error(ULONG rc)
     return rc == ERROR_ACCESS_DENIED ? HT_EPERM : rc == ERROR_ALREADY_EXISTS ? HT_EEXIST : HT_EINTERNAL;
 }
 
-/* ---- producer side (consumer and sampler threads, under s->mu) ---- */
-
-static void emit_cb(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
-{
-    struct etw_source *s = arg;
-    struct ht_event e = *ev;
-    if (depth) {
-        e.stack = stack_intern_get(evring_si(s->ring), frames, depth);
-        if (!e.stack)
-            e.flags |= HT_EVF_STACK_DROPPED;
-    }
-    if (evring_put(s->ring, &e) == 0)
-        atomic_fetch_add_explicit(&s->put, 1, memory_order_relaxed);
-}
-
-/* Module paths into the ring's interner, as DOS paths (under s->mu). */
-static uint32_t path_cb(void *arg, const char *path)
-{
-    struct etw_source *s = arg;
-    char dos[1024];
-    etw_dos_path(&s->dosmap, path, dos, sizeof(dos));
-    return stack_intern_str(evring_si(s->ring), dos, (unsigned)strlen(dos));
-}
-
-/* The traced process named by the kernel session's Process rundown, or
- * --exe's first process to log (under s->mu): to the loop in event order. */
-static void process_cb(void *arg, uint32_t pid, const char *name)
-{
-    struct etw_source *s = arg;
-    if (s->exe_mode) {
-        if (s->followed && s->followed != pid)
-            return;
-        s->followed = pid;
-        name = s->image;
-    } else if (!name[0]) {
-        return;
-    }
-    snprintf(s->name, sizeof(s->name), "%s", name);
-    evring_process(s->ring, pid, name, "");
-    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
-    emit_cb(s, &ev, NULL, 0);
-}
-
-static uint64_t now_ns(struct etw_source *s)
-{
-    LARGE_INTEGER t;
-    QueryPerformanceCounter(&t);
-    uint64_t d = (uint64_t)t.QuadPart > s->start_qpc ? (uint64_t)t.QuadPart - s->start_qpc : 0;
-    return (uint64_t)((unsigned __int128)d * 1000000000u / s->qpc_freq);
-}
-
-static VOID WINAPI record_cb(PEVENT_RECORD er)
-{
-    struct consumer *c = er->UserContext;
-    struct etw_source *s = c->s;
-    struct etw_record r;
-    etw_record_from_event(er, &r);
-    uv_mutex_lock(&s->mu);
-    s->records++;
-    if (rawtap_on(s->tap)) {
-        /* record --raw: what the session received, as received. */
-        static _Thread_local char line[ETW_RAW_LINE_MAX];
-        size_t n = etw_raw_format(&r, line, sizeof(line));
-        if (n)
-            rawtap_put(s->tap, line, n);
-    }
-    if (etw_guid_eq(&r.provider, &lost_guid)) {
-        /* Delivered before the events of the buffer that lost some (5.4):
-         * the tables are lossy from here; the engine counts the gap. */
-        if (r.opcode == 32)
-            s->lost_events++;
-        else
-            s->lost_buffers++;
-        etw_corr_lost(c->corr, 1);
-    } else {
-        struct etw_decoded d;
-        if (etw_decode(&r, &d, &s->dec) == 1)
-            etw_corr_add(c->corr, &r, &d);
-    }
-    uv_mutex_unlock(&s->mu);
-}
-
-/* The sampler puts into the ring: it stops before the ring is done. */
-static void sampler_join(struct etw_source *s)
-{
-    if (atomic_exchange(&s->sampler_running, 0)) {
-        SetEvent(s->quit_event);
-        uv_thread_join(&s->sampler);
-    }
-}
-
-static void consumer_main(void *arg)
-{
-    struct consumer *c = arg;
-    struct etw_source *s = c->s;
-    c->result = ProcessTrace(&c->ph, 1, NULL, NULL);
-    uv_mutex_lock(&s->mu);
-    etw_corr_flush(c->corr);
-    int last = --s->consumers_left == 0;
-    if (c->result != ERROR_SUCCESS && c->result != ERROR_CANCELLED && !s->reason[0])
-        snprintf(s->reason, sizeof(s->reason), "ProcessTrace ended with error %lu",
-                 (unsigned long)c->result);
-    uv_mutex_unlock(&s->mu);
-    if (last) {
-        sampler_join(s);
-        evring_done(s->ring);
-    }
-}
-
-static void sampler_main(void *arg)
-{
-    struct etw_source *s = arg;
-    DWORD ms = (DWORD)(s->sample_ns / 1000000);
-    if (ms == 0)
-        ms = 100;
-    while (WaitForSingleObject(s->quit_event, ms) == WAIT_TIMEOUT) {
-        struct procmem pm;
-        if (procmem_read(s->pid, &pm) != 0)
-            continue;
-        uv_mutex_lock(&s->mu);
-        struct ht_event ev = {.kind = HT_EV_PRIVATE_BYTES, .t = now_ns(s), .size = pm.private_bytes};
-        emit_cb(s, &ev, NULL, 0);
-        evring_publish(s->ring);
-        uv_mutex_unlock(&s->mu);
-    }
-}
-
-/* ---- sessions ---- */
 
 static wchar_t *wide(const char *s, wchar_t *buf, int cap)
 {
@@ -392,8 +241,47 @@ static int session_start(const struct etw_session_spec *spec, TRACEHANDLE *h, ch
     return map_error(rc);
 }
 
-static int consumer_open(struct etw_source *s, struct consumer *c, const char *name, char *err,
-                         size_t errsz)
+
+
+static VOID WINAPI record_cb(PEVENT_RECORD er)
+{
+    struct consumer *c = er->UserContext;
+    struct etw_record r;
+    etw_record_from_event(er, &r);
+    etw_hub_record(hub, c->which, &r);
+}
+
+static void consumer_main(void *arg)
+{
+    struct consumer *c = arg;
+    ULONG rc = ProcessTrace(&c->ph, 1, NULL, NULL);
+    if (!atomic_load(&c->stopping)) {
+        char why[120];
+        snprintf(why, sizeof(why), "the %s session ended (ProcessTrace returned %lu)",
+                 c->which == ETW_HUB_HEAP ? "heap logger" : "VirtualAlloc",
+                 (unsigned long)rc);
+        etw_hub_session_ended(hub, c->which, why);
+    }
+}
+
+/* Stop a session of ours (StopTrace by name), close its consumer
+ * (ProcessTrace returns), join it. */
+static void consumer_stop(struct consumer *c, const char *name)
+{
+    atomic_store(&c->stopping, 1);
+    if (c->h)
+        session_stop_by_name(name);
+    c->h = 0;
+    if (c->ph && c->ph != INVALID_PROCESSTRACE_HANDLE)
+        CloseTrace(c->ph); /* ERROR_CTX_CLOSE_PENDING is success (5.5) */
+    if (c->running)
+        uv_thread_join(&c->thread);
+    c->running = 0;
+    c->ph = 0;
+}
+
+/* Open the consumer of a started session and run it on its thread. */
+static int consumer_start(struct consumer *c, const char *name, char *err, size_t errsz)
 {
     wchar_t w[80];
     EVENT_TRACE_LOGFILEW lf;
@@ -403,7 +291,7 @@ static int consumer_open(struct etw_source *s, struct consumer *c, const char *n
         PROCESS_TRACE_MODE_REAL_TIME | PROCESS_TRACE_MODE_EVENT_RECORD | PROCESS_TRACE_MODE_RAW_TIMESTAMP;
     lf.EventRecordCallback = record_cb;
     lf.Context = c;
-    c->s = s;
+    atomic_store(&c->stopping, 0);
     c->ph = OpenTraceW(&lf);
     if (c->ph == INVALID_PROCESSTRACE_HANDLE) {
         char what[160];
@@ -411,54 +299,351 @@ static int consumer_open(struct etw_source *s, struct consumer *c, const char *n
         win_error(err, errsz, what, GetLastError());
         return HT_EINTERNAL;
     }
-    struct etw_corr_config cfg = {.acct = &s->acct,
-                                  .pid = s->exe_mode ? 0 : (uint32_t)s->pid,
-                                  .qpc_freq = s->qpc_freq,
-                                  .start_qpc = s->start_qpc,
-                                  .stack_kinds = s->stacks ? 0 : 1u << 31 /* none waits */,
-                                  .follow_first = s->exe_mode,
-                                  .path = path_cb,
-                                  .process = process_cb};
-    int rc = etw_corr_new(&c->corr, &cfg, emit_cb, s);
-    if (rc) {
-        snprintf(err, errsz, "out of memory for the stack correlator");
+    if (uv_thread_create(&c->thread, consumer_main, c) != 0) {
+        snprintf(err, errsz, "cannot start a consumer thread");
+        return UV_ENOMEM;
+    }
+    c->running = 1;
+    return 0;
+}
+
+static int be_heap_start(void *arg, const uint32_t *pids, unsigned npids, int stacks, char *err,
+                         size_t errsz)
+{
+    (void)arg;
+    const uint16_t hooks[] = {ETW_HOOK_HEAP_ALLOC, ETW_HOOK_HEAP_REALLOC};
+    struct etw_session_spec hs = {.guid = &etw_guid_heap,
+                                  .name = HEAP_SESSION,
+                                  .log_file_mode = ETW_REAL_TIME_MODE,
+                                  .buffer_kb = 1024,
+                                  .min_buffers = 64,
+                                  .max_buffers = 256,
+                                  .flush_timer_s = 1,
+                                  .pids = pids,
+                                  .npids = npids,
+                                  .hooks = hooks,
+                                  .nhooks = stacks ? 2 : 0};
+    int rc = session_start(&hs, &heap_c.h, err, errsz);
+    if (rc == 0 && (rc = consumer_start(&heap_c, HEAP_SESSION, err, errsz)) != 0)
+        consumer_stop(&heap_c, HEAP_SESSION);
+    return rc;
+}
+
+static void be_heap_stop(void *arg)
+{
+    (void)arg;
+    consumer_stop(&heap_c, HEAP_SESSION);
+}
+
+static int be_kernel_start(void *arg, int stacks, char *err, size_t errsz)
+{
+    (void)arg;
+    struct etw_session_spec ks = {.guid = &kernel_session_guid,
+                                  .name = KERNEL_SESSION,
+                                  .log_file_mode = ETW_REAL_TIME_MODE | ETW_SYSTEM_LOGGER_MODE,
+                                  .buffer_kb = 256,
+                                  .min_buffers = 16,
+                                  .max_buffers = 64,
+                                  .flush_timer_s = 1,
+                                  .enable_flags = ETW_FLAG_PROCESS | ETW_FLAG_THREAD |
+                                                  ETW_FLAG_IMAGE_LOAD | ETW_FLAG_VIRTUAL_ALLOC};
+    int rc = session_start(&ks, &kern_c.h, err, errsz);
+    if (rc)
         return rc;
+    if (stacks) {
+        /* Stacks on VirtualAlloc: {PageFault GUID, 98} (2.1). */
+        CLASSIC_EVENT_ID id;
+        memset(&id, 0, sizeof(id));
+        static const GUID pagefault = {0x3d6fa8d3, 0xfe05, 0x11d0,
+                                       {0x9d, 0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
+        id.EventGuid = pagefault;
+        id.Type = 98;
+        ULONG r = TraceSetInformation(kern_c.h, TraceStackTracingInfo, &id, sizeof(id));
+        if (r != ERROR_SUCCESS) {
+            win_error(err, errsz, "TraceSetInformation(TraceStackTracingInfo)", r);
+            consumer_stop(&kern_c, KERNEL_SESSION);
+            return map_error(r);
+        }
+    }
+    if ((rc = consumer_start(&kern_c, KERNEL_SESSION, err, errsz)) != 0)
+        consumer_stop(&kern_c, KERNEL_SESSION);
+    return rc;
+}
+
+static void be_kernel_stop(void *arg)
+{
+    (void)arg;
+    consumer_stop(&kern_c, KERNEL_SESSION);
+}
+
+/* The hub for a first session: this daemon's turn at the machine's ETW
+ * sessions, a previous run's sessions stopped, no foreign heap logger. */
+static int hub_open(char *err, size_t errsz)
+{
+    if (hub)
+        return 0;
+    if (etw_mutex_take() != 0) {
+        snprintf(err, errsz, "another heaptraced runs ETW sessions on this machine (Windows allows "
+                             "one heap logger)");
+        return HT_EFULL;
+    }
+    /* A previous run's sessions (a crash leaves them running, 5.5). */
+    session_stop_by_name(HEAP_SESSION);
+    session_stop_by_name(KERNEL_SESSION);
+    char foreign[128];
+    foreign_heap_session(foreign, sizeof(foreign));
+    if (foreign[0]) {
+        snprintf(err, errsz,
+                 "the heap session \"%s\" is running (WPR, xperf, PerfView or UIforETW?): Windows "
+                 "allows one heap logger; stop it first (heaptrace does not stop it)",
+                 foreign);
+        etw_mutex_give();
+        return HT_ESTATE;
+    }
+    LARGE_INTEGER f;
+    QueryPerformanceFrequency(&f);
+    qpc_freq = (uint64_t)f.QuadPart;
+    dosmap_build(&dosmap);
+    struct etw_hub_backend be = {NULL, be_heap_start, be_heap_stop, be_kernel_start, be_kernel_stop};
+    if (etw_hub_new(&hub, &be) != 0) {
+        etw_mutex_give();
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
     }
     return 0;
 }
 
-/* Stop both sessions, close the consumers (ProcessTrace returns), join. */
-static void sessions_stop(struct etw_source *s)
+/* The last session left: the sessions are stopped (by the hub), the
+ * machine's heap logger free for others. */
+static void hub_close_if_idle(void)
 {
-    if (s->heap_h)
-        session_stop_by_name(HEAP_SESSION);
-    if (s->kern_h)
-        session_stop_by_name(KERNEL_SESSION);
-    s->heap_h = s->kern_h = 0;
-    struct consumer *cs[2] = {&s->heap, &s->kern};
-    for (int i = 0; i < 2; i++) {
-        struct consumer *c = cs[i];
-        if (c->ph && c->ph != INVALID_PROCESSTRACE_HANDLE)
-            CloseTrace(c->ph); /* ERROR_CTX_CLOSE_PENDING is success (5.5) */
+    if (hub && etw_hub_count(hub) == 0) {
+        etw_hub_free(hub);
+        hub = NULL;
+        etw_mutex_give();
     }
-    if (s->ring)
-        evring_quit(s->ring); /* a put waiting for room returns */
-    for (int i = 0; i < 2; i++) {
-        struct consumer *c = cs[i];
-        if (c->running)
-            uv_thread_join(&c->thread);
-        c->running = 0;
-        c->ph = 0;
+}
+
+/* ---- one heaptrace session ---- */
+
+struct etw_source {
+    struct source base;
+    struct source_sink outer;
+    uv_loop_t *loop;
+    struct evring *ring;
+    struct sym_cache *syms;
+    struct mem_acct acct;
+    uint64_t pid;
+    char image[260];
+    int exe_mode, stacks, no_heap, no_virtual;
+    uint64_t sample_ns;
+    int started, stopped, ended, ifeo_set, restarted, left;
+    struct etw_hub_sub sub;
+    uint64_t start_qpc;
+    struct procwatch *watch;
+    uv_timer_t *exit_timer; /* the target exited: the last buffers' records still come */
+    uv_async_t *wake;       /* a consumer thread asks the loop to look (hub_gone) */
+    uv_thread_t sampler;
+    atomic_int sampler_running; /* joined once, by whoever takes it to 0 */
+    HANDLE quit_event;          /* wakes the sampler */
+    uv_thread_t finisher;
+    int finisher_running;
+    /* The producer side: the correlators, the ring's private interner,
+     * evring_put. Taken by the consumers (deliver), the sampler and the
+     * finisher, never by the loop: a put may wait for the loop to drain. */
+    uv_mutex_t pmu;
+    struct etw_corr *corr[2]; /* by session (ETW_HUB_HEAP, ETW_HUB_KERNEL) */
+    uint32_t followed;        /* --exe: the process followed */
+    /* What the loop reads: copied under stmu (never held while waiting). */
+    uv_mutex_t stmu;
+    struct etw_corr_stats cst[2];
+    char reason[160];
+    char name[260]; /* the target's image name */
+    uint32_t followed_pub;
+    atomic_int hub_gone; /* the sessions it takes ended: leave on the loop */
+    atomic_int sessions_left;
+    atomic_uint_fast64_t put;
+    uint64_t delivered;
+    struct rawtap *tap; /* record --raw */
+};
+
+/* ---- producer side (consumer threads under the hub's mutex) ---- */
+
+static void emit_cb(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    struct etw_source *s = arg;
+    struct ht_event e = *ev;
+    if (depth) {
+        e.stack = stack_intern_get(evring_si(s->ring), frames, depth);
+        if (!e.stack)
+            e.flags |= HT_EVF_STACK_DROPPED;
     }
+    if (evring_put(s->ring, &e) == 0)
+        atomic_fetch_add_explicit(&s->put, 1, memory_order_relaxed);
+}
+
+/* Module paths into the ring's interner, as DOS paths. */
+static uint32_t path_cb(void *arg, const char *path)
+{
+    struct etw_source *s = arg;
+    char dos[1024];
+    etw_dos_path(&dosmap, path, dos, sizeof(dos));
+    return stack_intern_str(evring_si(s->ring), dos, (unsigned)strlen(dos));
+}
+
+/* The traced process named by the kernel session's Process rundown, or
+ * --exe's first process to log: to the loop in event order (under pmu). */
+static void process_cb(void *arg, uint32_t pid, const char *name)
+{
+    struct etw_source *s = arg;
+    if (s->exe_mode) {
+        if (s->followed && s->followed != pid)
+            return;
+        s->followed = pid;
+        name = s->image;
+    } else if (!name[0]) {
+        return;
+    }
+    uv_mutex_lock(&s->stmu);
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->followed_pub = s->followed;
+    uv_mutex_unlock(&s->stmu);
+    evring_process(s->ring, pid, name, "");
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
+    emit_cb(s, &ev, NULL, 0);
+}
+
+/* A record of this session, from a consumer thread (etw-hub.h deliver):
+ * record --raw sees it as it came; a Lost_Event is a lost event in line; an
+ * event goes through the correlator into the ring. */
+static void deliver_cb(void *arg, int session, const struct etw_record *r,
+                       const struct etw_decoded *d)
+{
+    struct etw_source *s = arg;
+    uv_mutex_lock(&s->pmu);
+    if (rawtap_on(s->tap)) {
+        static _Thread_local char line[ETW_RAW_LINE_MAX];
+        size_t n = etw_raw_format(r, line, sizeof(line));
+        if (n)
+            rawtap_put(s->tap, line, n);
+    }
+    struct etw_corr *c = s->corr[session];
+    if (c) {
+        if (etw_guid_eq(&r->provider, &etw_guid_lost))
+            etw_corr_lost(c, 1);
+        else if (d)
+            etw_corr_add(c, r, d);
+        const struct etw_corr_stats *cs = etw_corr_stats(c);
+        uv_mutex_lock(&s->stmu);
+        s->cst[session] = *cs;
+        uv_mutex_unlock(&s->stmu);
+    }
+    uv_mutex_unlock(&s->pmu);
+}
+
+/* A session this one takes ended (under the hub's mutex: no waiting): it
+ * leaves the hub on the loop. */
+static void session_ended_cb(void *arg, int session, const char *why)
+{
+    struct etw_source *s = arg;
+    (void)session;
+    uv_mutex_lock(&s->stmu);
+    if (!s->reason[0])
+        snprintf(s->reason, sizeof(s->reason), "%s", why);
+    uv_mutex_unlock(&s->stmu);
+    if (atomic_fetch_sub(&s->sessions_left, 1) <= 1) {
+        atomic_store(&s->hub_gone, 1);
+        uv_async_send(s->wake);
+    }
+}
+
+static uint64_t now_ns(struct etw_source *s)
+{
+    LARGE_INTEGER t;
+    QueryPerformanceCounter(&t);
+    uint64_t d = (uint64_t)t.QuadPart > s->start_qpc ? (uint64_t)t.QuadPart - s->start_qpc : 0;
+    return (uint64_t)((unsigned __int128)d * 1000000000u / qpc_freq);
+}
+
+static void sampler_main(void *arg)
+{
+    struct etw_source *s = arg;
+    DWORD ms = (DWORD)(s->sample_ns / 1000000);
+    if (ms == 0)
+        ms = 100;
+    while (WaitForSingleObject(s->quit_event, ms) == WAIT_TIMEOUT) {
+        struct procmem pm;
+        if (procmem_read(s->pid, &pm) != 0)
+            continue;
+        uv_mutex_lock(&s->pmu);
+        struct ht_event ev = {.kind = HT_EV_PRIVATE_BYTES, .t = now_ns(s), .size = pm.private_bytes};
+        emit_cb(s, &ev, NULL, 0);
+        evring_publish(s->ring);
+        uv_mutex_unlock(&s->pmu);
+    }
+}
+
+/* The sampler puts into the ring: it stops before the ring is done. */
+static void sampler_join(struct etw_source *s)
+{
+    if (atomic_exchange(&s->sampler_running, 0)) {
+        SetEvent(s->quit_event);
+        uv_thread_join(&s->sampler);
+    }
+}
+
+/* After the source left the hub (nothing new routes to it): the last
+ * deliver calls end, the sampler stops, what waits for a stack leaves, then
+ * the ring's end. A thread of its own: each may wait for the loop to drain. */
+static void finisher_main(void *arg)
+{
+    struct etw_source *s = arg;
+    etw_hub_quiesce(&s->sub);
     sampler_join(s);
+    uv_mutex_lock(&s->pmu);
+    for (int i = 0; i < 2; i++) {
+        if (s->corr[i]) {
+            etw_corr_flush(s->corr[i]);
+            uv_mutex_lock(&s->stmu);
+            s->cst[i] = *etw_corr_stats(s->corr[i]);
+            uv_mutex_unlock(&s->stmu);
+        }
+    }
+    evring_done(s->ring);
+    uv_mutex_unlock(&s->pmu);
+}
+
+/* Leave the hub, end the ring (on the finisher), give back TracingFlags
+ * (loop). */
+static void leave(struct etw_source *s)
+{
+    if (s->left)
+        return;
+    s->left = 1;
+    if (s->watch) {
+        procwatch_stop(s->watch);
+        s->watch = NULL;
+    }
+    if (s->exit_timer)
+        uv_timer_stop(s->exit_timer);
+    SetEvent(s->quit_event); /* the sampler stops (joined by the finisher) */
+    if (s->sub.attached) {
+        etw_hub_detach(hub, &s->sub);
+        hub_close_if_idle();
+    }
+    if (s->started && s->ring) {
+        if (uv_thread_create(&s->finisher, finisher_main, s) == 0) {
+            s->finisher_running = 1;
+        } else {
+            etw_hub_quiesce(&s->sub);
+            sampler_join(s);
+            evring_done(s->ring); /* no thread: the waiting events are dropped */
+        }
+    }
     if (s->ifeo_set) {
         char err[200];
         if (ifeo_restore(IFEO_JOURNAL_KEY, s->image, err, sizeof(err)) == 0)
             s->ifeo_set = 0; /* else the journal keeps it for the next start */
-    }
-    if (s->active) {
-        s->active = etw_active = 0;
-        etw_mutex_give();
     }
 }
 
@@ -471,16 +656,17 @@ static void ring_ready(void *data)
         s->outer.ready(s->outer.arg);
 }
 
-/* --exe: the followed process is known: its exit watch and its symbols. */
 static void exited_cb(void *arg, uint64_t pid, int known, int code);
 
+/* --exe: the followed process is known: its exit watch, its symbols, its
+ * private bytes. */
 static void follow_start(struct etw_source *s, uint64_t pid)
 {
-    if (s->watch || s->stopped)
+    if (s->watch || s->stopped || s->left)
         return;
     s->pid = pid;
     if (procwatch_start(s->loop, pid, exited_cb, s, &s->watch) != 0)
-        s->watch = NULL; /* gone already: its End never comes to the heap logger; stop ends it */
+        s->watch = NULL; /* gone already: a stop ends the session */
     if (!s->syms && sym_cache_new(&s->syms, pid, &s->acct, MEM_symbols) != 0)
         s->syms = NULL;
     if (!atomic_load(&s->sampler_running) && uv_thread_create(&s->sampler, sampler_main, s) == 0)
@@ -519,22 +705,42 @@ static void process_fwd(void *arg, const struct source_process *p)
         s->outer.process(s->outer.arg, p);
 }
 
+/* The target exited: its last records may still be in ETW's buffers
+ * (flushed every second, etw-mechanics.md 5.3): the session leaves the hub
+ * two seconds later; what comes for that process after is unrouted. */
+#define EXIT_GRACE_MS 2000
+
+static void exit_timer_cb(uv_timer_t *t)
+{
+    leave(t->data);
+}
+
 static void exited_cb(void *arg, uint64_t pid, int known, int code)
 {
     struct etw_source *s = arg;
     (void)pid;
-    uv_mutex_lock(&s->mu);
+    uv_mutex_lock(&s->stmu);
     if (known)
         snprintf(s->reason, sizeof(s->reason), "target exited (code %d)", code);
     else
         snprintf(s->reason, sizeof(s->reason), "target exited");
-    uv_mutex_unlock(&s->mu);
-    /* The sessions stop; ProcessTrace returns after the queued events. */
-    if (s->heap_h)
-        session_stop_by_name(HEAP_SESSION);
-    if (s->kern_h)
-        session_stop_by_name(KERNEL_SESSION);
-    s->heap_h = s->kern_h = 0;
+    uv_mutex_unlock(&s->stmu);
+    procwatch_stop(s->watch); /* safe from within its callback */
+    s->watch = NULL;
+    if (!s->exit_timer || uv_timer_start(s->exit_timer, exit_timer_cb, EXIT_GRACE_MS, 0) != 0)
+        leave(s);
+}
+
+static void wake_cb(uv_async_t *a)
+{
+    struct etw_source *s = a->data;
+    if (!s->ended && s->outer.ready)
+        s->outer.ready(s->outer.arg); /* the drain sees hub_gone */
+}
+
+static void handle_free_cb(uv_handle_t *h)
+{
+    ht_free(h);
 }
 
 static int etw_available(char *err, size_t errsz)
@@ -590,15 +796,30 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     s->no_heap = p->no_heap;
     s->no_virtual = p->no_virtual || s->exe_mode;
     s->sample_ns = p->sample_ns;
-    uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    uv_mutex_init(&s->pmu);
+    uv_mutex_init(&s->stmu);
     s->quit_event = CreateEventW(NULL, TRUE, FALSE, NULL);
+    s->exit_timer = ht_calloc(1, sizeof(*s->exit_timer));
+    s->wake = ht_calloc(1, sizeof(*s->wake));
+    if (s->exit_timer && uv_timer_init(loop, s->exit_timer) == 0) {
+        s->exit_timer->data = s;
+    } else {
+        ht_free(s->exit_timer);
+        s->exit_timer = NULL;
+    }
+    if (s->wake && uv_async_init(loop, s->wake, wake_cb) == 0) {
+        s->wake->data = s;
+    } else {
+        ht_free(s->wake);
+        s->wake = NULL;
+    }
     struct evring_limits lim = {RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
                                 p->budget};
     int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
     if (rc == 0)
         rc = rawtap_new(&s->tap, loop, RAWTAP_BYTES_DEFAULT, &s->acct, tap_ready, s);
-    if (rc || !s->quit_event) {
+    if (rc || !s->quit_event || !s->wake) {
         snprintf(err, errsz, "cannot set up the event ring");
         etw_close(&s->base);
         return rc ? rc : UV_ENOMEM;
@@ -618,97 +839,52 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     return 0;
 }
 
+static int corr_make(struct etw_source *s, int which)
+{
+    struct etw_corr_config cfg = {.acct = &s->acct,
+                                  .pid = s->exe_mode ? 0 : (uint32_t)s->pid,
+                                  .qpc_freq = qpc_freq,
+                                  .start_qpc = s->start_qpc,
+                                  .stack_kinds = s->stacks ? 0 : 1u << 31 /* none waits */,
+                                  .follow_first = s->exe_mode,
+                                  .path = path_cb,
+                                  .process = process_cb};
+    return etw_corr_new(&s->corr[which], &cfg, emit_cb, s);
+}
+
 static int etw_start(struct source *base, char *err, size_t errsz)
 {
     struct etw_source *s = (struct etw_source *)base;
     if (s->started)
         return 0;
-    if (etw_active) {
-        snprintf(err, errsz, "another session of this daemon runs the ETW sessions: one at a time "
-                             "(Windows allows one heap logger)");
-        return HT_EFULL;
-    }
-    if (etw_mutex_take() != 0) {
-        snprintf(err, errsz, "another heaptraced runs ETW sessions on this machine (Windows allows "
-                             "one heap logger)");
-        return HT_EFULL;
-    }
-    etw_active = s->active = 1;
-    dosmap_build(&s->dosmap);
-    LARGE_INTEGER f, t;
-    QueryPerformanceFrequency(&f);
+    int rc = hub_open(err, errsz);
+    if (rc)
+        return rc;
+    LARGE_INTEGER t;
     QueryPerformanceCounter(&t);
-    s->qpc_freq = (uint64_t)f.QuadPart;
     s->start_qpc = (uint64_t)t.QuadPart;
-    /* A previous run's sessions (a crash leaves them running, 5.5). */
-    session_stop_by_name(HEAP_SESSION);
-    session_stop_by_name(KERNEL_SESSION);
-    char foreign[128];
-    foreign_heap_session(foreign, sizeof(foreign));
-    if (foreign[0]) {
-        snprintf(err, errsz,
-                 "the heap session \"%s\" is running (WPR, xperf, PerfView or UIforETW?): Windows "
-                 "allows one heap logger; stop it first (heaptrace does not stop it)",
-                 foreign);
-        return HT_ESTATE;
+    if ((!s->no_heap && corr_make(s, ETW_HUB_HEAP) != 0) ||
+        (!s->no_virtual && corr_make(s, ETW_HUB_KERNEL) != 0)) {
+        snprintf(err, errsz, "out of memory for the stack correlators");
+        hub_close_if_idle();
+        return UV_ENOMEM;
     }
-    int rc = 0;
     if (s->exe_mode) {
+        /* Refused by the hub before anything changes when --pid sessions
+         * run: checked here too, so TracingFlags are not set for nothing. */
+        if (etw_hub_count(hub) > 0) {
+            snprintf(err, errsz, "other sessions trace running processes: the heap logger traces "
+                                 "every new process of an image (start --exe) or a list of "
+                                 "running processes (start --pid), not both at once");
+            return HT_EFULL;
+        }
         rc = ifeo_enable(IFEO_JOURNAL_KEY, s->image, err, errsz);
-        if (rc)
+        if (rc) {
+            hub_close_if_idle();
             return rc;
+        }
         s->ifeo_set = 1;
     }
-    if (!s->no_heap) {
-        const uint32_t pid = (uint32_t)s->pid; /* 0 in --exe mode (1.5) */
-        const uint16_t hooks[] = {ETW_HOOK_HEAP_ALLOC, ETW_HOOK_HEAP_REALLOC};
-        struct etw_session_spec hs = {.guid = &etw_guid_heap,
-                                      .name = HEAP_SESSION,
-                                      .log_file_mode = ETW_REAL_TIME_MODE,
-                                      .buffer_kb = 1024,
-                                      .min_buffers = 64,
-                                      .max_buffers = 256,
-                                      .flush_timer_s = 1,
-                                      .pids = &pid,
-                                      .npids = 1,
-                                      .hooks = hooks,
-                                      .nhooks = s->stacks ? 2 : 0};
-        if ((rc = session_start(&hs, &s->heap_h, err, errsz)) != 0)
-            goto fail;
-    }
-    if (!s->no_virtual) {
-        struct etw_session_spec ks = {.guid = &kernel_session_guid,
-                                      .name = KERNEL_SESSION,
-                                      .log_file_mode = ETW_REAL_TIME_MODE | ETW_SYSTEM_LOGGER_MODE,
-                                      .buffer_kb = 256,
-                                      .min_buffers = 16,
-                                      .max_buffers = 64,
-                                      .flush_timer_s = 1,
-                                      .enable_flags = ETW_FLAG_PROCESS | ETW_FLAG_THREAD |
-                                                      ETW_FLAG_IMAGE_LOAD | ETW_FLAG_VIRTUAL_ALLOC};
-        if ((rc = session_start(&ks, &s->kern_h, err, errsz)) != 0)
-            goto fail;
-        if (s->stacks) {
-            /* Stacks on VirtualAlloc: {PageFault GUID, 98} (2.1). */
-            CLASSIC_EVENT_ID id;
-            memset(&id, 0, sizeof(id));
-            static const GUID pagefault = {0x3d6fa8d3, 0xfe05, 0x11d0,
-                                           {0x9d, 0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
-            id.EventGuid = pagefault;
-            id.Type = 98;
-            ULONG r = TraceSetInformation(s->kern_h, TraceStackTracingInfo, &id, sizeof(id));
-            if (r != ERROR_SUCCESS) {
-                win_error(err, errsz, "TraceSetInformation(TraceStackTracingInfo)", r);
-                rc = map_error(r);
-                goto fail;
-            }
-        }
-    }
-    s->heap.ph = s->kern.ph = 0;
-    if (s->heap_h && (rc = consumer_open(s, &s->heap, HEAP_SESSION, err, errsz)) != 0)
-        goto fail;
-    if (s->kern_h && (rc = consumer_open(s, &s->kern, KERNEL_SESSION, err, errsz)) != 0)
-        goto fail;
     /* The process, before any event (start's reply shows it). */
     if (s->pid) {
         struct procmods_module *mods;
@@ -730,25 +906,28 @@ static int etw_start(struct source *base, char *err, size_t errsz)
         struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
         s->outer.events(s->outer.arg, &ev, 1);
     }
-    s->consumers_left = (s->heap_h ? 1 : 0) + (s->kern_h ? 1 : 0);
-    struct consumer *cs[2] = {&s->heap, &s->kern};
-    for (int i = 0; i < 2; i++) {
-        if (!cs[i]->corr)
-            continue;
-        if (uv_thread_create(&cs[i]->thread, consumer_main, cs[i]) != 0) {
-            snprintf(err, errsz, "cannot start a consumer thread");
-            rc = UV_ENOMEM;
-            goto fail;
+    s->sub.pid = (uint32_t)s->pid;
+    s->sub.heap = !s->no_heap;
+    s->sub.virt = !s->no_virtual;
+    s->sub.stacks = s->stacks;
+    s->sub.deliver = deliver_cb;
+    s->sub.session_ended = session_ended_cb;
+    s->sub.arg = s;
+    atomic_store(&s->sessions_left, s->sub.heap + s->sub.virt);
+    rc = etw_hub_attach(hub, &s->sub, &s->restarted, err, errsz);
+    if (rc) {
+        if (s->ifeo_set) {
+            char e2[200];
+            if (ifeo_restore(IFEO_JOURNAL_KEY, s->image, e2, sizeof(e2)) == 0)
+                s->ifeo_set = 0;
         }
-        cs[i]->running = 1;
+        hub_close_if_idle();
+        return rc;
     }
+    s->started = 1;
     if (s->pid && uv_thread_create(&s->sampler, sampler_main, s) == 0)
         atomic_store(&s->sampler_running, 1);
-    s->started = 1;
     return 0;
-fail:
-    sessions_stop(s);
-    return rc;
 }
 
 /* Raw lines waiting for record --raw, to the session. */
@@ -781,15 +960,15 @@ static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
         }
         return 0;
     }
-    if (!s->tap || !s->started) {
-        snprintf(err, errsz, "no raw record buffer for this session");
-        return UV_ENOMEM;
+    if (!s->tap || !s->started || !s->sub.attached) {
+        snprintf(err, errsz, "this session's ETW sessions are not running: no raw records to come");
+        return HT_ESTATE;
     }
     char header[512];
-    uv_mutex_lock(&s->mu);
-    uint32_t pid = s->exe_mode ? s->followed : (uint32_t)s->pid;
-    size_t hn = etw_raw_header(s->qpc_freq, s->start_qpc, pid, s->name, header, sizeof(header));
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->stmu);
+    uint32_t pid = s->exe_mode ? s->followed_pub : (uint32_t)s->pid;
+    size_t hn = etw_raw_header(qpc_freq, s->start_qpc, pid, s->name, header, sizeof(header));
+    uv_mutex_unlock(&s->stmu);
     int rc = rawtap_enable(s->tap, 1, header, hn);
     if (rc)
         snprintf(err, errsz, "no memory for the raw record buffer");
@@ -801,6 +980,8 @@ static int etw_drain(struct source *base, size_t budget)
     struct etw_source *s = (struct etw_source *)base;
     if (s->ended || !s->ring)
         return 0;
+    if (atomic_exchange(&s->hub_gone, 0))
+        leave(s); /* the sessions it takes ended */
     int rc = evring_drain(s->ring, &s->base.sink, budget);
     if (rc < 0)
         return -1;
@@ -809,12 +990,9 @@ static int etw_drain(struct source *base, size_t budget)
         raw_flush(s);
         char reason[160];
         s->ended = 1;
-        uv_mutex_lock(&s->mu);
+        uv_mutex_lock(&s->stmu);
         snprintf(reason, sizeof(reason), "%s", s->reason[0] ? s->reason : "tracing stopped");
-        uv_mutex_unlock(&s->mu);
-        /* The consumers are done: TracingFlags back, the machine's heap
-         * logger free for the next start (the source stays for its symbols). */
-        sessions_stop(s);
+        uv_mutex_unlock(&s->stmu);
         if (s->outer.ended)
             s->outer.ended(s->outer.arg, reason);
         return 0;
@@ -828,11 +1006,7 @@ static void etw_stop(struct source *base)
     if (s->stopped)
         return;
     s->stopped = 1;
-    if (s->watch) {
-        procwatch_stop(s->watch);
-        s->watch = NULL;
-    }
-    sessions_stop(s);
+    leave(s);
 }
 
 static void etw_close(struct source *base)
@@ -841,8 +1015,15 @@ static void etw_close(struct source *base)
         return;
     struct etw_source *s = (struct etw_source *)base;
     etw_stop(base);
-    etw_corr_free(s->heap.corr);
-    etw_corr_free(s->kern.corr);
+    if (s->ring)
+        evring_quit(s->ring); /* a finisher or sampler waiting for room returns */
+    if (s->finisher_running) {
+        uv_thread_join(&s->finisher);
+        s->finisher_running = 0;
+    }
+    sampler_join(s); /* when no finisher ran (start failed) */
+    etw_corr_free(s->corr[0]);
+    etw_corr_free(s->corr[1]);
     rawtap_free(s->tap); /* before the accounting closes: its buffer is charged there */
     if (s->ring)
         evring_free(s->ring);
@@ -850,8 +1031,13 @@ static void etw_close(struct source *base)
         sym_cache_free(s->syms);
     if (s->quit_event)
         CloseHandle(s->quit_event);
+    if (s->exit_timer)
+        uv_close((uv_handle_t *)s->exit_timer, handle_free_cb);
+    if (s->wake)
+        uv_close((uv_handle_t *)s->wake, handle_free_cb);
     mem_acct_close(&s->acct);
-    uv_mutex_destroy(&s->mu);
+    uv_mutex_destroy(&s->pmu);
+    uv_mutex_destroy(&s->stmu);
     ht_free(s);
 }
 
@@ -861,11 +1047,10 @@ static void etw_stats(struct source *base, struct source_stats *st)
     memset(st, 0, sizeof(*st));
     if (s->ring)
         evring_producer_stats(s->ring, st);
-    uv_mutex_lock(&s->mu);
-    st->events = s->dec.decoded;
-    st->malformed = s->dec.malformed;
-    st->lost = s->lost_events;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->stmu);
+    st->events = s->cst[0].events_in + s->cst[1].events_in;
+    uv_mutex_unlock(&s->stmu);
+    st->lost = atomic_load(&s->sub.lost_records);
     uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
     if (s->stopped && put > s->delivered)
         st->lost += put - s->delivered;
@@ -879,49 +1064,77 @@ static void etw_stats(struct source *base, struct source_stats *st)
 static cJSON *etw_status_json(struct source *base)
 {
     struct etw_source *s = (struct etw_source *)base;
-    struct {
-        struct etw_decode_stats dec;
-        struct etw_corr_stats heap, kern;
-    } st;
-    memset(&st, 0, sizeof(st));
+    struct etw_corr_stats cst[2];
+    memset(cst, 0, sizeof(cst));
+    struct etw_hub_stats hs;
+    memset(&hs, 0, sizeof(hs));
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    uv_mutex_lock(&s->mu);
-    st.dec = s->dec;
-    if (s->heap.corr)
-        st.heap = *etw_corr_stats(s->heap.corr);
-    if (s->kern.corr)
-        st.kern = *etw_corr_stats(s->kern.corr);
-    cJSON_AddNumberToObject(o, "records", (double)s->records);
-    cJSON_AddNumberToObject(o, "lost_events", (double)s->lost_events);
-    cJSON_AddNumberToObject(o, "lost_buffers", (double)s->lost_buffers);
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->stmu);
+    memcpy(cst, s->cst, sizeof(cst));
+    uv_mutex_unlock(&s->stmu);
+    cJSON_AddNumberToObject(o, "records", (double)atomic_load(&s->sub.records));
+    cJSON_AddNumberToObject(o, "lost_records", (double)atomic_load(&s->sub.lost_records));
+    cJSON_AddNumberToObject(o, "heap_restarts", (double)atomic_load(&s->sub.restarts));
+    if (hub)
+        etw_hub_stats(hub, &hs);
     cJSON_AddStringToObject(o, "mode", s->exe_mode ? "exe" : "pid");
     if (s->exe_mode) {
         cJSON_AddStringToObject(o, "image", s->image);
-        cJSON_AddNumberToObject(o, "followed_pid", (double)st.heap.followed_pid);
+        cJSON_AddNumberToObject(o, "followed_pid", (double)cst[0].followed_pid);
     }
-    cJSON_AddNumberToObject(o, "decoded", (double)st.dec.decoded);
-    cJSON_AddNumberToObject(o, "malformed", (double)st.dec.malformed);
-    cJSON_AddNumberToObject(o, "unknown_provider", (double)st.dec.unknown_provider);
-    cJSON_AddNumberToObject(o, "ignored_opcode", (double)st.dec.ignored_opcode);
-    const struct etw_corr_stats *cs[2] = {&st.heap, &st.kern};
+    /* The machine's sessions, shared with this daemon's other sessions. */
+    cJSON *m = cJSON_AddObjectToObject(o, "machine");
+    if (m) {
+        cJSON_AddBoolToObject(m, "heap_logger_running", hs.heap_running);
+        cJSON *pl = cJSON_AddArrayToObject(m, "heap_logger_pids");
+        for (unsigned i = 0; pl && i < hs.nheap_pids; i++)
+            cJSON_AddItemToArray(pl, cJSON_CreateNumber(hs.heap_pids[i]));
+        cJSON_AddBoolToObject(m, "virtual_alloc_running", hs.kernel_running);
+        cJSON_AddNumberToObject(m, "records", (double)hs.records);
+        cJSON_AddNumberToObject(m, "unrouted", (double)hs.unrouted);
+        cJSON_AddNumberToObject(m, "heap_restarts", (double)hs.heap_restarts);
+        cJSON_AddNumberToObject(m, "decoded", (double)hs.dec.decoded);
+        cJSON_AddNumberToObject(m, "malformed", (double)hs.dec.malformed);
+        cJSON_AddNumberToObject(m, "unknown_provider", (double)hs.dec.unknown_provider);
+        cJSON_AddNumberToObject(m, "ignored_opcode", (double)hs.dec.ignored_opcode);
+        cJSON_AddNumberToObject(m, "old_versions", (double)hs.dec.old_versions);
+    }
     const char *names[2] = {"heap_session", "virtual_alloc_session"};
     for (int i = 0; i < 2; i++) {
+        const struct etw_corr_stats *cs = &cst[i];
         cJSON *c = cJSON_AddObjectToObject(o, names[i]);
         if (!c)
             continue;
-        cJSON_AddNumberToObject(c, "events", (double)cs[i]->events_in);
-        cJSON_AddNumberToObject(c, "stacks_matched", (double)cs[i]->stacks_matched);
-        cJSON_AddNumberToObject(c, "stacks_unmatched", (double)cs[i]->stacks_unmatched);
-        cJSON_AddNumberToObject(c, "events_no_stack", (double)cs[i]->events_no_stack);
-        cJSON_AddNumberToObject(c, "other_process", (double)cs[i]->other_process);
-        cJSON_AddNumberToObject(c, "realloc_moved_unpaired", (double)cs[i]->realloc_moved_unpaired);
-        cJSON_AddNumberToObject(c, "modules_loaded", (double)cs[i]->modules_loaded);
-        cJSON_AddNumberToObject(c, "modules_unloaded", (double)cs[i]->modules_unloaded);
-        cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs[i]->module_names_dropped);
-        cJSON_AddNumberToObject(c, "process_exits", (double)cs[i]->process_exits);
+        cJSON_AddNumberToObject(c, "events", (double)cs->events_in);
+        cJSON_AddNumberToObject(c, "stacks_matched", (double)cs->stacks_matched);
+        cJSON_AddNumberToObject(c, "stacks_unmatched", (double)cs->stacks_unmatched);
+        cJSON_AddNumberToObject(c, "events_no_stack", (double)cs->events_no_stack);
+        cJSON_AddNumberToObject(c, "other_process", (double)cs->other_process);
+        cJSON_AddNumberToObject(c, "realloc_moved_unpaired", (double)cs->realloc_moved_unpaired);
+        cJSON_AddNumberToObject(c, "modules_loaded", (double)cs->modules_loaded);
+        cJSON_AddNumberToObject(c, "modules_unloaded", (double)cs->modules_unloaded);
+        cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs->module_names_dropped);
+        cJSON_AddNumberToObject(c, "process_exits", (double)cs->process_exits);
+    }
+    /* Said in the start reply (cmd-start.c). */
+    cJSON *notes = cJSON_AddArrayToObject(o, "notes");
+    char note[300];
+    if (notes && s->exe_mode) {
+        snprintf(note, sizeof(note),
+                 "only processes of %s started from now on are traced (running ones are not); "
+                 "the session follows the first of them to allocate",
+                 s->image);
+        cJSON_AddItemToArray(notes, cJSON_CreateString(note));
+    }
+    if (notes && s->restarted) {
+        snprintf(note, sizeof(note),
+                 "the heap logger was restarted to add process %llu: the other sessions' heap "
+                 "events between its stop and its start are lost (their status counts "
+                 "heap_restarts)",
+                 (unsigned long long)s->pid);
+        cJSON_AddItemToArray(notes, cJSON_CreateString(note));
     }
     return o;
 }
@@ -937,7 +1150,7 @@ static const char *etw_symbolize(struct source *base, uint64_t addr, char *buf, 
  * at daemon start after a crash, and at daemon stop. */
 static int etw_recover(char *msg, size_t msgsz)
 {
-    if (etw_active || etw_mutex_take() != 0)
+    if (hub || etw_mutex_take() != 0)
         return 0; /* ours, or another daemon's: live, not left over */
     session_stop_by_name(HEAP_SESSION);
     session_stop_by_name(KERNEL_SESSION);
@@ -949,11 +1162,12 @@ static int etw_recover(char *msg, size_t msgsz)
     return (int)(done + failed);
 }
 
+
 const struct source_ops source_etw_ops = {
     .name = "etw",
     .modes = SOURCE_PID | SOURCE_IMAGE,
-    .summary = "ETW heap logger and VirtualAlloc system-logger sessions with stack walks "
-               "(Windows, administrator)",
+    .summary = "ETW heap logger (shared: the union of the targets) and VirtualAlloc "
+               "system-logger sessions with stack walks (Windows, administrator)",
     .available = etw_available,
     .open = etw_open,
     .start = etw_start,
