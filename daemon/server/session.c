@@ -243,6 +243,46 @@ static void sink_raw(void *arg, const char *buf, size_t n, uint64_t lines, uint6
     }
 }
 
+/* A new process of an image traced with start --exe: its own session,
+ * "<name>.<pid>", with the parent's parameters and a source of the parent's
+ * backend taking its records from the parent's (source.h spawn). */
+static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
+{
+    struct session *parent = arg;
+    /* Its own process may have ended (the session with it): the source
+     * still serves the image's later processes until stopped. */
+    if (!parent->src || parent->dropped || parent->state == SESSION_STOPPED) {
+        snprintf(err, errsz, "session %u is stopped", parent->id);
+        return HT_ESTATE;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "%.40s.%llu", parent->name, (unsigned long long)pid);
+    struct session *c = session_new(parent->srv, name, parent->source, err, errsz);
+    if (!c) {
+        parent->spawn_failed++;
+        return HT_EFULL;
+    }
+    struct source_params p = parent->live_params;
+    p.mode = SOURCE_PID;
+    p.pid = pid;
+    p.image = NULL;
+    p.argv = NULL;
+    p.parent = parent->src;
+    c->state = SESSION_RUNNING;
+    int rc = session_source_begin(c, parent->src->ops, &p, err, errsz);
+    if (rc) {
+        log_info("session %u: the session for process %llu failed: %s", parent->id,
+                 (unsigned long long)pid, err);
+        session_drop(c);
+        parent->spawn_failed++;
+        return rc;
+    }
+    parent->spawned++;
+    log_info("session %u \"%s\": process %llu of its image traced as session %u \"%s\"",
+             parent->id, parent->name, (unsigned long long)pid, c->id, c->name);
+    return 0;
+}
+
 /* Address frames through the live source's symbolizer (stack-intern.h
  * resolve): from the loop (replies, the skip cache's warming) and from the
  * query workers (cull and require patterns), so under the session's lock.
@@ -267,7 +307,7 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     p->max_name_len = lim->max_name_len;
     p->budget = &s->mem;
     struct source_sink sink = {s,          &s->eng.si, session_apply, session_process,
-                               sink_ready, sink_ended, sink_raw};
+                               sink_ready, sink_ended, sink_raw, sink_spawn};
     s->drain_idle = ht_malloc(sizeof(*s->drain_idle));
     if (!s->drain_idle) {
         snprintf(err, errsz, "out of memory");
@@ -276,6 +316,10 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     uv_idle_init(s->srv->loop, s->drain_idle);
     s->drain_idle->data = s;
     s->source = ops->name;
+    s->live_params = *p;
+    s->live_params.image = NULL;
+    s->live_params.argv = NULL;
+    s->live_params.parent = NULL;
     int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
     if (rc != 0) {
         s->src = NULL;

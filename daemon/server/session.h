@@ -132,6 +132,10 @@ struct session {
     /* Without a symbolizer (replays): frames named by the stream's module
      * events, "module!+0xOFF" (modnames.h). */
     struct modnames modnames;
+    /* The parameters its live source began with (image and argv cleared):
+     * the sessions it spawns (sink.spawn) take them. */
+    struct source_params live_params;
+    uint32_t spawned, spawn_failed;
 };
 
 /* Sessions (session.c). */

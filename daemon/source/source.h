@@ -77,6 +77,12 @@ struct source_sink {
      * of complete lines, and lost lines dropped before them since the last
      * call. */
     void (*raw)(void *arg, const char *buf, size_t n, uint64_t lines, uint64_t lost);
+    /* A new process of the traced image (SOURCE_IMAGE): a session of its
+     * own, whose source is this backend's opened with mode SOURCE_PID, pid
+     * and parent = this source (the session layer names it
+     * "<session>.<pid>" and gives it this session's parameters). 0, or an
+     * error with why in err (no session slot, the budget). */
+    int (*spawn)(void *arg, uint64_t pid, char *err, size_t errsz);
 };
 
 /* What the session asks for: the request's arguments, already validated. */
@@ -94,6 +100,9 @@ struct source_params {
     struct mem_budget *budget;
     uint64_t sample_ns;  /* how often a live source samples private bytes */
     uint64_t ring_bytes; /* a live source's kernel ring (eBPF: bpf_ring_bytes); 0: its default */
+    /* SOURCE_PID spawned by a SOURCE_IMAGE source (sink.spawn): the source
+     * whose records this one takes (it owns the ETW sessions); NULL else. */
+    struct source *parent;
 };
 
 /* Counters every source keeps; a field a source has no use for stays 0.

@@ -72,7 +72,7 @@ static int open_small(struct run *r, uv_loop_t *loop, uint32_t max_stacks, uint3
     p.mode = SOURCE_STREAM;
     p.max_stacks = max_stacks;
     p.max_strings = max_strings;
-    struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn, NULL};
+    struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn, NULL, NULL};
     char err[256];
     int rc = replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, ring_events, err,
                                       sizeof(err));

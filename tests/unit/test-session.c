@@ -31,6 +31,7 @@ struct fake {
 };
 
 static int n_stops, n_closes, fail_open;
+static struct source_params last_open; /* what the last open was given */
 static const struct source_ops fake_ops;
 
 static void fake_ready(void *data)
@@ -69,6 +70,7 @@ static int fake_open(struct source **out, uv_loop_t *loop, const struct source_p
                      const struct source_sink *sink, char *err, size_t errsz)
 {
     *out = NULL;
+    last_open = *p;
     if (fail_open) {
         snprintf(err, errsz, "fake: no such process %llu", (unsigned long long)p->pid);
         return HT_EPERM;
@@ -399,5 +401,68 @@ static void test_queue_full(void)
     unsetenv("HEAPTRACED_TEST_QUERY_DELAY_MS");
 }
 
-HT_TEST_MAIN(T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing),
+
+/* A source serving an image asks for a session per later process
+ * (sink.spawn): "<name>.<pid>", the parent's parameters, mode pid, the
+ * parent source; refused with why when the name is taken, the sessions are
+ * all taken, or the parent is stopped, and counted. */
+static void test_spawn(void)
+{
+    char err[256];
+    n_stops = n_closes = 0;
+    uv_loop_init(&loop);
+    config_defaults(&cfg);
+    cfg.max_sessions = 3;
+    server_init(&srv, &loop, &cfg);
+    struct session *s = session_new(&srv, "app", "fake", err, sizeof(err));
+    struct source_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = SOURCE_IMAGE;
+    p.image = "app.exe";
+    p.stacks = SOURCE_STACKS_NONE;
+    p.stack_depth = 33;
+    p.sample_ns = 123456789;
+    p.pid = 2; /* the fake's endless producer */
+    s->state = SESSION_RUNNING;
+    CHECK_EQ(session_source_begin(s, &fake_ops, &p, err, sizeof(err)), 0);
+    struct source *parent = s->src;
+    CHECK_EQ(parent->sink.spawn(parent->sink.arg, 77, err, sizeof(err)), 0);
+    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(last_open.mode, SOURCE_PID);
+    CHECK_EQ(last_open.pid, 77);
+    CHECK(last_open.parent == parent);
+    CHECK(last_open.image == NULL);
+    CHECK_EQ(last_open.stacks, SOURCE_STACKS_NONE);
+    CHECK_EQ(last_open.stack_depth, 33);
+    CHECK_EQ(last_open.sample_ns, 123456789);
+    CHECK(last_open.budget != NULL && last_open.budget != p.budget);
+    struct session *c = srv.sessions; /* the newest first */
+    CHECK_STR(c->name, "app.77");
+    CHECK_EQ(c->state, SESSION_RUNNING);
+    CHECK(c->src != NULL);
+    CHECK_EQ(s->spawned, 1);
+    /* The same name again: refused, counted. */
+    CHECK(parent->sink.spawn(parent->sink.arg, 77, err, sizeof(err)) != 0);
+    CHECK(strstr(err, "exists") != NULL);
+    CHECK_EQ(s->spawn_failed, 1);
+    /* The last slot, then none. */
+    CHECK_EQ(parent->sink.spawn(parent->sink.arg, 78, err, sizeof(err)), 0);
+    CHECK_EQ(parent->sink.spawn(parent->sink.arg, 79, err, sizeof(err)), HT_EFULL);
+    CHECK_EQ(s->spawn_failed, 2);
+    CHECK_EQ(srv.nsessions, 3);
+    /* A failing open leaves no session behind. */
+    fail_open = 1;
+    session_drop(srv.sessions); /* app.78: a slot again */
+    CHECK(parent->sink.spawn(parent->sink.arg, 80, err, sizeof(err)) != 0);
+    fail_open = 0;
+    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(s->spawn_failed, 3);
+    /* A stopped parent spawns nothing. */
+    session_stop(s, "stopped by request");
+    CHECK_EQ(parent->sink.spawn(parent->sink.arg, 81, err, sizeof(err)), HT_ESTATE);
+    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(down(), 0);
+}
+
+HT_TEST_MAIN(T(spawn), T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing),
              T(query_off_loop), T(drop_while_query_runs), T(queue_full))

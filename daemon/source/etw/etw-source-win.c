@@ -17,12 +17,15 @@
  * --exe: IFEO TracingFlags for the image, journaled (ifeo.h), and the heap
  * logger for PID 0 (1.5): processes of that image started afterwards log
  * their heap events, already running ones do not (the start reply says so).
- * The session follows the first of them to log (etw_corr_config.follow_first):
- * its heap, its symbols, its private bytes, its exit; later processes of the
- * image are counted under other_process, never mixed into its tables (two
- * processes' addresses in one table would pair one's frees with the
- * other's allocations). The heap logger for PID 0 is not shared with --pid
- * sessions (the hub refuses either while the other runs: EFULL).
+ * The session takes the first of them to log (etw_corr_config.follow_first):
+ * its heap, its symbols, its private bytes; each later process gets a
+ * session of its own (sink.spawn: "<session>.<pid>", a child source fed by
+ * this one's routing, kids[]), so two processes' addresses never share a
+ * table (one's frees would pair with the other's allocations). The first
+ * process's exit ends only its ring: the --exe session serves the image
+ * until stopped, and its stop ends the children. The heap logger for PID 0
+ * is not shared with --pid sessions (the hub refuses either while the other
+ * runs: EFULL).
  *
  * Modules: the system logger's Image Load events (and its rundown at start)
  * for the target become module events: the engine's module table, and
@@ -82,6 +85,16 @@ static const struct etw_guid kernel_session_guid = {
     {0xc1, 0xb4, 0xa5, 0x7e, 0x6e, 0x40, 0x4c, 0x4c, 0x9d, 0x0a, 0x68, 0x65, 0x61, 0x70, 0x74, 0x72}};
 
 const struct source_ops source_etw_ops;
+
+/* --exe children (etw_source.kids). */
+#define KIDS_MAX 64
+enum { KID_PENDING = 1, KID_LIVE, KID_ENDED, KID_REFUSED, KID_STOPPED };
+static uv_mutex_t kids_mu;
+static uv_once_t kids_once = UV_ONCE_INIT;
+static void kids_init(void)
+{
+    uv_mutex_init(&kids_mu);
+}
 
 /* ---- the machine's sessions: the hub and its Windows backend (loop) ---- */
 
@@ -465,6 +478,27 @@ struct etw_source {
     atomic_uint_fast64_t put;
     uint64_t delivered;
     struct rawtap *tap; /* record --raw */
+    /* --exe: the processes of the image after the first, each a session
+     * of its own (sink.spawn) taking its records from this one; a child
+     * points back at its parent. Both under kids_mu (never held while
+     * waiting). */
+    struct etw_source *parent;   /* a child while its parent routes to it */
+    struct etw_source *child_of; /* a child: its parent at open (loop) */
+    struct kid {
+        uint32_t pid;
+        struct etw_source *src; /* NULL: its session is being made, or it ended */
+        int state;              /* KID_PENDING, KID_LIVE, KID_ENDED, KID_REFUSED */
+    } kids[KIDS_MAX];
+    unsigned nkids;
+    uint32_t spawn_q[KIDS_MAX];
+    unsigned nspawn_q;
+    uint64_t before_session; /* records of a process before its session existed */
+    uint64_t kids_overflow;  /* records of processes past KIDS_MAX */
+    uint64_t spawn_failed;
+    uint64_t refused_records; /* of a process whose session could not be made, or was stopped */
+    int own_done; /* its ring is done (under pmu): an --exe parent's first process exited */
+    int exited;   /* its target exited (loop) */
+    uint64_t after_end; /* records of its process after its ring ended (under pmu) */
 };
 
 /* ---- producer side (consumer threads under the hub's mutex) ---- */
@@ -516,11 +550,12 @@ static void process_cb(void *arg, uint32_t pid, const char *name)
 /* A record of this session, from a consumer thread (etw-hub.h deliver):
  * record --raw sees it as it came; a Lost_Event is a lost event in line; an
  * event goes through the correlator into the ring. */
-static void deliver_cb(void *arg, int session, const struct etw_record *r,
-                       const struct etw_decoded *d)
+/* A record into this source (under its pmu): record --raw sees it as it
+ * came; a Lost_Event is a lost event in line; an event goes through the
+ * correlator into the ring. */
+static void take_record(struct etw_source *s, int session, const struct etw_record *r,
+                        const struct etw_decoded *d)
 {
-    struct etw_source *s = arg;
-    uv_mutex_lock(&s->pmu);
     if (rawtap_on(s->tap)) {
         static _Thread_local char line[ETW_RAW_LINE_MAX];
         size_t n = etw_raw_format(r, line, sizeof(line));
@@ -538,6 +573,99 @@ static void deliver_cb(void *arg, int session, const struct etw_record *r,
         s->cst[session] = *cs;
         uv_mutex_unlock(&s->stmu);
     }
+}
+
+/* A record for a child (its inflight held). */
+static void kid_take(struct etw_source *k, int session, const struct etw_record *r,
+                     const struct etw_decoded *d)
+{
+    uv_mutex_lock(&k->pmu);
+    if (k->own_done)
+        k->after_end++;
+    else
+        take_record(k, session, r, d);
+    uv_mutex_unlock(&k->pmu);
+    atomic_fetch_sub(&k->sub.inflight, 1);
+}
+
+/* --exe: a record of another process than the one followed goes to its
+ * session; the first one of a process asks the loop for that session. */
+static void to_kid(struct etw_source *s, uint32_t pid, int session, const struct etw_record *r,
+                   const struct etw_decoded *d)
+{
+    struct etw_source *k = NULL;
+    int wake = 0;
+    uv_mutex_lock(&kids_mu);
+    struct kid *e = NULL, *free_slot = NULL;
+    for (unsigned i = 0; i < s->nkids && !e; i++) {
+        if (s->kids[i].pid == pid)
+            e = &s->kids[i];
+        else if (!free_slot && s->kids[i].state == KID_ENDED)
+            free_slot = &s->kids[i];
+    }
+    if (e && e->state == KID_ENDED)
+        free_slot = e; /* its session ended: the pid is a new process's now */
+    if (!e || e->state == KID_ENDED) {
+        if (!free_slot && s->nkids < KIDS_MAX)
+            free_slot = &s->kids[s->nkids++];
+        if (free_slot && s->nspawn_q < KIDS_MAX) {
+            free_slot->pid = pid;
+            free_slot->src = NULL;
+            free_slot->state = KID_PENDING;
+            s->spawn_q[s->nspawn_q++] = pid;
+            s->before_session++;
+            wake = 1;
+        } else {
+            s->kids_overflow++;
+        }
+    } else if (e->state == KID_LIVE && e->src) {
+        k = e->src;
+        atomic_fetch_add(&k->sub.inflight, 1);
+    } else if (e->state == KID_PENDING) {
+        s->before_session++;
+    } else {
+        s->refused_records++; /* refused, or stopped by the user */
+    }
+    uv_mutex_unlock(&kids_mu);
+    if (k)
+        kid_take(k, session, r, d);
+    if (wake)
+        uv_async_send(s->wake);
+}
+
+/* A record of this session, from a consumer thread (etw-hub.h deliver). */
+static void deliver_cb(void *arg, int session, const struct etw_record *r,
+                       const struct etw_decoded *d)
+{
+    struct etw_source *s = arg;
+    uv_mutex_lock(&s->pmu);
+    if (s->exe_mode && s->followed) {
+        uint32_t pid = r->pid;
+        if (d && (d->kind == ETW_STACK || d->kind >= ETW_VIRTUAL_ALLOC))
+            pid = d->owner_pid;
+        if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
+            /* Every process of the image may have lost some. */
+            uv_mutex_lock(&kids_mu);
+            struct etw_source *ks[KIDS_MAX];
+            unsigned nk = 0;
+            for (unsigned i = 0; i < s->nkids; i++)
+                if (s->kids[i].state == KID_LIVE && s->kids[i].src) {
+                    ks[nk] = s->kids[i].src;
+                    atomic_fetch_add(&ks[nk++]->sub.inflight, 1);
+                }
+            uv_mutex_unlock(&kids_mu);
+            for (unsigned i = 0; i < nk; i++)
+                kid_take(ks[i], session, r, d);
+        } else if (pid != s->followed && pid != 0 && pid != 0xFFFFFFFFu) {
+            uv_mutex_unlock(&s->pmu);
+            to_kid(s, pid, session, r, d);
+            return;
+        }
+    }
+    if (s->own_done)
+        s->after_end++;
+    else
+        take_record(s, session, r, d);
     uv_mutex_unlock(&s->pmu);
 }
 
@@ -598,19 +726,34 @@ static void sampler_join(struct etw_source *s)
 static void finisher_main(void *arg)
 {
     struct etw_source *s = arg;
-    etw_hub_quiesce(&s->sub);
     sampler_join(s);
-    uv_mutex_lock(&s->pmu);
-    for (int i = 0; i < 2; i++) {
-        if (s->corr[i]) {
-            etw_corr_flush(s->corr[i]);
-            uv_mutex_lock(&s->stmu);
-            s->cst[i] = *etw_corr_stats(s->corr[i]);
-            uv_mutex_unlock(&s->stmu);
+    uv_mutex_lock(&s->pmu); /* a deliver call under way finishes first */
+    if (!s->own_done) {
+        s->own_done = 1; /* nothing more into the ring (deliver checks) */
+        for (int i = 0; i < 2; i++) {
+            if (s->corr[i]) {
+                etw_corr_flush(s->corr[i]);
+                uv_mutex_lock(&s->stmu);
+                s->cst[i] = *etw_corr_stats(s->corr[i]);
+                uv_mutex_unlock(&s->stmu);
+            }
         }
+        evring_done(s->ring);
     }
-    evring_done(s->ring);
     uv_mutex_unlock(&s->pmu);
+}
+
+/* The ring's end on the finisher thread (once). */
+static void finish_ring(struct etw_source *s)
+{
+    if (!s->started || !s->ring || s->finisher_running)
+        return;
+    if (uv_thread_create(&s->finisher, finisher_main, s) == 0) {
+        s->finisher_running = 1;
+    } else {
+        evring_quit(s->ring); /* no thread: on the loop, where a put must not wait */
+        finisher_main(s);
+    }
 }
 
 /* Leave the hub, end the ring (on the finisher), give back TracingFlags
@@ -620,6 +763,33 @@ static void leave(struct etw_source *s)
     if (s->left)
         return;
     s->left = 1;
+    uv_mutex_lock(&kids_mu);
+    if (s->parent) { /* a child: its parent routes nothing more here */
+        struct etw_source *p = s->parent;
+        for (unsigned i = 0; i < p->nkids; i++)
+            if (p->kids[i].src == s) {
+                p->kids[i].src = NULL;
+                /* Exited: its pid may be a new process's later. Stopped by
+                 * the user: its records are not traced again. */
+                p->kids[i].state = s->exited ? KID_ENDED : KID_STOPPED;
+            }
+        s->parent = NULL;
+    }
+    for (unsigned i = 0; i < s->nkids; i++) { /* a parent: its children end too */
+        struct etw_source *k = s->kids[i].src;
+        if (!k)
+            continue;
+        uv_mutex_lock(&k->stmu);
+        if (!k->reason[0])
+            snprintf(k->reason, sizeof(k->reason), "the --exe session of its image stopped");
+        uv_mutex_unlock(&k->stmu);
+        k->parent = NULL;
+        atomic_store(&k->hub_gone, 1);
+        uv_async_send(k->wake);
+        s->kids[i].src = NULL;
+        s->kids[i].state = KID_ENDED;
+    }
+    uv_mutex_unlock(&kids_mu);
     if (s->watch) {
         procwatch_stop(s->watch);
         s->watch = NULL;
@@ -631,15 +801,7 @@ static void leave(struct etw_source *s)
         etw_hub_detach(hub, &s->sub);
         hub_close_if_idle();
     }
-    if (s->started && s->ring) {
-        if (uv_thread_create(&s->finisher, finisher_main, s) == 0) {
-            s->finisher_running = 1;
-        } else {
-            etw_hub_quiesce(&s->sub);
-            sampler_join(s);
-            evring_done(s->ring); /* no thread: the waiting events are dropped */
-        }
-    }
+    finish_ring(s);
     if (s->ifeo_set) {
         char err[200];
         if (ifeo_restore(IFEO_JOURNAL_KEY, s->image, err, sizeof(err)) == 0)
@@ -710,9 +872,17 @@ static void process_fwd(void *arg, const struct source_process *p)
  * two seconds later; what comes for that process after is unrouted. */
 #define EXIT_GRACE_MS 2000
 
+static void exit_over(struct etw_source *s)
+{
+    if (s->exe_mode)
+        finish_ring(s); /* its process is over; the image's later ones still come (kids) */
+    else
+        leave(s);
+}
+
 static void exit_timer_cb(uv_timer_t *t)
 {
-    leave(t->data);
+    exit_over(t->data);
 }
 
 static void exited_cb(void *arg, uint64_t pid, int known, int code)
@@ -727,13 +897,35 @@ static void exited_cb(void *arg, uint64_t pid, int known, int code)
     uv_mutex_unlock(&s->stmu);
     procwatch_stop(s->watch); /* safe from within its callback */
     s->watch = NULL;
+    s->exited = 1;
     if (!s->exit_timer || uv_timer_start(s->exit_timer, exit_timer_cb, EXIT_GRACE_MS, 0) != 0)
-        leave(s);
+        exit_over(s);
 }
 
 static void wake_cb(uv_async_t *a)
 {
     struct etw_source *s = a->data;
+    /* --exe: sessions for the new processes of the image. */
+    uint32_t q[KIDS_MAX];
+    unsigned nq;
+    uv_mutex_lock(&kids_mu);
+    nq = s->nspawn_q;
+    memcpy(q, s->spawn_q, nq * sizeof(q[0]));
+    s->nspawn_q = 0;
+    uv_mutex_unlock(&kids_mu);
+    for (unsigned i = 0; i < nq; i++) {
+        char err[200] = "";
+        int rc = s->left || !s->outer.spawn ? HT_ESTATE
+                                            : s->outer.spawn(s->outer.arg, q[i], err, sizeof(err));
+        if (rc == 0)
+            continue; /* the child registered itself (kid_register) */
+        uv_mutex_lock(&kids_mu);
+        for (unsigned k = 0; k < s->nkids; k++)
+            if (s->kids[k].pid == q[i] && s->kids[k].state == KID_PENDING)
+                s->kids[k].state = KID_REFUSED;
+        s->spawn_failed++;
+        uv_mutex_unlock(&kids_mu);
+    }
     if (!s->ended && s->outer.ready)
         s->outer.ready(s->outer.arg); /* the drain sees hub_gone */
 }
@@ -776,6 +968,12 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
         snprintf(err, errsz, "no such process: %llu", (unsigned long long)p->pid);
         return UV_ESRCH;
     }
+    const struct etw_source *par = (const struct etw_source *)p->parent;
+    if (par && (p->mode != SOURCE_PID || par->base.ops != &source_etw_ops || !par->exe_mode)) {
+        snprintf(err, errsz, "an ETW child session takes a process of a start --exe session");
+        return HT_EBADARG;
+    }
+    uv_once(&kids_once, kids_init);
     struct etw_source *s = ht_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errsz, "out of memory");
@@ -792,9 +990,12 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     s->exe_mode = p->mode == SOURCE_IMAGE;
     if (s->exe_mode)
         snprintf(s->image, sizeof(s->image), "%s", p->image);
+    s->child_of = (struct etw_source *)p->parent;
+    if (s->child_of)
+        snprintf(s->image, sizeof(s->image), "%s", par->image);
     s->stacks = p->stacks != SOURCE_STACKS_NONE;
     s->no_heap = p->no_heap;
-    s->no_virtual = p->no_virtual || s->exe_mode;
+    s->no_virtual = p->no_virtual || s->exe_mode || s->child_of; /* --exe: heap only */
     s->sample_ns = p->sample_ns;
     mem_acct_init(&s->acct, p->budget);
     uv_mutex_init(&s->pmu);
@@ -852,11 +1053,76 @@ static int corr_make(struct etw_source *s, int which)
     return etw_corr_new(&s->corr[which], &cfg, emit_cb, s);
 }
 
+/* The process, before any event (start's reply shows it): its name and
+ * its modules for DbgHelp. */
+static void announce_process(struct etw_source *s)
+{
+    struct procmods_module *mods;
+    size_t n;
+    char name[260] = "";
+    if (procmods_list(s->pid, &mods, &n) == 0 && n > 0) {
+        snprintf(name, sizeof(name), "%s", procmods_basename(mods[0].path));
+        for (size_t i = 0; s->syms && i < n; i++)
+            sym_cache_add_module(s->syms, mods[i].base, mods[i].base + mods[i].size, mods[i].base,
+                                 mods[i].path, NULL);
+    } else {
+        mods = NULL;
+    }
+    uv_mutex_lock(&s->stmu);
+    snprintf(s->name, sizeof(s->name), "%s", name[0] ? name : s->image);
+    uv_mutex_unlock(&s->stmu);
+    struct source_process sp = {.pid = s->pid, .name = s->name, .wall = ""};
+    if (s->outer.process)
+        s->outer.process(s->outer.arg, &sp);
+    ht_free(mods);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
+    s->outer.events(s->outer.arg, &ev, 1);
+}
+
+/* A child of an --exe session: its records come from the parent's routing,
+ * from the moment it is registered there (the ones before are counted by
+ * the parent as before_session). */
+static int child_start(struct etw_source *s, char *err, size_t errsz)
+{
+    LARGE_INTEGER t;
+    QueryPerformanceCounter(&t);
+    s->start_qpc = (uint64_t)t.QuadPart;
+    if (corr_make(s, ETW_HUB_HEAP) != 0) {
+        snprintf(err, errsz, "out of memory for the stack correlator");
+        return UV_ENOMEM;
+    }
+    announce_process(s);
+    int found = 0;
+    uv_mutex_lock(&kids_mu);
+    struct etw_source *p = s->child_of;
+    for (unsigned i = 0; !p->left && i < p->nkids; i++) {
+        if (p->kids[i].pid == (uint32_t)s->pid && p->kids[i].state == KID_PENDING) {
+            p->kids[i].src = s;
+            p->kids[i].state = KID_LIVE;
+            s->parent = p;
+            found = 1;
+            break;
+        }
+    }
+    uv_mutex_unlock(&kids_mu);
+    if (!found) {
+        snprintf(err, errsz, "the --exe session of process %llu is over",
+                 (unsigned long long)s->pid);
+        return HT_ESTATE;
+    }
+    s->started = 1;
+    if (uv_thread_create(&s->sampler, sampler_main, s) == 0)
+        atomic_store(&s->sampler_running, 1);
+    return 0;
+}
+
 static int etw_start(struct source *base, char *err, size_t errsz)
 {
     struct etw_source *s = (struct etw_source *)base;
     if (s->started)
         return 0;
+    if (s->child_of)
+        return child_start(s, err, errsz);
     int rc = hub_open(err, errsz);
     if (rc)
         return rc;
@@ -885,27 +1151,8 @@ static int etw_start(struct source *base, char *err, size_t errsz)
         }
         s->ifeo_set = 1;
     }
-    /* The process, before any event (start's reply shows it). */
-    if (s->pid) {
-        struct procmods_module *mods;
-        size_t n;
-        char name[260] = "";
-        if (procmods_list(s->pid, &mods, &n) == 0 && n > 0) {
-            snprintf(name, sizeof(name), "%s", procmods_basename(mods[0].path));
-            snprintf(s->name, sizeof(s->name), "%s", name);
-            for (size_t i = 0; s->syms && i < n; i++)
-                sym_cache_add_module(s->syms, mods[i].base, mods[i].base + mods[i].size,
-                                     mods[i].base, mods[i].path, NULL);
-        } else {
-            mods = NULL;
-        }
-        struct source_process sp = {.pid = s->pid, .name = name, .wall = ""};
-        if (s->outer.process)
-            s->outer.process(s->outer.arg, &sp);
-        ht_free(mods);
-        struct ht_event ev = {.kind = HT_EV_PROCESS, .size = s->pid};
-        s->outer.events(s->outer.arg, &ev, 1);
-    }
+    if (s->pid)
+        announce_process(s);
     s->sub.pid = (uint32_t)s->pid;
     s->sub.heap = !s->no_heap;
     s->sub.virt = !s->no_virtual;
@@ -986,7 +1233,9 @@ static int etw_drain(struct source *base, size_t budget)
     if (rc < 0)
         return -1;
     raw_flush(s);
-    if (rc == 0 && evring_finished(s->ring)) {
+    /* An --exe session whose first process exited goes on serving the
+     * image's later processes until it is stopped. */
+    if (rc == 0 && evring_finished(s->ring) && (!s->exe_mode || s->left)) {
         raw_flush(s);
         char reason[160];
         s->ended = 1;
@@ -1021,7 +1270,8 @@ static void etw_close(struct source *base)
         uv_thread_join(&s->finisher);
         s->finisher_running = 0;
     }
-    sampler_join(s); /* when no finisher ran (start failed) */
+    sampler_join(s);              /* when no finisher ran (start failed) */
+    etw_hub_quiesce(&s->sub);     /* no deliver call still holds it (the hub's or a parent's) */
     etw_corr_free(s->corr[0]);
     etw_corr_free(s->corr[1]);
     rawtap_free(s->tap); /* before the accounting closes: its buffer is charged there */
@@ -1079,10 +1329,27 @@ static cJSON *etw_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "heap_restarts", (double)atomic_load(&s->sub.restarts));
     if (hub)
         etw_hub_stats(hub, &hs);
-    cJSON_AddStringToObject(o, "mode", s->exe_mode ? "exe" : "pid");
+    cJSON_AddStringToObject(o, "mode", s->exe_mode ? "exe" : s->child_of ? "exe-process" : "pid");
     if (s->exe_mode) {
         cJSON_AddStringToObject(o, "image", s->image);
         cJSON_AddNumberToObject(o, "followed_pid", (double)cst[0].followed_pid);
+        uv_mutex_lock(&kids_mu);
+        cJSON *kp = cJSON_AddArrayToObject(o, "later_processes");
+        for (unsigned i = 0; kp && i < s->nkids; i++) {
+            cJSON *k = cJSON_CreateObject();
+            cJSON_AddNumberToObject(k, "pid", s->kids[i].pid);
+            static const char *st[] = {"", "pending", "traced", "ended", "refused", "stopped"};
+            int ks = s->kids[i].state;
+            cJSON_AddStringToObject(k, "session", st[ks >= 0 && ks <= KID_STOPPED ? ks : 0]);
+            cJSON_AddItemToArray(kp, k);
+        }
+        cJSON_AddNumberToObject(o, "records_before_session", (double)s->before_session);
+        cJSON_AddNumberToObject(o, "processes_past_cap", (double)s->kids_overflow);
+        cJSON_AddNumberToObject(o, "sessions_refused", (double)s->spawn_failed);
+        cJSON_AddNumberToObject(o, "records_not_traced", (double)s->refused_records);
+        uv_mutex_unlock(&kids_mu);
+    } else if (s->child_of) {
+        cJSON_AddStringToObject(o, "image", s->image);
     }
     /* The machine's sessions, shared with this daemon's other sessions. */
     cJSON *m = cJSON_AddObjectToObject(o, "machine");
@@ -1124,7 +1391,8 @@ static cJSON *etw_status_json(struct source *base)
     if (notes && s->exe_mode) {
         snprintf(note, sizeof(note),
                  "only processes of %s started from now on are traced (running ones are not); "
-                 "the session follows the first of them to allocate",
+                 "this session takes the first of them to allocate, each later one gets a "
+                 "session of its own named after this one and its pid",
                  s->image);
         cJSON_AddItemToArray(notes, cJSON_CreateString(note));
     }
