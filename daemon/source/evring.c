@@ -68,6 +68,11 @@ struct evring {
     struct stack_intern psi; /* private interner: ids travel as definitions */
     struct mem_acct acct;    /* the producer's memory (ring, interner); its thread's */
     uint32_t sent_strs, sent_stacks;
+    /* nowait (evring_nowait): a put that finds no room drops its event; the
+     * next one that fits goes after a lost record counting them. */
+    int nowait, was_full;
+    uint64_t nowait_lost;          /* dropped since the last lost record */
+    _Atomic uint64_t full_drops;   /* all dropped, for status */
     size_t head_mine, published;
     size_t tail_seen; /* last tail read */
 
@@ -238,10 +243,79 @@ struct stack_intern *evring_si(struct evring *r)
     return &r->psi;
 }
 
+/* Free records (the tail read again). */
+static size_t room(struct evring *r)
+{
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return r->cap - (r->head_mine - r->tail_seen);
+}
+
+/* nowait: make room for need records, without waiting: grow when the loop
+ * drained it all after it was found full; else the definitions that fit
+ * go (so a backlog larger than the ring still drains) and 0 is returned. */
+static int nowait_room(struct evring *r, size_t need)
+{
+    if (r->was_full && r->cap < r->max_cap && !r->grow_failed && room(r) == r->cap) {
+        grow(r); /* empty: the loop reads none of the old arrays */
+        stats_snapshot(r);
+        r->was_full = 0;
+    }
+    size_t free_now = room(r);
+    if (free_now >= need)
+        return 1;
+    size_t defs = (r->psi.nstrs - r->sent_strs) + (r->psi.nstacks - r->sent_stacks);
+    for (; defs > 0 && free_now > 0 && r->sent_strs < r->psi.nstrs; r->sent_strs++, defs--, free_now--) {
+        const char *s = stack_intern_strget(&r->psi, r->sent_strs);
+        push_def(r, REC_STR, r->sent_strs, s, s ? strlen(s) : 0);
+    }
+    for (; defs > 0 && free_now > 0 && r->sent_stacks < r->psi.nstacks;
+         r->sent_stacks++, defs--, free_now--) {
+        unsigned depth;
+        const uint64_t *fr = stack_intern_frames(&r->psi, r->sent_stacks, &depth);
+        push_def(r, REC_STACK, r->sent_stacks, fr, depth);
+    }
+    r->was_full = 1;
+    publish(r); /* the loop drains what is there */
+    return 0;
+}
+
+static int put_nowait(struct evring *r, const struct ht_event *ev)
+{
+    size_t defs = (r->psi.nstrs - r->sent_strs) + (r->psi.nstacks - r->sent_stacks);
+    if (!nowait_room(r, defs + 1 + (r->nowait_lost ? 1 : 0))) {
+        r->nowait_lost++;
+        atomic_fetch_add_explicit(&r->full_drops, 1, memory_order_relaxed);
+        return 1;
+    }
+    if (defs && push_new_defs(r) != 0)
+        return -1;
+    if (r->nowait_lost) {
+        struct ht_event lost = {.t = ev->t, .kind = HT_EV_LOST, .size = r->nowait_lost};
+        r->nowait_lost = 0;
+        if (push(r, &lost) != 0)
+            return -1;
+    }
+    if (ev->kind == HT_EV_MODULE_LOAD || ev->kind == HT_EV_MODULE_UNLOAD)
+        push_noted(r);
+    return push(r, ev);
+}
+
+void evring_nowait(struct evring *r)
+{
+    r->nowait = 1;
+}
+
+uint64_t evring_full_drops(struct evring *r)
+{
+    return atomic_load_explicit(&r->full_drops, memory_order_relaxed);
+}
+
 int evring_put(struct evring *r, const struct ht_event *ev)
 {
     if (atomic_load_explicit(&r->quit, memory_order_relaxed))
         return -1;
+    if (r->nowait)
+        return put_nowait(r, ev);
     if ((r->psi.nstacks != r->sent_stacks || r->psi.nstrs != r->sent_strs) && push_new_defs(r) != 0)
         return -1;
     if (ev->kind == HT_EV_MODULE_LOAD || ev->kind == HT_EV_MODULE_UNLOAD)
@@ -253,6 +327,9 @@ int evring_process(struct evring *r, uint64_t pid, const char *name, const char 
 {
     uint32_t nid = stack_intern_str(&r->psi, name ? name : "", (unsigned)strlen(name ? name : ""));
     uint32_t wid = wall && wall[0] ? stack_intern_str(&r->psi, wall, (unsigned)strlen(wall)) : 0;
+    if (r->nowait &&
+        !nowait_room(r, (r->psi.nstrs - r->sent_strs) + (r->psi.nstacks - r->sent_stacks) + 1))
+        return -1; /* the name waits for the next one (the events still come) */
     if (push_new_defs(r) != 0)
         return -1;
     struct ht_event rec;

@@ -55,8 +55,16 @@ void evring_free(struct evring *r);
  * ids events carry. */
 struct stack_intern *evring_si(struct evring *r);
 /* One event (definitions of ids new since the last put go first). Waits for
- * room; -1 once told to quit (the event is dropped), else 0. */
+ * room; -1 once told to quit (the event is dropped), else 0. In nowait mode
+ * it never waits: 1 when there was no room (the event is dropped, and the
+ * next event that fits goes after a lost event counting the dropped ones). */
 int evring_put(struct evring *r, const struct ht_event *ev);
+/* Producers that must never wait for the loop (an ETW consumer thread: a
+ * slow callback loses ETW buffers, and a waiting one could hold up a thread
+ * the loop joins): puts drop instead, counted. Before the first put. */
+void evring_nowait(struct evring *r);
+/* Events nowait puts dropped (any thread). */
+uint64_t evring_full_drops(struct evring *r);
 /* The process (name, wall time may be ""), delivered to sink->process in order. */
 int evring_process(struct evring *r, uint64_t pid, const char *name, const char *wall);
 /* Make everything put so far visible to the loop and wake it. Puts publish

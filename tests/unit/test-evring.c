@@ -451,5 +451,105 @@ static void test_free_mid_stream(void)
     CHECK_EQ(r.applied, 0);
 }
 
-HT_TEST_MAIN(T(same_as_replay), T(many_definitions), T(stats_and_errors), T(free_mid_stream),
+
+/* The nowait mode (ETW consumers): a put never waits; with no room it drops
+ * the event (counted) and the next event that fits comes after a lost
+ * event with the count; the ring still grows once drained; a backlog of
+ * definitions larger than the ring drains piece by piece. */
+static struct ht_event nw_got[70000];
+static size_t nw_n;
+static int nw_events(void *arg, struct ht_event *evs, size_t n)
+{
+    (void)arg;
+    for (size_t i = 0; i < n && nw_n < 70000; i++)
+        nw_got[nw_n++] = evs[i];
+    return 0;
+}
+static void nw_ready(void *arg)
+{
+    (void)arg;
+}
+
+static void test_nowait(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct engine e;
+    struct engine_limits lim;
+    engine_limits_default(&lim);
+    engine_init(&e, &lim);
+    struct evring *r;
+    struct evring_limits rl = {4096, 1u << 20, 1u << 20, 0, NULL};
+    CHECK_EQ(evring_new(&r, &loop, &rl, nw_ready, NULL), 0);
+    evring_nowait(r);
+    struct source_sink sink = {NULL, &e.si, nw_events, NULL, NULL, NULL, NULL, NULL};
+    struct stack_intern *si = evring_si(r);
+    uint64_t fr[2] = {0x10, 0x20};
+    uint32_t st = stack_intern_get(si, fr, 2);
+    int rc = 0, put = 0;
+    /* 1024 records at first: the stack's definition and 1023 events fit. */
+    for (int i = 0; i < 2000; i++) {
+        struct ht_event ev = {.t = (uint64_t)i, .kind = HT_EV_ALLOC, .addr = 0x1000 + 16 * (uint64_t)i,
+                              .size = 8, .stack = st};
+        rc = evring_put(r, &ev);
+        if (rc == 0)
+            put++;
+    }
+    CHECK_EQ(put, 1023);
+    CHECK_EQ(evring_full_drops(r), 2000 - 1023);
+    while (evring_drain(r, &sink, 100000) > 0)
+        ;
+    CHECK_EQ(nw_n, 1023);
+    /* Drained: the next put grows the ring and comes after the gap. */
+    struct ht_event next = {.t = 5000, .kind = HT_EV_ALLOC, .addr = 0x900000, .size = 8, .stack = st};
+    CHECK_EQ(evring_put(r, &next), 0);
+    evring_publish(r);
+    while (evring_drain(r, &sink, 100000) > 0)
+        ;
+    CHECK_EQ(nw_n, 1025);
+    CHECK(nw_got[1023].kind == HT_EV_LOST && nw_got[1023].size == 2000 - 1023);
+    CHECK(nw_got[1024].kind == HT_EV_ALLOC && nw_got[1024].addr == 0x900000);
+    /* 2048 now: 2047 more fit before the next drop. */
+    put = 0;
+    for (int i = 0; i < 3000; i++) {
+        struct ht_event ev = {.t = 6000 + (uint64_t)i, .kind = HT_EV_FREE, .addr = 0x1000};
+        put += evring_put(r, &ev) == 0;
+    }
+    CHECK_EQ(put, 2048);
+    while (evring_drain(r, &sink, 100000) > 0)
+        ;
+    /* 6000 distinct stacks interned while the events are dropped: their
+     * definitions (more than the ring) go out piece by piece as it drains,
+     * and an event gets through in the end. */
+    for (int i = 0; i < 6000; i++) {
+        uint64_t f2[1] = {0x100000 + (uint64_t)i};
+        struct ht_event ev = {.t = 10000, .kind = HT_EV_ALLOC, .addr = 0x2000000 + 16 * (uint64_t)i,
+                              .size = 8, .stack = stack_intern_get(si, f2, 1)};
+        evring_put(r, &ev);
+    }
+    int ok = 0;
+    for (int round = 0; round < 20 && !ok; round++) {
+        while (evring_drain(r, &sink, 100000) > 0)
+            ;
+        uint64_t f3[1] = {0x777};
+        struct ht_event ev = {.t = 20000, .kind = HT_EV_ALLOC, .addr = 0x3000000, .size = 8,
+                              .stack = stack_intern_get(si, f3, 1)};
+        ok = evring_put(r, &ev) == 0;
+    }
+    CHECK(ok);
+    evring_publish(r);
+    while (evring_drain(r, &sink, 100000) > 0)
+        ;
+    CHECK(nw_got[nw_n - 1].addr == 0x3000000);
+    unsigned depth = 0;
+    const uint64_t *f = stack_intern_frames(&e.si, nw_got[nw_n - 1].stack, &depth);
+    CHECK(f && depth == 1 && f[0] == 0x777);
+    evring_quit(r);
+    evring_free(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    engine_close(&e);
+}
+
+HT_TEST_MAIN(T(nowait), T(same_as_replay), T(many_definitions), T(stats_and_errors), T(free_mid_stream),
              T(ring_grows_on_demand))

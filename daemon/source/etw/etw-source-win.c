@@ -42,11 +42,14 @@
  * path is what the tests exercise. The hub's logic (union, restarts, routing)
  * is tested on every platform (test-etw.hub).
  *
- * Threads: ops on the loop; the consumer threads run record_cb into the hub;
- * a sampler thread per session samples private bytes; a finisher thread
- * ends a session's ring after it left the hub. The producer side of every
- * session (correlators, the ring's private interner, evring_put) runs under
- * the hub's mutex.
+ * Threads: ops on the loop; the consumer threads run record_cb into the hub,
+ * which delivers each record to its session outside its own mutex; a
+ * sampler thread per session samples private bytes; a finisher thread ends
+ * a session's ring after it left the hub. A session's producer side
+ * (correlators, the ring's private interner, evring_put) runs under its
+ * pmu, which the loop never takes; its rings never wait (evring_nowait: a
+ * full ring drops, counted as ring_full_drops and a lost event), so no
+ * thread the loop joins ever waits for the loop.
  */
 #include "etw-decode.h"
 #include "etw-hub.h"
@@ -579,6 +582,7 @@ static void take_record(struct etw_source *s, int session, const struct etw_reco
 static void kid_take(struct etw_source *k, int session, const struct etw_record *r,
                      const struct etw_decoded *d)
 {
+    atomic_fetch_add_explicit(&k->sub.records, 1, memory_order_relaxed);
     uv_mutex_lock(&k->pmu);
     if (k->own_done)
         k->after_end++;
@@ -1019,6 +1023,8 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
                                 p->budget};
     int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
     if (rc == 0)
+        evring_nowait(s->ring); /* a consumer never waits for the loop (evring.h) */
+    if (rc == 0)
         rc = rawtap_new(&s->tap, loop, RAWTAP_BYTES_DEFAULT, &s->acct, tap_ready, s);
     if (rc || !s->quit_event || !s->wake) {
         snprintf(err, errsz, "cannot set up the event ring");
@@ -1327,6 +1333,9 @@ static cJSON *etw_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "records", (double)atomic_load(&s->sub.records));
     cJSON_AddNumberToObject(o, "lost_records", (double)atomic_load(&s->sub.lost_records));
     cJSON_AddNumberToObject(o, "heap_restarts", (double)atomic_load(&s->sub.restarts));
+    /* Events dropped because its ring was full (the loop behind): each gap
+     * is a lost event in the stream too. */
+    cJSON_AddNumberToObject(o, "ring_full_drops", s->ring ? (double)evring_full_drops(s->ring) : 0);
     if (hub)
         etw_hub_stats(hub, &hs);
     cJSON_AddStringToObject(o, "mode", s->exe_mode ? "exe" : s->child_of ? "exe-process" : "pid");
