@@ -181,6 +181,35 @@ static void session_stop_by_name(const char *name)
     ControlTraceW(0, wide(name, w, 80), (EVENT_TRACE_PROPERTIES *)props, EVENT_TRACE_CONTROL_STOP);
 }
 
+/* A session's own counters (ControlTraceW QUERY, etw-mechanics.md 5.4):
+ * events ETW could not log (all buffers full), buffers written, and
+ * buffers it could not deliver to us (a slow consumer). 0, or -1 when the
+ * session does not run. */
+struct etw_session_counters {
+    uint64_t events_lost, buffers_written, log_buffers_lost, realtime_buffers_lost, buffers;
+};
+
+static int session_query(const char *name, const struct etw_guid *guid,
+                         struct etw_session_counters *out)
+{
+    static uint8_t props[ETW_PROPS_SIZE + PROPS_ROOM] __attribute__((aligned(8)));
+    char err[128];
+    struct etw_session_spec spec = {.guid = guid, .name = name};
+    memset(out, 0, sizeof(*out));
+    if (!etw_props_build(props, sizeof(props), &spec, PROPS_ROOM, err, sizeof(err)))
+        return -1;
+    wchar_t w[80];
+    EVENT_TRACE_PROPERTIES *p = (EVENT_TRACE_PROPERTIES *)props;
+    if (ControlTraceW(0, wide(name, w, 80), p, EVENT_TRACE_CONTROL_QUERY) != ERROR_SUCCESS)
+        return -1;
+    out->events_lost = p->EventsLost;
+    out->buffers_written = p->BuffersWritten;
+    out->log_buffers_lost = p->LogBuffersLost;
+    out->realtime_buffers_lost = p->RealTimeBuffersLost;
+    out->buffers = p->NumberOfBuffers;
+    return 0;
+}
+
 /* The name of a running heap session that is not ours, or "" (1.6). */
 static void foreign_heap_session(char *name, size_t namesz)
 {
@@ -1376,6 +1405,27 @@ static cJSON *etw_status_json(struct source *base)
         cJSON_AddNumberToObject(m, "unknown_provider", (double)hs.dec.unknown_provider);
         cJSON_AddNumberToObject(m, "ignored_opcode", (double)hs.dec.ignored_opcode);
         cJSON_AddNumberToObject(m, "old_versions", (double)hs.dec.old_versions);
+        /* The ETW sessions' own counters (loop: one ControlTraceW each). */
+        struct {
+            const char *key, *name;
+            const struct etw_guid *guid;
+            int running;
+        } q[2] = {{"heap_logger", HEAP_SESSION, &etw_guid_heap, hs.heap_running},
+                  {"virtual_alloc_session", KERNEL_SESSION, &kernel_session_guid,
+                   hs.kernel_running}};
+        for (int i = 0; i < 2; i++) {
+            struct etw_session_counters c;
+            if (!q[i].running || session_query(q[i].name, q[i].guid, &c) != 0)
+                continue;
+            cJSON *e = cJSON_AddObjectToObject(m, q[i].key);
+            if (!e)
+                continue;
+            cJSON_AddNumberToObject(e, "events_lost", (double)c.events_lost);
+            cJSON_AddNumberToObject(e, "realtime_buffers_lost", (double)c.realtime_buffers_lost);
+            cJSON_AddNumberToObject(e, "log_buffers_lost", (double)c.log_buffers_lost);
+            cJSON_AddNumberToObject(e, "buffers_written", (double)c.buffers_written);
+            cJSON_AddNumberToObject(e, "buffers", (double)c.buffers);
+        }
     }
     const char *names[2] = {"heap_session", "virtual_alloc_session"};
     for (int i = 0; i < 2; i++) {
