@@ -3,6 +3,7 @@
 
 #include "ht-alloc.h"
 #include "mem-acct.h"
+#include "source.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -147,6 +148,26 @@ char *rawtap_take(struct rawtap *t, size_t *n, uint64_t *lines, uint64_t *lost)
     t->lost = 0;
     uv_mutex_unlock(&t->mu);
     return r;
+}
+
+void rawtap_flush(struct rawtap *t, const struct source_sink *sink)
+{
+    if (!rawtap_on(t))
+        return;
+    size_t n;
+    uint64_t lines, lost;
+    char *buf = rawtap_take(t, &n, &lines, &lost);
+    if ((n || lost) && sink->raw)
+        sink->raw(sink->arg, buf, n, lines, lost);
+    ht_free(buf);
+}
+
+void rawtap_off(struct rawtap *t, const struct source_sink *sink)
+{
+    if (!t)
+        return;
+    rawtap_flush(t, sink);
+    rawtap_enable(t, 0, NULL, 0);
 }
 
 void rawtap_stats(struct rawtap *t, struct rawtap_stats *st)

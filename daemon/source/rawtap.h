@@ -37,6 +37,12 @@ void rawtap_put(struct rawtap *t, const char *line, size_t n);
  * lines), and the lines dropped since the last take; NULL when nothing. */
 char *rawtap_take(struct rawtap *t, size_t *n, uint64_t *lines, uint64_t *lost);
 
+/* Loop: what waits to sink->raw (source.h), and, when off, the tap off
+ * after that (record --raw's last subscriber left, or the session ends). */
+struct source_sink;
+void rawtap_flush(struct rawtap *t, const struct source_sink *sink);
+void rawtap_off(struct rawtap *t, const struct source_sink *sink);
+
 struct rawtap_stats {
     uint64_t lines, bytes, lost; /* put, and dropped at the cap, since the start */
 };

@@ -102,6 +102,19 @@ static void heap_gone(struct etw_hub *h, const struct etw_hub_sub *except, const
     uv_mutex_unlock(&h->mu);
 }
 
+/* The heap logger was restarted for sub: every other heap subscriber lost
+ * its events between the stop and the start. */
+static void restarted_others(struct etw_hub *h, const struct etw_hub_sub *sub, int *restarted)
+{
+    h->heap_restarts++;
+    *restarted = 1;
+    uv_mutex_lock(&h->mu);
+    for (unsigned i = 0; i < h->nsubs; i++)
+        if (h->subs[i] != sub && h->subs[i]->heap)
+            atomic_fetch_add(&h->subs[i]->restarts, 1);
+    uv_mutex_unlock(&h->mu);
+}
+
 int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
                    size_t errsz)
 {
@@ -167,13 +180,7 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
             h->heap_running = 1;
             h->heap_starts++;
             if (was_running) {
-                h->heap_restarts++;
-                *restarted = 1;
-                uv_mutex_lock(&h->mu);
-                for (unsigned i = 0; i < h->nsubs; i++)
-                    if (h->subs[i] != sub && h->subs[i]->heap)
-                        atomic_fetch_add(&h->subs[i]->restarts, 1);
-                uv_mutex_unlock(&h->mu);
+                restarted_others(h, sub, restarted);
             }
         } else {
             memcpy(h->heap_pids, old, nold * sizeof(old[0]));
@@ -185,13 +192,7 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
                     stacks_old |= h->subs[i] != sub && h->subs[i]->heap && h->subs[i]->stacks;
                 if (h->be.heap_start(h->be.arg, old, nold, stacks_old, e2, sizeof(e2)) == 0) {
                     h->heap_running = 1;
-                    h->heap_restarts++;
-                    *restarted = 1;
-                    uv_mutex_lock(&h->mu);
-                    for (unsigned i = 0; i < h->nsubs; i++)
-                        if (h->subs[i] != sub && h->subs[i]->heap)
-                            atomic_fetch_add(&h->subs[i]->restarts, 1);
-                    uv_mutex_unlock(&h->mu);
+                    restarted_others(h, sub, restarted);
                 } else {
                     h->nheap_pids = 0;
                     heap_gone(h, sub, "the heap logger could not be restarted");

@@ -1212,19 +1212,6 @@ static int etw_start(struct source *base, char *err, size_t errsz)
     return 0;
 }
 
-/* Raw lines waiting for record --raw, to the session. */
-static void raw_flush(struct etw_source *s)
-{
-    if (!rawtap_on(s->tap))
-        return;
-    size_t n;
-    uint64_t lines, lost;
-    char *buf = rawtap_take(s->tap, &n, &lines, &lost);
-    if ((n || lost) && s->outer.raw)
-        s->outer.raw(s->outer.arg, buf, n, lines, lost);
-    ht_free(buf);
-}
-
 static void tap_ready(void *arg)
 {
     struct etw_source *s = arg;
@@ -1236,10 +1223,7 @@ static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
 {
     struct etw_source *s = (struct etw_source *)base;
     if (!on) {
-        if (s->tap) {
-            raw_flush(s);
-            rawtap_enable(s->tap, 0, NULL, 0);
-        }
+        rawtap_off(s->tap, &s->outer);
         return 0;
     }
     if (!s->tap || !s->started || !s->sub.attached) {
@@ -1267,11 +1251,11 @@ static int etw_drain(struct source *base, size_t budget)
     int rc = evring_drain(s->ring, &s->base.sink, budget);
     if (rc < 0)
         return -1;
-    raw_flush(s);
+    rawtap_flush(s->tap, &s->outer);
     /* An --exe session whose first process exited goes on serving the
      * image's later processes until it is stopped. */
     if (rc == 0 && evring_finished(s->ring) && (!s->exe_mode || s->left)) {
-        raw_flush(s);
+        rawtap_flush(s->tap, &s->outer);
         char reason[160];
         s->ended = 1;
         uv_mutex_lock(&s->stmu);

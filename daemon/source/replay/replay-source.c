@@ -242,19 +242,6 @@ static int replay_src_start(struct source *base, char *err, size_t errsz)
     return 0;
 }
 
-/* Raw lines waiting for record --raw, to the session. */
-static void raw_flush(struct replay_source *s)
-{
-    if (!rawtap_on(s->tap))
-        return;
-    size_t n;
-    uint64_t lines, lost;
-    char *buf = rawtap_take(s->tap, &n, &lines, &lost);
-    if ((n || lost) && s->base.sink.raw)
-        s->base.sink.raw(s->base.sink.arg, buf, n, lines, lost);
-    ht_free(buf);
-}
-
 static void tap_ready(void *arg)
 {
     struct replay_source *s = arg;
@@ -266,10 +253,7 @@ static int replay_src_raw_tap(struct source *base, int on, char *err, size_t err
 {
     struct replay_source *s = (struct replay_source *)base;
     if (!on) {
-        if (s->tap) {
-            raw_flush(s);
-            rawtap_enable(s->tap, 0, NULL, 0);
-        }
+        rawtap_off(s->tap, &s->base.sink);
         return 0;
     }
     uv_mutex_lock(&s->mu);
@@ -297,9 +281,9 @@ static int replay_src_drain(struct source *base, size_t budget)
     int rc = evring_drain(s->ring, &s->base.sink, budget);
     if (rc < 0)
         return -1;
-    raw_flush(s);
+    rawtap_flush(s->tap, &s->base.sink);
     if (rc == 0 && evring_finished(s->ring)) {
-        raw_flush(s); /* the decoder is done: the last lines are in */
+        rawtap_flush(s->tap, &s->base.sink); /* the decoder is done: the last lines are in */
         s->ended = 1;
         if (s->base.sink.ended)
             s->base.sink.ended(s->base.sink.arg, "end of stream");
