@@ -48,11 +48,13 @@
  * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
  *        [--loads none,top50,aifo,window_5s,window_1s] [--stream-rate EVENTS_PER_S]
  *        [--query-interval-ms N] [--warm-runs N] [--daemon-config FILE]
+ *        HT_BENCH_ETW=1: also one round as a raw ETW record stream (etw_of).
  *        HT_BENCH_NO_QUERIES=1: no query load.  HT_BENCH_TEXT=1: also one round of
  *        the same stream as .htev text.
  */
 #include "bench-util.h"
 #include "engine.h"
+#include "etw-raw.h"
 #include "htev-write.h"
 #include "htevb.h"
 #include "workload.h"
@@ -577,6 +579,96 @@ static void text_of(const struct engine *e, const struct ht_event *evs, size_t n
         buf_put(b, line, htev_format(&evs[i], &e->si, line, sizeof(line)));
 }
 
+/* The same events as the raw ETW stream the Windows sessions would deliver
+ * (etw-raw.h; what `record --raw` writes and `load` replays anywhere): heap
+ * Alloc/Free records, a moving realloc as its Free and Alloc, commits as
+ * VirtualAlloc/VirtualFree, each alloc and commit followed by its StackWalk
+ * (the stack's frames as user addresses), 10 MHz QPC. */
+#define ETW_PID 4242
+static void etw_put(struct buf *b, const struct etw_guid *g, uint8_t op, uint32_t pid, uint32_t tid,
+                    uint64_t ts, const uint8_t *pl, uint32_t len)
+{
+    static char line[ETW_RAW_LINE_MAX];
+    struct etw_record r = {.provider = *g, .opcode = op, .version = 2,
+                           .flags = ETW_HDR_FLAG_64_BIT_HEADER, .pid = pid, .tid = tid,
+                           .ts = ts, .payload = pl, .len = len};
+    buf_put(b, line, etw_raw_format(&r, line, sizeof(line)));
+}
+
+static size_t le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return n;
+}
+
+static void etw_of(const struct engine *e, const struct ht_event *evs, size_t n, struct buf *b,
+                   int header)
+{
+    static char line[1024];
+    const uint64_t freq = 10000000, start = 1000;
+    if (header)
+        buf_put(b, line, etw_raw_header(freq, start, ETW_PID, "bench.exe", line, sizeof(line)));
+    static uint8_t pl[16 + 8 * 512];
+    for (size_t i = 0; i < n; i++) {
+        const struct ht_event *ev = &evs[i];
+        uint64_t ts = start + ev->t / 100;
+        uint32_t tid = ev->tid ? ev->tid : 1;
+        size_t k = 0;
+        int stack = 0;
+        switch (ev->kind) {
+        case HT_EV_REALLOC:
+            k = le(pl, ev->heap, 8);
+            k += le(pl + k, ev->old_addr, 8);
+            k += le(pl + k, 2, 4);
+            etw_put(b, &etw_guid_heap, 36, ETW_PID, tid, ts, pl, (uint32_t)k);
+            /* the new block: */
+            __attribute__((fallthrough));
+        case HT_EV_ALLOC:
+            k = le(pl, ev->heap, 8);
+            k += le(pl + k, ev->size, 8);
+            k += le(pl + k, ev->addr, 8);
+            k += le(pl + k, 2, 4);
+            etw_put(b, &etw_guid_heap, 33, ETW_PID, tid, ts, pl, (uint32_t)k);
+            stack = 1;
+            break;
+        case HT_EV_FREE:
+            k = le(pl, ev->heap, 8);
+            k += le(pl + k, ev->addr, 8);
+            k += le(pl + k, 2, 4);
+            etw_put(b, &etw_guid_heap, 36, ETW_PID, tid, ts, pl, (uint32_t)k);
+            break;
+        case HT_EV_COMMIT:
+        case HT_EV_DECOMMIT:
+        case HT_EV_RELEASE:
+            k = le(pl, ev->addr, 8);
+            k += le(pl + k, ev->size, 8);
+            k += le(pl + k, ETW_PID, 4);
+            k += le(pl + k,
+                    ev->kind == HT_EV_COMMIT     ? ETW_MEM_COMMIT | ETW_MEM_RESERVE
+                    : ev->kind == HT_EV_DECOMMIT ? ETW_MEM_DECOMMIT
+                                                 : ETW_MEM_RELEASE,
+                    4);
+            etw_put(b, &etw_guid_pagefault, ev->kind == HT_EV_COMMIT ? 98 : 99, 0xFFFFFFFFu,
+                    0xFFFFFFFFu, ts, pl, (uint32_t)k);
+            stack = ev->kind == HT_EV_COMMIT;
+            break;
+        default:
+            continue;
+        }
+        unsigned depth = 0;
+        const uint64_t *fr = stack ? stack_intern_frames(&e->si, ev->stack, &depth) : NULL;
+        if (!fr || !depth)
+            continue;
+        k = le(pl, ts, 8);
+        k += le(pl + k, ETW_PID, 4);
+        k += le(pl + k, tid, 4);
+        for (unsigned d = 0; d < depth && d < 512; d++)
+            k += le(pl + k, (fr[d] & 0x00007FFFFFFFFFFFull) | 0x10000, 8);
+        etw_put(b, &etw_guid_stackwalk, 32, 0xFFFFFFFFu, 0xFFFFFFFFu, ts + 1, pl, (uint32_t)k);
+    }
+}
+
 /* --loads: a comma list of kinds; none is always run (the ratios' base). */
 static int loads_parse(const char *text, int *on)
 {
@@ -1027,6 +1119,28 @@ int main(int argc, char **argv)
         free(txt_pre.p);
         free(txt_churn.p);
     }
+    /* One more round as a raw ETW stream (at most 500,000 churn events: the
+     * text is ~10x the binary's size): the decoder, the stack correlator
+     * and cJSON per line, against the engine on the same events. */
+    double etw_ratio = -1, etw_rate = -1;
+    if (getenv("HT_BENCH_ETW")) {
+        size_t ne = nchurn < 500000 ? nchurn : 500000;
+        struct buf etw_pre = {0}, etw_churn = {0};
+        etw_of(&names, pre, npre, &etw_pre, 1);
+        etw_of(&names, churn, ne, &etw_churn, 0);
+        long ef;
+        struct split es;
+        double tw;
+        double te = engine_round(pre, npre, churn, ne, &ef, &es, &tw);
+        struct drun dr = daemon_round("etw", &etw_pre, pre_end, &etw_churn, ref, pid, 0);
+        etw_ratio = te / dr.churn_secs;
+        etw_rate = ne / dr.churn_secs;
+        fprintf(stderr, "raw ETW: %zu churn events in %zu bytes of records, %.2f M events/s (%.3f of "
+                        "the engine)\n",
+                ne, etw_churn.len, etw_rate / 1e6, etw_ratio);
+        free(etw_pre.p);
+        free(etw_churn.p);
+    }
     static char line[1 << 16];
     request(path, "{\"v\":1,\"id\":9,\"cmd\":\"shutdown\"}\n", line, sizeof(line));
     int status;
@@ -1057,13 +1171,14 @@ int main(int argc, char **argv)
            "\"rounds_under_0_80\":%d,"
            "\"query_ms_p50\":%.2f,\"query_ms_p99\":%.2f,\"query_ms_max\":%.2f,\"query_count\":%d,"
            "\"query_failed\":%d,\"engine_faults_per_round\":%.0f,\"daemon_faults_per_round\":%.0f,"
-           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_engine\":%.3f,\"daemon_exit\":%d",
+           "\"text_daemon_events_per_s\":%.0f,\"text_daemon_vs_engine\":%.3f,"
+           "\"etw_daemon_events_per_s\":%.0f,\"etw_daemon_vs_engine\":%.3f,\"daemon_exit\":%d",
            rounds, (unsigned long long)nlive, (unsigned long long)nstacks, nchurn,
            bin_pre.len + bin_churn.len, queries ? "true" : "false", median(eng_rate, rounds),
            median(dmn_rate[ref], rounds), median(ratio, rounds), rmin, rmax, under,
            pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 50), pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 99),
            pct(lat[LOAD_TOP50], nlat[LOAD_TOP50], 100), nlat[LOAD_TOP50], nfailed[LOAD_TOP50],
-           ef_sum / rounds, df_sum / rounds, text_rate, text_ratio,
+           ef_sum / rounds, df_sum / rounds, text_rate, text_ratio, etw_rate, etw_ratio,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     minmax(whole_ratio, rounds, &rmin, &rmax);
     printf(",\"preload_events\":%zu,\"stream_rate\":%llu,\"query_interval_ms\":%d,"
