@@ -1007,6 +1007,113 @@ static void test_hub(void)
         hub_sub_free(all[i]);
 }
 
+
+/* The raw stream's fast path (lines exactly as etw_raw_format writes them)
+ * against cJSON on every line: random records of every provider (heap,
+ * VirtualAlloc, StackWalk, Process, Image, unknown), every field at random
+ * up to its bound, ts above 2^53, payloads empty to 600 bytes; then the same
+ * lines with a byte changed at random (which the fast path must either read
+ * exactly as cJSON does or leave to it). Same return codes, same events,
+ * same counters. */
+struct fp_out {
+    struct ht_event ev[4096];
+    unsigned n;
+};
+static void fp_event(void *arg, const struct ht_event *ev)
+{
+    struct fp_out *o = arg;
+    if (o->n < 4096)
+        o->ev[o->n] = *ev;
+    o->n++;
+}
+
+static void test_raw_fast_path(void)
+{
+    static char line[ETW_RAW_LINE_MAX];
+    static uint8_t pl[600];
+    const struct etw_guid *provs[] = {&etw_guid_heap,    &etw_guid_pagefault, &etw_guid_stackwalk,
+                                      &etw_guid_process, &etw_guid_image,     &etw_guid_lost};
+    const char *hdr = "{\"etw_raw\":1,\"qpc_freq\":10000000,\"start_qpc\":1000,"
+                      "\"process\":{\"pid\":7,\"name\":\"a.exe\"}}";
+    for (int mutate = 0; mutate < 2; mutate++) {
+        struct stack_intern sa, sb;
+        stack_intern_init(&sa, 1u << 16, 1u << 16);
+        stack_intern_init(&sb, 1u << 16, 1u << 16);
+        static struct fp_out oa, ob;
+        memset(&oa, 0, sizeof(oa));
+        memset(&ob, 0, sizeof(ob));
+        struct etw_raw *fa, *fb;
+        char err[160], erra[160], errb[160];
+        CHECK_EQ(etw_raw_new(&fa, &sa, hdr, strlen(hdr), fp_event, &oa, err, sizeof(err)), 0);
+        CHECK_EQ(etw_raw_new(&fb, &sb, hdr, strlen(hdr), fp_event, &ob, err, sizeof(err)), 0);
+        etw_raw_slow_only(fb, 1);
+        uint64_t seed = 12345 + (uint64_t)mutate;
+        unsigned differ = 0, bad = 0;
+        for (int i = 0; i < 20000; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t x = seed >> 11;
+            struct etw_guid other = {{(uint8_t)x, 2, 3}};
+            struct etw_record r = {
+                .provider = x % 7 < 6 ? *provs[x % 7] : other,
+                .opcode = (uint8_t)(x % 3 == 0 ? (x >> 8) : (uint8_t[]){33, 34, 36, 32, 98, 99, 10, 1, 2, 3}[(x >> 8) % 10]),
+                .version = (uint8_t)((x >> 16) % 5),
+                .flags = (uint16_t)((x >> 20) & 1 ? ETW_HDR_FLAG_64_BIT_HEADER : ETW_HDR_FLAG_32_BIT_HEADER),
+                .pid = (x >> 21) % 4 == 0 ? 0xFFFFFFFFu : (uint32_t)(7 + (x >> 23) % 2),
+                .tid = (uint32_t)((x >> 25) % 3),
+                .cpu = (uint32_t)((x >> 27) % 2),
+                .ts = (x >> 29) % 50 == 0 ? 9007199254740993ull + (x >> 29) : 1000 + (uint64_t)i * 7,
+                .payload = pl,
+                .len = (uint32_t)((x >> 35) % 9 == 0 ? 0 : (x >> 35) % 600)};
+            for (uint32_t k = 0; k < r.len; k++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                pl[k] = (uint8_t)(k < 16 ? (seed >> 33) & 0x0F : seed >> 40);
+            }
+            size_t n = etw_raw_format(&r, line, sizeof(line));
+            CHECK(n > 0);
+            n--; /* the line without its '\n' */
+            if (mutate) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                line[(seed >> 20) % n] = "0a:\",} 9-\"F"[(seed >> 40) % 11];
+            }
+            erra[0] = errb[0] = 0;
+            int ra = etw_raw_line(fa, line, n, erra, sizeof(erra));
+            int rb = etw_raw_line(fb, line, n, errb, sizeof(errb));
+            differ += ra != rb || strcmp(erra, errb) != 0;
+            bad += ra < 0;
+        }
+        etw_raw_finish(fa);
+        etw_raw_finish(fb);
+        CHECK_EQ(differ, 0);
+        if (mutate)
+            CHECK(bad > 1000); /* the mutations did break lines */
+        else
+            CHECK(bad < 20000);
+        CHECK_EQ(oa.n, ob.n);
+        fprintf(stderr, "%s: %u events, %u malformed of 20000 lines\n", mutate ? "mutated" : "formatted", oa.n, bad);
+        CHECK(oa.n > 20);
+        unsigned same = 0;
+        for (unsigned k = 0; k < oa.n && k < 4096; k++) {
+            struct ht_event a = oa.ev[k], b = ob.ev[k];
+            unsigned da = 0, db = 0;
+            const uint64_t *fa_ = stack_intern_frames(&sa, a.stack, &da);
+            const uint64_t *fb_ = stack_intern_frames(&sb, b.stack, &db);
+            a.stack = b.stack = 0;
+            same += memcmp(&a, &b, sizeof(a)) == 0 && da == db &&
+                    (da == 0 || memcmp(fa_, fb_, da * sizeof(uint64_t)) == 0);
+        }
+        CHECK_EQ(same, oa.n < 4096 ? oa.n : 4096);
+        struct etw_raw_stats st_a, st_b;
+        etw_raw_stats(fa, &st_a);
+        etw_raw_stats(fb, &st_b);
+        CHECK(memcmp(&st_a.dec, &st_b.dec, sizeof(st_a.dec)) == 0);
+        CHECK(memcmp(&st_a.corr, &st_b.corr, sizeof(st_a.corr)) == 0);
+        etw_raw_free(fa);
+        etw_raw_free(fb);
+        stack_intern_close(&sa);
+        stack_intern_close(&sb);
+    }
+}
+
 /* The heap logger's properties: etw-mechanics.md 1.3's worked example, DWORD
  * for DWORD (name "heaptraced-heap", PID 1234, Alloc, ReAlloc and Free). */
 static void test_heap_props(void)
@@ -1433,6 +1540,6 @@ static void test_modules_and_follow(void)
     etw_corr_free(c);
 }
 
-HT_TEST_MAIN(T(guids), T(process_image), T(modules_and_follow), T(dos_path), T(raw_format), T(hub), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
+HT_TEST_MAIN(T(guids), T(process_image), T(modules_and_follow), T(dos_path), T(raw_format), T(hub), T(raw_fast_path), T(heap_layouts), T(longer_and_short), T(real_vectors), T(correlate),
              T(ttl_and_overflow), T(realloc), T(wow64), T(random_model),
              T(memorytestapp_raw), T(raw_hostile), T(heap_props), T(time_wrap), T(equal_ts_storm), T(late_buffer))

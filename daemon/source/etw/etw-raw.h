@@ -59,6 +59,9 @@ size_t etw_raw_header(uint64_t qpc_freq, uint64_t start_qpc, uint32_t pid, const
  * goes first. Decoder thread (the replay's). */
 struct rawtap;
 void etw_raw_tap(struct etw_raw *x, struct rawtap *tap);
+/* Tests: every record line through cJSON, not the fast path for lines in
+ * etw_raw_format's exact form. */
+void etw_raw_slow_only(struct etw_raw *x, int on);
 
 struct etw_raw_stats {
     uint64_t qpc_freq, start_qpc; /* from the header */
