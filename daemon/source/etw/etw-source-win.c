@@ -1226,7 +1226,7 @@ static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
         rawtap_off(s->tap, &s->outer);
         return 0;
     }
-    if (!s->tap || !s->started || !s->sub.attached) {
+    if (!s->tap || !s->started || s->left) { /* attached to the hub, or a child fed by its parent */
         snprintf(err, errsz, "this session's ETW sessions are not running: no raw records to come");
         return HT_ESTATE;
     }
