@@ -117,3 +117,54 @@ case_etw_record_raw() {
     eq "$(jget quality.lost <"$T/s")" 7 "lost in the data quality"
     stop_clean
 }
+
+# Several raw recorders of one stream, the second subscribing while the
+# first records: each recording opens with the stream's header (else it is
+# no raw ETW stream and does not load), then the records from its start.
+case_etw_record_raw_many() {
+    start_daemon
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    local total=$(($(wc -l <"$T/raw.etwraw") - 1))
+    mkfifo "$T/in"
+    ctl load "$T/in" --name etw >"$T/load.out" 2>&1 &
+    local lp=$!
+    exec 3>"$T/in"
+    head -n 1 "$T/raw.etwraw" >&3
+    for _ in $(seq 100); do
+        [ "$(ctl --json status etw 2>/dev/null | jget source_status.format 2>/dev/null)" = etw_raw ] && break
+        sleep 0.05
+    done
+    ctl record etw --raw -o "$T/r1.etwraw" 2>"$T/r1.err" 3>&- &
+    local r1=$!
+    for _ in $(seq 100); do
+        [ "$(grep -c ": record (" "$T/daemon.log")" = 1 ] && break
+        sleep 0.05
+    done
+    sed -n 2,101p "$T/raw.etwraw" >&3
+    # The first 100 records are in before the second recorder comes.
+    for _ in $(seq 100); do
+        [ "$(ctl --json status etw 2>/dev/null | jget ingest.lines 2>/dev/null)" = 101 ] && break
+        sleep 0.05
+    done
+    ctl record etw --raw -o "$T/r2.etwraw" 2>"$T/r2.err" 3>&- &
+    local r2=$!
+    for _ in $(seq 100); do
+        [ "$(grep -c ": record (" "$T/daemon.log")" = 2 ] && break
+        sleep 0.05
+    done
+    tail -n +102 "$T/raw.etwraw" >&3
+    exec 3>&-
+    wait "$lp" || fail "load: $(cat "$T/load.out")"
+    wait "$r1" || fail "record 1: $(cat "$T/r1.err")"
+    wait "$r2" || fail "record 2: $(cat "$T/r2.err")"
+    cmp <(tail -n +2 "$T/raw.etwraw") <(tail -n +2 "$T/r1.etwraw") || fail "recording 1 differs"
+    cmp <(head -n 1 "$T/raw.etwraw") <(head -n 1 "$T/r2.etwraw") ||
+        fail "recording 2 has no header: $(head -c 200 "$T/r2.etwraw")"
+    cmp <(tail -n +2 "$T/r2.etwraw") <(tail -n +$((2 + 100)) "$T/raw.etwraw") ||
+        fail "recording 2 is not the records from its start"
+    grep -q "recorded $((total - 100)) raw records" "$T/r2.err" || fail "count 2: $(cat "$T/r2.err")"
+    ctl load "$T/r2.etwraw" --name again >"$T/o" 2>&1 || fail "recording 2 does not load: $(cat "$T/o")"
+    eq "$(ctl --json status again | jget ingest.malformed)" 0 "recording 2 malformed lines"
+    eq "$(ctl --json status again | jget source_status.format)" etw_raw "recording 2's format"
+    stop_clean
+}

@@ -975,6 +975,15 @@ static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
     return rc;
 }
 
+static size_t etw_src_raw_join(struct source *base, char *buf, size_t cap)
+{
+    struct etw_source *s = (struct etw_source *)base;
+    if (!rawtap_on(s->tap))
+        return 0;
+    raw_flush(s); /* the lines from before the newcomer go to the others only */
+    return rawtap_header(s->tap, buf, cap);
+}
+
 static int etw_drain(struct source *base, size_t budget)
 {
     struct etw_source *s = (struct etw_source *)base;
@@ -1182,4 +1191,5 @@ const struct source_ops source_etw_ops = {
     .symbolize = etw_symbolize,
     .recover = etw_recover,
     .raw_tap = etw_src_raw_tap,
+    .raw_join = etw_src_raw_join,
 };
