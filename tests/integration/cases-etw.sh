@@ -168,3 +168,48 @@ case_etw_record_raw_many() {
     eq "$(ctl --json status again | jget source_status.format)" etw_raw "recording 2's format"
     stop_clean
 }
+
+# Windows logs an Image Unload for each module of a process as it exits:
+# a trace recorded to the end has every image unloaded before the Process
+# End. The replay still names the frames recorded while they were loaded
+# (the names are looked up when a query asks, after the unloads), and a
+# later image loaded over an unloaded one takes its range.
+case_etw_raw_unloaded_names() {
+    start_daemon
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    local img=2cb15d1d-5fc1-11d2-abe1-00a0c911f518
+    grep "\"provider\":\"$img\"" "$T/raw.etwraw" | grep -q '"pid":4242' || fail "no image rundown"
+    {
+        sed '$d' "$T/raw.etwraw"
+        # The traced process's images, unloaded (opcode 2) before its End.
+        grep "\"provider\":\"$img\"" "$T/raw.etwraw" | grep '"pid":4242' |
+            sed -e 's/"opcode":[0-9]*/"opcode":2/'
+        tail -n 1 "$T/raw.etwraw"
+    } >"$T/unl.etwraw"
+    ctl load "$T/unl.etwraw" --name unl >"$T/o" 2>&1 || fail "load: $(cat "$T/o")"
+    ctl --json status unl >"$T/s"
+    eq "$(jget source_status.etw.modules_unloaded <"$T/s")" 2 "images unloaded"
+    eq "$(jget modules.count <"$T/s")" 0 "modules loaded at the end"
+    ctl --json stacks unl --type AIFO >"$T/j"
+    eq "$(jget rows.0.frames.0 <"$T/j")" "MemoryTestApp.exe!+0x1000" "frame of an unloaded image"
+    # .htev: old.so unloaded and another module loaded elsewhere: old.so's
+    # frames keep its name; gone.so unloaded and new.so loaded over it: the
+    # range is new.so's.
+    {
+        echo '{"ev":"process","pid":1,"name":"x"}'
+        echo '{"t":1,"ev":"module_load","base":"0x10000","size":32768,"bias":"0x10000","path":"/lib/old.so"}'
+        echo '{"t":1,"ev":"module_load","base":"0x50000","size":32768,"bias":"0x50000","path":"/lib/gone.so"}'
+        echo '{"t":2,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x100","size":10,"stack":["0x10010","0x54000"]}'
+        echo '{"t":3,"ev":"module_unload","base":"0x10000"}'
+        echo '{"t":3,"ev":"module_unload","base":"0x50000"}'
+        echo '{"t":4,"ev":"module_load","base":"0x30000","size":4096,"bias":"0x30000","path":"/lib/other.so"}'
+        echo '{"t":4,"ev":"module_load","base":"0x52000","size":65536,"bias":"0x52000","path":"/lib/new.so"}'
+        echo '{"t":5,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x200","size":10,"stack":["0x54000"]}'
+    } >"$T/m.htev"
+    ctl load "$T/m.htev" --name m >"$T/o" 2>&1 || fail "load: $(cat "$T/o")"
+    ctl --json stacks m --by frame >"$T/j"
+    grep -q '"old.so!+0x10"' "$T/j" || fail "unloaded module not named: $(cat "$T/j")"
+    grep -q '"new.so!+0x2000"' "$T/j" || fail "the later module does not hold its range: $(cat "$T/j")"
+    grep -q 'gone.so' "$T/j" && fail "a module loaded over named by the unloaded one: $(cat "$T/j")"
+    stop_clean
+}
