@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 #include <unistd.h> /* read: mingw-w64 has it too */
 
@@ -34,6 +35,15 @@ int ctl_load(struct ctl *c)
     FILE *in = strcmp(c->file, "-") ? fopen(c->file, "rb") : stdin;
     if (!in) {
         perror(c->file);
+        return EXIT_CMD;
+    }
+    /* fopen takes a directory on POSIX and read(2) fails on it: said
+     * before a session is made for nothing. */
+    struct stat sb;
+    if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "heaptracectl: %s: is a directory, not a stream\n", c->file);
+        if (in != stdin)
+            fclose(in);
         return EXIT_CMD;
     }
     int64_t id;
@@ -61,7 +71,7 @@ int ctl_load(struct ctl *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            read_error = n < 0;
+            read_error = n < 0 ? errno : 0;
             break;
         }
         int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
@@ -90,8 +100,8 @@ int ctl_load(struct ctl *c)
     render_reply(c, sum);
     cJSON_Delete(sum);
     if (read_error) {
-        fprintf(stderr, "heaptracectl: read error on %s: the session holds what was sent\n",
-                c->file);
+        fprintf(stderr, "heaptracectl: read error on %s (%s): the session holds what was sent\n",
+                c->file, strerror(read_error));
         return EXIT_CMD;
     }
     return EXIT_OK;
