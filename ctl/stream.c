@@ -119,23 +119,28 @@ static uint64_t record_lost_count(const char *line)
     return count;
 }
 
-/* The daemon's total for the recording ("lost" in the end frame) wins over
- * the sum of the lines: a gap still open at the end has its line too, but a
- * line can be lost with the connection. */
-static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
+/* The recorder's own gaps: the daemon's total ("lost" in the end frame)
+ * when it came, else the sum of the gap lines (the connection went first).
+ * Gap lines past the daemon's total were in the session's stream already
+ * (a loaded recording's gaps, the session's own losses): *carried. */
+static uint64_t record_lost_total(const cJSON *end, uint64_t counted, uint64_t *carried)
 {
     const cJSON *n =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(end, "data"), "lost");
-    return cJSON_IsNumber(n) && n->valuedouble > (double)counted ? (uint64_t)n->valuedouble
-                                                                 : counted;
+    if (!cJSON_IsNumber(n) || n->valuedouble < 0)
+        return counted;
+    uint64_t own = (uint64_t)n->valuedouble;
+    *carried = counted > own ? counted - own : 0;
+    return own;
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
-static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost, int raw)
+static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost,
+                      uint64_t *carried, int raw)
 {
     cJSON *e = cJSON_Parse(line);
     int rc = EXIT_OK;
-    *lost = record_lost_total(e, *lost);
+    *lost = record_lost_total(e, *lost, carried);
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "ok")))
         rc = ctl_print_error(e);
     else if (!c->json && c->output && strcmp(c->output, "-"))
@@ -277,7 +282,7 @@ int ctl_record(struct ctl *c)
     }
     /* Ctrl-C ends the recording and keeps what was recorded. */
     conn_break_on_interrupt(c->conn);
-    uint64_t events = 0, lost = 0;
+    uint64_t events = 0, lost = 0, carried = 0;
     for (;;) {
         char *line = conn_read_line(c->conn, HT_REPLY_MAX);
         if (!line) {
@@ -291,7 +296,7 @@ int ctl_record(struct ctl *c)
             break;
         }
         if (strncmp(line, "{\"v\":", 5) == 0) {
-            rc = record_end(c, line, events, &lost, raw);
+            rc = record_end(c, line, events, &lost, &carried, raw);
             free(line);
             break;
         }
@@ -312,7 +317,13 @@ int ctl_record(struct ctl *c)
         rc = EXIT_CMD;
     if (out_commit(&out) != 0 && rc == EXIT_OK)
         rc = EXIT_CMD;
-    /* The recording is kept: its gaps are marked in it. */
+    /* The recording is kept: its gaps are marked in it. Those the stream
+     * had before the recorder are its content, not a failure. */
+    if (carried > 0)
+        fprintf(stderr,
+                "heaptracectl: the session's stream had gaps of its own: %llu %s lost before "
+                "this recording (its \"lost\" lines are kept in it)\n",
+                (unsigned long long)carried, raw ? "records" : "events");
     if (lost > 0) {
         fprintf(stderr,
                 "heaptracectl: the recording has gaps: %llu events lost while the recorder "

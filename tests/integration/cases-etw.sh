@@ -213,3 +213,36 @@ case_etw_raw_unloaded_names() {
     grep -q 'gone.so' "$T/j" && fail "a module loaded over named by the unloaded one: $(cat "$T/j")"
     stop_clean
 }
+
+# A raw stream that is itself a recording with a gap ({"etw_raw_lost":N}):
+# recorded again with --raw, the gap line is in the new recording where it
+# was (the records as received), so the copy replays with the same loss.
+case_etw_record_raw_gap() {
+    start_daemon
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    { sed -n 1,200p "$T/raw.etwraw"; echo '{"etw_raw_lost":9}'; tail -n +201 "$T/raw.etwraw"; } >"$T/gap.etwraw"
+    mkfifo "$T/in"
+    ctl load "$T/in" --name etw >"$T/load.out" 2>&1 &
+    local lp=$!
+    exec 3>"$T/in"
+    head -n 1 "$T/gap.etwraw" >&3
+    for _ in $(seq 100); do
+        [ "$(ctl --json status etw 2>/dev/null | jget source_status.format 2>/dev/null)" = etw_raw ] && break
+        sleep 0.05
+    done
+    ctl record etw --raw -o "$T/rec.etwraw" 2>"$T/rec.err" 3>&- &
+    local rp=$!
+    for _ in $(seq 100); do
+        grep -q ": record (" "$T/daemon.log" && break
+        sleep 0.05
+    done
+    tail -n +2 "$T/gap.etwraw" >&3
+    exec 3>&-
+    wait "$lp" || fail "load: $(cat "$T/load.out")"
+    wait "$rp" || fail "record --raw: $(cat "$T/rec.err")"
+    eq "$(ctl --json status etw | jget source_status.etw.lost_records)" 9 "the stream's gap"
+    cmp "$T/gap.etwraw" "$T/rec.etwraw" || fail "the recording is not the stream: $(diff "$T/gap.etwraw" "$T/rec.etwraw" | head -5)"
+    ctl load "$T/rec.etwraw" --name again >/dev/null 2>&1 || fail "the recording does not load"
+    eq "$(ctl --json status again | jget source_status.etw.lost_records)" 9 "the recording's gap"
+    stop_clean
+}

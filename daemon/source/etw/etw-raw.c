@@ -203,6 +203,13 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
             x->st.lost_records += n;
             etw_corr_lost(x->corr, n);
             rc = 1;
+            if (rawtap_on(x->tap)) {
+                /* Recorded again: the gap stays where it was. */
+                char line[48];
+                int k = snprintf(line, sizeof(line), "{\"etw_raw_lost\":%llu}\n",
+                                 (unsigned long long)n);
+                rawtap_put(x->tap, line, (size_t)k);
+            }
         }
         goto out;
     }
