@@ -326,9 +326,9 @@ int ctl_record(struct ctl *c)
                 (unsigned long long)carried, raw ? "records" : "events");
     if (lost > 0) {
         fprintf(stderr,
-                "heaptracectl: the recording has gaps: %llu events lost while the recorder "
+                "heaptracectl: the recording has gaps: %llu %s lost while the recorder "
                 "was behind (\"lost\" lines mark where)\n",
-                (unsigned long long)lost);
+                (unsigned long long)lost, raw ? "records" : "events");
         if (rc == 0)
             rc = EXIT_CMD;
     }

@@ -246,3 +246,46 @@ case_etw_record_raw_gap() {
     eq "$(ctl --json status again | jget source_status.etw.lost_records)" 9 "the recording's gap"
     stop_clean
 }
+
+# A raw recorder that does not read: its lines become counted gaps
+# ({"etw_raw_lost":N} where they were), the load is not held up, every
+# record is either in the recording or in a gap, the ctl says how many
+# records (not "events") and exits 1, and the recording replays with the
+# gaps as lost records.
+case_etw_record_raw_slow() {
+    printf '{"client_output_cap": "256KiB", "recorder_output_cap": "16KiB"}\n' >"$T/cfg.json"
+    start_daemon --config "$T/cfg.json"
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    local total=$(($(wc -l <"$T/raw.etwraw") - 1))
+    mkfifo "$T/in"
+    ctl load "$T/in" --name etw >"$T/load.out" 2>&1 &
+    local lp=$!
+    exec 3>"$T/in"
+    head -n 1 "$T/raw.etwraw" >&3
+    for _ in $(seq 100); do
+        [ "$(ctl --json status etw 2>/dev/null | jget source_status.format 2>/dev/null)" = etw_raw ] && break
+        sleep 0.05
+    done
+    { ( ctl record etw --raw -o - 2>"$T/rec.err"; echo $? >"$T/rec.rc" ) |
+        { for _ in $(seq 1200); do [ -e "$T/go" ] && break; sleep 0.05; done; cat >"$T/rec.etwraw"; }; } 3>&- &
+    local rp=$!
+    for _ in $(seq 200); do grep -q ": record (" "$T/daemon.log" && break; sleep 0.05; done
+    tail -n +2 "$T/raw.etwraw" >&3
+    exec 3>&-
+    wait "$lp" || fail "load: $(cat "$T/load.out")"
+    [ "$(ctl --json status etw | jget recorder_lost)" -gt 0 ] || fail "the recorder did not fall behind"
+    touch "$T/go"
+    wait "$rp"
+    eq "$(cat "$T/rec.rc")" 1 "ctl exit code with gaps"
+    local lost recorded
+    lost=$(grep '^{"etw_raw_lost":' "$T/rec.etwraw" | sed 's/.*:\([0-9]*\)}/\1/' | awk '{s += $1} END {print s + 0}')
+    recorded=$(tail -n +2 "$T/rec.etwraw" | grep -vc '^{"etw_raw_lost":')
+    [ "$lost" -gt 0 ] || fail "no gap line"
+    eq "$((lost + recorded))" "$total" "records recorded + lost"
+    eq "$(ctl --json status etw | jget recorder_lost)" "$lost" "recorder_lost"
+    grep -q "the recording has gaps: $lost records lost" "$T/rec.err" || fail "gap not told: $(cat "$T/rec.err")"
+    ctl load "$T/rec.etwraw" --name again >"$T/o" 2>&1 || fail "the recording does not load: $(cat "$T/o")"
+    eq "$(ctl --json status again | jget source_status.etw.lost_records)" "$lost" "gaps replayed"
+    eq "$(ctl --json status again | jget ingest.malformed)" 0 "malformed lines in the recording"
+    stop_clean
+}
