@@ -289,3 +289,26 @@ case_etw_record_raw_slow() {
     eq "$(ctl --json status again | jget ingest.malformed)" 0 "malformed lines in the recording"
     stop_clean
 }
+
+# A second Process End of the traced PID (a new process that reused it,
+# Windows reuses PIDs): the first exit and its status hold, the repeat is
+# counted under its own name.
+case_etw_raw_end_twice() {
+    start_daemon
+    "$HT_ETW_SYNTH" "$DEMO" >"$T/raw.etwraw" || fail "ht-etw-synth"
+    local end
+    end=$(tail -n 1 "$T/raw.etwraw")
+    case "$end" in *'"opcode":2,'*'"pid":4242,'*) ;; *) fail "the last record is not the Process End: $end" ;; esac
+    {
+        cat "$T/raw.etwraw"
+        # ExitStatus (payload offset 20) 5, 10 s later (ts 4xxxxxxxx -> 5xxxxxxxx).
+        echo "$end" | sed -E -e 's/("payload":"[0-9a-f]{40})[0-9a-f]{8}/\105000000/' -e 's/"ts":4/"ts":5/'
+    } >"$T/end2.etwraw"
+    grep -cE '"payload":"[0-9a-f]{40}05000000' "$T/end2.etwraw" | grep -qx 1 || fail "the second End was not made"
+    ctl load "$T/end2.etwraw" --name e2 >"$T/o" 2>&1 || fail "load: $(cat "$T/o")"
+    ctl --json status e2 >"$T/s"
+    grep -q '"exit_code":[[:space:]]*0' "$T/s" || fail "the first exit's status does not hold: $(grep -o '"exit_code":[^,]*' "$T/s")"
+    eq "$(jget source_status.etw.process_exits <"$T/s")" 1 "process exits"
+    eq "$(jget source_status.etw.process_ends_repeated <"$T/s")" 1 "repeated Ends counted"
+    stop_clean
+}

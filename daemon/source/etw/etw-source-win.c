@@ -1126,6 +1126,7 @@ static cJSON *etw_status_json(struct source *base)
         cJSON_AddNumberToObject(c, "modules_unloaded", (double)cs->modules_unloaded);
         cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs->module_names_dropped);
         cJSON_AddNumberToObject(c, "process_exits", (double)cs->process_exits);
+        cJSON_AddNumberToObject(c, "process_ends_repeated", (double)cs->process_ends_repeated);
     }
     /* Said in the start reply (cmd-start.c). */
     cJSON *notes = cJSON_AddArrayToObject(o, "notes");

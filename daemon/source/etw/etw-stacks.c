@@ -448,6 +448,11 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
     case ETW_PROCESS_END:
         if (!c->cfg.pid)
             return 0; /* every process: whose exit would it be */
+        if (c->st.process_exits) {
+            /* Windows reuses PIDs: a second End is another process's. */
+            c->st.process_ends_repeated++;
+            return 0;
+        }
         ev->kind = HT_EV_EXIT;
         ev->heap = ev->addr = 0;
         ev->size = d->vflags; /* ExitStatus */

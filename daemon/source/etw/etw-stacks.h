@@ -83,6 +83,8 @@ struct etw_corr_stats {
     uint64_t modules_unloaded;
     uint64_t module_names_dropped; /* a module's path not kept (the string cap): loaded unnamed */
     uint64_t process_exits;       /* the traced process's End event */
+    uint64_t process_ends_repeated; /* a later End of its PID (a new process that reused
+                                     * it): the first exit holds */
     uint32_t followed_pid;        /* follow_first: the process taken (0: none yet) */
 };
 
