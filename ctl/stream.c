@@ -135,8 +135,8 @@ static uint64_t record_lost_total(const cJSON *end, uint64_t counted, uint64_t *
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
-static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost,
-                      uint64_t *carried, int raw)
+static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost, uint64_t *carried,
+                      int raw)
 {
     cJSON *e = cJSON_Parse(line);
     int rc = EXIT_OK;

@@ -156,8 +156,8 @@ void client_subscribe(struct client *c, struct session *s, int events);
  * recorder that joins a tap already on gets the stream's header line in
  * header (*hn bytes), to send after its acknowledgement (counted in
  * rec_lines by the caller). */
-int client_subscribe_raw(struct client *c, struct session *s, char *header, size_t hcap,
-                         size_t *hn, char *err, size_t errsz);
+int client_subscribe_raw(struct client *c, struct session *s, char *header, size_t hcap, size_t *hn,
+                         char *err, size_t errsz);
 void client_unsubscribe(struct client *c);
 static inline struct client *client_of_sub(struct session_sub *sub)
 {
