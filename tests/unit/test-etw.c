@@ -996,6 +996,7 @@ static void test_hub(void)
     hub_heap_alloc(h, 32, 4001, 0xA000); /* another process of the image: followed is 31 */
     CHECK_EQ(x.o.n, 1);
     CHECK_EQ(etw_corr_stats(x.corr[0])->followed_pid, 31);
+    hub_sub_free(&c); /* refused above, never attached: its correlator goes before the next */
     hub_sub_init(&c, 8, 0);
     CHECK_EQ(etw_hub_attach(h, &c.sub, &restarted, err, sizeof(err)), HT_EFULL);
     etw_hub_session_ended(h, ETW_HUB_HEAP, "ProcessTrace ended with error 5");
