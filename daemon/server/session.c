@@ -313,12 +313,16 @@ int session_subscribe_raw(struct session *s, struct session_sub *sub, char *head
     /* A later subscriber gets the header the tap opened with (*hn bytes,
      * sent by the caller after its acknowledgement): its recording is a raw
      * ETW stream on its own too. */
+    if (s->nraw > 0 && s->src->ops->raw_join) {
+        /* What waits goes to the others first: a send that fails at once
+         * closes its client, and when that was the last one the tap went off. */
+        *hn = s->src->ops->raw_join(s->src, header, hcap);
+    }
     if (s->nraw == 0) {
+        *hn = 0; /* the tap puts the header itself */
         int rc = s->src->ops->raw_tap(s->src, 1, err, errsz);
         if (rc)
             return rc;
-    } else if (s->src->ops->raw_join) {
-        *hn = s->src->ops->raw_join(s->src, header, hcap);
     }
     s->nraw++;
     session_subscribe(s, sub);
