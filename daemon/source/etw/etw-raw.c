@@ -400,6 +400,7 @@ cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
     N(corr, module_names_dropped);
     N(corr, process_exits);
     N(corr, process_ends_repeated);
+    N(corr, before_follow);
     cJSON_AddNumberToObject(o, "lost_records", (double)st->lost_records);
 #undef N
     return o;

@@ -501,6 +501,11 @@ static void process_cb(void *arg, uint32_t pid, const char *name)
             return;
         s->followed = pid;
         name = s->image;
+        /* The system logger's correlator has no heap event to follow by:
+         * told here (under pmu, as every correlator call is). */
+        for (int i = 0; i < 2; i++)
+            if (s->corr[i])
+                etw_corr_follow(s->corr[i], pid);
     } else if (!name[0]) {
         return;
     }
@@ -1127,6 +1132,7 @@ static cJSON *etw_status_json(struct source *base)
         cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs->module_names_dropped);
         cJSON_AddNumberToObject(c, "process_exits", (double)cs->process_exits);
         cJSON_AddNumberToObject(c, "process_ends_repeated", (double)cs->process_ends_repeated);
+        cJSON_AddNumberToObject(c, "before_follow", (double)cs->before_follow);
     }
     /* Said in the start reply (cmd-start.c). */
     cJSON *notes = cJSON_AddArrayToObject(o, "notes");
