@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 #include <unistd.h> /* read: mingw-w64 has it too */
 
@@ -34,6 +35,15 @@ int ctl_load(struct ctl *c)
     FILE *in = strcmp(c->file, "-") ? fopen(c->file, "rb") : stdin;
     if (!in) {
         perror(c->file);
+        return EXIT_CMD;
+    }
+    /* fopen takes a directory on POSIX and read(2) fails on it: said
+     * before a session is made for nothing. */
+    struct stat sb;
+    if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "heaptracectl: %s: is a directory, not a stream\n", c->file);
+        if (in != stdin)
+            fclose(in);
         return EXIT_CMD;
     }
     int64_t id;
@@ -61,7 +71,7 @@ int ctl_load(struct ctl *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            read_error = n < 0;
+            read_error = n < 0 ? errno : 0;
             break;
         }
         int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
@@ -90,8 +100,8 @@ int ctl_load(struct ctl *c)
     render_reply(c, sum);
     cJSON_Delete(sum);
     if (read_error) {
-        fprintf(stderr, "heaptracectl: read error on %s: the session holds what was sent\n",
-                c->file);
+        fprintf(stderr, "heaptracectl: read error on %s (%s): the session holds what was sent\n",
+                c->file, strerror(read_error));
         return EXIT_CMD;
     }
     return EXIT_OK;
@@ -109,23 +119,28 @@ static uint64_t record_lost_count(const char *line)
     return count;
 }
 
-/* The daemon's total for the recording ("lost" in the end frame) wins over
- * the sum of the lines: a gap still open at the end has its line too, but a
- * line can be lost with the connection. */
-static uint64_t record_lost_total(const cJSON *end, uint64_t counted)
+/* The recorder's own gaps: the daemon's total ("lost" in the end frame)
+ * when it came, else the sum of the gap lines (the connection went first).
+ * Gap lines past the daemon's total were in the session's stream already
+ * (a loaded recording's gaps, the session's own losses): *carried. */
+static uint64_t record_lost_total(const cJSON *end, uint64_t counted, uint64_t *carried)
 {
     const cJSON *n =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(end, "data"), "lost");
-    return cJSON_IsNumber(n) && n->valuedouble > (double)counted ? (uint64_t)n->valuedouble
-                                                                 : counted;
+    if (!cJSON_IsNumber(n) || n->valuedouble < 0)
+        return counted;
+    uint64_t own = (uint64_t)n->valuedouble;
+    *carried = counted > own ? counted - own : 0;
+    return own;
 }
 
 /* The envelope that ends a recording (its "lost" total updates *lost); rc is the exit code. */
-static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost, int raw)
+static int record_end(struct ctl *c, char *line, uint64_t events, uint64_t *lost, uint64_t *carried,
+                      int raw)
 {
     cJSON *e = cJSON_Parse(line);
     int rc = EXIT_OK;
-    *lost = record_lost_total(e, *lost);
+    *lost = record_lost_total(e, *lost, carried);
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "ok")))
         rc = ctl_print_error(e);
     else if (!c->json && c->output && strcmp(c->output, "-"))
@@ -267,7 +282,7 @@ int ctl_record(struct ctl *c)
     }
     /* Ctrl-C ends the recording and keeps what was recorded. */
     conn_break_on_interrupt(c->conn);
-    uint64_t events = 0, lost = 0;
+    uint64_t events = 0, lost = 0, carried = 0;
     for (;;) {
         char *line = conn_read_line(c->conn, HT_REPLY_MAX);
         if (!line) {
@@ -281,7 +296,7 @@ int ctl_record(struct ctl *c)
             break;
         }
         if (strncmp(line, "{\"v\":", 5) == 0) {
-            rc = record_end(c, line, events, &lost, raw);
+            rc = record_end(c, line, events, &lost, &carried, raw);
             free(line);
             break;
         }
@@ -302,12 +317,18 @@ int ctl_record(struct ctl *c)
         rc = EXIT_CMD;
     if (out_commit(&out) != 0 && rc == EXIT_OK)
         rc = EXIT_CMD;
-    /* The recording is kept: its gaps are marked in it. */
+    /* The recording is kept: its gaps are marked in it. Those the stream
+     * had before the recorder are its content, not a failure. */
+    if (carried > 0)
+        fprintf(stderr,
+                "heaptracectl: the session's stream had gaps of its own: %llu %s lost before "
+                "this recording (its \"lost\" lines are kept in it)\n",
+                (unsigned long long)carried, raw ? "records" : "events");
     if (lost > 0) {
         fprintf(stderr,
-                "heaptracectl: the recording has gaps: %llu events lost while the recorder "
+                "heaptracectl: the recording has gaps: %llu %s lost while the recorder "
                 "was behind (\"lost\" lines mark where)\n",
-                (unsigned long long)lost);
+                (unsigned long long)lost, raw ? "records" : "events");
         if (rc == 0)
             rc = EXIT_CMD;
     }

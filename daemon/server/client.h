@@ -152,8 +152,12 @@ void client_send_then_close(struct client *c, char *line);
 /* Subscribe c to s (record: events = 1; top: 0), and end its subscription
  * (subscribe.c). The session tells it when it ends. */
 void client_subscribe(struct client *c, struct session *s, int events);
-/* record --raw (session_subscribe_raw): 0, or its error with err. */
-int client_subscribe_raw(struct client *c, struct session *s, char *err, size_t errsz);
+/* record --raw (session_subscribe_raw): 0, or its error with err. A
+ * recorder that joins a tap already on gets the stream's header line in
+ * header (*hn bytes), to send after its acknowledgement (counted in
+ * rec_lines by the caller). */
+int client_subscribe_raw(struct client *c, struct session *s, char *header, size_t hcap, size_t *hn,
+                         char *err, size_t errsz);
 void client_unsubscribe(struct client *c);
 static inline struct client *client_of_sub(struct session_sub *sub)
 {

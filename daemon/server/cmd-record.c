@@ -10,6 +10,7 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "rawtap.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -31,14 +32,18 @@ int cmd_record(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_EBADARG, "\"raw\" must be true or false");
     ctx->c->sub_req_id = ctx->req->id;
     if (cJSON_IsTrue(raw)) {
-        char err[256];
-        int rc = client_subscribe_raw(ctx->c, s, err, sizeof(err));
+        char err[256], header[RAWTAP_HEADER_MAX];
+        size_t hn = 0;
+        int rc = client_subscribe_raw(ctx->c, s, header, sizeof(header), &hn, err, sizeof(err));
         if (rc)
             return cmd_error(ctx, rc, "%s", err);
         cJSON *d = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "session", s->id);
         cJSON_AddStringToObject(d, "recording", "raw ETW stream lines follow; a reply line ends them");
         client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
+        /* Joining a recording under way: the stream's header opens this one too. */
+        if (hn && client_send(ctx->c, ht_strndup(header, hn)) == 0)
+            ctx->c->rec_lines++;
         return 0;
     }
     client_subscribe(ctx->c, s, 1);

@@ -58,6 +58,15 @@ static void load(struct modnames *m, const struct stack_intern *si, const struct
     base_name(path ? path : "", e.name);
     if (!e.name[0])
         snprintf(e.name, sizeof(e.name), "0x%llx", (unsigned long long)ev->addr);
+    if (m->n >= MODNAMES_MAX) {
+        /* Full: the module unloaded longest ago makes room, if there is one. */
+        size_t old = m->n;
+        for (size_t i = 0; i < m->n; i++)
+            if (m->v[i].unloaded && (old == m->n || m->v[i].unloaded < m->v[old].unloaded))
+                old = i;
+        if (old < m->n)
+            drop_at(m, old);
+    }
     long at = modlist_place((const void *const *)&m->v, &m->n, sizeof(*m->v), e.start, e.end, 1,
                             drop_at, m);
     if (m->n == m->alloc) {
@@ -89,9 +98,11 @@ void modnames_apply(struct modnames *m, const struct stack_intern *si, const str
         if (evs[i].kind == HT_EV_MODULE_LOAD) {
             load(m, si, &evs[i]);
         } else {
+            /* Kept, for the frames recorded while it was loaded, until a
+             * load takes its range (modnames.h). */
             size_t k = modlist_find(m->v, m->n, sizeof(*m->v), evs[i].addr);
-            if (k < m->n && m->v[k].start == evs[i].addr)
-                drop_at(m, k);
+            if (k < m->n && m->v[k].start == evs[i].addr && !m->v[k].unloaded)
+                m->v[k].unloaded = ++m->unloads;
         }
         uv_mutex_unlock(&m->mu);
     }

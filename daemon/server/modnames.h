@@ -7,7 +7,14 @@
  * frame without a symbol. Filled on the loop from the events the session
  * applies; read by the loop and the query workers: its own short mutex, never
  * held across anything slow. Memory charged to MEM_modules; at most
- * MODNAMES_MAX modules (past it a load is counted in drops).
+ * MODNAMES_MAX modules (past it the oldest unloaded one makes room, else a
+ * load is counted in drops).
+ *
+ * An unloaded module keeps its range until a later load overlaps it: names
+ * are looked up when a query asks, after the stream's unloads, and the frames
+ * recorded while it was loaded are still in it (Windows logs an Image Unload
+ * for every module of a process as it exits, so a trace recorded to its end
+ * has them all unloaded).
  */
 #ifndef MODNAMES_H
 #define MODNAMES_H
@@ -27,6 +34,7 @@ struct stack_intern;
 struct modname {
     uint64_t start, end; /* modlist.h's element head */
     uint64_t bias;
+    uint64_t unloaded; /* 0 while loaded, else the order of its unload (1, 2, ...) */
     char name[MODNAMES_NAME];
 };
 
@@ -35,6 +43,7 @@ struct modnames {
     struct modname *v;
     size_t n, alloc;
     uint64_t drops;
+    uint64_t unloads; /* the last unload's order */
     struct mem_acct *acct;
 };
 

@@ -344,15 +344,26 @@ void session_subscribe(struct session *s, struct session_sub *sub)
         s->nrecorders++;
 }
 
-int session_subscribe_raw(struct session *s, struct session_sub *sub, char *err, size_t errsz)
+int session_subscribe_raw(struct session *s, struct session_sub *sub, char *header, size_t hcap,
+                          size_t *hn, char *err, size_t errsz)
 {
+    *hn = 0;
     if (!s->src || s->src_over || !s->src->ops->raw_tap) {
         snprintf(err, errsz, "session %u's source (%s) has no raw records: record --raw takes a "
                              "live ETW session (Windows) or a raw ETW stream being loaded",
                  s->id, s->source ? s->source : "none");
         return HT_ENOTSUP;
     }
+    /* A later subscriber gets the header the tap opened with (*hn bytes,
+     * sent by the caller after its acknowledgement): its recording is a raw
+     * ETW stream on its own too. */
+    if (s->nraw > 0 && s->src->ops->raw_join) {
+        /* What waits goes to the others first: a send that fails at once
+         * closes its client, and when that was the last one the tap went off. */
+        *hn = s->src->ops->raw_join(s->src, header, hcap);
+    }
     if (s->nraw == 0) {
+        *hn = 0; /* the tap puts the header itself */
         int rc = s->src->ops->raw_tap(s->src, 1, err, errsz);
         if (rc)
             return rc;

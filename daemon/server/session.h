@@ -172,9 +172,12 @@ void session_process(void *arg, const struct source_process *p);
 size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap);
 /* Add / remove a subscription (sub->ops set by the caller). */
 void session_subscribe(struct session *s, struct session_sub *sub);
-/* A raw subscriber (ops->raw): the source's raw tap goes on with the first.
+/* A raw subscriber (ops->raw): the source's raw tap goes on with the first
+ * (whose first line is the stream's header); a later one gets that header
+ * in header (*hn bytes, hcap: RAWTAP_HEADER_MAX) to send before what comes.
  * 0, or the source's error (nothing subscribed). */
-int session_subscribe_raw(struct session *s, struct session_sub *sub, char *err, size_t errsz);
+int session_subscribe_raw(struct session *s, struct session_sub *sub, char *header, size_t hcap,
+                          size_t *hn, char *err, size_t errsz);
 void session_unsubscribe(struct session_sub *sub);
 /* cond is "metric>value"; every (NULL, a string or a number) is checked in
  * the metric's unit. 0, or HT_EBADARG/HT_EFULL with a message in err. */

@@ -174,10 +174,11 @@ void client_subscribe(struct client *c, struct session *s, int events)
     session_subscribe(s, &c->sub);
 }
 
-int client_subscribe_raw(struct client *c, struct session *s, char *err, size_t errsz)
+int client_subscribe_raw(struct client *c, struct session *s, char *header, size_t hcap, size_t *hn,
+                         char *err, size_t errsz)
 {
     c->sub.ops = &raw_ops;
-    int rc = session_subscribe_raw(s, &c->sub, err, errsz);
+    int rc = session_subscribe_raw(s, &c->sub, header, hcap, hn, err, errsz);
     if (rc == 0) {
         c->recording = s;
         c->rec_raw = 1;

@@ -14,6 +14,8 @@ struct rawtap {
     atomic_int on;
     char *buf; /* cap bytes while on */
     size_t len, cap;
+    char header[RAWTAP_HEADER_MAX]; /* hlen bytes: the line the tap opened with */
+    size_t hlen;
     uint64_t nlines;  /* waiting */
     uint64_t lost;    /* since the last take */
     struct rawtap_stats st;
@@ -80,6 +82,11 @@ int rawtap_enable(struct rawtap *t, int on, const char *header, size_t hlen)
     }
     if (on && t->buf) {
         t->len = t->nlines = t->lost = 0;
+        t->hlen = 0;
+        if (header && hlen <= sizeof(t->header)) {
+            memcpy(t->header, header, hlen);
+            t->hlen = hlen;
+        }
         if (header && hlen <= t->cap) {
             memcpy(t->buf, header, hlen);
             t->len = hlen;
@@ -90,7 +97,7 @@ int rawtap_enable(struct rawtap *t, int on, const char *header, size_t hlen)
         atomic_store(&t->on, 0);
         mem_free(t->acct, MEM_decoder_buffers, t->buf, t->buf ? t->cap : 0);
         t->buf = NULL;
-        t->len = t->nlines = t->lost = 0;
+        t->len = t->nlines = t->lost = t->hlen = 0;
     }
     uv_mutex_unlock(&t->mu);
     if (on && rc == 0)
@@ -101,6 +108,18 @@ int rawtap_enable(struct rawtap *t, int on, const char *header, size_t hlen)
 int rawtap_on(struct rawtap *t)
 {
     return t && atomic_load_explicit(&t->on, memory_order_relaxed);
+}
+
+size_t rawtap_header(struct rawtap *t, char *buf, size_t cap)
+{
+    size_t n = 0;
+    uv_mutex_lock(&t->mu);
+    if (t->buf && t->hlen && t->hlen <= cap) {
+        memcpy(buf, t->header, t->hlen);
+        n = t->hlen;
+    }
+    uv_mutex_unlock(&t->mu);
+    return n;
 }
 
 void rawtap_put(struct rawtap *t, const char *line, size_t n)

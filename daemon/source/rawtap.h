@@ -20,6 +20,7 @@ struct mem_acct;
 struct rawtap;
 
 #define RAWTAP_BYTES_DEFAULT (8u << 20)
+#define RAWTAP_HEADER_MAX 1024 /* a longer header is put, not kept for rawtap_header */
 
 /* cap bytes of lines at most (charged to acct, MEM_decoder_buffers, while
  * enabled); ready(arg) runs on the loop when lines wait. 0, or UV_ENOMEM. */
@@ -31,6 +32,10 @@ void rawtap_free(struct rawtap *t);
  * (the buffer refused by the budget). Off: what waits is dropped, not counted. */
 int rawtap_enable(struct rawtap *t, int on, const char *header, size_t hlen);
 int rawtap_on(struct rawtap *t);
+/* The header line the tap was turned on with (a raw subscriber who joins
+ * later opens its recording with it): its length, or 0 (off, no header, or
+ * more than cap). Loop only. */
+size_t rawtap_header(struct rawtap *t, char *buf, size_t cap);
 /* One line (with its '\n'). */
 void rawtap_put(struct rawtap *t, const char *line, size_t n);
 /* What waits, as one ht_malloc'd block the caller frees (*n bytes, *lines

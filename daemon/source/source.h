@@ -174,6 +174,12 @@ struct source_ops {
      * 0, or an error with why in err (this source has no raw records).
      * NULL: none. */
     int (*raw_tap)(struct source *s, int on, char *err, size_t errsz);
+    /* Another raw subscriber while the tap is on: what waits is handed to
+     * the subscribers there are (sink->raw) first, then the stream's header
+     * line (the one the tap opened with) goes to buf for the newcomer, whose
+     * recording must open with it too. Its length, or 0 (tap off, no room).
+     * NULL with raw_tap NULL. */
+    size_t (*raw_join)(struct source *s, char *buf, size_t cap);
 };
 
 /* Every source object starts with this. */

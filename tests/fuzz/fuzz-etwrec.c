@@ -2,7 +2,10 @@
  * the stack correlator (etw-stacks.h) into a small engine. Each record is
  * [provider 1][opcode 1][flags 1][pid 1][tid 1][cpu 1][ts delta 2][len 1]
  * [payload len]: small ranges so that timestamps, threads and processors
- * collide and stacks find (or miss) their events. */
+ * collide and stacks find (or miss) their events. A provider byte with its
+ * top bit set picks the Process or Image provider instead (module events
+ * with their names interned, the process's name and end), and the first
+ * byte's bit 5 follows the first process (start --exe). */
 #include "engine.h"
 #include "etw-decode.h"
 #include "etw-stacks.h"
@@ -20,6 +23,21 @@ static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, u
     if (depth)
         x.stack = stack_intern_get(&e->si, frames, depth);
     engine_apply(e, &x);
+}
+
+static uint32_t path_cb(void *arg, const char *path)
+{
+    struct engine *e = arg;
+    return stack_intern_str(&e->si, path, (unsigned)strlen(path));
+}
+
+static void process_cb(void *arg, uint32_t pid, const char *name)
+{
+    (void)arg;
+    (void)pid;
+    /* Every byte is read: a name past its terminator shows under ASan. */
+    volatile size_t n = strlen(name);
+    (void)n;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,7 +62,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                   .start_qpc = 100,
                                   .max_pending = data[0] & 4 ? 4 : 0,
                                   .max_held = data[0] & 8 ? 2 : 0,
-                                  .ttl_ns = data[0] & 16 ? 5000 : 0};
+                                  .ttl_ns = data[0] & 16 ? 5000 : 0,
+                                  .follow_first = !(data[0] & 1) && (data[0] & 32),
+                                  .path = path_cb,
+                                  .process = process_cb};
     struct etw_corr *c;
     if (etw_corr_new(&c, &cfg, emit, &e) != 0) {
         engine_close(&e);
@@ -58,7 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (i + 9 <= size) {
         const uint8_t *h = data + i;
         struct etw_record r = {0};
-        r.provider = h[0] % 4 < 3 ? *provs[h[0] % 4] : other;
+        if (h[0] & 0x80)
+            r.provider = h[0] & 1 ? etw_guid_image : etw_guid_process;
+        else
+            r.provider = h[0] % 4 < 3 ? *provs[h[0] % 4] : other;
         r.opcode = h[1];
         r.flags = (uint16_t)(h[2] << 4);
         r.pid = h[3] % 5;

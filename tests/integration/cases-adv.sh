@@ -57,3 +57,20 @@ case_held_replies_counted() {
     eq "$q" "$before" "queued_output after the clients left"
     stop_clean
 }
+
+# load reads with read(2): a directory opens with fopen on Linux and fails
+# at the first read. It is refused before a session is made, with why; an
+# empty file is an empty session; stdin from a pipe streams.
+case_load_not_a_file() {
+    start_daemon
+    mkdir "$T/dir"
+    ctl load "$T/dir" --name d >"$T/o" 2>&1 && fail "load of a directory succeeded"
+    grep -qi "directory" "$T/o" || fail "no reason given: $(cat "$T/o")"
+    ctl --json ls >"$T/j"
+    grep -q '"name":[[:space:]]*"d"' "$T/j" && fail "a session was made for a directory: $(cat "$T/j")"
+    : >"$T/empty.htev"
+    ctl load "$T/empty.htev" --name e >"$T/o" 2>&1 || fail "empty file: $(cat "$T/o")"
+    head -n 50 "$DEMO" | ctl load - --name p >"$T/o" 2>&1 || fail "stdin: $(cat "$T/o")"
+    eq "$(ctl --json status p | jget ingest.lines)" 50 "lines from stdin"
+    stop_clean
+}

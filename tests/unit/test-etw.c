@@ -996,7 +996,7 @@ static void test_hub(void)
     hub_heap_alloc(h, 32, 4001, 0xA000); /* another process of the image: followed is 31 */
     CHECK_EQ(x.o.n, 1);
     CHECK_EQ(etw_corr_stats(x.corr[0])->followed_pid, 31);
-    hub_sub_free(&c);
+    hub_sub_free(&c); /* refused above, never attached: its correlator goes before the next */
     hub_sub_init(&c, 8, 0);
     CHECK_EQ(etw_hub_attach(h, &c.sub, &restarted, err, sizeof(err)), HT_EFULL);
     etw_hub_session_ended(h, ETW_HUB_HEAP, "ProcessTrace ended with error 5");
@@ -1538,6 +1538,39 @@ static void test_modules_and_follow(void)
     st = etw_corr_stats(c);
     CHECK_EQ(st->followed_pid, 31);
     CHECK_EQ(st->other_process, 2);
+    etw_corr_free(c);
+
+    /* --exe's system-logger correlator never sees a heap event: before the
+     * followed process is known (from the heap correlator, etw_corr_follow)
+     * its records name processes that are not yet anyone's, skipped and
+     * counted; once told, only the followed process's are kept. */
+    memset(&o, 0, sizeof(o));
+    memset(&nm, 0, sizeof(nm));
+    fc.path = names_path;
+    CHECK(etw_corr_new(&c, &fc, names_emit, args) == 0);
+    struct pl i50 = image_payload(8, 0x30000000, 0x1000, 50, a, 6);
+    struct etw_record r50 = rec(&etw_guid_image, 3, F64, 50, 0, 0, 2000, &i50);
+    r50.version = 3;
+    feed(c, &r50); /* the rundown of another process at the start */
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 0);
+    st = etw_corr_stats(c);
+    CHECK_EQ(st->before_follow, 1);
+    CHECK_EQ(st->modules_loaded, 0);
+    etw_corr_follow(c, 31);
+    struct pl i31 = image_payload(8, 0x10000000, 0x1000, 31, b, 6);
+    struct etw_record r31 = rec(&etw_guid_image, 10, F64, 31, 0, 0, 2100, &i31);
+    r31.version = r50.version = 3;
+    r50.ts = 2101;
+    feed(c, &r31);
+    feed(c, &r50);
+    etw_corr_flush(c);
+    CHECK_EQ(o.n, 1);
+    CHECK(o.ev[0].kind == HT_EV_MODULE_LOAD && o.ev[0].addr == 0x10000000);
+    st = etw_corr_stats(c);
+    CHECK_EQ(st->followed_pid, 31);
+    CHECK_EQ(st->other_process, 1);
+    CHECK_EQ(st->before_follow, 1);
     etw_corr_free(c);
 }
 

@@ -142,6 +142,29 @@ static const char *fake_symbolize(struct source *s, uint64_t addr, char *buf, si
     return buf;
 }
 
+/* A raw tap (record --raw): on or off, and a join that hands what waits to
+ * the subscribers first (one line), as the ETW sources do. */
+static int tap_on, tap_ons;
+
+static int fake_raw_tap(struct source *s, int on, char *err, size_t errsz)
+{
+    (void)s, (void)err, (void)errsz;
+    tap_on = on;
+    tap_ons += on;
+    return 0;
+}
+
+static size_t fake_raw_join(struct source *s, char *buf, size_t cap)
+{
+    if (!tap_on)
+        return 0;
+    s->sink.raw(s->sink.arg, "{\"waiting\":1}\n", 14, 1, 0);
+    if (!tap_on || cap < 10)
+        return 0;
+    memcpy(buf, "{\"hdr\":1}\n", 10);
+    return 10;
+}
+
 static const struct source_ops fake_ops = {
     .name = "fake",
     .modes = SOURCE_PID,
@@ -153,6 +176,8 @@ static const struct source_ops fake_ops = {
     .close = fake_close,
     .stats = fake_stats,
     .symbolize = fake_symbolize,
+    .raw_tap = fake_raw_tap,
+    .raw_join = fake_raw_join,
 };
 
 static uv_loop_t loop;
@@ -464,5 +489,69 @@ static void test_spawn(void)
     CHECK_EQ(down(), 0);
 }
 
+/* Raw subscribers: the first turns the tap on and gets no header to send
+ * (the tap puts it); a later one gets the header. When the lines handed to
+ * the others at its join close the last of them (a send that fails at once
+ * closes its client, which unsubscribes), the tap went off: it is turned on
+ * again for the newcomer, which would otherwise wait for lines forever. */
+static int raw_lines;
+
+static void sub_raw_closes(struct session_sub *sub, const char *buf, size_t n, uint64_t lines,
+                           uint64_t lost)
+{
+    (void)buf, (void)n, (void)lost;
+    raw_lines += (int)lines;
+    session_unsubscribe(sub); /* its client's write failed */
+}
+
+static void sub_raw_keeps(struct session_sub *sub, const char *buf, size_t n, uint64_t lines,
+                          uint64_t lost)
+{
+    (void)sub, (void)buf, (void)n, (void)lost;
+    raw_lines += (int)lines;
+}
+
+static void sub_ended(struct session_sub *sub, const char *why)
+{
+    (void)why;
+    sub->s = NULL;
+}
+
+static void test_raw_join_last_closes(void)
+{
+    char err[256], hdr[64];
+    int rc;
+    size_t hn = 99;
+    tap_on = tap_ons = raw_lines = 0;
+    struct session *s = up(1, &rc, err, sizeof(err));
+    CHECK_EQ(rc, 0);
+    static const struct session_sub_ops closes = {NULL, sub_ended, sub_raw_closes};
+    static const struct session_sub_ops keeps = {NULL, sub_ended, sub_raw_keeps};
+    struct session_sub a = {&closes, NULL, NULL}, b = {&keeps, NULL, NULL},
+                       c = {&keeps, NULL, NULL};
+    CHECK_EQ(session_subscribe_raw(s, &b, hdr, sizeof(hdr), &hn, err, sizeof(err)), 0);
+    CHECK_EQ(hn, 0);
+    CHECK_EQ(tap_ons, 1);
+    CHECK_EQ(session_subscribe_raw(s, &c, hdr, sizeof(hdr), &hn, err, sizeof(err)), 0);
+    CHECK_EQ(hn, 10); /* the header for the newcomer */
+    CHECK_EQ(raw_lines, 1); /* what waited went to b only */
+    session_unsubscribe(&b);
+    session_unsubscribe(&c);
+    CHECK_EQ(tap_on, 0);
+    /* a alone, then d joins and the flush closes a: the tap goes on again. */
+    CHECK_EQ(session_subscribe_raw(s, &a, hdr, sizeof(hdr), &hn, err, sizeof(err)), 0);
+    CHECK_EQ(tap_ons, 2);
+    struct session_sub d = {&keeps, NULL, NULL};
+    CHECK_EQ(session_subscribe_raw(s, &d, hdr, sizeof(hdr), &hn, err, sizeof(err)), 0);
+    CHECK(a.s == NULL);
+    CHECK(tap_on);
+    CHECK_EQ(tap_ons, 3);
+    CHECK_EQ(hn, 0); /* the tap opens with the header itself */
+    session_unsubscribe(&d);
+    CHECK_EQ(tap_on, 0);
+    session_drop(s);
+    CHECK_EQ(down(), 0);
+}
+
 HT_TEST_MAIN(T(spawn), T(live_ends_with_exit), T(stop_detaches_keeps_data), T(open_fails_leaves_nothing),
-             T(query_off_loop), T(drop_while_query_runs), T(queue_full))
+             T(query_off_loop), T(drop_while_query_runs), T(queue_full), T(raw_join_last_closes))

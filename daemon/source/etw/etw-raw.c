@@ -315,6 +315,13 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
             x->st.lost_records += n;
             etw_corr_lost(x->corr, n);
             rc = 1;
+            if (rawtap_on(x->tap)) {
+                /* Recorded again: the gap stays where it was. */
+                char line[48];
+                int k = snprintf(line, sizeof(line), "{\"etw_raw_lost\":%llu}\n",
+                                 (unsigned long long)n);
+                rawtap_put(x->tap, line, (size_t)k);
+            }
         }
         goto out;
     }
@@ -491,6 +498,8 @@ cJSON *etw_raw_stats_json(const struct etw_raw_stats *st)
     N(corr, modules_unloaded);
     N(corr, module_names_dropped);
     N(corr, process_exits);
+    N(corr, process_ends_repeated);
+    N(corr, before_follow);
     cJSON_AddNumberToObject(o, "lost_records", (double)st->lost_records);
 #undef N
     return o;

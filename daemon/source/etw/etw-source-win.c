@@ -567,6 +567,11 @@ static void process_cb(void *arg, uint32_t pid, const char *name)
             return;
         s->followed = pid;
         name = s->image;
+        /* The system logger's correlator has no heap event to follow by:
+         * told here (under pmu, as every correlator call is). */
+        for (int i = 0; i < 2; i++)
+            if (s->corr[i])
+                etw_corr_follow(s->corr[i], pid);
     } else if (!name[0]) {
         return;
     }
@@ -1241,6 +1246,15 @@ static int etw_src_raw_tap(struct source *base, int on, char *err, size_t errsz)
     return rc;
 }
 
+static size_t etw_src_raw_join(struct source *base, char *buf, size_t cap)
+{
+    struct etw_source *s = (struct etw_source *)base;
+    if (!rawtap_on(s->tap))
+        return 0;
+    rawtap_flush(s->tap, &s->outer); /* the lines from before the newcomer go to the others only */
+    return rawtap_header(s->tap, buf, cap);
+}
+
 static int etw_drain(struct source *base, size_t budget)
 {
     struct etw_source *s = (struct etw_source *)base;
@@ -1427,6 +1441,8 @@ static cJSON *etw_status_json(struct source *base)
         cJSON_AddNumberToObject(c, "modules_unloaded", (double)cs->modules_unloaded);
         cJSON_AddNumberToObject(c, "module_names_dropped", (double)cs->module_names_dropped);
         cJSON_AddNumberToObject(c, "process_exits", (double)cs->process_exits);
+        cJSON_AddNumberToObject(c, "process_ends_repeated", (double)cs->process_ends_repeated);
+        cJSON_AddNumberToObject(c, "before_follow", (double)cs->before_follow);
     }
     /* Said in the start reply (cmd-start.c). */
     cJSON *notes = cJSON_AddArrayToObject(o, "notes");
@@ -1493,4 +1509,5 @@ const struct source_ops source_etw_ops = {
     .symbolize = etw_symbolize,
     .recover = etw_recover,
     .raw_tap = etw_src_raw_tap,
+    .raw_join = etw_src_raw_join,
 };

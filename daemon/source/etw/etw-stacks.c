@@ -448,6 +448,11 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
     case ETW_PROCESS_END:
         if (!c->cfg.pid)
             return 0; /* every process: whose exit would it be */
+        if (c->st.process_exits) {
+            /* Windows reuses PIDs: a second End is another process's. */
+            c->st.process_ends_repeated++;
+            return 0;
+        }
         ev->kind = HT_EV_EXIT;
         ev->heap = ev->addr = 0;
         ev->size = d->vflags; /* ExitStatus */
@@ -525,7 +530,12 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
             if (c->cfg.process)
                 c->cfg.process(c->arg, owner, "");
         }
-        if (c->cfg.pid && owner != c->cfg.pid) {
+        if (c->cfg.follow_first && !c->cfg.pid && sys) {
+            /* The system logger logs every process of the machine (its
+             * rundown at the start, their VirtualAllocs): none is the
+             * traced one before a heap event says which. */
+            c->st.before_follow++;
+        } else if (c->cfg.pid && owner != c->cfg.pid) {
             c->st.other_process++;
         } else {
             struct ht_event ev;
@@ -539,6 +549,12 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
     }
     expire_held(c, 0);
     drain(c, 0);
+}
+
+void etw_corr_follow(struct etw_corr *c, uint32_t pid)
+{
+    if (c->cfg.follow_first && !c->cfg.pid && pid)
+        c->cfg.pid = c->st.followed_pid = pid;
 }
 
 void etw_corr_flush(struct etw_corr *c)

@@ -83,6 +83,11 @@ struct etw_corr_stats {
     uint64_t modules_unloaded;
     uint64_t module_names_dropped; /* a module's path not kept (the string cap): loaded unnamed */
     uint64_t process_exits;       /* the traced process's End event */
+    uint64_t process_ends_repeated; /* a later End of its PID (a new process that reused
+                                     * it): the first exit holds */
+    uint64_t before_follow;       /* follow_first: system-logger records (VirtualAlloc,
+                                   * image, process) before the followed process is
+                                   * known: nobody's yet, skipped */
     uint32_t followed_pid;        /* follow_first: the process taken (0: none yet) */
 };
 
@@ -109,6 +114,10 @@ const struct etw_corr_stats *etw_corr_stats(const struct etw_corr *c);
 /* n events lost here (a recording's gap, Lost_Event): a lost event in line
  * with the others, at the newest stream time. */
 void etw_corr_lost(struct etw_corr *c, uint64_t n);
+/* follow_first: pid is the process followed, as another correlator found it
+ * (--exe's system-logger records carry no heap event to follow by). Nothing
+ * when one is followed already. */
+void etw_corr_follow(struct etw_corr *c, uint32_t pid);
 /* Raw QPC timestamp to session nanoseconds (0 before start). */
 uint64_t etw_corr_ns(const struct etw_corr *c, uint64_t ts);
 

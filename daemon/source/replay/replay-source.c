@@ -273,6 +273,15 @@ static int replay_src_raw_tap(struct source *base, int on, char *err, size_t err
     return rc;
 }
 
+static size_t replay_src_raw_join(struct source *base, char *buf, size_t cap)
+{
+    struct replay_source *s = (struct replay_source *)base;
+    if (!rawtap_on(s->tap))
+        return 0;
+    rawtap_flush(s->tap, &s->base.sink); /* the lines from before the newcomer go to the others only */
+    return rawtap_header(s->tap, buf, cap);
+}
+
 static int replay_src_drain(struct source *base, size_t budget)
 {
     struct replay_source *s = (struct replay_source *)base;
@@ -405,4 +414,5 @@ const struct source_ops source_replay_ops = {
     .close_input = replay_src_close_input,
     .symbolize = NULL,
     .raw_tap = replay_src_raw_tap,
+    .raw_join = replay_src_raw_join,
 };
