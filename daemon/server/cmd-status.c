@@ -97,9 +97,7 @@ int cmd_status(struct cmd_ctx *ctx)
     /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
     cJSON *sj = NULL;
     if (s->src && s->src->ops->status_json) {
-        session_src_lock(s); /* its symbol cache's counters: a query worker may be using it */
-        sj = s->src->ops->status_json(s->src);
-        session_src_unlock(s);
+        sj = s->src->ops->status_json(s->src); /* never waits for the symbolizer (source.h) */
     } else if (s->src_status_last) {
         sj = cJSON_Duplicate(s->src_status_last, 1);
     }

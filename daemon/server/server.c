@@ -722,6 +722,14 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
         log_warn("test knob HEAPTRACED_TEST_FAIL_CLIENTS: the next %llu clients find no memory",
                  (unsigned long long)srv->test_fail_clients);
     }
+    const char *sd = getenv("HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS");
+    if (sd && *sd) {
+        srv->test_sym_delay_ms = strtoull(sd, NULL, 10);
+        srv->loop_thread = uv_thread_self();
+        log_warn("test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS: a query worker's first frame of "
+                 "each session holds the symbolizer %llu ms more",
+                 (unsigned long long)srv->test_sym_delay_ms);
+    }
 #endif
 }
 

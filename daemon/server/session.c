@@ -144,13 +144,10 @@ void session_src_unlock(struct session *s)
 
 void session_stats_refresh(struct session *s)
 {
-    if (!s->src)
-        return;
-    /* A symbolizing source's counters include its symbol cache's charges,
-     * which a query worker may be making. */
-    session_src_lock(s);
-    s->src->ops->stats(s->src, &s->ingest);
-    session_src_unlock(s);
+    /* Never waits for the symbolizer lock: a symbolizing source reports its
+     * symbol cache's counters as of their last use (source.h stats). */
+    if (s->src)
+        s->src->ops->stats(s->src, &s->ingest);
 }
 
 static void idle_closed_cb(uv_handle_t *h)
@@ -186,16 +183,17 @@ static void drain_cb(uv_idle_t *h)
         return;
     }
     int rc = 0;
-    /* A drain may teach the symbolizer modules (eBPF: module events) while
-     * a query worker asks it for names: one at a time. A source without a
-     * symbolizer is never called from a worker. */
-    int sym = s->src->ops->symbolize != NULL;
-    if (sym)
-        session_src_lock(s);
+    /* Without the symbolizer lock: a query worker may hold it for long (a
+     * module's first symbol table load) and the loop must keep taking
+     * events and answering. What the drain learnt for the symbolizer
+     * (eBPF: modules) waits in the source until the lock is free now, or
+     * until the next symbolize, which applies it first (source.h). */
     if (session_active(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
-    if (sym)
-        session_src_unlock(s);
+    if (s->src->ops->sym_sync && uv_mutex_trylock(&s->sym_mu) == 0) {
+        s->src->ops->sym_sync(s->src);
+        uv_mutex_unlock(&s->sym_mu);
+    }
     session_stats_refresh(s);
     session_warm(s);
     if (!session_active(s)) {
@@ -238,6 +236,18 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
     if (!s->src || !s->src->ops->symbolize)
         return NULL;
     session_src_lock(s);
+#ifdef HEAPTRACE_TEST_KNOBS
+    /* A slow first table load on a worker, for the tests of what the loop
+     * does meanwhile (server.h test_sym_delay_ms). */
+    const struct server *srv = s->srv;
+    if (srv->test_sym_delay_ms && !s->test_sym_delayed) {
+        uv_thread_t self = uv_thread_self();
+        if (!uv_thread_equal(&self, &srv->loop_thread)) {
+            s->test_sym_delayed = 1;
+            uv_sleep((unsigned)srv->test_sym_delay_ms);
+        }
+    }
+#endif
     const char *r = s->src->ops->symbolize(s->src, addr, buf, bufsz);
     session_src_unlock(s);
     return r;

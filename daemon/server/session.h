@@ -120,10 +120,14 @@ struct session {
         uint64_t worker_total_ns;
     } qs;
     int dropped; /* off the list, freed once q_running returns (session_free_dropped) */
-    /* The source's symbolizer is used by the loop (drain, status, replies)
-     * and by the query workers (frame names for cull and require patterns):
-     * one at a time. Recursive: a drain's recorder formats frames. */
+    /* The source's symbolizer (source.h symbolize, sym_sync) is used by the
+     * loop (replies, recorders) and by the query workers (frame names for
+     * cull and require patterns, rows): one at a time. The drain, stats and
+     * status never wait for it (the drain takes it only when it is free at
+     * once, to apply what it queued). Recursive: a drain's recorder formats
+     * frames. */
     uv_mutex_t sym_mu;
+    int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (server.h) */
 };
 
 /* Sessions (session.c). */
@@ -137,7 +141,8 @@ struct session *session_new(struct server *srv, const char *name, const char *so
  * returns (query-job.c calls session_free_dropped). */
 void session_drop(struct session *s);
 void session_free_dropped(struct session *s);
-/* Hold the source's symbolizer (and what it charges) against the query workers. */
+/* Hold the source's symbolizer (and what it charges) against the query
+ * workers: a loop caller may wait behind a worker's symbol table load. */
 void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);

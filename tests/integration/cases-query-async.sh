@@ -294,3 +294,57 @@ case_query_async_live_bpf() {
     eq "$(jget quality.lost <"$T/s")" 0 "events lost"
     stop_clean
 }
+
+# Live eBPF (root): a query worker that holds the symbolizer for long (a
+# module's first symbol table load; HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS makes
+# the first frame it resolves take that long) does not hold the loop: the
+# session keeps taking the target's events and pings are answered meanwhile.
+# Before, every drain of a symbolizing source waited for the symbolizer lock
+# (and status for its counters): the loop stood still behind the worker.
+case_query_async_symbolizer_busy() {
+    local hold=$((3000 * QA_FACTOR))
+    HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS=$hold live_setup
+    grep -q "test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS" "$T/daemon.log" ||
+        { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
+    live_app lo allocbench 400000 1
+    local pid=$APID
+    live_attach lo "$pid"
+    live_go "$pid"
+    local e0=0
+    for _ in $(seq 200); do
+        e0=$(qa_status lo ingest.events)
+        [ "${e0:-0}" -gt 10000 ] && break
+        sleep 0.02
+    done
+    [ "${e0:-0}" -gt 10000 ] || fail "the live session takes no events ($e0)"
+    # A require pattern is matched on the worker: its first frame holds the symbolizer.
+    ctl --json stacks lo --top 5 --require 'allocbench!*' >"$T/q.json" 2>&1 &
+    local qpid=$!
+    local t0
+    t0=$(date +%s%N)
+    qa_wait_in_flight lo
+    # Pings every 10 ms for 1 s (a third of the hold); each answered within
+    # 500 ms (the loop waited for the whole hold before: seconds).
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((500 * QA_FACTOR)) >"$T/ping.out" 2>&1 &
+    local wpid=$!
+    e0=$(qa_status lo ingest.events)
+    sleep $((QA_FACTOR))
+    local e1
+    e1=$(qa_status lo ingest.events)
+    touch "$T/stop"
+    wait "$wpid" || fail "pings stalled while a worker held the symbolizer: $(cat "$T/ping.out")"
+    cat "$T/ping.out"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt "$hold" ] || fail "the checks took ${ms} ms, the worker's hold ${hold} ms: not inside it"
+    eq "$(qa_status lo queries.in_flight)" 1 "the query still runs"
+    [ "$e1" -gt "$e0" ] || fail "no event taken while the worker held the symbolizer ($e0 then $e1)"
+    echo "events while the symbolizer was held: $e0 -> $e1 in ${ms} ms"
+    wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
+    grep -q "allocbench" "$T/q.json" || fail "frames not symbolized: $(head -c 400 "$T/q.json")"
+    ctl --json status lo >"$T/s"
+    jget source_status.symbols <"$T/s"
+    eq "$(jget source_status.symbols.queue_drops <"$T/s")" 0 "module events dropped from the queue"
+    live_wait_line lo '"ns_per_pair"'
+    wait "$pid" || fail "allocbench exit code"
+    stop_clean
+}

@@ -14,6 +14,7 @@
 #include "ht-error.h"
 #include "source.h"
 #include "stack-intern.h"
+#include "sym-snap.h"
 #include "symbols.h"
 #include "tracer.h"
 
@@ -29,12 +30,46 @@
  * buffer for the session's life. */
 #define BPF_KERNEL_RING (16u << 20)
 
+/* Module loads and unloads the drains saw, waiting for the symbol cache
+ * (the drain never waits for the session's symbolizer lock, see
+ * source.h): at most MODQ_ENTRIES of them and MODQ_TEXT bytes of paths and
+ * build ids, allocated at open and charged as a source buffer. A module
+ * event that does not fit is dropped from the queue and counted
+ * (symbols.queue_drops in status); the engine still has it. A dropped load
+ * is found by the cache's own read of /proc/PID/maps at the first frame in
+ * it, while the process lives (its table is then not loaded early); a
+ * dropped unload leaves the module's range resolving to it until a load
+ * over that range replaces it. */
+#define MODQ_ENTRIES 256u
+#define MODQ_TEXT (64u << 10)
+/* One entry's path and build id, NUL-terminated each, at most. */
+#define MODQ_ENTRY_TEXT 4608u
+
+struct modq_entry {
+    uint64_t start, end, bias;
+    uint32_t text; /* offset of path, then build id, in the text buffer */
+    uint16_t path_len, bid_len;
+    int load;
+};
+
+struct modq {
+    uv_mutex_t mu; /* everything below: pushed by the loop, taken under the symbolizer lock */
+    struct modq_entry *e;
+    char *text;
+    uint32_t head, n, text_used; /* entries [head, n) wait; emptied, all go back to 0 */
+    uint64_t queued, applied, drops, max_waiting;
+};
+
 struct bpf_source {
     struct source base;
     struct evring *ring;
     struct bpf_tracer *tracer;
-    struct sym_cache *syms;
-    struct mem_acct acct;     /* the symbol cache */
+    struct sym_cache *syms;   /* under the session's symbolizer lock */
+    struct mem_acct sym_acct; /* the symbol cache's (under the same lock) */
+    struct sym_snap snap;     /* their counters, for stats and status */
+    struct mem_acct acct;     /* the loop's: kernel ring, module queue */
+    struct modq q;
+    int q_ready;              /* q.mu initialised (open got that far) */
     struct source_sink outer; /* the session's sink; base.sink wraps it */
     uint64_t pid;
     int started, stopped, ended;
@@ -105,7 +140,7 @@ static void ring_ready(void *data)
 
 /* A module into the symbol cache, its table loaded now: symbols are lazy,
  * but once the process is gone its files can no longer be opened through
- * /proc/PID (the table stays cached by build id). */
+ * /proc/PID (the table stays cached by build id). Under the symbolizer lock. */
 static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uint64_t bias,
                          const char *path, const char *build_id)
 {
@@ -114,7 +149,76 @@ static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uin
         sym_cache_resolve(s->syms, start, 0, buf, sizeof(buf));
 }
 
-/* Module events teach the symbol cache before the session sees them, so
+/* The loop: a module event for the symbol cache, at the queue's end (0), or
+ * dropped and counted (HT_EFULL). */
+static int modq_push(struct modq *q, int load, uint64_t start, uint64_t end, uint64_t bias,
+                     const char *path, const char *bid)
+{
+    size_t pl = load ? strlen(path) : 0, bl = load ? strlen(bid) : 0;
+    int rc = 0;
+    uv_mutex_lock(&q->mu);
+    if (q->n == MODQ_ENTRIES || pl + bl + 2 > MODQ_ENTRY_TEXT ||
+        q->text_used + pl + bl + 2 > MODQ_TEXT) {
+        q->drops++;
+        rc = HT_EFULL;
+    } else {
+        struct modq_entry *e = &q->e[q->n++];
+        *e = (struct modq_entry){start, end, bias, q->text_used, (uint16_t)pl, (uint16_t)bl, load};
+        char *t = q->text + q->text_used;
+        memcpy(t, path, pl);
+        t[pl] = '\0';
+        memcpy(t + pl + 1, bid, bl);
+        t[pl + 1 + bl] = '\0';
+        q->text_used += (uint32_t)(pl + bl + 2);
+        q->queued++;
+        if (q->n - q->head > q->max_waiting)
+            q->max_waiting = q->n - q->head;
+    }
+    uv_mutex_unlock(&q->mu);
+    return rc;
+}
+
+/* Under the symbolizer lock: the oldest waiting entry, its path and build id
+ * copied into text (MODQ_ENTRY_TEXT bytes). 0 when none waits. */
+static int modq_take(struct modq *q, struct modq_entry *out, char *text)
+{
+    uv_mutex_lock(&q->mu);
+    if (q->head == q->n) {
+        uv_mutex_unlock(&q->mu);
+        return 0;
+    }
+    *out = q->e[q->head++];
+    memcpy(text, q->text + out->text, (size_t)out->path_len + out->bid_len + 2);
+    if (q->head == q->n)
+        q->head = q->n = q->text_used = 0;
+    q->applied++;
+    uv_mutex_unlock(&q->mu);
+    return 1;
+}
+
+/* Under the symbolizer lock: the queued module events into the symbol
+ * cache, in order, and its counters into the snapshot. */
+static void bpf_src_sym_sync(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (!s->syms)
+        return;
+    struct modq_entry e;
+    char text[MODQ_ENTRY_TEXT];
+    int any = 0;
+    while (s->q_ready && modq_take(&s->q, &e, text)) {
+        if (e.load)
+            module_learn(s, e.start, e.end, e.bias, text, text + e.path_len + 1);
+        else
+            sym_cache_remove_module(s->syms, e.start);
+        any = 1;
+    }
+    if (any)
+        sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+}
+
+/* Module events are queued for the symbol cache before the session sees
+ * them (applied by sym_sync, or by the next symbolize at the latest), so
  * frames still resolve after the process is gone. */
 static int events_cb(void *arg, struct ht_event *evs, size_t n)
 {
@@ -125,10 +229,10 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
             const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
             const char *bid =
                 ev->old_size ? stack_intern_strget(s->outer.si, (uint32_t)ev->old_size) : "";
-            module_learn(s, ev->addr, ev->addr + ev->size, ev->old_addr, path ? path : "",
-                         bid ? bid : "");
+            modq_push(&s->q, 1, ev->addr, ev->addr + ev->size, ev->old_addr, path ? path : "",
+                      bid ? bid : "");
         } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
-            sym_cache_remove_module(s->syms, ev->addr);
+            modq_push(&s->q, 0, ev->addr, 0, 0, "", "");
         }
     }
     int rc = s->outer.events(s->outer.arg, evs, n);
@@ -185,6 +289,14 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     s->pid = p->pid;
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    if (sym_snap_init(&s->snap) != 0 || uv_mutex_init(&s->q.mu) != 0) {
+        snprintf(err, errsz, "out of memory");
+        uv_mutex_destroy(&s->mu);
+        ht_free(s);
+        return UV_ENOMEM;
+    }
+    s->q_ready = 1;
     /* bpf_ring_bytes (validated by the config: a power of two, at most 1 GiB). */
     uint32_t ring = p->ring_bytes ? (uint32_t)p->ring_bytes : BPF_KERNEL_RING;
     int rc = mem_acct_charge(&s->acct, MEM_source_buffers, ring);
@@ -220,8 +332,18 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
         snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
         goto fail;
     }
+    s->q.e = mem_calloc(&s->acct, MEM_source_buffers, MODQ_ENTRIES, sizeof(*s->q.e));
+    s->q.text = mem_alloc(&s->acct, MEM_source_buffers, MODQ_TEXT);
+    if (!s->q.e || !s->q.text) {
+        rc = HT_EFULL;
+        snprintf(err, errsz,
+                 "the memory budget cannot hold the module queue of a live trace (%u KiB; "
+                 "session_memory_budget, daemon_memory_budget)",
+                 (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
+        goto fail;
+    }
     /* Without a symbol cache frames stay addresses: not a reason to refuse. */
-    if (sym_cache_new(&s->syms, p->pid, &s->acct, MEM_symbols) != 0)
+    if (sym_cache_new(&s->syms, p->pid, &s->sym_acct, MEM_symbols) != 0)
         s->syms = NULL;
     *out = &s->base;
     return 0;
@@ -263,6 +385,7 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
     const struct procmaps_module *ms = bpf_tracer_modules(s->tracer, &nm);
     for (size_t i = 0; s->syms && i < nm; i++)
         module_learn(s, ms[i].start, ms[i].end, ms[i].bias, ms[i].path, ms[i].build_id);
+    sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
     rc = bpf_tracer_run(s->tracer, &k, err, errsz);
     if (rc) {
         bpf_tracer_detach(s->tracer);
@@ -318,6 +441,15 @@ static void bpf_src_close(struct source *base)
         evring_free(s->ring);
     if (s->syms)
         sym_cache_free(s->syms);
+    mem_acct_close(&s->sym_acct);
+    if (s->q_ready) {
+        if (s->q.e)
+            mem_free(&s->acct, MEM_source_buffers, s->q.e, MODQ_ENTRIES * sizeof(*s->q.e));
+        if (s->q.text)
+            mem_free(&s->acct, MEM_source_buffers, s->q.text, MODQ_TEXT);
+        uv_mutex_destroy(&s->q.mu);
+        sym_snap_destroy(&s->snap);
+    }
     mem_acct_close(&s->acct);
     uv_mutex_destroy(&s->mu);
     ht_free(s);
@@ -353,6 +485,7 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
         st->over_budget[k] += s->acct.over_budget[k];
         st->no_memory[k] += s->acct.no_memory[k];
     }
+    sym_snap_add(&s->snap, st, MEM_symbols);
 }
 
 static struct cJSON *bpf_src_status_json(struct source *base)
@@ -374,24 +507,39 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "unwind_failures", (double)ts.unwind_failures);
     if (s->syms) {
         struct sym_stats ss;
-        sym_cache_stats(s->syms, &ss);
+        uint64_t b, ob, nm;
+        sym_snap_read(&s->snap, &ss, &b, &ob, &nm);
+        uv_mutex_lock(&s->q.mu);
+        uint64_t queued = s->q.queued, drops = s->q.drops, waiting = s->q.n - s->q.head,
+                 max_waiting = s->q.max_waiting;
+        uv_mutex_unlock(&s->q.mu);
         cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
         if (sy) {
             cJSON_AddNumberToObject(sy, "modules", (double)ss.modules);
             cJSON_AddNumberToObject(sy, "symbols", (double)ss.symbols);
             cJSON_AddNumberToObject(sy, "lookups", (double)ss.lookups);
             cJSON_AddNumberToObject(sy, "misses", (double)ss.misses);
+            /* Module events the drains queued for the cache (modq above). */
+            cJSON_AddNumberToObject(sy, "queued", (double)queued);
+            cJSON_AddNumberToObject(sy, "queue_waiting", (double)waiting);
+            cJSON_AddNumberToObject(sy, "queue_max_waiting", (double)max_waiting);
+            cJSON_AddNumberToObject(sy, "queue_drops", (double)drops);
         }
     }
     return o;
 }
 
 /* Frames are return addresses (taken at the allocator's return, or by the
- * unwinder): looked up as addr - 1. */
+ * unwinder): looked up as addr - 1. The queued module events first. */
 static const char *bpf_src_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
 {
     struct bpf_source *s = (struct bpf_source *)base;
-    return s->syms ? sym_cache_resolve(s->syms, addr, 1, buf, bufsz) : NULL;
+    if (!s->syms)
+        return NULL;
+    bpf_src_sym_sync(base);
+    const char *r = sym_cache_resolve(s->syms, addr, 1, buf, bufsz);
+    sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+    return r;
 }
 
 const struct source_ops source_bpf_ops = {
@@ -411,6 +559,7 @@ const struct source_ops source_bpf_ops = {
     .write = NULL,
     .close_input = NULL,
     .symbolize = bpf_src_symbolize,
+    .sym_sync = bpf_src_sym_sync,
 };
 
 /* Synthetic input (bpf-source.h): tests only, outside the ops table above. */
