@@ -153,9 +153,10 @@ static void client_pump(struct client *c)
                 c->oq_tail = NULL;
             if (it->src && it->src->frames > 1)
                 log_debug("client %llu: reply sent as %llu frames, %llu bytes, slowest frame "
-                          "%.2f ms",
+                          "%.2f ms (loop CPU %.2f ms)",
                           (unsigned long long)c->id, (unsigned long long)it->src->frames,
-                          (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6);
+                          (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6,
+                          (double)it->src->slowest_cpu_ns / 1e6);
             if (it->src) {
                 out_queued_add(c->srv, -(int64_t)it->src->held);
                 reply_src_free(it->src);
