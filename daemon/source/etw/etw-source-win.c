@@ -42,6 +42,7 @@
 #include "procwatch.h"
 #include "source.h"
 #include "stack-intern.h"
+#include "sym-snap.h"
 #include "symbols.h"
 
 #include <windows.h>
@@ -79,8 +80,11 @@ struct etw_source {
     struct source_sink outer;
     uv_loop_t *loop;
     struct evring *ring;
-    struct sym_cache *syms;
-    struct mem_acct acct;
+    struct sym_cache *syms;   /* under the session's symbolizer lock (source.h) */
+    struct mem_acct sym_acct; /* the symbol cache's, under the same lock */
+    struct sym_snap snap;     /* their counters, for stats */
+    int snap_ready;
+    struct mem_acct acct; /* the correlators' (under mu) */
     uint64_t pid;
     char image[260];
     int exe_mode, stacks, no_heap, no_virtual;
@@ -481,6 +485,8 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     s->sample_ns = p->sample_ns;
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    s->snap_ready = sym_snap_init(&s->snap) == 0;
     s->quit_event = CreateEventW(NULL, TRUE, FALSE, NULL);
     struct evring_limits lim = {RING_EVENTS, p->max_stacks, p->max_strings, p->max_name_len,
                                 p->budget};
@@ -498,7 +504,7 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
             etw_close(&s->base);
             return rc == UV_ENOENT ? UV_ESRCH : rc;
         }
-        if (sym_cache_new(&s->syms, s->pid, &s->acct, MEM_symbols) != 0)
+        if (!s->snap_ready || sym_cache_new(&s->syms, s->pid, &s->sym_acct, MEM_symbols) != 0)
             s->syms = NULL;
     }
     *out = &s->base;
@@ -605,6 +611,8 @@ static int etw_start(struct source *base, char *err, size_t errsz)
             for (size_t i = 0; s->syms && i < n; i++)
                 sym_cache_add_module(s->syms, mods[i].base, mods[i].base + mods[i].size,
                                      mods[i].base, mods[i].path, NULL);
+            if (s->syms) /* no worker has the cache yet: before start's reply */
+                sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
         } else {
             mods = NULL;
         }
@@ -685,6 +693,9 @@ static void etw_close(struct source *base)
         evring_free(s->ring);
     if (s->syms)
         sym_cache_free(s->syms);
+    mem_acct_close(&s->sym_acct);
+    if (s->snap_ready)
+        sym_snap_destroy(&s->snap);
     if (s->quit_event)
         CloseHandle(s->quit_event);
     mem_acct_close(&s->acct);
@@ -702,15 +713,18 @@ static void etw_stats(struct source *base, struct source_stats *st)
     st->events = s->dec.decoded;
     st->malformed = s->dec.malformed;
     st->lost = s->lost_events;
-    uv_mutex_unlock(&s->mu);
-    uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
-    if (s->stopped && put > s->delivered)
-        st->lost += put - s->delivered;
-    for (int k = 0; k < MEM_KINDS; k++) {
+    for (int k = 0; k < MEM_KINDS; k++) { /* the correlators charge under mu */
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
         st->no_memory[k] += s->acct.no_memory[k];
     }
+    uv_mutex_unlock(&s->mu);
+    uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
+    if (s->stopped && put > s->delivered)
+        st->lost += put - s->delivered;
+    /* The symbol cache's as of its last use: never waits for the symbolizer lock. */
+    if (s->snap_ready)
+        sym_snap_add(&s->snap, st, MEM_symbols);
 }
 
 static cJSON *etw_status_json(struct source *base)
@@ -757,11 +771,17 @@ static cJSON *etw_status_json(struct source *base)
     return o;
 }
 
-/* Stack frames are return addresses: looked up as addr - 1. */
+/* Stack frames are return addresses: looked up as addr - 1. The drain
+ * queues nothing for the cache (modules come from start's list, and a miss
+ * reads the target's module list), so there is no sym_sync. */
 static const char *etw_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
 {
     struct etw_source *s = (struct etw_source *)base;
-    return s->syms ? sym_cache_resolve(s->syms, addr, 1, buf, bufsz) : NULL;
+    if (!s->syms)
+        return NULL;
+    const char *r = sym_cache_resolve(s->syms, addr, 1, buf, bufsz);
+    sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+    return r;
 }
 
 /* A previous run's sessions and IFEO changes (etw-mechanics.md 1.5, 5.5):
