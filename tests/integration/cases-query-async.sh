@@ -298,18 +298,22 @@ case_query_async_live_bpf() {
 # Live eBPF (root): a query worker that holds the symbolizer for long (a
 # module's first symbol table load; HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS makes
 # the first frame it resolves take that long) does not hold the loop: the
-# session keeps taking the target's events and pings are answered meanwhile.
-# Before, every drain of a symbolizing source waited for the symbolizer lock
-# (and status for its counters): the loop stood still behind the worker.
+# session keeps taking the target's events and pings are answered meanwhile,
+# and a module the target loads meanwhile waits in the source's queue, then
+# reaches the symbol cache once the worker lets go. Before, every drain of a
+# symbolizing source waited for the symbolizer lock (and status for its
+# counters): the loop stood still behind the worker.
 case_query_async_symbolizer_busy() {
     local hold=$((3000 * QA_FACTOR))
     HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS=$hold live_setup
     grep -q "test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS" "$T/daemon.log" ||
         { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
-    live_app lo allocbench 400000 1
+    live_app lo allocbench --dlopen libm.so.6 400000 1
     local pid=$APID
     live_attach lo "$pid"
     live_go "$pid"
+    local m0
+    m0=$(ctl --json status lo | jget source_status.symbols.modules)
     local e0=0
     for _ in $(seq 200); do
         e0=$(qa_status lo ingest.events)
@@ -328,6 +332,17 @@ case_query_async_symbolizer_busy() {
     "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((500 * QA_FACTOR)) >"$T/ping.out" 2>&1 &
     local wpid=$!
     e0=$(qa_status lo ingest.events)
+    # The target maps a new module: the drain queues it (the lock is held).
+    live_go "$pid"
+    live_wait_line lo '"dlopened"'
+    local q=0
+    for _ in $(seq 100); do
+        ctl --json status lo >"$T/sq"
+        q=$(jget source_status.symbols.queue_waiting <"$T/sq")
+        [ "${q:-0}" -ge 1 ] && break
+        sleep 0.01
+    done
+    [ "${q:-0}" -ge 1 ] || fail "the module load did not wait in the queue: $(jget source_status.symbols <"$T/sq")"
     sleep $((QA_FACTOR))
     local e1
     e1=$(qa_status lo ingest.events)
@@ -341,9 +356,14 @@ case_query_async_symbolizer_busy() {
     echo "events while the symbolizer was held: $e0 -> $e1 in ${ms} ms"
     wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
     grep -q "allocbench" "$T/q.json" || fail "frames not symbolized: $(head -c 400 "$T/q.json")"
+    # The worker applied the queue before its next frame: the new module's
+    # table is loaded (modules counts images).
     ctl --json status lo >"$T/s"
     jget source_status.symbols <"$T/s"
+    eq "$(jget source_status.symbols.queue_waiting <"$T/s")" 0 "module events still queued"
     eq "$(jget source_status.symbols.queue_drops <"$T/s")" 0 "module events dropped from the queue"
+    [ "$(jget source_status.symbols.modules <"$T/s")" -gt "$m0" ] ||
+        fail "the dlopened module's table was not loaded ($m0 images before)"
     live_wait_line lo '"ns_per_pair"'
     wait "$pid" || fail "allocbench exit code"
     stop_clean
