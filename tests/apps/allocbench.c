@@ -15,7 +15,8 @@
  * (ns_per_pair: the mean over threads of each thread's loop time / PAIRS)
  * and exit 0. --dlopen LIB: once the threads run, wait for a second
  * go-signal, dlopen(LIB) (a module load while the loop runs: the symbolizer
- * tests) and print {"dlopened":"LIB"} (or {"dlopen_error":"..."}).
+ * tests), print {"dlopened":"LIB"} (or {"dlopen_error":"..."}) and wait for a
+ * third before the result and the exit (the process stays for its files).
  */
 #define _GNU_SOURCE
 #include "app-sync.h"
@@ -161,6 +162,7 @@ int main(int argc, char **argv)
             app_sync_say("{\"dlopened\":\"%s\"}", lib);
         else
             app_sync_say("{\"dlopen_error\":\"%s\"}", dlerror());
+        app_sync_wait();
     }
     double sum = 0;
     for (int k = 0; k < threads; k++) {
