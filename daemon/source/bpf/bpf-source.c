@@ -9,6 +9,7 @@
  */
 #include "bpf-source.h"
 #include "evring.h"
+#include "modq.h"
 #include "procmaps.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -30,35 +31,15 @@
  * buffer for the session's life. */
 #define BPF_KERNEL_RING (16u << 20)
 
-/* Module loads and unloads the drains saw, waiting for the symbol cache
- * (the drain never waits for the session's symbolizer lock, see
- * source.h): at most MODQ_ENTRIES of them and MODQ_TEXT bytes of paths and
- * build ids, allocated at open and charged as a source buffer. A module
- * event that does not fit is dropped from the queue and counted
- * (symbols.queue_drops in status); the engine still has it. A dropped load
- * is found by the cache's own read of /proc/PID/maps at the first frame in
- * it, while the process lives (its table is then not loaded early); a
- * dropped unload leaves the module's range resolving to it until a load
- * over that range replaces it. */
-#define MODQ_ENTRIES 256u
-#define MODQ_TEXT (64u << 10)
-/* One entry's path and build id, NUL-terminated each, at most. */
-#define MODQ_ENTRY_TEXT 4608u
-
-struct modq_entry {
-    uint64_t start, end, bias;
-    uint32_t text; /* offset of path, then build id, in the text buffer */
-    uint16_t path_len, bid_len;
-    int load;
-};
-
-struct modq {
-    uv_mutex_t mu; /* everything below: pushed by the loop, taken under the symbolizer lock */
-    struct modq_entry *e;
-    char *text;
-    uint32_t head, n, text_used; /* entries [head, n) wait; emptied, all go back to 0 */
-    uint64_t queued, applied, drops, max_waiting;
-};
+/* Module events wait in a queue (modq.h) for the symbol cache: one that
+ * does not fit is dropped and counted (symbols.queue_drops in status); the
+ * engine still has it. A dropped load is found by the cache's own read of
+ * /proc/PID/maps at the first frame in it, while the process lives (its
+ * table is then not loaded early); a dropped unload leaves the module's
+ * range resolving to it until a load over that range replaces it. A load
+ * that waits while a worker holds the symbolizer has its table loaded when
+ * the worker lets go: if the process exited meanwhile, its frames stay
+ * "module!+0xOFF". */
 
 struct bpf_source {
     struct source base;
@@ -67,9 +48,9 @@ struct bpf_source {
     struct sym_cache *syms;   /* under the session's symbolizer lock */
     struct mem_acct sym_acct; /* the symbol cache's (under the same lock) */
     struct sym_snap snap;     /* their counters, for stats and status */
+    int snap_ready;
     struct mem_acct acct;     /* the loop's: kernel ring, module queue */
     struct modq q;
-    int q_ready;              /* q.mu initialised (open got that far) */
     struct source_sink outer; /* the session's sink; base.sink wraps it */
     uint64_t pid;
     int started, stopped, ended;
@@ -149,53 +130,6 @@ static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uin
         sym_cache_resolve(s->syms, start, 0, buf, sizeof(buf));
 }
 
-/* The loop: a module event for the symbol cache, at the queue's end (0), or
- * dropped and counted (HT_EFULL). */
-static int modq_push(struct modq *q, int load, uint64_t start, uint64_t end, uint64_t bias,
-                     const char *path, const char *bid)
-{
-    size_t pl = load ? strlen(path) : 0, bl = load ? strlen(bid) : 0;
-    int rc = 0;
-    uv_mutex_lock(&q->mu);
-    if (q->n == MODQ_ENTRIES || pl + bl + 2 > MODQ_ENTRY_TEXT ||
-        q->text_used + pl + bl + 2 > MODQ_TEXT) {
-        q->drops++;
-        rc = HT_EFULL;
-    } else {
-        struct modq_entry *e = &q->e[q->n++];
-        *e = (struct modq_entry){start, end, bias, q->text_used, (uint16_t)pl, (uint16_t)bl, load};
-        char *t = q->text + q->text_used;
-        memcpy(t, path, pl);
-        t[pl] = '\0';
-        memcpy(t + pl + 1, bid, bl);
-        t[pl + 1 + bl] = '\0';
-        q->text_used += (uint32_t)(pl + bl + 2);
-        q->queued++;
-        if (q->n - q->head > q->max_waiting)
-            q->max_waiting = q->n - q->head;
-    }
-    uv_mutex_unlock(&q->mu);
-    return rc;
-}
-
-/* Under the symbolizer lock: the oldest waiting entry, its path and build id
- * copied into text (MODQ_ENTRY_TEXT bytes). 0 when none waits. */
-static int modq_take(struct modq *q, struct modq_entry *out, char *text)
-{
-    uv_mutex_lock(&q->mu);
-    if (q->head == q->n) {
-        uv_mutex_unlock(&q->mu);
-        return 0;
-    }
-    *out = q->e[q->head++];
-    memcpy(text, q->text + out->text, (size_t)out->path_len + out->bid_len + 2);
-    if (q->head == q->n)
-        q->head = q->n = q->text_used = 0;
-    q->applied++;
-    uv_mutex_unlock(&q->mu);
-    return 1;
-}
-
 /* Under the symbolizer lock: the queued module events into the symbol
  * cache, in order, and its counters into the snapshot. */
 static void bpf_src_sym_sync(struct source *base)
@@ -206,7 +140,7 @@ static void bpf_src_sym_sync(struct source *base)
     struct modq_entry e;
     char text[MODQ_ENTRY_TEXT];
     int any = 0;
-    while (s->q_ready && modq_take(&s->q, &e, text)) {
+    while (s->q.ready && modq_take(&s->q, &e, text)) {
         if (e.load)
             module_learn(s, e.start, e.end, e.bias, text, text + e.path_len + 1);
         else
@@ -290,13 +224,13 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
     mem_acct_init(&s->sym_acct, p->budget);
-    if (sym_snap_init(&s->snap) != 0 || uv_mutex_init(&s->q.mu) != 0) {
+    if (sym_snap_init(&s->snap) != 0) {
         snprintf(err, errsz, "out of memory");
         uv_mutex_destroy(&s->mu);
         ht_free(s);
         return UV_ENOMEM;
     }
-    s->q_ready = 1;
+    s->snap_ready = 1;
     /* bpf_ring_bytes (validated by the config: a power of two, at most 1 GiB). */
     uint32_t ring = p->ring_bytes ? (uint32_t)p->ring_bytes : BPF_KERNEL_RING;
     int rc = mem_acct_charge(&s->acct, MEM_source_buffers, ring);
@@ -332,14 +266,14 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
         snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
         goto fail;
     }
-    s->q.e = mem_calloc(&s->acct, MEM_source_buffers, MODQ_ENTRIES, sizeof(*s->q.e));
-    s->q.text = mem_alloc(&s->acct, MEM_source_buffers, MODQ_TEXT);
-    if (!s->q.e || !s->q.text) {
-        rc = HT_EFULL;
-        snprintf(err, errsz,
-                 "the memory budget cannot hold the module queue of a live trace (%u KiB; "
-                 "session_memory_budget, daemon_memory_budget)",
-                 (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
+    if ((rc = modq_init(&s->q, &s->acct)) != 0) {
+        if (rc == HT_EFULL)
+            snprintf(err, errsz,
+                     "the memory budget cannot hold the module queue of a live trace (%u KiB; "
+                     "session_memory_budget, daemon_memory_budget)",
+                     (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
+        else
+            snprintf(err, errsz, "out of memory for the module queue");
         goto fail;
     }
     /* Without a symbol cache frames stay addresses: not a reason to refuse. */
@@ -442,14 +376,9 @@ static void bpf_src_close(struct source *base)
     if (s->syms)
         sym_cache_free(s->syms);
     mem_acct_close(&s->sym_acct);
-    if (s->q_ready) {
-        if (s->q.e)
-            mem_free(&s->acct, MEM_source_buffers, s->q.e, MODQ_ENTRIES * sizeof(*s->q.e));
-        if (s->q.text)
-            mem_free(&s->acct, MEM_source_buffers, s->q.text, MODQ_TEXT);
-        uv_mutex_destroy(&s->q.mu);
+    modq_free(&s->q, &s->acct);
+    if (s->snap_ready)
         sym_snap_destroy(&s->snap);
-    }
     mem_acct_close(&s->acct);
     uv_mutex_destroy(&s->mu);
     ht_free(s);
@@ -509,21 +438,19 @@ static struct cJSON *bpf_src_status_json(struct source *base)
         struct sym_stats ss;
         uint64_t b, ob, nm;
         sym_snap_read(&s->snap, &ss, &b, &ob, &nm);
-        uv_mutex_lock(&s->q.mu);
-        uint64_t queued = s->q.queued, drops = s->q.drops, waiting = s->q.n - s->q.head,
-                 max_waiting = s->q.max_waiting;
-        uv_mutex_unlock(&s->q.mu);
+        struct modq_stats qs;
+        modq_stats(&s->q, &qs);
         cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
         if (sy) {
             cJSON_AddNumberToObject(sy, "modules", (double)ss.modules);
             cJSON_AddNumberToObject(sy, "symbols", (double)ss.symbols);
             cJSON_AddNumberToObject(sy, "lookups", (double)ss.lookups);
             cJSON_AddNumberToObject(sy, "misses", (double)ss.misses);
-            /* Module events the drains queued for the cache (modq above). */
-            cJSON_AddNumberToObject(sy, "queued", (double)queued);
-            cJSON_AddNumberToObject(sy, "queue_waiting", (double)waiting);
-            cJSON_AddNumberToObject(sy, "queue_max_waiting", (double)max_waiting);
-            cJSON_AddNumberToObject(sy, "queue_drops", (double)drops);
+            /* Module events the drains queued for the cache (modq.h). */
+            cJSON_AddNumberToObject(sy, "queued", (double)qs.queued);
+            cJSON_AddNumberToObject(sy, "queue_waiting", (double)qs.waiting);
+            cJSON_AddNumberToObject(sy, "queue_max_waiting", (double)qs.max_waiting);
+            cJSON_AddNumberToObject(sy, "queue_drops", (double)qs.drops);
         }
     }
     return o;
