@@ -64,6 +64,8 @@ static void queries_json(cJSON *o, const struct session *s)
     cJSON_AddNumberToObject(o, "longest_loop_hold_ms", (double)s->qs.hold_max_ns / 1e6);
     cJSON_AddNumberToObject(o, "longest_worker_ms", (double)s->qs.worker_max_ns / 1e6);
     cJSON_AddNumberToObject(o, "worker_ms", (double)s->qs.worker_total_ns / 1e6);
+    /* Drains put off while a query held the symbolizer a recorder needed. */
+    cJSON_AddNumberToObject(o, "drains_put_off", (double)s->drains_put_off);
 }
 
 int cmd_status(struct cmd_ctx *ctx)

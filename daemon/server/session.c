@@ -187,13 +187,34 @@ static void drain_cb(uv_idle_t *h)
      * module's first symbol table load) and the loop must keep taking
      * events and answering. What the drain learnt for the symbolizer
      * (eBPF: modules) waits in the source until the lock is free now, or
-     * until the next symbolize, which applies it first (source.h). */
+     * until the next symbolize, which applies it first (source.h).
+     * Except for a recorder, which names the frames of every event it is
+     * handed (htev-write.c): with one subscribed the drain holds the lock,
+     * and while a worker has it the drain is put off until that query
+     * returns (session_sym_released) instead of waiting for it; the events
+     * wait in the source meanwhile. */
+    int locked = 0;
+    if (s->nrecorders && s->src->ops->symbolize && session_active(s)) {
+        if (uv_mutex_trylock(&s->sym_mu) != 0) {
+            if (s->q_running) {
+                s->drains_put_off++;
+                s->drain_put_off = 1;
+                uv_idle_stop(h);
+                return;
+            }
+            session_src_lock(s); /* held by no query of ours: never expected */
+        }
+        locked = 1;
+    }
     if (session_active(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
-    if (s->src->ops->sym_sync && uv_mutex_trylock(&s->sym_mu) == 0) {
+    if (s->src->ops->sym_sync && (locked || uv_mutex_trylock(&s->sym_mu) == 0)) {
         s->src->ops->sym_sync(s->src);
-        uv_mutex_unlock(&s->sym_mu);
+        if (!locked)
+            uv_mutex_unlock(&s->sym_mu);
     }
+    if (locked)
+        session_src_unlock(s);
     session_stats_refresh(s);
     session_warm(s);
     if (!session_active(s)) {
@@ -211,8 +232,17 @@ static void drain_cb(uv_idle_t *h)
 static void sink_ready(void *arg)
 {
     struct session *s = arg;
-    if (!s->dropped && s->drain_idle && !s->src_over)
+    /* A drain put off for the symbolizer goes on when the query returns. */
+    if (!s->dropped && s->drain_idle && !s->src_over && !s->drain_put_off)
         uv_idle_start(s->drain_idle, drain_cb);
+}
+
+void session_sym_released(struct session *s)
+{
+    if (!s->drain_put_off)
+        return;
+    s->drain_put_off = 0;
+    sink_ready(s);
 }
 
 static void sink_ended(void *arg, const char *reason)
@@ -339,6 +369,7 @@ void session_stop(struct session *s, const char *reason)
      * from the drain callback, on the next loop iteration. */
     if (s->src && !s->src_over) {
         s->src->ops->stop(s->src);
+        s->drain_put_off = 0; /* a stopped session drains nothing: no symbolizer needed */
         uv_idle_start(s->drain_idle, drain_cb);
     }
     s->state = SESSION_STOPPED;

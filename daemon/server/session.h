@@ -128,6 +128,11 @@ struct session {
      * frames. */
     uv_mutex_t sym_mu;
     int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (server.h) */
+    /* A recorder needs the symbolizer for the drained events' frames: while
+     * a query worker holds it, the drain is put off (not waited for) until
+     * the query returns; drains_put_off counts the times. */
+    int drain_put_off;
+    uint64_t drains_put_off;
 };
 
 /* Sessions (session.c). */
@@ -143,6 +148,9 @@ void session_drop(struct session *s);
 void session_free_dropped(struct session *s);
 /* Hold the source's symbolizer (and what it charges) against the query
  * workers: a loop caller may wait behind a worker's symbol table load. */
+/* The session's query returned (query-job.c): a drain put off for the
+ * symbolizer goes on. */
+void session_sym_released(struct session *s);
 void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);

@@ -374,3 +374,60 @@ case_query_async_symbolizer_busy() {
     wait "$pid" || fail "allocbench exit code"
     stop_clean
 }
+
+# The same with a recorder on the session (root): it names the frames of
+# every event it is handed, so the drain needs the symbolizer; while the
+# worker holds it the drain is put off until the query returns
+# (queries.drains_put_off), rather than the loop waiting for the lock (3 s
+# without an answer before). The recording keeps its named frames.
+case_query_async_symbolizer_busy_recorder() {
+    local hold=$((3000 * QA_FACTOR))
+    HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS=$hold live_setup
+    grep -q "test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS" "$T/daemon.log" ||
+        { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
+    live_app lo allocbench 400000 1
+    local pid=$APID
+    live_attach lo "$pid"
+    ctl record lo -o "$T/rec.htev" >"$T/rec.out" 2>&1 &
+    local rpid=$!
+    for _ in $(seq 100); do
+        [ -s "$T/rec.htev" ] && break
+        sleep 0.02
+    done
+    live_go "$pid"
+    local e0=0
+    for _ in $(seq 200); do
+        e0=$(qa_status lo ingest.events)
+        [ "${e0:-0}" -gt 10000 ] && break
+        sleep 0.02
+    done
+    [ "${e0:-0}" -gt 10000 ] || fail "the live session takes no events ($e0)"
+    local t0
+    t0=$(date +%s%N)
+    ctl --json stacks lo --top 5 --require 'allocbench!*' >"$T/q.json" 2>&1 &
+    local qpid=$!
+    qa_wait_in_flight lo
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((500 * QA_FACTOR)) >"$T/ping.out" 2>&1 &
+    local wpid=$!
+    sleep $((QA_FACTOR))
+    touch "$T/stop"
+    wait "$wpid" || fail "pings stalled while a worker held the symbolizer: $(cat "$T/ping.out")"
+    cat "$T/ping.out"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt "$hold" ] || fail "the checks took ${ms} ms, the worker's hold ${hold} ms: not inside it"
+    wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
+    [ "$(qa_status lo queries.drains_put_off)" -ge 1 ] || fail "no drain was put off"
+    live_wait_line lo '"ns_per_pair"'
+    wait "$pid" || fail "allocbench exit code"
+    adv_wait_state lo >"$T/s"
+    # Gaps are allowed: allocbench makes events faster than a recorder
+    # writes them, and the events that waited meanwhile come at once.
+    local rrc=0
+    wait "$rpid" || rrc=$?
+    [ "$rrc" = 0 ] || grep -q "the recording has gaps" "$T/rec.out" ||
+        fail "record exited $rrc: $(cat "$T/rec.out")"
+    grep -q '"stack":\["[^"]*allocbench!' "$T/rec.htev" ||
+        fail "recorded frames not named: $(grep -m 3 '"stack"' "$T/rec.htev")"
+    echo "recorded $(grep -c '"ev":"alloc"' "$T/rec.htev") allocs, $(qa_status lo queries.drains_put_off) drains put off"
+    stop_clean
+}
