@@ -102,7 +102,9 @@ struct reply_src {
     struct ht_sbuf ahead;              /* the next item, made early: it says if more come */
     int done;
     const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
-    uint64_t frames, bytes, slowest_ns; /* for the debug log: the loop's longest hold */
+    /* For the debug log: the loop's longest hold for one frame, wall time
+     * and the loop thread's CPU time (the one a loaded host does not swell). */
+    uint64_t frames, bytes, slowest_ns, slowest_cpu_ns;
     uint64_t held; /* bytes the source holds (a query's rows): queued output until freed */
 };
 /* How a stream turns one row (or sample) into its item: 1 added to out, 0

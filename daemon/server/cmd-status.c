@@ -64,6 +64,8 @@ static void queries_json(cJSON *o, const struct session *s)
     cJSON_AddNumberToObject(o, "longest_loop_hold_ms", (double)s->qs.hold_max_ns / 1e6);
     cJSON_AddNumberToObject(o, "longest_worker_ms", (double)s->qs.worker_max_ns / 1e6);
     cJSON_AddNumberToObject(o, "worker_ms", (double)s->qs.worker_total_ns / 1e6);
+    /* Drains put off while a query held the symbolizer a recorder needed. */
+    cJSON_AddNumberToObject(o, "drains_put_off", (double)s->drains_put_off);
 }
 
 int cmd_status(struct cmd_ctx *ctx)
@@ -97,9 +99,7 @@ int cmd_status(struct cmd_ctx *ctx)
     /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
     cJSON *sj = NULL;
     if (s->src && s->src->ops->status_json) {
-        session_src_lock(s); /* its symbol cache's counters: a query worker may be using it */
-        sj = s->src->ops->status_json(s->src);
-        session_src_unlock(s);
+        sj = s->src->ops->status_json(s->src); /* never waits for the symbolizer (source.h) */
     } else if (s->src_status_last) {
         sj = cJSON_Duplicate(s->src_status_last, 1);
     }

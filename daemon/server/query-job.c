@@ -313,6 +313,7 @@ static void job_finished(struct qjob *j)
     engine_view_close(&s->eng, j->v);
     j->v = NULL;
     s->q_running = NULL;
+    session_sym_released(s); /* the worker let go of the symbolizer */
     s->qs.run++;
     if (j->rc)
         s->qs.failed++;

@@ -153,9 +153,10 @@ static void client_pump(struct client *c)
                 c->oq_tail = NULL;
             if (it->src && it->src->frames > 1)
                 log_debug("client %llu: reply sent as %llu frames, %llu bytes, slowest frame "
-                          "%.2f ms",
+                          "%.2f ms (loop CPU %.2f ms)",
                           (unsigned long long)c->id, (unsigned long long)it->src->frames,
-                          (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6);
+                          (unsigned long long)it->src->bytes, (double)it->src->slowest_ns / 1e6,
+                          (double)it->src->slowest_cpu_ns / 1e6);
             if (it->src) {
                 out_queued_add(c->srv, -(int64_t)it->src->held);
                 reply_src_free(it->src);
@@ -721,6 +722,14 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
         srv->test_fail_clients = strtoull(f, NULL, 10);
         log_warn("test knob HEAPTRACED_TEST_FAIL_CLIENTS: the next %llu clients find no memory",
                  (unsigned long long)srv->test_fail_clients);
+    }
+    const char *sd = getenv("HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS");
+    if (sd && *sd) {
+        srv->test_sym_delay_ms = strtoull(sd, NULL, 10);
+        srv->loop_thread = uv_thread_self();
+        log_warn("test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS: a query worker's first frame of "
+                 "each session holds the symbolizer %llu ms more",
+                 (unsigned long long)srv->test_sym_delay_ms);
     }
 #endif
 }

@@ -45,6 +45,12 @@ struct server {
      * fail (always 0 in a Release build; unconditional here so every file
      * including this header sees one layout). */
     uint64_t test_fail_clients;
+    /* Test builds: HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS holds the symbolizer
+     * lock that long more at the first frame a query worker resolves for
+     * each session (a first symbol table load, slow under the sanitizers);
+     * loop_thread tells the workers from the loop. */
+    uint64_t test_sym_delay_ms;
+    uv_thread_t loop_thread;
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */

@@ -149,13 +149,10 @@ void session_src_unlock(struct session *s)
 
 void session_stats_refresh(struct session *s)
 {
-    if (!s->src)
-        return;
-    /* A symbolizing source's counters include its symbol cache's charges,
-     * which a query worker may be making. */
-    session_src_lock(s);
-    s->src->ops->stats(s->src, &s->ingest);
-    session_src_unlock(s);
+    /* Never waits for the symbolizer lock: a symbolizing source reports its
+     * symbol cache's counters as of their last use (source.h stats). */
+    if (s->src)
+        s->src->ops->stats(s->src, &s->ingest);
 }
 
 static void idle_closed_cb(uv_handle_t *h)
@@ -191,15 +188,37 @@ static void drain_cb(uv_idle_t *h)
         return;
     }
     int rc = 0;
-    /* A drain may teach the symbolizer modules (eBPF: module events) while
-     * a query worker asks it for names: one at a time. A source without a
-     * symbolizer is never called from a worker. */
-    int sym = s->src->ops->symbolize != NULL;
-    if (sym)
-        session_src_lock(s);
+    /* Without the symbolizer lock: a query worker may hold it for long (a
+     * module's first symbol table load) and the loop must keep taking
+     * events and answering. What the drain learnt for the symbolizer
+     * (eBPF: modules) waits in the source until the lock is free now, or
+     * until the next symbolize, which applies it first (source.h).
+     * Except for a recorder, which names the frames of every event it is
+     * handed (htev-write.c): with one subscribed the drain holds the lock,
+     * and while a worker has it the drain is put off until that query
+     * returns (session_sym_released) instead of waiting for it; the events
+     * wait in the source meanwhile. */
+    int locked = 0;
+    if (s->nrecorders && s->src->ops->symbolize && session_active(s)) {
+        if (uv_mutex_trylock(&s->sym_mu) != 0) {
+            if (s->q_running) {
+                s->drains_put_off++;
+                s->drain_put_off = 1;
+                uv_idle_stop(h);
+                return;
+            }
+            session_src_lock(s); /* held by no query of ours: never expected */
+        }
+        locked = 1;
+    }
     if (session_active(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
-    if (sym)
+    if (s->src->ops->sym_sync && (locked || uv_mutex_trylock(&s->sym_mu) == 0)) {
+        s->src->ops->sym_sync(s->src);
+        if (!locked)
+            uv_mutex_unlock(&s->sym_mu);
+    }
+    if (locked)
         session_src_unlock(s);
     session_stats_refresh(s);
     session_warm(s);
@@ -218,8 +237,17 @@ static void drain_cb(uv_idle_t *h)
 static void sink_ready(void *arg)
 {
     struct session *s = arg;
-    if (!s->dropped && s->drain_idle && !s->src_over)
+    /* A drain put off for the symbolizer goes on when the query returns. */
+    if (!s->dropped && s->drain_idle && !s->src_over && !s->drain_put_off)
         uv_idle_start(s->drain_idle, drain_cb);
+}
+
+void session_sym_released(struct session *s)
+{
+    if (!s->drain_put_off)
+        return;
+    s->drain_put_off = 0;
+    sink_ready(s);
 }
 
 static void sink_ended(void *arg, const char *reason)
@@ -293,6 +321,18 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
     if (!s->src || !s->src->ops->symbolize)
         return modnames_text(&s->modnames, addr, buf, bufsz);
     session_src_lock(s);
+#ifdef HEAPTRACE_TEST_KNOBS
+    /* A slow first table load on a worker, for the tests of what the loop
+     * does meanwhile (server.h test_sym_delay_ms). */
+    const struct server *srv = s->srv;
+    if (srv->test_sym_delay_ms && !s->test_sym_delayed) {
+        uv_thread_t self = uv_thread_self();
+        if (!uv_thread_equal(&self, &srv->loop_thread)) {
+            s->test_sym_delayed = 1;
+            uv_sleep((unsigned)srv->test_sym_delay_ms);
+        }
+    }
+#endif
     const char *r = s->src->ops->symbolize(s->src, addr, buf, bufsz);
     session_src_unlock(s);
     return r;
@@ -424,6 +464,7 @@ void session_stop(struct session *s, const char *reason)
      * from the drain callback, on the next loop iteration. */
     if (s->src && !s->src_over) {
         s->src->ops->stop(s->src);
+        s->drain_put_off = 0; /* a stopped session drains nothing: no symbolizer needed */
         uv_idle_start(s->drain_idle, drain_cb);
     }
     s->state = SESSION_STOPPED;

@@ -125,9 +125,12 @@ struct session {
         uint64_t worker_total_ns;
     } qs;
     int dropped; /* off the list, freed once q_running returns (session_free_dropped) */
-    /* The source's symbolizer is used by the loop (drain, status, replies)
-     * and by the query workers (frame names for cull and require patterns):
-     * one at a time. Recursive: a drain's recorder formats frames. */
+    /* The source's symbolizer (source.h symbolize, sym_sync) is used by the
+     * loop (replies, recorders) and by the query workers (frame names for
+     * cull and require patterns, rows): one at a time. The drain, stats and
+     * status never wait for it (the drain takes it only when it is free at
+     * once, to apply what it queued). Recursive: a drain's recorder formats
+     * frames. */
     uv_mutex_t sym_mu;
     /* Without a symbolizer (replays): frames named by the stream's module
      * events, "module!+0xOFF" (modnames.h). */
@@ -136,6 +139,12 @@ struct session {
      * the sessions it spawns (sink.spawn) take them. */
     struct source_params live_params;
     uint32_t spawned, spawn_failed;
+    int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (server.h) */
+    /* A recorder needs the symbolizer for the drained events' frames: while
+     * a query worker holds it, the drain is put off (not waited for) until
+     * the query returns; drains_put_off counts the times. */
+    int drain_put_off;
+    uint64_t drains_put_off;
 };
 
 /* Sessions (session.c). */
@@ -149,7 +158,11 @@ struct session *session_new(struct server *srv, const char *name, const char *so
  * returns (query-job.c calls session_free_dropped). */
 void session_drop(struct session *s);
 void session_free_dropped(struct session *s);
-/* Hold the source's symbolizer (and what it charges) against the query workers. */
+/* Hold the source's symbolizer (and what it charges) against the query
+ * workers: a loop caller may wait behind a worker's symbol table load. */
+/* The session's query returned (query-job.c): a drain put off for the
+ * symbolizer goes on. */
+void session_sym_released(struct session *s);
 void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);

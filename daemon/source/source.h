@@ -10,8 +10,14 @@
  * knows the engine's event record and interner, never a client.
  *
  * Threads: every function here and every sink callback runs on the loop
- * thread. A source may run threads of its own (decoder, ring consumer); they
- * reach the loop through the event ring (evring.h) and its ready callback.
+ * thread, except symbolize and sym_sync: those run under the session's
+ * symbolizer lock (one caller at a time), on the loop or on a query worker
+ * (frame names for cull and require patterns, rows rendered off the loop).
+ * So nothing else may touch what they change without its own short lock:
+ * drain, stats and status_json never wait for the symbolizer lock (a worker
+ * can hold it for a first symbol table load, hundreds of ms). A source may
+ * run threads of its own (decoder, ring consumer); they reach the loop
+ * through the event ring (evring.h) and its ready callback.
  */
 #ifdef HT_IN_ENGINE
 #error "the engine includes no source or server header (daemon/CMakeLists.txt)"
@@ -146,10 +152,11 @@ struct source_ops {
     void (*stop)(struct source *s);
     /* Free everything (stops first). No callback comes after it. */
     void (*close)(struct source *s);
-    /* A copy of the counters. */
+    /* A copy of the counters (the symbolizer's as of its last use: never
+     * waits for the symbolizer lock). */
     void (*stats)(struct source *s, struct source_stats *st);
     /* Backend-specific status ("probes": [...], ring size, stack mode), or
-     * NULL (optional). */
+     * NULL (optional). Never waits for the symbolizer lock either. */
     struct cJSON *(*status_json)(struct source *s);
     /* SOURCE_STREAM only (NULL otherwise): input bytes that fit now, copy
      * them in, end of input. */
@@ -158,10 +165,20 @@ struct source_ops {
     void (*close_input)(struct source *s);
     /* Live sources: text of an address frame, "module!symbol" (or
      * "module!+0xoff" when the module has no symbol there), into buf; NULL
-     * when the address is in no known module. Runs on the loop when a reply
-     * needs the frame; the source caches what it resolves. NULL: addresses
-     * stay "0x...". */
+     * when the address is in no known module. Under the session's symbolizer
+     * lock, on the loop or a query worker (see Threads above); the source
+     * caches what it resolves. It first applies whatever drains queued for
+     * the symbolizer (as sym_sync), so no frame is resolved against a module
+     * list that misses a module the engine was handed. NULL: addresses stay
+     * "0x...". */
     const char *(*symbolize)(struct source *s, uint64_t addr, char *buf, size_t bufsz);
+    /* Optional, with symbolize: apply to the symbolizer what drains queued
+     * for it (eBPF: module loads and unloads; a drain never waits for the
+     * symbolizer lock, so it queues them). Under the session's symbolizer
+     * lock: the session calls it after a drain when the lock is free at once
+     * (uv_mutex_trylock), so tables load early, while the process is there
+     * to open them. NULL: drains queue nothing. */
+    void (*sym_sync)(struct source *s);
     /* Undo what this backend changes outside the daemon and a crashed run
      * may have left (ETW: its sessions, IFEO TracingFlags from the journal).
      * Called at daemon start and stop, with no source of it open. Returns

@@ -1,6 +1,6 @@
 /*
  * allocbench: the allocation-heavy loop of the live benchmark (bench/live).
- * usage: allocbench [--no-wait] PAIRS THREADS
+ * usage: allocbench [--no-wait] [--dlopen LIB] PAIRS THREADS
  *
  * Each thread makes PAIRS malloc+free pairs of mixed sizes (7 in 8 between 8
  * and 264 bytes, 1 in 8 up to 4 KiB) over a window of 256 live blocks, malloc
@@ -13,11 +13,15 @@
  * (--no-wait: start at once), run, print
  *   {"threads":T,"pairs":P,"ns_per_pair":X,"thread_ns_per_pair":[...]}
  * (ns_per_pair: the mean over threads of each thread's loop time / PAIRS)
- * and exit 0.
+ * and exit 0. --dlopen LIB: once the threads run, wait for a second
+ * go-signal, dlopen(LIB) (a module load while the loop runs: the symbolizer
+ * tests), print {"dlopened":"LIB"} (or {"dlopen_error":"..."}) and wait for a
+ * third before the result and the exit (the process stays for its files).
  */
 #define _GNU_SOURCE
 #include "app-sync.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -121,12 +125,17 @@ static void *worker_main(void *arg)
 int main(int argc, char **argv)
 {
     int wait = 1, a = 1;
+    const char *lib = NULL;
     if (a < argc && !strcmp(argv[a], "--no-wait")) {
         wait = 0;
         a++;
     }
+    if (a + 1 < argc && !strcmp(argv[a], "--dlopen")) {
+        lib = argv[a + 1];
+        a += 2;
+    }
     if (argc - a != 2 || atol(argv[a]) < 1 || atoi(argv[a + 1]) < 1 || atoi(argv[a + 1]) > 64) {
-        fprintf(stderr, "usage: allocbench [--no-wait] PAIRS THREADS(1-64)\n");
+        fprintf(stderr, "usage: allocbench [--no-wait] [--dlopen LIB] PAIRS THREADS(1-64)\n");
         return 2;
     }
     long pairs = atol(argv[a]);
@@ -147,6 +156,14 @@ int main(int argc, char **argv)
     if (wait)
         app_sync_ready();
     pthread_barrier_wait(&start);
+    if (lib) {
+        app_sync_wait();
+        if (dlopen(lib, RTLD_NOW))
+            app_sync_say("{\"dlopened\":\"%s\"}", lib);
+        else
+            app_sync_say("{\"dlopen_error\":\"%s\"}", dlerror());
+        app_sync_wait();
+    }
     double sum = 0;
     for (int k = 0; k < threads; k++) {
         pthread_join(w[k].tid, NULL);

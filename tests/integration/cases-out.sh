@@ -35,9 +35,16 @@ case_pings_during_big_replies() {
     ctl load "$T/day.htev" --name day >/dev/null 2>&1 || fail "load day"
     ctl load "$T/deep.htev" --name deep >/dev/null 2>&1 || fail "load deep"
     # Pings take a few ms while the replies stream (under 100 ms on a quiet
-    # machine); the bound leaves room for a loaded CI host. Before, the loop
-    # was held for the whole reply: 7 s for these stacks, 112 s for the day.
-    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((1000 * OUT_FACTOR)) >"$T/ping.out" 2>&1 &
+    # machine); the wall bound leaves room for a loaded CI host, which can
+    # pass 100 ms for any ping. What it does not swell is the loop thread's
+    # CPU time while a ping waits: a frame of each reply and the stacks
+    # query's answer at most (40-50 ms here), bounded at 200 ms. A reply made
+    # in one frame, or whose frames are written without giving the loop back,
+    # costs about 500 ms of it (and 0.5-0.6 s of wall time, under the wall
+    # bound); before the replies were streamed, 7 s for these stacks, 112 s
+    # for the day.
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((1000 * OUT_FACTOR)) "$DPID" \
+        $((200 * OUT_FACTOR)) >"$T/ping.out" 2>&1 &
     local wpid=$!
     "$HT_TOOL" slowread "$HEAPTRACE_PIPE" \
         '{"v":1,"id":5,"cmd":"timeline","args":{"session":"day","step":"1ms"}}' 65536 2 \
@@ -52,12 +59,23 @@ case_pings_during_big_replies() {
     cat "$T/ping.out" "$T/tl.out" "$T/st.out"
     grep -E "reply sent|: (timeline|stacks) \(" "$T/daemon.log"
     # The daemon's own measure of the longest hold: one frame, or the query.
-    local slow
-    slow=$(sed -n 's/.*reply sent as .* slowest frame \([0-9]*\)\..*/\1/p' "$T/daemon.log" | sort -n | tail -n 1)
-    [ -n "$slow" ] && [ "$slow" -lt $((100 * OUT_FACTOR)) ] || fail "a frame held the loop ${slow:-?} ms"
+    # Bounded on the loop thread's CPU time for it (a few ms; a reply made
+    # at once costs seconds): its wall time also counts the waits for a core
+    # on a loaded host (115 ms seen for a 10 ms frame), shown, not bounded.
+    local slow wall
+    slow=$(sed -n 's/.*reply sent as .* slowest frame .* (loop CPU \([0-9]*\)\..*/\1/p' "$T/daemon.log" | sort -n | tail -n 1)
+    wall=$(sed -n 's/.*reply sent as .* slowest frame \([0-9]*\)\..*/\1/p' "$T/daemon.log" | sort -n | tail -n 1)
+    echo "slowest frame: ${slow:-?} ms of loop CPU, ${wall:-?} ms wall"
+    [ -n "$slow" ] && [ "$slow" -lt $((100 * OUT_FACTOR)) ] || fail "a frame held the loop ${slow:-?} ms of CPU"
     # A day of samples, one a second: the ring keeps 86,400 (timeline_ring).
     grep -q " items 86400 " "$T/tl.out" || fail "timeline samples: $(cat "$T/tl.out")"
     grep -q " items 10000 " "$T/st.out" || fail "stacks rows: $(cat "$T/st.out")"
+    # Cut in frames of about 64 KiB (HT_FRAME_TARGET): 8 MB and 12 MB.
+    local f
+    for f in tl st; do
+        [ "$(sed -n 's/^frames \([0-9]*\) .*/\1/p' "$T/$f.out")" -ge 100 ] ||
+            fail "reply not cut in frames: $(cat "$T/$f.out")"
+    done
     stop_clean
 }
 

@@ -294,3 +294,140 @@ case_query_async_live_bpf() {
     eq "$(jget quality.lost <"$T/s")" 0 "events lost"
     stop_clean
 }
+
+# Live eBPF (root): a query worker that holds the symbolizer for long (a
+# module's first symbol table load; HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS makes
+# the first frame it resolves take that long) does not hold the loop: the
+# session keeps taking the target's events and pings are answered meanwhile,
+# and a module the target loads meanwhile waits in the source's queue, then
+# reaches the symbol cache once the worker lets go. Before, every drain of a
+# symbolizing source waited for the symbolizer lock (and status for its
+# counters): the loop stood still behind the worker.
+case_query_async_symbolizer_busy() {
+    local hold=$((3000 * QA_FACTOR))
+    HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS=$hold live_setup
+    grep -q "test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS" "$T/daemon.log" ||
+        { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
+    live_app lo allocbench --dlopen libm.so.6 400000 1
+    local pid=$APID
+    live_attach lo "$pid"
+    live_go "$pid"
+    local m0
+    m0=$(ctl --json status lo | jget source_status.symbols.modules)
+    local e0=0
+    for _ in $(seq 200); do
+        e0=$(qa_status lo ingest.events)
+        [ "${e0:-0}" -gt 10000 ] && break
+        sleep 0.02
+    done
+    [ "${e0:-0}" -gt 10000 ] || fail "the live session takes no events ($e0)"
+    # A require pattern is matched on the worker: its first frame holds the symbolizer.
+    ctl --json stacks lo --top 5 --require 'allocbench!*' >"$T/q.json" 2>&1 &
+    local qpid=$!
+    local t0
+    t0=$(date +%s%N)
+    qa_wait_in_flight lo
+    # Pings every 10 ms for 1 s (a third of the hold); each answered within
+    # 500 ms (the loop waited for the whole hold before: seconds).
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((500 * QA_FACTOR)) >"$T/ping.out" 2>&1 &
+    local wpid=$!
+    e0=$(qa_status lo ingest.events)
+    # The target maps a new module: the drain queues it (the lock is held).
+    local q0 q=0
+    q0=$(ctl --json status lo | jget source_status.symbols.queued)
+    live_go "$pid"
+    live_wait_line lo '"dlopened"'
+    for _ in $(seq $((100 * QA_FACTOR))); do
+        ctl --json status lo >"$T/sq"
+        q=$(jget source_status.symbols.queued <"$T/sq")
+        [ "${q:-0}" -gt "$q0" ] && break
+        sleep 0.01
+    done
+    [ "${q:-0}" -gt "$q0" ] || fail "no module event drained: $(jget source_status.symbols <"$T/sq")"
+    [ "$(jget source_status.symbols.queue_waiting <"$T/sq")" -ge 1 ] ||
+        fail "the module load did not wait in the queue: $(jget source_status.symbols <"$T/sq")"
+    sleep $((QA_FACTOR))
+    local e1
+    e1=$(qa_status lo ingest.events)
+    touch "$T/stop"
+    wait "$wpid" || fail "pings stalled while a worker held the symbolizer: $(cat "$T/ping.out")"
+    cat "$T/ping.out"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt "$hold" ] || fail "the checks took ${ms} ms, the worker's hold ${hold} ms: not inside it"
+    eq "$(qa_status lo queries.in_flight)" 1 "the query still runs"
+    [ "$e1" -gt "$e0" ] || fail "no event taken while the worker held the symbolizer ($e0 then $e1)"
+    echo "events while the symbolizer was held: $e0 -> $e1 in ${ms} ms"
+    wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
+    grep -q "allocbench" "$T/q.json" || fail "frames not symbolized: $(head -c 400 "$T/q.json")"
+    # The worker applied the queue before its next frame: the new module's
+    # table is loaded (modules counts images), the target still there to
+    # open it (a module that waited in the queue while its process exited
+    # keeps "module!+0xOFF" frames: its table could not be loaded early).
+    ctl --json status lo >"$T/s"
+    jget source_status.symbols <"$T/s"
+    eq "$(jget source_status.symbols.queue_waiting <"$T/s")" 0 "module events still queued"
+    eq "$(jget source_status.symbols.queue_drops <"$T/s")" 0 "module events dropped from the queue"
+    [ "$(jget source_status.symbols.modules <"$T/s")" -gt "$m0" ] ||
+        fail "the dlopened module's table was not loaded ($m0 images before)"
+    live_go "$pid"
+    live_wait_line lo '"ns_per_pair"'
+    wait "$pid" || fail "allocbench exit code"
+    stop_clean
+}
+
+# The same with a recorder on the session (root): it names the frames of
+# every event it is handed, so the drain needs the symbolizer; while the
+# worker holds it the drain is put off until the query returns
+# (queries.drains_put_off), rather than the loop waiting for the lock (3 s
+# without an answer before). The recording keeps its named frames.
+case_query_async_symbolizer_busy_recorder() {
+    local hold=$((3000 * QA_FACTOR))
+    HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS=$hold live_setup
+    grep -q "test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS" "$T/daemon.log" ||
+        { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
+    live_app lo allocbench 400000 1
+    local pid=$APID
+    live_attach lo "$pid"
+    ctl record lo -o "$T/rec.htev" >"$T/rec.out" 2>&1 &
+    local rpid=$!
+    for _ in $(seq 100); do
+        [ -s "$T/rec.htev" ] && break
+        sleep 0.02
+    done
+    live_go "$pid"
+    local e0=0
+    for _ in $(seq 200); do
+        e0=$(qa_status lo ingest.events)
+        [ "${e0:-0}" -gt 10000 ] && break
+        sleep 0.02
+    done
+    [ "${e0:-0}" -gt 10000 ] || fail "the live session takes no events ($e0)"
+    local t0
+    t0=$(date +%s%N)
+    ctl --json stacks lo --top 5 --require 'allocbench!*' >"$T/q.json" 2>&1 &
+    local qpid=$!
+    qa_wait_in_flight lo
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stop" $((500 * QA_FACTOR)) >"$T/ping.out" 2>&1 &
+    local wpid=$!
+    sleep $((QA_FACTOR))
+    touch "$T/stop"
+    wait "$wpid" || fail "pings stalled while a worker held the symbolizer: $(cat "$T/ping.out")"
+    cat "$T/ping.out"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt "$hold" ] || fail "the checks took ${ms} ms, the worker's hold ${hold} ms: not inside it"
+    wait "$qpid" || fail "stacks failed: $(cat "$T/q.json")"
+    [ "$(qa_status lo queries.drains_put_off)" -ge 1 ] || fail "no drain was put off"
+    live_wait_line lo '"ns_per_pair"'
+    wait "$pid" || fail "allocbench exit code"
+    adv_wait_state lo >"$T/s"
+    # Gaps are allowed: allocbench makes events faster than a recorder
+    # writes them, and the events that waited meanwhile come at once.
+    local rrc=0
+    wait "$rpid" || rrc=$?
+    [ "$rrc" = 0 ] || grep -q "the recording has gaps" "$T/rec.out" ||
+        fail "record exited $rrc: $(cat "$T/rec.out")"
+    grep -q '"stack":\["[^"]*allocbench!' "$T/rec.htev" ||
+        fail "recorded frames not named: $(grep -m 3 '"stack"' "$T/rec.htev")"
+    echo "recorded $(grep -c '"ev":"alloc"' "$T/rec.htev") allocs, $(qa_status lo queries.drains_put_off) drains put off"
+    stop_clean
+}

@@ -29,8 +29,12 @@
  *                           cut off (backpressure), the daemon keeps serving others
  *   slowread SOCK REQ CHUNK MS  send the request line REQ, read its reply CHUNK bytes
  *                           every MS ms; prints frames, items of the cut arrays, bytes
- *   pingwatch SOCK STOPFILE MAXMS  ping every 10 ms until STOPFILE exists; fails if a
- *                           ping took over MAXMS ms (prints the slowest)
+ *   pingwatch SOCK STOPFILE MAXMS [PID MAXCPUMS]  ping every 10 ms until STOPFILE
+ *                           exists; fails if a ping took over MAXMS ms (prints the
+ *                           slowest); with PID (the daemon's: its loop is the main
+ *                           thread), also if its loop thread used over MAXCPUMS ms of
+ *                           CPU while a ping waited (a wall time bound a loaded host
+ *                           can pass; the loop's CPU time it does not swell)
  *   halfclose SOCK N [REQ]  N pipelined pings (and REQ), then shutdown(SHUT_WR); reads to
  *                           EOF; prints the answers, frames and items of REQ's reply
  *   holdreplies SOCK N REQ STOPFILE  N connections each send REQ and never read, until
@@ -773,7 +777,29 @@ static int cmd_slowread(const char *sock, const char *req, size_t chunk, int del
     return rc;
 }
 
-static int cmd_pingwatch(const char *sock, const char *stopfile, double max_ms)
+/* CPU time the main thread of pid has used, ms (utime + stime, fields 14
+ * and 15 of /proc/PID/task/PID/stat, in clock ticks: proc(5)); -1 if unread. */
+static double thread_cpu_ms(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/stat", pid, pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The name (field 2) is in parentheses and may hold spaces: fields
+     * count from the last ')'. */
+    char *p = strrchr(buf, ')');
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) * 1e3 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int cmd_pingwatch(const char *sock, const char *stopfile, double max_ms, long pid,
+                         double max_cpu_ms)
 {
     struct reader r = {connect_to(sock), NULL, 0, 0};
     const char *ping = "{\"v\":1,\"id\":7,\"cmd\":\"ping\"}\n";
@@ -781,12 +807,12 @@ static int cmd_pingwatch(const char *sock, const char *stopfile, double max_ms)
     double wait_ms = max_ms * 10 > 2000 ? max_ms * 10 : 2000;
     struct timeval tv = {(time_t)(wait_ms / 1e3), 0};
     setsockopt(r.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    double worst = 0;
+    double worst = 0, worst_cpu = 0;
     long pings = 0;
     struct stat st;
     double give_up = now_ms() + 300e3;
     while (stat(stopfile, &st) != 0 && now_ms() < give_up) {
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = pid ? thread_cpu_ms(pid) : 0;
         send_all(r.fd, ping, strlen(ping));
         char *line = reader_line(&r, 4096, 0);
         if (!line || !strstr(line, "\"ok\":true")) {
@@ -798,13 +824,25 @@ static int cmd_pingwatch(const char *sock, const char *stopfile, double max_ms)
         double dt = now_ms() - t0;
         if (dt > worst)
             worst = dt;
+        if (pid) {
+            double c1 = thread_cpu_ms(pid);
+            if (c0 < 0 || c1 < 0) {
+                fprintf(stderr, "pingwatch: cannot read the CPU time of %ld\n", pid);
+                return 1;
+            }
+            if (c1 - c0 > worst_cpu)
+                worst_cpu = c1 - c0;
+        }
         pings++;
         usleep(10000);
     }
-    printf("pingwatch: %ld pings, slowest %.1f ms (limit %.0f)\n", pings, worst, max_ms);
+    printf("pingwatch: %ld pings, slowest %.1f ms (limit %.0f)", pings, worst, max_ms);
+    if (pid)
+        printf(", most loop CPU while one waited %.0f ms (limit %.0f)", worst_cpu, max_cpu_ms);
+    printf("\n");
     close(r.fd);
     free(r.buf);
-    return pings > 0 && worst <= max_ms ? 0 : 1;
+    return pings > 0 && worst <= max_ms && (!pid || worst_cpu <= max_cpu_ms) ? 0 : 1;
 }
 
 static int cmd_halfclose(const char *sock, long n, const char *req)
@@ -891,7 +929,8 @@ int main(int argc, char **argv)
     if (argc >= 6 && !strcmp(argv[1], "slowread"))
         return cmd_slowread(argv[2], argv[3], (size_t)atol(argv[4]), atoi(argv[5]));
     if (argc >= 5 && !strcmp(argv[1], "pingwatch"))
-        return cmd_pingwatch(argv[2], argv[3], atof(argv[4]));
+        return cmd_pingwatch(argv[2], argv[3], atof(argv[4]), argc >= 7 ? atol(argv[5]) : 0,
+                             argc >= 7 ? atof(argv[6]) : 0);
     if (argc >= 4 && !strcmp(argv[1], "halfclose"))
         return cmd_halfclose(argv[2], atol(argv[3]), argc >= 5 ? argv[4] : NULL);
     if (argc >= 6 && !strcmp(argv[1], "holdreplies"))

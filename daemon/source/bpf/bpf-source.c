@@ -9,11 +9,13 @@
  */
 #include "bpf-source.h"
 #include "evring.h"
+#include "modq.h"
 #include "procmaps.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "source.h"
 #include "stack-intern.h"
+#include "sym-snap.h"
 #include "symbols.h"
 #include "tracer.h"
 
@@ -29,12 +31,26 @@
  * buffer for the session's life. */
 #define BPF_KERNEL_RING (16u << 20)
 
+/* Module events wait in a queue (modq.h) for the symbol cache: one that
+ * does not fit is dropped and counted (symbols.queue_drops in status); the
+ * engine still has it. A dropped load is found by the cache's own read of
+ * /proc/PID/maps at the first frame in it, while the process lives (its
+ * table is then not loaded early); a dropped unload leaves the module's
+ * range resolving to it until a load over that range replaces it. A load
+ * that waits while a worker holds the symbolizer has its table loaded when
+ * the worker lets go: if the process exited meanwhile, its frames stay
+ * "module!+0xOFF". */
+
 struct bpf_source {
     struct source base;
     struct evring *ring;
     struct bpf_tracer *tracer;
-    struct sym_cache *syms;
-    struct mem_acct acct;     /* the symbol cache */
+    struct sym_cache *syms;   /* under the session's symbolizer lock */
+    struct mem_acct sym_acct; /* the symbol cache's (under the same lock) */
+    struct sym_snap snap;     /* their counters, for stats and status */
+    int snap_ready;
+    struct mem_acct acct;     /* the loop's: kernel ring, module queue */
+    struct modq q;
     struct source_sink outer; /* the session's sink; base.sink wraps it */
     uint64_t pid;
     int started, stopped, ended;
@@ -105,7 +121,7 @@ static void ring_ready(void *data)
 
 /* A module into the symbol cache, its table loaded now: symbols are lazy,
  * but once the process is gone its files can no longer be opened through
- * /proc/PID (the table stays cached by build id). */
+ * /proc/PID (the table stays cached by build id). Under the symbolizer lock. */
 static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uint64_t bias,
                          const char *path, const char *build_id)
 {
@@ -114,7 +130,29 @@ static void module_learn(struct bpf_source *s, uint64_t start, uint64_t end, uin
         sym_cache_resolve(s->syms, start, 0, buf, sizeof(buf));
 }
 
-/* Module events teach the symbol cache before the session sees them, so
+/* Under the symbolizer lock: the queued module events into the symbol
+ * cache, in order, and its counters into the snapshot. */
+static void bpf_src_sym_sync(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (!s->syms)
+        return;
+    struct modq_entry e;
+    char text[MODQ_ENTRY_TEXT];
+    int any = 0;
+    while (s->q.ready && modq_take(&s->q, &e, text)) {
+        if (e.load)
+            module_learn(s, e.start, e.end, e.bias, text, text + e.path_len + 1);
+        else
+            sym_cache_remove_module(s->syms, e.start);
+        any = 1;
+    }
+    if (any)
+        sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+}
+
+/* Module events are queued for the symbol cache before the session sees
+ * them (applied by sym_sync, or by the next symbolize at the latest), so
  * frames still resolve after the process is gone. */
 static int events_cb(void *arg, struct ht_event *evs, size_t n)
 {
@@ -125,10 +163,10 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
             const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
             const char *bid =
                 ev->old_size ? stack_intern_strget(s->outer.si, (uint32_t)ev->old_size) : "";
-            module_learn(s, ev->addr, ev->addr + ev->size, ev->old_addr, path ? path : "",
-                         bid ? bid : "");
+            modq_push(&s->q, 1, ev->addr, ev->addr + ev->size, ev->old_addr, path ? path : "",
+                      bid ? bid : "");
         } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
-            sym_cache_remove_module(s->syms, ev->addr);
+            modq_push(&s->q, 0, ev->addr, 0, 0, "", "");
         }
     }
     int rc = s->outer.events(s->outer.arg, evs, n);
@@ -185,6 +223,14 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     s->pid = p->pid;
     uv_mutex_init(&s->mu);
     mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    if (sym_snap_init(&s->snap) != 0) {
+        snprintf(err, errsz, "out of memory");
+        uv_mutex_destroy(&s->mu);
+        ht_free(s);
+        return UV_ENOMEM;
+    }
+    s->snap_ready = 1;
     /* bpf_ring_bytes (validated by the config: a power of two, at most 1 GiB). */
     uint32_t ring = p->ring_bytes ? (uint32_t)p->ring_bytes : BPF_KERNEL_RING;
     int rc = mem_acct_charge(&s->acct, MEM_source_buffers, ring);
@@ -220,8 +266,18 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
         snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
         goto fail;
     }
+    if ((rc = modq_init(&s->q, &s->acct)) != 0) {
+        if (rc == HT_EFULL)
+            snprintf(err, errsz,
+                     "the memory budget cannot hold the module queue of a live trace (%u KiB; "
+                     "session_memory_budget, daemon_memory_budget)",
+                     (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
+        else
+            snprintf(err, errsz, "out of memory for the module queue");
+        goto fail;
+    }
     /* Without a symbol cache frames stay addresses: not a reason to refuse. */
-    if (sym_cache_new(&s->syms, p->pid, &s->acct, MEM_symbols) != 0)
+    if (sym_cache_new(&s->syms, p->pid, &s->sym_acct, MEM_symbols) != 0)
         s->syms = NULL;
     *out = &s->base;
     return 0;
@@ -263,6 +319,7 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
     const struct procmaps_module *ms = bpf_tracer_modules(s->tracer, &nm);
     for (size_t i = 0; s->syms && i < nm; i++)
         module_learn(s, ms[i].start, ms[i].end, ms[i].bias, ms[i].path, ms[i].build_id);
+    sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
     rc = bpf_tracer_run(s->tracer, &k, err, errsz);
     if (rc) {
         bpf_tracer_detach(s->tracer);
@@ -318,6 +375,10 @@ static void bpf_src_close(struct source *base)
         evring_free(s->ring);
     if (s->syms)
         sym_cache_free(s->syms);
+    mem_acct_close(&s->sym_acct);
+    modq_free(&s->q, &s->acct);
+    if (s->snap_ready)
+        sym_snap_destroy(&s->snap);
     mem_acct_close(&s->acct);
     uv_mutex_destroy(&s->mu);
     ht_free(s);
@@ -353,6 +414,7 @@ static void bpf_src_stats(struct source *base, struct source_stats *st)
         st->over_budget[k] += s->acct.over_budget[k];
         st->no_memory[k] += s->acct.no_memory[k];
     }
+    sym_snap_add(&s->snap, st, MEM_symbols);
 }
 
 static struct cJSON *bpf_src_status_json(struct source *base)
@@ -374,24 +436,37 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "unwind_failures", (double)ts.unwind_failures);
     if (s->syms) {
         struct sym_stats ss;
-        sym_cache_stats(s->syms, &ss);
+        uint64_t b, ob, nm;
+        sym_snap_read(&s->snap, &ss, &b, &ob, &nm);
+        struct modq_stats qs;
+        modq_stats(&s->q, &qs);
         cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
         if (sy) {
             cJSON_AddNumberToObject(sy, "modules", (double)ss.modules);
             cJSON_AddNumberToObject(sy, "symbols", (double)ss.symbols);
             cJSON_AddNumberToObject(sy, "lookups", (double)ss.lookups);
             cJSON_AddNumberToObject(sy, "misses", (double)ss.misses);
+            /* Module events the drains queued for the cache (modq.h). */
+            cJSON_AddNumberToObject(sy, "queued", (double)qs.queued);
+            cJSON_AddNumberToObject(sy, "queue_waiting", (double)qs.waiting);
+            cJSON_AddNumberToObject(sy, "queue_max_waiting", (double)qs.max_waiting);
+            cJSON_AddNumberToObject(sy, "queue_drops", (double)qs.drops);
         }
     }
     return o;
 }
 
 /* Frames are return addresses (taken at the allocator's return, or by the
- * unwinder): looked up as addr - 1. */
+ * unwinder): looked up as addr - 1. The queued module events first. */
 static const char *bpf_src_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
 {
     struct bpf_source *s = (struct bpf_source *)base;
-    return s->syms ? sym_cache_resolve(s->syms, addr, 1, buf, bufsz) : NULL;
+    if (!s->syms)
+        return NULL;
+    bpf_src_sym_sync(base);
+    const char *r = sym_cache_resolve(s->syms, addr, 1, buf, bufsz);
+    sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+    return r;
 }
 
 const struct source_ops source_bpf_ops = {
@@ -411,6 +486,7 @@ const struct source_ops source_bpf_ops = {
     .write = NULL,
     .close_input = NULL,
     .symbolize = bpf_src_symbolize,
+    .sym_sync = bpf_src_sym_sync,
 };
 
 /* Synthetic input (bpf-source.h): tests only, outside the ops table above. */

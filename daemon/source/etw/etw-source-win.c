@@ -61,12 +61,14 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ifeo.h"
+#include "modq.h"
 #include "procmem.h"
 #include "procmods.h"
 #include "procwatch.h"
 #include "rawtap.h"
 #include "source.h"
 #include "stack-intern.h"
+#include "sym-snap.h"
 #include "symbols.h"
 
 #include <windows.h>
@@ -476,7 +478,16 @@ struct etw_source {
     struct source_sink outer;
     uv_loop_t *loop;
     struct evring *ring;
+    /* The symbol cache, under the session's symbolizer lock (source.h):
+     * module events wait for it in q (the drain never waits for that lock);
+     * sym_sync or the next symbolize applies them. Made there too, for an
+     * --exe session's process once known (syms_pid). */
     struct sym_cache *syms;
+    atomic_uint_fast64_t syms_pid;
+    struct mem_acct sym_acct; /* the symbol cache's, under the same lock */
+    struct sym_snap snap;     /* its counters, for stats without the lock */
+    int snap_ready;
+    struct modq q;
     struct mem_acct acct;
     uint64_t pid;
     char image[260];
@@ -495,7 +506,8 @@ struct etw_source {
     int finisher_running;
     /* The producer side: the correlators, the ring's private interner,
      * evring_put. Taken by the consumers (deliver), the sampler and the
-     * finisher, never by the loop: a put may wait for the loop to drain. */
+     * finisher, and briefly by the loop for the correlators' charges: never
+     * held while waiting (the ring is nowait, the raw tap drops). */
     uv_mutex_t pmu;
     struct etw_corr *corr[2]; /* by session (ETW_HUB_HEAP, ETW_HUB_KERNEL) */
     uint32_t followed;        /* --exe: the process followed */
@@ -867,14 +879,14 @@ static void follow_start(struct etw_source *s, uint64_t pid)
     s->pid = pid;
     if (procwatch_start(s->loop, pid, exited_cb, s, &s->watch) != 0)
         s->watch = NULL; /* gone already: a stop ends the session */
-    if (!s->syms && sym_cache_new(&s->syms, pid, &s->acct, MEM_symbols) != 0)
-        s->syms = NULL;
+    atomic_store(&s->syms_pid, pid); /* its cache is made under the symbolizer lock */
     if (!atomic_load(&s->sampler_running) && uv_thread_create(&s->sampler, sampler_main, s) == 0)
         atomic_store(&s->sampler_running, 1);
 }
 
-/* Module events teach DbgHelp before the session applies them, so a DLL
- * loaded after the start resolves (its path mapped to a drive letter). */
+/* Module events wait in the queue for DbgHelp (applied under the
+ * symbolizer lock by sym_sync or the next symbolize), so a DLL loaded after
+ * the start resolves (its path mapped to a drive letter). */
 static int events_cb(void *arg, struct ht_event *evs, size_t n)
 {
     struct etw_source *s = arg;
@@ -882,14 +894,13 @@ static int events_cb(void *arg, struct ht_event *evs, size_t n)
         const struct ht_event *ev = &evs[i];
         if (ev->kind == HT_EV_PROCESS && s->exe_mode && ev->size)
             follow_start(s, ev->size);
-        if (!s->syms)
+        if (!s->q.ready)
             continue;
         if (ev->kind == HT_EV_MODULE_LOAD) {
             const char *path = stack_intern_strget(s->outer.si, (uint32_t)ev->heap);
-            sym_cache_add_module(s->syms, ev->addr, ev->addr + ev->size, ev->addr,
-                                 path ? path : "", NULL);
+            modq_push(&s->q, 1, ev->addr, ev->addr + ev->size, ev->addr, path ? path : "", "");
         } else if (ev->kind == HT_EV_MODULE_UNLOAD) {
-            sym_cache_remove_module(s->syms, ev->addr);
+            modq_push(&s->q, 0, ev->addr, 0, 0, "", "");
         }
     }
     int rc = s->outer.events(s->outer.arg, evs, n);
@@ -1036,6 +1047,8 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
     s->no_virtual = p->no_virtual || s->exe_mode || s->child_of; /* --exe: heap only */
     s->sample_ns = p->sample_ns;
     mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    s->snap_ready = sym_snap_init(&s->snap) == 0;
     uv_mutex_init(&s->pmu);
     uv_mutex_init(&s->stmu);
     s->quit_event = CreateEventW(NULL, TRUE, FALSE, NULL);
@@ -1060,6 +1073,8 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
         evring_nowait(s->ring); /* a consumer never waits for the loop (evring.h) */
     if (rc == 0)
         rc = rawtap_new(&s->tap, loop, RAWTAP_BYTES_DEFAULT, &s->acct, tap_ready, s);
+    if (rc == 0)
+        rc = modq_init(&s->q, &s->acct);
     if (rc || !s->quit_event || !s->wake) {
         snprintf(err, errsz, "cannot set up the event ring");
         etw_close(&s->base);
@@ -1073,7 +1088,7 @@ static int etw_open(struct source **out, uv_loop_t *loop, const struct source_pa
             etw_close(&s->base);
             return rc == UV_ENOENT ? UV_ESRCH : rc;
         }
-        if (sym_cache_new(&s->syms, s->pid, &s->acct, MEM_symbols) != 0)
+        if (!s->snap_ready || sym_cache_new(&s->syms, s->pid, &s->sym_acct, MEM_symbols) != 0)
             s->syms = NULL;
     }
     *out = &s->base;
@@ -1105,6 +1120,8 @@ static void announce_process(struct etw_source *s)
         for (size_t i = 0; s->syms && i < n; i++)
             sym_cache_add_module(s->syms, mods[i].base, mods[i].base + mods[i].size, mods[i].base,
                                  mods[i].path, NULL);
+        if (s->syms && s->snap_ready) /* no worker has the cache yet: before start's reply */
+            sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
     } else {
         mods = NULL;
     }
@@ -1312,6 +1329,10 @@ static void etw_close(struct source *base)
         evring_free(s->ring);
     if (s->syms)
         sym_cache_free(s->syms);
+    mem_acct_close(&s->sym_acct);
+    if (s->snap_ready)
+        sym_snap_destroy(&s->snap);
+    modq_free(&s->q, &s->acct);
     if (s->quit_event)
         CloseHandle(s->quit_event);
     if (s->exit_timer)
@@ -1337,11 +1358,18 @@ static void etw_stats(struct source *base, struct source_stats *st)
     uint64_t put = atomic_load_explicit(&s->put, memory_order_relaxed);
     if (s->stopped && put > s->delivered)
         st->lost += put - s->delivered;
+    /* The correlators charge under pmu, which is never held while waiting
+     * (the rings are nowait): a short wait at most. */
+    uv_mutex_lock(&s->pmu);
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] += s->acct.bytes[k];
         st->over_budget[k] += s->acct.over_budget[k];
         st->no_memory[k] += s->acct.no_memory[k];
     }
+    uv_mutex_unlock(&s->pmu);
+    /* The symbol cache's as of its last use: never waits for the symbolizer lock. */
+    if (s->snap_ready)
+        sym_snap_add(&s->snap, st, MEM_symbols);
 }
 
 static cJSON *etw_status_json(struct source *base)
@@ -1466,11 +1494,43 @@ static cJSON *etw_status_json(struct source *base)
     return o;
 }
 
+/* Under the symbolizer lock: the cache made once the process is known
+ * (--exe), the queued module events applied in order, its counters into
+ * the snapshot. */
+static void etw_sym_sync(struct source *base)
+{
+    struct etw_source *s = (struct etw_source *)base;
+    uint64_t pid = atomic_load(&s->syms_pid);
+    if (!s->syms && pid && s->snap_ready &&
+        sym_cache_new(&s->syms, pid, &s->sym_acct, MEM_symbols) != 0)
+        s->syms = NULL;
+    if (!s->syms)
+        return;
+    struct modq_entry e;
+    char text[MODQ_ENTRY_TEXT];
+    int any = 0;
+    while (s->q.ready && modq_take(&s->q, &e, text)) {
+        if (e.load)
+            sym_cache_add_module(s->syms, e.start, e.end, e.bias, text, NULL);
+        else
+            sym_cache_remove_module(s->syms, e.start);
+        any = 1;
+    }
+    if (any && s->snap_ready)
+        sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+}
+
 /* Stack frames are return addresses: looked up as addr - 1. */
 static const char *etw_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
 {
     struct etw_source *s = (struct etw_source *)base;
-    return s->syms ? sym_cache_resolve(s->syms, addr, 1, buf, bufsz) : NULL;
+    etw_sym_sync(base);
+    if (!s->syms)
+        return NULL;
+    const char *r = sym_cache_resolve(s->syms, addr, 1, buf, bufsz);
+    if (s->snap_ready)
+        sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
+    return r;
 }
 
 /* A previous run's sessions and IFEO changes (etw-mechanics.md 1.5, 5.5):
@@ -1507,6 +1567,7 @@ const struct source_ops source_etw_ops = {
     .write = NULL,
     .close_input = NULL,
     .symbolize = etw_symbolize,
+    .sym_sync = etw_sym_sync,
     .recover = etw_recover,
     .raw_tap = etw_src_raw_tap,
     .raw_join = etw_src_raw_join,
