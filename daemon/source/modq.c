@@ -2,6 +2,7 @@
 #include "modq.h"
 
 #include "ht-error.h"
+#include "symbols.h"
 
 #include <string.h>
 
@@ -80,4 +81,22 @@ void modq_stats(struct modq *q, struct modq_stats *st)
     uv_mutex_lock(&q->mu);
     *st = (struct modq_stats){q->queued, q->applied, q->drops, q->n - q->head, q->max_waiting};
     uv_mutex_unlock(&q->mu);
+}
+
+unsigned modq_apply(struct modq *q, struct sym_cache *c, int eager)
+{
+    struct modq_entry e;
+    char text[MODQ_ENTRY_TEXT];
+    unsigned n = 0;
+    while (q->ready && modq_take(q, &e, text)) {
+        if (!e.load) {
+            sym_cache_remove_module(c, e.start);
+        } else if (sym_cache_add_module(c, e.start, e.end, e.bias, text, text + e.path_len + 1) == 0 &&
+                   eager) {
+            char buf[256];
+            sym_cache_resolve(c, e.start, 0, buf, sizeof(buf));
+        }
+        n++;
+    }
+    return n;
 }

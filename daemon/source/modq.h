@@ -62,5 +62,10 @@ int modq_push(struct modq *q, int load, uint64_t start, uint64_t end, uint64_t b
  * 1). 1, or 0 when none waits. */
 int modq_take(struct modq *q, struct modq_entry *out, char *text);
 void modq_stats(struct modq *q, struct modq_stats *st);
+/* Under the symbolizer lock: every waiting event into the symbol cache c,
+ * in order; eager: a load reads its symbol table at once (eBPF: while the
+ * process lives its files open through /proc/PID). How many were applied. */
+struct sym_cache;
+unsigned modq_apply(struct modq *q, struct sym_cache *c, int eager);
 
 #endif

@@ -137,17 +137,7 @@ static void bpf_src_sym_sync(struct source *base)
     struct bpf_source *s = (struct bpf_source *)base;
     if (!s->syms)
         return;
-    struct modq_entry e;
-    char text[MODQ_ENTRY_TEXT];
-    int any = 0;
-    while (s->q.ready && modq_take(&s->q, &e, text)) {
-        if (e.load)
-            module_learn(s, e.start, e.end, e.bias, text, text + e.path_len + 1);
-        else
-            sym_cache_remove_module(s->syms, e.start);
-        any = 1;
-    }
-    if (any)
+    if (modq_apply(&s->q, s->syms, 1)) /* tables read now, as module_learn does */
         sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
 }
 

@@ -1506,17 +1506,7 @@ static void etw_sym_sync(struct source *base)
         s->syms = NULL;
     if (!s->syms)
         return;
-    struct modq_entry e;
-    char text[MODQ_ENTRY_TEXT];
-    int any = 0;
-    while (s->q.ready && modq_take(&s->q, &e, text)) {
-        if (e.load)
-            sym_cache_add_module(s->syms, e.start, e.end, e.bias, text, NULL);
-        else
-            sym_cache_remove_module(s->syms, e.start);
-        any = 1;
-    }
-    if (any && s->snap_ready)
+    if (modq_apply(&s->q, s->syms, 0) && s->snap_ready)
         sym_snap_take(&s->snap, s->syms, &s->sym_acct, MEM_symbols);
 }
 
