@@ -1,6 +1,8 @@
 /* Stack interner: chunked append-only arenas, so growth never copies frames. */
 #include "stack-intern.h"
 
+#include "ht-text.h"
+
 #include "ht-alloc.h"
 #include "ht-hash.h"
 
@@ -240,6 +242,35 @@ uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len)
         const struct str_rec *r = str_rec_at(si, id);
         if (r->hash == h && r->len == len && memcmp(chars_at(si, r->ref), s, len) == 0)
             return id;
+    }
+    /* Not seen: checked once, on the way in (lookups of known names stay
+     * a hash and a compare). */
+    if (!ht_utf8_valid(s, len)) {
+        size_t cap = (size_t)len * 3 + 1;
+        char *fixed = ht_malloc(cap);
+        if (!fixed) {
+            si->mem_drops++;
+            return 0;
+        }
+        size_t k = 0;
+        for (size_t j = 0; j < len;) {
+            size_t q = ht_utf8_seq((const unsigned char *)s + j, len - j);
+            if (q == 0 || (q == 1 && s[j] == '\0')) { /* a NUL would cut the name short too */
+                memcpy(fixed + k, "\xEF\xBF\xBD", 3);
+                k += 3;
+                j++;
+            } else {
+                memcpy(fixed + k, s + j, q);
+                k += q;
+                j += q;
+            }
+        }
+        uint32_t n0 = si->nstrs;
+        uint32_t id = stack_intern_str(si, fixed, (unsigned)k);
+        ht_free(fixed);
+        if (id && si->nstrs > n0)
+            si->bad_utf8++; /* a repeat finds the repaired name: counted once */
+        return id;
     }
     if (si->nstrs >= si->max_strs || si->nstrs >= si->str_tab.mask - si->str_tab.mask / 8) {
         si->str_drops++;

@@ -49,6 +49,7 @@ struct stack_intern {
     uint64_t str_drops;   /* names not interned because a cap was reached */
     uint64_t mem_drops;   /* stacks and names not interned: memory refused (see acct) */
     uint64_t long_names;  /* distinct names cut at max_name_len */
+    uint64_t bad_utf8;    /* distinct names that were not UTF-8: kept with U+FFFD for each bad byte */
     uint32_t max_name_len;
     struct mem_acct *acct; /* growth charged here: stacks to kind_stacks, names to kind_strings */
     int kind_stacks, kind_strings;
@@ -75,7 +76,9 @@ uint32_t stack_intern_get(struct stack_intern *si, const uint64_t *frames, unsig
 const uint64_t *stack_intern_frames(const struct stack_intern *si, uint32_t id, unsigned *depth);
 /* Id of a string (1-based), interning it if new; 0 when full (counted).
  * Longer than max_name_len is cut (at a UTF-8 boundary) and counted once per
- * distinct name. */
+ * distinct name. A name that is not valid UTF-8 (a hostile or broken
+ * stream) is kept with U+FFFD for each byte that is not, so every reply
+ * stays valid JSON; counted once per distinct name. */
 uint32_t stack_intern_str(struct stack_intern *si, const char *s, unsigned len);
 /* The NUL-terminated string of an id, or NULL. */
 const char *stack_intern_strget(const struct stack_intern *si, uint32_t id);

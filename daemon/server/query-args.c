@@ -320,6 +320,8 @@ cJSON *quality_json(struct session *s)
                             (double)(s->eng.si.drops + in->stack_table_drops));
     cJSON_AddNumberToObject(o, "string_drops", (double)(s->eng.si.str_drops + in->string_drops));
     cJSON_AddNumberToObject(o, "long_names", (double)(s->eng.si.long_names + in->long_names));
+    cJSON_AddNumberToObject(o, "invalid_utf8_names",
+                            (double)(s->eng.si.bad_utf8 + in->bad_utf8_names));
     uint64_t over = mem_acct_refusals(&s->eng.acct, 1), nomem = mem_acct_refusals(&s->eng.acct, 0);
     for (int k = 0; k < MEM_KINDS; k++) {
         over += in->over_budget[k];

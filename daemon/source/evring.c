@@ -26,7 +26,7 @@ _Static_assert(HT_EV_KIND_COUNT < REC_STR, "ring record kinds collide with event
 /* The producer's counters, copied under mu for the loop. */
 struct producer_stats {
     uint64_t mem[MEM_KINDS], over_budget[MEM_KINDS], no_memory[MEM_KINDS];
-    uint64_t alloc_failures, stack_table_drops, string_drops, long_names;
+    uint64_t alloc_failures, stack_table_drops, string_drops, long_names, bad_utf8;
 };
 
 struct evring {
@@ -111,6 +111,7 @@ static void stats_snapshot(struct evring *r)
     r->st.stack_table_drops = r->psi.drops;
     r->st.string_drops = r->psi.str_drops;
     r->st.long_names = r->psi.long_names;
+    r->st.bad_utf8 = r->psi.bad_utf8;
     uv_mutex_unlock(&r->mu);
 }
 
@@ -373,6 +374,7 @@ void evring_producer_stats(struct evring *r, struct source_stats *st)
     st->stack_table_drops += r->st.stack_table_drops;
     st->string_drops += r->st.string_drops;
     st->long_names += r->st.long_names;
+    st->bad_utf8_names += r->st.bad_utf8;
     uv_mutex_unlock(&r->mu);
 }
 

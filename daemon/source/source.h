@@ -124,6 +124,7 @@ struct source_stats {
     uint64_t stack_table_drops; /* stacks not interned at max_stacks */
     uint64_t string_drops;      /* names not interned at max_strings */
     uint64_t long_names;        /* distinct names cut at max_name_len */
+    uint64_t bad_utf8_names;    /* distinct names that were not UTF-8 (kept with U+FFFD) */
     uint32_t nerrors;
     struct {
         uint64_t line;

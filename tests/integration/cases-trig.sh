@@ -261,3 +261,23 @@ case_slots_full() {
     ctl load "$DEMO" --name third >/dev/null 2>&1 || fail "load after the drop"
     stop_clean
 }
+
+# Names that are not UTF-8 in a stream (found by the adversary: they reached
+# JSON replies as raw bytes): kept with U+FFFD, every reply valid UTF-8 JSON,
+# counted once per distinct name in the data quality.
+case_invalid_utf8_names() {
+    start_daemon
+    {
+        head -n 1 "$DEMO"
+        printf '{"t":1000,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x10","size":8,"stack":["a\xff\xfeb","x\xc3"]}\n'
+        printf '{"t":2000,"ev":"alloc","tid":1,"heap":"0x1","addr":"0x20","size":8,"stack":["a\xff\xfeb","x\xc3"]}\n'
+    } >"$T/bad.htev"
+    ctl load "$T/bad.htev" --name bad >"$T/o" 2>&1 || fail "load: $(cat "$T/o")"
+    printf '{"v":1,"id":1,"cmd":"stacks","args":{"session":"bad"}}\n{"v":1,"id":2,"cmd":"stacks","args":{"session":"bad","by":"frame"}}\n' |
+        "$HT_TOOL" raw "$HEAPTRACE_PIPE" >"$T/r"
+    eq "$(wc -l <"$T/r")" 2 "replies"
+    "$HT_TOOL" jsonlines <"$T/r" || fail "a reply is not UTF-8 JSON: $(cat -v "$T/r" | head -c 600)"
+    grep -q "a$(printf '\xef\xbf\xbd\xef\xbf\xbd')b" "$T/r" || fail "the name is not kept with U+FFFD"
+    eq "$(ctl --json status bad | jget quality.invalid_utf8_names)" 2 "distinct names repaired"
+    stop_clean
+}

@@ -263,6 +263,18 @@ static void test_stack_intern_basic(void)
     CHECK(s1 != 0);
     CHECK_EQ(stack_intern_str(&si, "app.exe!main", 12), s1);
     CHECK_STR(stack_intern_strget(&si, s1), "app.exe!main");
+    /* Not UTF-8 (a hostile stream): kept with U+FFFD for each bad byte (and
+     * for a NUL), counted once per distinct name; a valid name is not touched. */
+    uint32_t b1 = stack_intern_str(&si, "a\xff\xfe" "b\xc3", 5);
+    CHECK(b1 != 0);
+    CHECK_STR(stack_intern_strget(&si, b1), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+    CHECK_EQ(stack_intern_str(&si, "a\xff\xfe" "b\xc3", 5), b1);
+    CHECK_EQ(si.bad_utf8, 1);
+    uint32_t b2 = stack_intern_str(&si, "x\0y", 3);
+    CHECK_STR(stack_intern_strget(&si, b2), "x\xEF\xBF\xBDy");
+    CHECK_EQ(si.bad_utf8, 2);
+    CHECK_EQ(stack_intern_str(&si, "caf\xC3\xA9", 5), stack_intern_str(&si, "caf\xC3\xA9", 5));
+    CHECK_EQ(si.bad_utf8, 2);
     stack_intern_close(&si);
 }
 
