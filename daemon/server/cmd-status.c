@@ -95,6 +95,9 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(mods, "unloads", (double)e->modules.unloads);
     cJSON_AddNumberToObject(mods, "dropped", (double)e->modules.drops);
     cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
+    /* Module ranges not kept for naming a replay's frames (modnames.h: the
+     * cap, a zero or wrapping range, memory); loop-owned like the table. */
+    cJSON_AddNumberToObject(mods, "names_dropped", (double)s->modnames.drops);
     cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
     /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
     cJSON *sj = NULL;
