@@ -22,6 +22,9 @@ pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev)
 # tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
 pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
+# tests/apps/xmlleak (libxml2, no frame pointers) and the live cases on Debian programs
+# (cases-stacks.sh: redis-server with jemalloc, redis-cli).
+pkgs+=(libxml2-dev redis-server redis-tools)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi

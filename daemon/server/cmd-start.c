@@ -22,7 +22,7 @@ static const char *mode_flag(unsigned mode)
     return mode == SOURCE_PID ? "start --pid" : mode == SOURCE_IMAGE ? "start --exe" : "run";
 }
 
-/* --stacks: fp, dwarf or none (absent: the source's default). */
+/* --stacks: fp, dwarf or none; auto or absent: the source's default. */
 static int parse_stacks(const cJSON *v, enum source_stacks *out)
 {
     *out = SOURCE_STACKS_DEFAULT;
@@ -31,8 +31,10 @@ static int parse_stacks(const cJSON *v, enum source_stacks *out)
     static const struct {
         const char *name;
         enum source_stacks val;
-    } names[] = {
-        {"fp", SOURCE_STACKS_FP}, {"dwarf", SOURCE_STACKS_DWARF}, {"none", SOURCE_STACKS_NONE}};
+    } names[] = {{"fp", SOURCE_STACKS_FP},
+                 {"dwarf", SOURCE_STACKS_DWARF},
+                 {"none", SOURCE_STACKS_NONE},
+                 {"auto", SOURCE_STACKS_DEFAULT}};
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(v->valuestring, names[i].name) == 0) {
             *out = names[i].val;

@@ -46,7 +46,7 @@ enum source_mode {
 
 /* How live sources take stacks. */
 enum source_stacks {
-    SOURCE_STACKS_DEFAULT = 0, /* the backend's default (frame pointers for eBPF) */
+    SOURCE_STACKS_DEFAULT = 0, /* the backend's default (eBPF: auto, fp or dwarf by the modules) */
     SOURCE_STACKS_FP,          /* frame-pointer walk */
     SOURCE_STACKS_DWARF,       /* copy of the stack top, unwound with DWARF CFI */
     SOURCE_STACKS_NONE,        /* no stacks */

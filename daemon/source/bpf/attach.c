@@ -2,6 +2,7 @@
  * tracepoints. */
 #include "tracer-int.h"
 
+#include "fpcheck.h"
 #include "heaptrace.skel.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -83,9 +84,80 @@ static int skel_load(struct bpf_tracer *t, int multi)
     return heaptrace_bpf__load(t->skel);
 }
 
+/* Can a frame-pointer walk go through the module? 1 when it keeps frame
+ * pointers or has no code; 0 when it does not, or cannot be read. */
+static int module_has_fp(uint64_t pid, const struct procmaps_module *m)
+{
+    int fd = procmaps_open_module(pid, m);
+    if (fd < 0)
+        return 0;
+    struct fpcheck f;
+    int rc = fpcheck_fd(fd, &f);
+    close(fd);
+    return rc == 0 && (f.functions == 0 || fpcheck_has_fp(&f));
+}
+
+/* The module's file name into the list buf, or "..." once it is full. */
+static void name_add(char *buf, size_t sz, const char *path)
+{
+    const char *b = strrchr(path, '/');
+    const char *name = b ? b + 1 : path;
+    size_t len = strlen(buf), nl = strlen(name);
+    if (len >= 3 && strcmp(buf + len - 3, "...") == 0)
+        return;
+    if (len + nl + 7 >= sz) {
+        name = "...";
+        nl = 3;
+    }
+    if (len) {
+        memcpy(buf + len, ", ", 2);
+        len += 2;
+    }
+    memcpy(buf + len, name, nl + 1);
+}
+
+/* --stacks auto (the default): the frame-pointer walk only when every
+ * module mapped now keeps frame pointers (a walk through one that does not
+ * reads data as return addresses), else copies of the stack unwound with
+ * DWARF CFI. What was chosen and why, for status. */
+static void stacks_auto(struct bpf_tracer *t)
+{
+    struct procmaps_module *ms = NULL;
+    size_t n = 0, nofp = 0;
+    char names[160] = "";
+    uint64_t t0 = bpf_now_ns();
+    t->stacks_auto = 1;
+    t->p.stacks = HB_STACKS_DWARF;
+    if (procmaps_modules(t->p.pid, &ms, &n) != 0 || n == 0) {
+        snprintf(t->stacks_why, sizeof(t->stacks_why),
+                 "auto: the modules could not be read: dwarf (DWARF CFI unwinding)");
+        ht_free(ms);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!module_has_fp(t->p.pid, &ms[i])) {
+            nofp++;
+            name_add(names, sizeof(names), ms[i].path);
+        }
+    if (nofp == 0) {
+        t->p.stacks = HB_STACKS_FP;
+        snprintf(t->stacks_why, sizeof(t->stacks_why),
+                 "auto: all %zu modules keep frame pointers: fp (frame-pointer walk)", n);
+    } else {
+        snprintf(t->stacks_why, sizeof(t->stacks_why),
+                 "auto: %zu of %zu modules have no frame pointers (%s): dwarf (DWARF CFI "
+                 "unwinding of a copy of the stack)",
+                 nofp, n, names);
+    }
+    t->stacks_check_ns = bpf_now_ns() - t0;
+    ht_free(ms);
+}
+
 int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz)
 {
     uint64_t t0 = bpf_now_ns();
+    if (t->p.stacks == HB_STACKS_AUTO)
+        stacks_auto(t);
     /* A kernel without uprobe_multi refuses the attach type: load again for
      * one perf-event link per probe. */
     t->multi = !t->p.no_multi;

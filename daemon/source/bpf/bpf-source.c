@@ -184,8 +184,10 @@ static enum hb_stacks stacks_of(enum source_stacks st)
         return HB_STACKS_DWARF;
     case SOURCE_STACKS_NONE:
         return HB_STACKS_NONE;
-    default:
+    case SOURCE_STACKS_FP:
         return HB_STACKS_FP;
+    default: /* frame pointers where every module keeps them, else DWARF (attach.c) */
+        return HB_STACKS_AUTO;
     }
 }
 
@@ -424,6 +426,8 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
     cJSON_AddNumberToObject(o, "region_drops", (double)ts.region_drops);
     cJSON_AddNumberToObject(o, "unwind_failures", (double)ts.unwind_failures);
+    cJSON_AddNumberToObject(o, "stacks_outside_exec", (double)ts.stacks_outside_exec);
+    cJSON_AddNumberToObject(o, "exec_mappings_dropped", (double)ts.exec_overflows);
     if (s->syms) {
         struct sym_stats ss;
         uint64_t b, ob, nm;

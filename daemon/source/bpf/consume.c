@@ -2,6 +2,8 @@
 #include "consume.h"
 
 #include "heaptrace-bpf.h"
+#include "ht-alloc.h"
+#include "ht-error.h"
 #include "stack-intern.h"
 #include "unwind.h"
 
@@ -10,6 +12,9 @@
 
 /* Regions tracked by the consumer: bounded, a glibc thread arena is one region. */
 #define REGIONS_CAP (1u << 20)
+
+/* Executable mappings kept: a process has a few per module, a JIT more. */
+#define EXEC_CAP 65536
 
 /* -errno results of syscalls are in [-4095, -1] (include/linux/err.h MAX_ERRNO). */
 #define SYS_FAILED(ret) ((ret) >= (uint64_t)-4095)
@@ -29,6 +34,98 @@ void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint
 void bpf_consumer_close(struct bpf_consumer *c)
 {
     regions_close(&c->regions);
+    ht_free(c->exec.r);
+    c->exec.r = NULL;
+    c->exec.n = c->exec.cap = 0;
+}
+
+void bpf_consumer_exec_reset(struct bpf_consumer *c)
+{
+    c->exec.n = 0;
+}
+
+/* Index of the first range ending above addr. */
+static size_t exec_find(const struct exec_ranges *x, uint64_t addr)
+{
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->r[mid][1] <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int exec_grow(struct exec_ranges *x)
+{
+    if (x->n < x->cap)
+        return 0;
+    size_t cap = x->cap ? x->cap * 2 : 64;
+    if (cap > EXEC_CAP)
+        return HT_EFULL;
+    void *r = ht_realloc(x->r, cap * sizeof(*x->r));
+    if (!r)
+        return HT_ENOMEM;
+    x->r = r;
+    x->cap = cap;
+    return 0;
+}
+
+int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end)
+{
+    struct exec_ranges *x = &c->exec;
+    x->known = 1;
+    if (start >= end)
+        return 0;
+    /* Merge with every range it touches or overlaps. */
+    size_t i = exec_find(x, start ? start - 1 : 0), j = i;
+    while (j < x->n && x->r[j][0] <= end) {
+        start = x->r[j][0] < start ? x->r[j][0] : start;
+        end = x->r[j][1] > end ? x->r[j][1] : end;
+        j++;
+    }
+    if (j > i) {
+        x->r[i][0] = start;
+        x->r[i][1] = end;
+        memmove(&x->r[i + 1], &x->r[j], (x->n - j) * sizeof(*x->r));
+        x->n -= j - i - 1;
+        return 0;
+    }
+    int rc = exec_grow(x);
+    if (rc) {
+        x->overflows++;
+        return rc;
+    }
+    memmove(&x->r[i + 1], &x->r[i], (x->n - i) * sizeof(*x->r));
+    x->r[i][0] = start;
+    x->r[i][1] = end;
+    x->n++;
+    return 0;
+}
+
+int bpf_consumer_exec_has(const struct bpf_consumer *c, uint64_t addr)
+{
+    const struct exec_ranges *x = &c->exec;
+    if (!x->known || x->overflows)
+        return 1; /* not all known: a frame cannot be told to be outside */
+    size_t i = exec_find(x, addr);
+    return i < x->n && x->r[i][0] <= addr;
+}
+
+/* Frames up to the first one outside every executable mapping: the rest
+ * of a walk past data is data too. */
+static unsigned frames_in_exec(struct bpf_consumer *c, const uint64_t *frames, unsigned n,
+                               struct ht_event *ev)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!bpf_consumer_exec_has(c, frames[i])) {
+            c->stacks_outside_exec++;
+            ev->flags |= HT_EVF_TRUNCATED;
+            return i;
+        }
+    return n;
 }
 
 /* The record being converted: its event template and stack. */
@@ -59,6 +156,7 @@ static void stack_set(struct bpf_consumer *c, struct ht_event *ev, const struct 
         if (rec->flags & HB_F_TRUNCATED)
             ev->flags |= HT_EVF_TRUNCATED;
     }
+    n = frames_in_exec(c, frames, n, ev);
     if (n > c->stack_depth) {
         n = c->stack_depth;
         ev->flags |= HT_EVF_TRUNCATED;
@@ -177,6 +275,9 @@ static void mmap_record(struct cur *k)
     int anon_private = (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE;
     if ((prot & PROT_EXEC) && !(flags & MAP_ANONYMOUS))
         c->exec_mapped = 1;
+    /* Code the next records' frames may be in, before the maps are read again. */
+    if (prot & PROT_EXEC)
+        bpf_consumer_exec_add(c, addr, addr + len);
     if (!anon_private) {
         /* File or shared mappings are not private commit; one placed over a
          * known region ends that region. */
@@ -222,6 +323,8 @@ static void syscall_record(struct cur *k)
                           k);
         break;
     case HB_REC_MPROTECT:
+        if (r->ret == 0 && (r->args[2] & PROT_EXEC))
+            bpf_consumer_exec_add(c, r->args[0], r->args[0] + page_up(c, r->args[1]));
         if (r->ret == 0)
             regions_protect(&c->regions, r->args[0], r->args[0] + page_up(c, r->args[1]),
                             (r->args[2] & PROT_WRITE) != 0, piece_flipped, k);

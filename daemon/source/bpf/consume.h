@@ -27,6 +27,17 @@ struct bpf_emit {
     uint32_t (*stack)(void *arg, const uint64_t *frames, unsigned n);
 };
 
+/* The target's executable mappings, sorted and disjoint: a frame outside
+ * them is not code (a frame-pointer walk through code that uses rbp as a
+ * general register reads data as return addresses), so a stack is cut
+ * there. Bounded: past the cap, mappings are not added (counted). */
+struct exec_ranges {
+    uint64_t (*r)[2];
+    size_t n, cap;
+    int known;          /* set once the process's mappings were read: until then no check */
+    uint64_t overflows; /* executable mappings not kept (cap reached, or out of memory) */
+};
+
 /* The heap handle of every heap event: a Linux process has one C heap. */
 #define BPF_HEAP 1
 
@@ -39,7 +50,11 @@ struct bpf_consumer {
     struct unwinder *uw; /* --stacks dwarf; NULL otherwise */
     int exec_mapped;     /* an executable file mapping appeared: rescan the modules */
     int exec_seen;       /* the target executed a new program: the trace is over */
+    struct exec_ranges exec;
     uint64_t records, events, malformed, brk_calls, unwind_failures;
+    /* Stacks cut at a frame outside every executable mapping (their events
+     * carry HT_EVF_TRUNCATED too). */
+    uint64_t stacks_outside_exec;
     uint64_t drops_seen; /* the kernel's drop total already reported as lost */
     /* Records (and drops) that never became events: taken while the sink
      * refused (the ring quitting at stop), or discarded by the consumer at
@@ -51,6 +66,12 @@ struct bpf_consumer {
 void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint64_t t0,
                        uint32_t stack_depth);
 void bpf_consumer_close(struct bpf_consumer *c);
+/* Forget the executable mappings (a full read of the maps follows). */
+void bpf_consumer_exec_reset(struct bpf_consumer *c);
+/* [start, end) is executable in the target (marks the set known). 0 or HT_EFULL. */
+int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end);
+/* Is addr inside an executable mapping (always 1 while none is known)? */
+int bpf_consumer_exec_has(const struct bpf_consumer *c, uint64_t addr);
 /* Convert one record of size bytes. 0; -1 when emit->event asked to stop or
  * the record says the target executed a new program (exec_seen set);
  * a record too short for what it claims is counted in malformed and skipped (0). */

@@ -76,7 +76,8 @@ struct hb_regs {
 /* Largest record: header + regs + stack copy. */
 #define HB_REC_MAX (sizeof(struct hb_rec) + sizeof(struct hb_regs) + HB_STACK_COPY)
 
-/* Stack modes (the program's rodata). */
-enum hb_stacks { HB_STACKS_NONE = 0, HB_STACKS_FP, HB_STACKS_DWARF };
+/* Stack modes (the program's rodata). AUTO is the loader's only: it
+ * becomes FP or DWARF before the program loads (fpcheck.h). */
+enum hb_stacks { HB_STACKS_NONE = 0, HB_STACKS_FP, HB_STACKS_DWARF, HB_STACKS_AUTO };
 
 #endif

@@ -185,6 +185,18 @@ static __noinline __u64 stack_fp(__u64 ip, __u64 leaf_sp, __u64 bp, struct scrat
     return (__u64)n * 8;
 }
 
+/* Bytes from sp to the k-th page boundary below sp + HB_STACK_COPY (0 when
+ * that boundary is at or below sp), bounded for the verifier. */
+static __always_inline __u64 page_len(__u64 sp, int k)
+{
+    __u64 end = ((sp + HB_STACK_COPY) & ~4095ull) - (__u64)k * 4096;
+    __u64 l = end > sp ? end - sp : 0;
+    asm volatile("%0 &= 16383" : "+r"(l)); /* HB_STACK_COPY * 2 - 1 */
+    if (l > HB_STACK_COPY)
+        l = 0;
+    return l;
+}
+
 /* Registers and the top of the user stack, for unwinding in user space. */
 static __always_inline __u64 stack_dwarf(struct pt_regs *regs, struct scratch *s)
 {
@@ -208,14 +220,21 @@ static __always_inline __u64 stack_dwarf(struct pt_regs *regs, struct scratch *s
     r->r[15] = regs->r15;
     r->r[16] = regs->ip;
     s->rec.flags |= HB_F_DWARF;
-    /* The copy fails when it crosses the top of the stack mapping: retry smaller. */
+    /* The copy fails when it crosses the top of the stack mapping (the main
+     * thread runs within a few KiB of it: main's caller's frames are right
+     * below the environment strings): retry up to each page boundary below,
+     * so the copy ends exactly where the mapping does. */
     __u64 len = HB_STACK_COPY;
     if (bpf_probe_read_user(s->dw.stack, HB_STACK_COPY, (void *)sp)) {
-        len = 4096;
-        if (bpf_probe_read_user(s->dw.stack, 4096, (void *)sp)) {
-            len = 1024;
-            if (bpf_probe_read_user(s->dw.stack, 1024, (void *)sp))
-                len = 0;
+        len = 0;
+        for (int k = 0; k < HB_STACK_COPY / 4096 + 1; k++) {
+            __u64 l = page_len(sp, k);
+            if (l == 0)
+                break;
+            if (bpf_probe_read_user(s->dw.stack, l, (void *)sp) == 0) {
+                len = l;
+                break;
+            }
         }
     }
     s->rec.stack_len = len;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* The consumer wakes this often when the kernel side does not wake it
@@ -68,6 +69,21 @@ static int module_in(const struct procmaps_module *ms, size_t n, const struct pr
     return 0;
 }
 
+static int exec_cb(void *arg, const struct procmaps_entry *e)
+{
+    struct bpf_tracer *t = arg;
+    if (e->prot & PROT_EXEC)
+        bpf_consumer_exec_add(&t->cons, e->start, e->end);
+    return 0;
+}
+
+/* The executable mappings, read whole (frames outside them are cut). */
+static void exec_read(struct bpf_tracer *t)
+{
+    bpf_consumer_exec_reset(&t->cons);
+    procmaps_each(t->p.pid, exec_cb, t);
+}
+
 /* Read the module list again and report what changed. */
 static int modules_scan(struct bpf_tracer *t)
 {
@@ -85,6 +101,7 @@ static int modules_scan(struct bpf_tracer *t)
     ht_free(t->mods);
     t->mods = ms;
     t->nmods = n;
+    exec_read(t);
     if (t->cons.uw)
         unwinder_refresh(t->cons.uw);
     return rc;
@@ -149,6 +166,8 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.events = t->cons.events;
     t->st.malformed = t->cons.malformed;
     t->st.unwind_failures = t->cons.unwind_failures;
+    t->st.stacks_outside_exec = t->cons.stacks_outside_exec;
+    t->st.exec_overflows = t->cons.exec.overflows;
     t->st.lost = t->lost_seen;
     t->st.undelivered = t->cons.undelivered;
     t->st.region_drops = t->cons.regions.drops;
@@ -276,6 +295,7 @@ int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, cha
     t->sink = *sink;
     t->t0 = bpf_now_ns();
     bpf_consumer_init(&t->cons, &sink->emit, t->t0, t->p.stack_depth);
+    exec_read(t);
     int rc = 0;
     if (t->p.stacks == HB_STACKS_DWARF && (rc = unwinder_new(&t->cons.uw, t->p.pid))) {
         snprintf(err, errsz, "cannot set up the DWARF unwinder for process %llu: %s",

@@ -27,6 +27,10 @@ struct bpf_tracer {
     int registered;
     int tracepoints; /* 1 per-syscall, 2 tp_btf, 0 none */
     uint64_t load_ns, attach_ns, detach_ns;
+    /* --stacks auto: what it chose (p.stacks) and why; the modules' check time. */
+    int stacks_auto;
+    char stacks_why[320];
+    uint64_t stacks_check_ns;
 
     /* Consumer thread. */
     struct bpf_tracer_sink sink;

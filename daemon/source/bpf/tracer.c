@@ -329,6 +329,12 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
         return NULL;
     }
     cJSON_AddStringToObject(o, "stacks", stack_names[t->p.stacks % 3]);
+    cJSON_AddStringToObject(o, "stacks_requested",
+                            t->stacks_auto ? "auto" : stack_names[t->p.stacks % 3]);
+    if (t->stacks_auto) {
+        cJSON_AddStringToObject(o, "stacks_why", t->stacks_why);
+        cJSON_AddNumberToObject(o, "stacks_check_ms", (double)t->stacks_check_ns / 1e6);
+    }
     cJSON_AddNumberToObject(o, "ring_bytes", t->p.ring_bytes);
     cJSON_AddStringToObject(o, "syscalls",
                             t->tracepoints == 1   ? "tracepoints"

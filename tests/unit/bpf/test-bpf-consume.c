@@ -190,6 +190,45 @@ static void test_stacks(void)
 #define RW (PROT_READ | PROT_WRITE)
 #define ANON (MAP_PRIVATE | MAP_ANONYMOUS)
 
+/* A frame-pointer walk through code without frame pointers reads data as
+ * return addresses (redis: key bytes 0x3130): the stack stops at the first
+ * frame outside every executable mapping, flagged and counted. */
+static void test_stacks_outside_exec(void)
+{
+    struct bpf_consumer c;
+    struct out o;
+    setup(&c, &o, 64);
+    /* No mapping known yet (synthetic input): nothing is cut. */
+    feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa000, 1, 0, 0, 0, 10);
+    CHECK_EQ(c.stacks_outside_exec, 0);
+    CHECK_EQ(bpf_consumer_exec_add(&c, 0x1000, 0x1002), 0);
+    CHECK_EQ(bpf_consumer_exec_add(&c, 0x1002, 0x1003), 0); /* joins the first */
+    CHECK_EQ(bpf_consumer_exec_add(&c, 0x5000, 0x6000), 0);
+    CHECK_EQ(c.exec.n, 2);
+    CHECK(bpf_consumer_exec_has(&c, 0x1002));
+    CHECK(!bpf_consumer_exec_has(&c, 0x1003));
+    CHECK(!bpf_consumer_exec_has(&c, 0x4fff));
+    CHECK(bpf_consumer_exec_has(&c, 0x5fff));
+    feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa100, 1, 0, 0, 0, 10);
+    CHECK_EQ(o.n, 2);
+    unsigned depth;
+    stack_intern_frames(&o.si, o.ev[1].stack, &depth);
+    CHECK_EQ(depth, 3); /* 0x1000..0x1002; 0x1003 is no code */
+    CHECK(o.ev[1].flags & HT_EVF_TRUNCATED);
+    CHECK_EQ(c.stacks_outside_exec, 1);
+    /* Code mapped later (dlopen, a JIT's mprotect): its frames count from
+     * the record on, before the maps are read again. */
+    feed(&c, HB_REC_MPROTECT, 0, 0, 0, 0x1000, 0x1000, PROT_READ | PROT_EXEC, 0, 0);
+    feed(&c, HB_REC_ALLOC, HB_FN_MALLOC, 0, 0xa200, 1, 0, 0, 0, 10);
+    CHECK_EQ(o.n, 3);
+    stack_intern_frames(&o.si, o.ev[2].stack, &depth);
+    CHECK_EQ(depth, 10);
+    CHECK(!(o.ev[2].flags & HT_EVF_TRUNCATED));
+    CHECK_EQ(c.exec.n, 2); /* [0x1000, 0x2000) took [0x1000, 0x1003) in */
+    CHECK_EQ(c.stacks_outside_exec, 1);
+    teardown(&c, &o);
+}
+
 static void test_regions_commit(void)
 {
     struct bpf_consumer c;
@@ -317,5 +356,5 @@ static void test_malformed(void)
 }
 
 HT_TEST_MAIN(T(heap_calls), T(nested_and_failures), T(array_overflow), T(exec_record), T(stacks),
-             T(regions_commit), T(regions_heap_owned), T(regions_mprotect), T(regions_mremap),
-             T(malformed))
+             T(stacks_outside_exec), T(regions_commit), T(regions_heap_owned), T(regions_mprotect),
+             T(regions_mremap), T(malformed))
