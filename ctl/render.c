@@ -354,6 +354,13 @@ static void render_status(const cJSON *d)
             str(sd, "stacks"), cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sd, "probes")),
             num(sd, "links"), sz(num(sd, "ring_bytes"), s1), num(sd, "records"), num(sd, "lost"),
             num(sd, "attach_ms"));
+    if (sd && cJSON_GetObjectItemCaseSensitive(sd, "stacks_why"))
+        printf("  stacks       %s; %.0f cut at a frame outside the executable mappings\n",
+               str(sd, "stacks_why"), num(sd, "stacks_outside_exec"));
+    const cJSON *sy = sd ? cJSON_GetObjectItemCaseSensitive(sd, "symbols") : NULL;
+    if (sy && num(sy, "unsymbolized") > 0)
+        printf("  symbols      %.0f of %.0f frame lookups found no symbol: %s\n",
+               num(sy, "unsymbolized"), num(sy, "lookups"), str(sy, "unsymbolized_hint"));
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));

@@ -8,6 +8,7 @@
 #include "procmaps.h"
 
 #include <demangle.h>
+#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -55,6 +56,12 @@ struct sym_image {
     Dwfl *dwfl;       /* for line info only, opened on demand */
     int lines_failed; /* its file gave no Dwfl: not retried */
     Dwfl_Module *mod;
+    /* Lookups in it that found no symbol; the Debian package of its file
+     * (looked up at the first), "" when none owns it. */
+    uint64_t unsym;
+    int pkg_looked;
+    char pkg[96];
+    char unsym_path[256];
 };
 
 struct sym_module {
@@ -77,6 +84,10 @@ struct sym_cache {
     size_t nimages, capimages;
     uint64_t last_scan_ns;
     struct sym_stats st;
+    /* The main executable's file (as the maps name it) and the name the
+     * process knows itself by: frames in that file are named so. */
+    char exe_path[PROCMAPS_PATH_MAX];
+    char exe_name[256];
 };
 
 static char *debuginfo_path = "/usr/lib/debug";
@@ -119,6 +130,50 @@ int sym_set_search_path(const char *path)
     return path && path[0] ? HT_EBADARG : 0;
 }
 
+/* Up to sz - 1 bytes of /proc/PID/<what>, NUL-terminated; the length read. */
+static size_t proc_read(uint64_t pid, const char *what, char *buf, size_t sz)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%" PRIu64 "/%s", pid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sz - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* The name the process knows itself by: its comm, or argv[0]'s base name
+ * when comm is the start of it (the kernel cuts comm at 15 bytes:
+ * TASK_COMM_LEN, include/linux/sched.h). A program started through a
+ * symlink is named by the link (/usr/bin/redis-server is a link to
+ * redis-check-rdb: the maps name the file). */
+static void exe_learn(struct sym_cache *c)
+{
+    char comm[64], argv0[256], path[64];
+    snprintf(path, sizeof path, "/proc/%" PRIu64 "/exe", c->pid);
+    ssize_t n = readlink(path, c->exe_path, sizeof c->exe_path - 1);
+    if (n <= 0) {
+        c->exe_path[0] = 0;
+        return;
+    }
+    c->exe_path[n] = 0;
+    /* As procmaps names a deleted file: without the kernel's suffix. */
+    size_t dl = strlen(" (deleted)");
+    if ((size_t)n > dl && strcmp(c->exe_path + n - dl, " (deleted)") == 0)
+        c->exe_path[n - dl] = 0;
+    proc_read(c->pid, "comm", comm, sizeof comm);
+    comm[strcspn(comm, "\n")] = 0;
+    proc_read(c->pid, "cmdline", argv0, sizeof argv0); /* argv[0] ends at its NUL */
+    const char *b = strrchr(argv0, '/');
+    b = b ? b + 1 : argv0;
+    size_t cl = strlen(comm);
+    if (cl && strncmp(b, comm, cl) == 0 && b[strcspn(b, " ")] == 0)
+        snprintf(c->exe_name, sizeof c->exe_name, "%s", b);
+    else
+        snprintf(c->exe_name, sizeof c->exe_name, "%s", comm);
+}
+
 int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
 {
     struct sym_cache *c = ht_calloc(1, sizeof *c);
@@ -127,6 +182,8 @@ int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, i
     c->pid = pid;
     c->acct = acct;
     c->kind = kind;
+    if (pid)
+        exe_learn(c);
     *out = c;
     return 0;
 }
@@ -633,9 +690,12 @@ static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
 
 /* The module's file name, or its soname when the file name is the soname
  * with a version after it ("libstdc++.so.6.0.30" reads "libstdc++.so.6", as
- * the cull list names it). */
-static const char *module_name(const char *path, const struct sym_image *im)
+ * the cull list names it); the main executable by the process's own name. */
+static const char *module_name(const struct sym_cache *c, const char *path,
+                               const struct sym_image *im)
 {
+    if (c->exe_name[0] && strcmp(path, c->exe_path) == 0)
+        return c->exe_name;
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     size_t sl = im ? strlen(im->soname) : 0;
@@ -685,6 +745,74 @@ static const char *entry_name(struct sym_cache *c, struct sym_image *im, struct 
     return im->dem + off;
 }
 
+/* Does dpkg's file list at dir/name hold one of the paths (a line each)? */
+static int list_has(int dir, const char *name, const char *const *paths, int npaths)
+{
+    int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    char line[PROCMAPS_PATH_MAX];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        for (int i = 0; i < npaths && !found; i++)
+            found = strcmp(line, paths[i]) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The Debian package that installed path, from dpkg's file lists
+ * (/var/lib/dpkg/info/PACKAGE[:ARCH].list, one path a line): "" when none.
+ * With merged /usr the maps say /usr/lib/... where the list may say /lib/... */
+static void dpkg_owner(const char *path, char *pkg, size_t sz)
+{
+    const char *paths[2] = {path, NULL};
+    int npaths = 1;
+    pkg[0] = 0;
+    if (strncmp(path, "/usr/", 5) == 0)
+        paths[npaths++] = path + 4;
+    int dfd = open("/var/lib/dpkg/info", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".list") != 0)
+            continue;
+        if (list_has(dirfd(d), de->d_name, paths, npaths)) {
+            size_t n = strcspn(de->d_name, ":");
+            n = n < len - 5 ? n : len - 5;
+            snprintf(pkg, sz, "%.*s", (int)n, de->d_name);
+            break;
+        }
+    }
+    closedir(d);
+}
+
+/* A lookup in m found no symbol: counted, and at the image's first, who
+ * could supply its symbols. */
+static void unsym_note(struct sym_cache *c, struct sym_module *m, struct sym_image *im)
+{
+    c->st.unsymbolized++;
+    if (!im)
+        return;
+    im->unsym++;
+    if (im->pkg_looked)
+        return;
+    im->pkg_looked = 1;
+    snprintf(im->unsym_path, sizeof im->unsym_path, "%s", m->path);
+    dpkg_owner(m->path, im->pkg, sizeof im->pkg);
+}
+
 const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
                               size_t bufsz)
 {
@@ -703,10 +831,11 @@ const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return,
     struct sym_entry *e = im ? image_lookup(im, vaddr) : NULL;
     if (!e) {
         c->st.misses++;
-        snprintf(buf, bufsz, "%s!+0x%" PRIx64, module_name(m->path, im), vaddr);
+        unsym_note(c, m, im);
+        snprintf(buf, bufsz, "%s!+0x%" PRIx64, module_name(c, m->path, im), vaddr);
         return buf;
     }
-    snprintf(buf, bufsz, "%s!%s", module_name(m->path, im), entry_name(c, im, e));
+    snprintf(buf, bufsz, "%s!%s", module_name(c, m->path, im), entry_name(c, im, e));
     return buf;
 }
 
@@ -742,7 +871,29 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
     return 0;
 }
 
+/* What would name the unsymbolized frames: the file most of them are in
+ * and its debug symbols (Debian's PACKAGE-dbgsym, from the debian-debug
+ * archive; else a debug file under /usr/lib/debug by build id). */
+static void hint_make(const struct sym_cache *c, char *buf, size_t sz)
+{
+    const struct sym_image *top = NULL;
+    buf[0] = 0;
+    for (size_t i = 0; i < c->nimages; i++)
+        if (c->images[i]->unsym && (!top || c->images[i]->unsym > top->unsym))
+            top = c->images[i];
+    if (!top)
+        return;
+    if (top->pkg[0])
+        snprintf(buf, sz,
+                 "most are in %.100s: its symbols are in %.60s-dbgsym (debian-debug archive)",
+                 top->unsym_path, top->pkg);
+    else
+        snprintf(buf, sz, "most are in %.100s: install its debug file under /usr/lib/debug",
+                 top->unsym_path);
+}
+
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)
 {
     *st = c->st;
+    hint_make(c, st->hint, sizeof st->hint);
 }

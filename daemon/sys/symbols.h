@@ -71,12 +71,19 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
  * symbol there), load_errors (a module whose file could not be opened or
  * read, or whose table did not fit the budget), bytes charged. Caps: 4096
  * modules and images, 4M functions and 256 MiB of names per image.
+ * The hint costs one scan of dpkg's file lists per module the first time it
+ * misses a symbol (Debian; no network).
  * Windows: modules = images DbgHelp loaded, symbols = answers cached (one
  * per address; DbgHelp's own memory is not charged), timeouts = lookups the
  * DbgHelp thread did not answer within SYM_WAIT_MS (always 0 on Linux). */
 struct sym_stats {
     uint64_t modules, symbols, lookups, misses, load_errors, bytes;
     uint64_t timeouts;
+    /* Linux: lookups that found the module but no symbol there (a stripped
+     * file: "module!+0xOFF"), and what would name them: the debug symbol
+     * package of the file most of them are in, "" when there were none. */
+    uint64_t unsymbolized;
+    char hint[256];
 };
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);
 

@@ -61,21 +61,19 @@ stacks_settle() {
     done
 }
 
-# Every frame of session $1 (`stacks --by frame`) into $T/frames.json.
+# Every frame of every stack of session $1, one a line, into $T/frames.txt
+# (by stack, nothing culled).
 stacks_frames() {
-    ctl --json stacks "$1" --by frame --top 10000 >"$T/frames.json" || fail "stacks --by frame"
+    ctl --json stacks "$1" --top 10000 --no-default-cull >"$T/stacks.json" || fail "stacks"
+    grep -o '"frames":[^]]*]' "$T/stacks.json" | sed 's/^"frames":[[:space:]]*\[//; s/\]$//' |
+        sed 's/", "/"\n"/g' | sed 's/^"//; s/"$//' >"$T/frames.txt"
+    [ -s "$T/frames.txt" ] || fail "no frames in the stacks of $1"
 }
 
-# Frames of $T/frames.json that are bare addresses (in no module: nothing
+# Frames of $T/frames.txt that are bare addresses (in no module: nothing
 # executable is there).
 stacks_bare_frames() {
-    local n i f c=0
-    n=$(jget rows.# <"$T/frames.json")
-    for i in $(seq 0 $((n - 1))); do
-        f=$(jget "rows.$i.frame" <"$T/frames.json")
-        case "$f" in 0x*) c=$((c + 1)) ;; esac
-    done
-    echo "$c"
+    grep -c '^0x' "$T/frames.txt"
 }
 
 # Default mode on a libxml2 program without frame pointers: every block
@@ -125,5 +123,109 @@ case_stacks_fp_truncated() {
     stacks_frames xml
     eq "$(stacks_bare_frames)" 0 "frames outside every module"
     xmlleak_end
+    stop_clean
+}
+
+# Skips (77) without Debian's redis (scripts/install-deps.sh installs it).
+stacks_need_redis() {
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || {
+        echo "skip: no redis-server/redis-cli (redis-server, redis-tools)"
+        exit 77
+    }
+}
+
+# redis_start: Debian's redis-server (jemalloc, no frame pointers, started
+# through its /usr/bin/redis-server symlink) on a private unix socket; sets RPID.
+redis_start() {
+    redis-server --port 0 --unixsocket "$T/redis.sock" --save "" --appendonly no \
+        --dir "$T" >"$T/redis.log" 2>&1 &
+    RPID=$!
+    # Gone with the test, whatever ends it.
+    (while kill -0 $$ 2>/dev/null; do sleep 0.5; done; kill "$RPID" 2>/dev/null) &
+    for _ in $(seq 100); do
+        redis-cli -s "$T/redis.sock" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.05
+    done
+    fail "redis-server did not answer: $(cat "$T/redis.log")"
+}
+
+redis_stop() {
+    kill "$RPID"
+    wait "$RPID" 2>/dev/null
+}
+
+# Default mode on redis-server: SETs of digit keys (whose bytes a frame-pointer
+# walk took for return addresses: 0x3130) show redis's own functions, the
+# executable named redis-server (the link it was started by, not the file
+# redis-check-rdb), and no frame outside a module.
+case_stacks_default_redis() {
+    start_daemon
+    stacks_need_bpf
+    stacks_need_redis
+    redis_start
+    ctl start --pid "$RPID" --name redis >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    local i
+    for i in $(seq 100); do
+        echo "SET $((i * 1010)) $((i * 7))0123456789"
+    done | redis-cli -s "$T/redis.sock" >/dev/null || fail "redis-cli"
+    stacks_settle redis
+    stacks_frames redis
+    eq "$(stacks_bare_frames)" 0 "frames outside every module"
+    grep -q '^redis-check-rdb!' "$T/frames.txt" &&
+        fail "frames named by the file: $(grep '^redis-check-rdb!' "$T/frames.txt" | sort -u | head -3)"
+    grep -q '^redis-server!zmalloc$' "$T/frames.txt" ||
+        fail "no redis-server!zmalloc frame: $(sort -u "$T/frames.txt" | head -20)"
+    # A SET's allocations: the command's own path in redis.
+    ctl --json stacks redis --require setKey >"$T/set.json" || fail "stacks --require setKey"
+    [ "$(jget total.count <"$T/set.json")" -ge 100 ] ||
+        fail "allocations under setKey: $(jget total.count <"$T/set.json"), expected at least 100"
+    ctl --json stacks redis --require processCommand >"$T/cmd.json" || fail "stacks --require processCommand"
+    [ "$(jget total.count <"$T/cmd.json")" -ge 100 ] ||
+        fail "allocations under processCommand: $(jget total.count <"$T/cmd.json")"
+    ctl --json status redis >"$T/status.json"
+    eq "$(jget source_status.stacks <"$T/status.json")" dwarf "stacks chosen for redis"
+    eq "$(jget quality.lost <"$T/status.json")" 0 "lost events"
+    redis_stop
+    stop_clean
+}
+
+# Names (issue 21 item 10), in --stacks dwarf so that only the names are
+# under test: redis-server is started through /usr/bin/redis-server, a link
+# to redis-check-rdb; its frames are named redis-server!, its libraries by
+# their files. Frames without a symbol are counted, with the package that has
+# the symbols (dpkg's lists: /usr/bin/redis-check-rdb is redis-tools').
+case_stacks_redis_names() {
+    start_daemon
+    stacks_need_bpf
+    stacks_need_redis
+    redis_start
+    ctl start --pid "$RPID" --name redis --stacks dwarf >"$T/start.out" 2>&1 ||
+        fail "start --pid: $(cat "$T/start.out")"
+    local i
+    for i in $(seq 50); do
+        echo "SET k$i $i"
+    done | redis-cli -s "$T/redis.sock" >/dev/null || fail "redis-cli"
+    stacks_settle redis
+    stacks_frames redis
+    grep -q '^redis-check-rdb!' "$T/frames.txt" &&
+        fail "frames named by the file: $(grep '^redis-check-rdb!' "$T/frames.txt" | sort -u | head -3)"
+    grep -q '^redis-server!setKey$' "$T/frames.txt" ||
+        fail "no redis-server!setKey frame: $(sort -u "$T/frames.txt" | head -20)"
+    grep -q '^libjemalloc.so.2!' "$T/frames.txt" || grep -q '^libc.so.6!' "$T/frames.txt" ||
+        fail "no library frame named by its file: $(sort -u "$T/frames.txt" | head -20)"
+    local unsym
+    unsym=$(grep -c '^redis-server!+0x' "$T/frames.txt")
+    ctl --json status redis >"$T/status.json"
+    [ "$unsym" -eq 0 ] || [ "$(jget source_status.symbols.unsymbolized <"$T/status.json")" -gt 0 ] ||
+        fail "$unsym frames without a symbol, status.symbols.unsymbolized $(jget source_status.symbols.unsymbolized <"$T/status.json")"
+    if [ "$unsym" -gt 0 ] && dpkg -S "$(readlink -f "$(command -v redis-server)")" >/dev/null 2>&1; then
+        local pkg
+        pkg=$(dpkg -S "$(readlink -f "$(command -v redis-server)")" | cut -d: -f1)
+        jget source_status.symbols.unsymbolized_hint <"$T/status.json" | grep -q "$pkg-dbgsym" ||
+            fail "hint: $(jget source_status.symbols.unsymbolized_hint <"$T/status.json"), expected $pkg-dbgsym"
+    fi
+    ctl status redis | grep -q "frame lookups found no symbol" || [ "$unsym" -eq 0 ] ||
+        fail "status text: $(ctl status redis)"
+    redis_stop
     stop_clean
 }

@@ -440,6 +440,10 @@ static struct cJSON *bpf_src_status_json(struct source *base)
             cJSON_AddNumberToObject(sy, "symbols", (double)ss.symbols);
             cJSON_AddNumberToObject(sy, "lookups", (double)ss.lookups);
             cJSON_AddNumberToObject(sy, "misses", (double)ss.misses);
+            /* Frames in a module without a symbol there, and what would name them. */
+            cJSON_AddNumberToObject(sy, "unsymbolized", (double)ss.unsymbolized);
+            if (ss.hint[0])
+                cJSON_AddStringToObject(sy, "unsymbolized_hint", ss.hint);
             /* Module events the drains queued for the cache (modq.h). */
             cJSON_AddNumberToObject(sy, "queued", (double)qs.queued);
             cJSON_AddNumberToObject(sy, "queue_waiting", (double)qs.waiting);

@@ -168,6 +168,28 @@ static void test_resolve_c(void)
     child_stop(&ch);
 }
 
+/* A program started through a symlink (Debian's /usr/bin/redis-server is a
+ * link to redis-check-rdb) is named as it knows itself, not by the file the
+ * maps name; its libraries keep their file names. */
+static void test_exe_link_name(void)
+{
+    char dir[] = "/tmp/ht-sym-link-XXXXXX", link[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(link, sizeof link, "%s/ht-linked-name", dir);
+    CHECK_EQ(symlink(HELPER_C, link), 0);
+    struct child ch;
+    struct sym_cache *c = NULL;
+    CHECK(child_start(&ch, link) == 0);
+    CHECK(sym_cache_new(&c, (uint64_t)ch.pid, NULL, MEM_symbols) == 0);
+    uint64_t leaf = child_addr(&ch, "ht_sym_leaf_one");
+    CHECK_STR(resolve(c, leaf, 0), "ht-linked-name!ht_sym_leaf_one");
+    CHECK_STR(resolve(c, child_addr(&ch, "malloc"), 0), "libc.so.6!malloc");
+    sym_cache_free(c);
+    child_stop(&ch);
+    unlink(link);
+    rmdir(dir);
+}
+
 static void test_resolve_cpp(void)
 {
     struct child ch;
@@ -805,6 +827,7 @@ int main(int argc, char **argv)
         T(stripped_dynsym), T(minidebuginfo), T(lineinfo),      T(mem_charged),
         T(build_ids),       T(maps_paths),    T(malformed_elf), T(procmem_grows),
         T(dead_pid),        T(no_build_id),   T(maps_hostile),  T(exit_watch),
+        T(exe_link_name),
     };
     return ht_test_run(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
