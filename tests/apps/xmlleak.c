@@ -2,13 +2,16 @@
  * xmlleak: a program linked against Debian's libxml2 that leaks parsed
  * documents, built like Debian builds (-O2, no frame pointers), to check
  * that live stacks pass through code without frame pointers.
- * usage: xmlleak [DOCS]   (default 200)
+ * usage: xmlleak [DOCS [DEPTH]]   (default 200 documents, depth 0)
  *
  * leak_xml_docs parses DOCS small documents with xmlReadMemory and copies a
  * piece of each with xmlStrndup, and frees neither. The program counts what
  * it leaked itself: libxml2 allocates through the functions xmlMemSetup
  * installs, which here count the blocks allocated while leak_xml_docs runs
  * and are still live at the end (a pointer set; frees and reallocs update it).
+ *
+ * DEPTH > 0 calls leak_xml_docs under DEPTH frames of 1 KiB each (deep
+ * below 8 KiB: stacks deeper than a DWARF stack copy).
  *
  * Protocol on stdout (app-sync.h's lines): {"pid":N,"ready":true}, wait
  * for a byte on stdin; run; print
@@ -132,9 +135,22 @@ static void wait_byte(void)
         exit(0);
 }
 
+/* depth frames of 1 KiB each, then leak_xml_docs. */
+__attribute__((noinline)) int deep(int depth, int docs)
+{
+    volatile char pad[1024];
+    pad[0] = (char)depth;
+    if (depth <= 0) {
+        leak_xml_docs(docs);
+        return pad[0];
+    }
+    return deep(depth - 1, docs) + pad[0];
+}
+
 int main(int argc, char **argv)
 {
     int docs = argc > 1 ? atoi(argv[1]) : 200;
+    int depth = argc > 2 ? atoi(argv[2]) : 0;
     if (xmlMemSetup(count_free, count_malloc, count_realloc, count_strdup) != 0) {
         fprintf(stderr, "xmlleak: xmlMemSetup failed\n");
         return 2;
@@ -143,7 +159,10 @@ int main(int argc, char **argv)
     app_sync_say("{\"pid\":%d,\"ready\":true}", (int)getpid());
     wait_byte();
     counting = 1;
-    leak_xml_docs(docs);
+    if (depth > 0)
+        deep(depth, docs);
+    else
+        leak_xml_docs(docs);
     counting = 0;
     app_sync_say(
         "{\"done\":true,\"pid\":%d,\"docs\":%d,\"leaked_blocks\":%zu,\"leaked_bytes\":%zu}",

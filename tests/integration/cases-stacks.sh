@@ -20,14 +20,15 @@ stacks_need_bpf() {
     }
 }
 
-# xmlleak_run DOCS [start options]: xmlleak traced from its start to its
-# report (session "xml"); sets XPID.
+# xmlleak_run DOCS[,DEPTH] [start options]: xmlleak traced from its start to
+# its report (session "xml"); sets XPID.
 xmlleak_run() {
-    local docs=$1
+    local docs=${1%,*} depth=0
+    case "$1" in *,*) depth=${1#*,} ;; esac
     shift
     [ -x "$(xmlleak_bin)" ] || fail "no xmlleak at $(xmlleak_bin) (libxml2-dev: scripts/install-deps.sh)"
     mkfifo "$T/xin"
-    "$(xmlleak_bin)" "$docs" <"$T/xin" >"$T/xml.out" &
+    "$(xmlleak_bin)" "$docs" "$depth" <"$T/xin" >"$T/xml.out" &
     XPID=$!
     exec 8>"$T/xin"
     stacks_wait_line ready "$T/xml.out"
@@ -122,6 +123,25 @@ case_stacks_fp_truncated() {
     [ "$trunc" -ge "$cut" ] || fail "quality.truncated_stacks $trunc below stacks_outside_exec $cut"
     stacks_frames xml
     eq "$(stacks_bare_frames)" 0 "frames outside every module"
+    xmlleak_end
+    stop_clean
+}
+
+# A stack deeper than the 8 KiB DWARF copy (leak_xml_docs under 12 frames of
+# 1 KiB) is cut where the copy ends: counted as stacks_copy_short and truncated.
+case_stacks_dwarf_copy_short() {
+    start_daemon
+    stacks_need_bpf
+    xmlleak_run 5,12 --stacks dwarf
+    stacks_settle xml
+    ctl --json status xml >"$T/status.json"
+    local cut trunc
+    cut=$(jget source_status.stacks_copy_short <"$T/status.json")
+    trunc=$(jget quality.truncated_stacks <"$T/status.json")
+    [ "$cut" -gt 0 ] || fail "no stack cut at the end of the copy (stacks_copy_short $cut)"
+    [ "$trunc" -ge "$cut" ] || fail "quality.truncated_stacks $trunc below stacks_copy_short $cut"
+    ctl --json stacks xml --require main >"$T/main.json" || fail "stacks --require main"
+    eq "$(jget total.count <"$T/main.json")" 0 "stacks reaching main past the copy"
     xmlleak_end
     stop_clean
 }

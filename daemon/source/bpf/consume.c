@@ -150,6 +150,10 @@ static void stack_set(struct bpf_consumer *c, struct ht_event *ev, const struct 
                          tail_len - sizeof(regs), frames, HB_MAX_FRAMES);
         if (n == 0)
             c->unwind_failures++;
+        if (n && unwinder_cut(c->uw)) {
+            c->stacks_copy_short++;
+            ev->flags |= HT_EVF_TRUNCATED;
+        }
     } else {
         n = rec->nframes;
         memcpy(frames, tail, (size_t)n * sizeof(uint64_t));

@@ -55,6 +55,8 @@ struct bpf_consumer {
     /* Stacks cut at a frame outside every executable mapping (their events
      * carry HT_EVF_TRUNCATED too). */
     uint64_t stacks_outside_exec;
+    /* DWARF stacks cut where the 8 KiB copy ended (deeper than the copy). */
+    uint64_t stacks_copy_short;
     uint64_t drops_seen; /* the kernel's drop total already reported as lost */
     /* Records (and drops) that never became events: taken while the sink
      * refused (the ring quitting at stop), or discarded by the consumer at

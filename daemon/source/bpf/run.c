@@ -167,6 +167,7 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.malformed = t->cons.malformed;
     t->st.unwind_failures = t->cons.unwind_failures;
     t->st.stacks_outside_exec = t->cons.stacks_outside_exec;
+    t->st.stacks_copy_short = t->cons.stacks_copy_short;
     t->st.exec_overflows = t->cons.exec.overflows;
     t->st.lost = t->lost_seen;
     t->st.undelivered = t->cons.undelivered;

@@ -53,6 +53,7 @@ struct bpf_tracer_stats {
     /* Stacks cut at a frame outside every executable mapping; executable
      * mappings the check could not keep (the check is then off). */
     uint64_t stacks_outside_exec, exec_overflows;
+    uint64_t stacks_copy_short; /* DWARF stacks deeper than the copy: cut */
     uint64_t lost;        /* kernel ring drops, each reported as a lost event */
     uint64_t undelivered; /* records and drops that never became events (at stop) */
     /* Allocator returns whose entry was not seen (called before the attach, or

@@ -18,6 +18,7 @@ struct unwinder {
     size_t len;
     uint64_t *frames;
     unsigned n, max;
+    int cut; /* the unwind needed stack past a full copy */
 };
 
 static char *debuginfo_path;
@@ -52,8 +53,14 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
     struct unwinder *u = arg;
     uint64_t sp = u->regs->r[7];
     (void)dwfl;
-    if (addr < sp || addr - sp > u->len || u->len - (addr - sp) < sizeof(*result))
+    if (addr < sp)
         return false;
+    if (addr - sp > u->len || u->len - (addr - sp) < sizeof(*result)) {
+        /* A shorter copy ended at the stack's end: nothing is above it. */
+        if (u->len == HB_STACK_COPY)
+            u->cut = 1;
+        return false;
+    }
     memcpy(result, u->stack + (addr - sp), sizeof(*result));
     return true;
 }
@@ -146,8 +153,14 @@ unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *re
     u->frames = frames;
     u->n = 0;
     u->max = max;
+    u->cut = 0;
     /* Ends with an error at the end of the copy or of the CFI: the frames
      * found so far stand. */
     dwfl_getthread_frames(u->dwfl, (pid_t)tid, frame_cb, u);
     return u->n;
+}
+
+int unwinder_cut(const struct unwinder *u)
+{
+    return u->cut;
 }

@@ -23,5 +23,8 @@ void unwinder_refresh(struct unwinder *u);
  * from regs and len bytes of stack copied at regs->r[7]. The count, at most max. */
 unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *regs,
                       const uint8_t *stack, size_t len, uint64_t *frames, unsigned max);
+/* Did the last unwinder_run stop for want of stack past a full copy
+ * (HB_STACK_COPY bytes): a stack deeper than the copy, cut? */
+int unwinder_cut(const struct unwinder *u);
 
 #endif
