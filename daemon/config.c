@@ -181,6 +181,19 @@ static int get_str(const cJSON *o, const char *key, char *out, size_t outsz, cha
     return 0;
 }
 
+static int get_bool(const cJSON *o, const char *key, int *out, char *err, size_t errsz)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v)
+        return 0;
+    if (!cJSON_IsBool(v)) {
+        snprintf(err, errsz, "config: \"%s\" must be true or false", key);
+        return HT_EBADARG;
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
 int config_load_cull_file(struct ht_config *cfg, const char *path, char *err, size_t errsz)
 {
     char *text = read_file(path, 1u << 20);
@@ -224,6 +237,8 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
                      sizeof(cfg->pipe_operators_group), err, errsz);
     if (!rc)
         rc = get_str(o, "symbol_path", cfg->symbol_path, sizeof(cfg->symbol_path), err, errsz);
+    if (!rc)
+        rc = get_bool(o, "debuginfod", &cfg->debuginfod, err, errsz);
     if (!rc)
         rc = get_str(o, "log_level", level, sizeof(level), err, errsz);
     if (!rc)

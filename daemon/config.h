@@ -33,6 +33,10 @@ struct ht_config {
      * folder of .pdb files), before _NT_SYMBOL_PATH (sys/symbols.h). Linux:
      * must stay empty (separate debug files come from /usr/lib/debug). */
     char symbol_path[2048];
+    /* Linux: let libdw fetch missing debug files from the debuginfod servers
+     * in the daemon's DEBUGINFOD_URLS. Off (the default): the daemon drops
+     * that variable at start, so no lookup ever makes a network call. */
+    int debuginfod;
     int log_level;
     char log_file[512];
     uint32_t max_sessions;

@@ -15,6 +15,28 @@
 #include <uv.h>
 
 /* Configuration file, then the options over it. 0 or the exit code (printed). */
+/* libdw's debuginfod client asks the servers in DEBUGINFOD_URLS for every
+ * debug file not found locally: main cleared the variable; put back only when
+ * the configuration turns debuginfod on. */
+static void debuginfod_setup(const struct run_opts *o, const struct ht_config *cfg)
+{
+#ifndef _WIN32
+    if (cfg->debuginfod && o->debuginfod_urls && o->debuginfod_urls[0]) {
+        setenv("DEBUGINFOD_URLS", o->debuginfod_urls, 1);
+        log_info("debuginfod on: missing debug files are fetched from %.200s", o->debuginfod_urls);
+    } else if (cfg->debuginfod) {
+        log_warn("debuginfod is on in the configuration, but the daemon was started without "
+                 "DEBUGINFOD_URLS: no server to ask");
+    } else if (o->debuginfod_urls) {
+        log_info("DEBUGINFOD_URLS ignored: debuginfod is off in the configuration (no network "
+                 "lookups)");
+    }
+#else
+    (void)o;
+    (void)cfg;
+#endif
+}
+
 static int run_config(const struct run_opts *o, struct ht_config *cfg)
 {
     char err[512];
@@ -81,6 +103,7 @@ int heaptraced_run(const struct run_opts *o)
     /* Missing privileges are logged (a warning each) and shown by version;
      * the daemon still serves replays without them. */
     privileges_enable();
+    debuginfod_setup(o, &cfg);
     if (sym_set_search_path(cfg.symbol_path) != 0) {
         log_error("symbol_path \"%.200s\" refused: it is DbgHelp's search path, for Windows (valid "
                   "UTF-8); on Linux it must stay empty: separate debug files come from "

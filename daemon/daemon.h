@@ -8,6 +8,9 @@ struct run_opts {
     const char *pipe_name;   /* --pipe NAME (else $HEAPTRACE_PIPE, else the configuration's) */
     const char *log_level;   /* --log-level L */
     int foreground;          /* log to stderr instead of the log file */
+    /* DEBUGINFOD_URLS as the daemon was started with (main clears it from the
+     * environment; the configuration's "debuginfod" puts it back), or NULL. */
+    const char *debuginfod_urls;
     /* Set by a service manager's glue (service-win.c), else NULL. */
     const char *log_file_default; /* the log file when the configuration names none */
     /* Called with the log file's path before it is opened (the service makes

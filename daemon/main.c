@@ -73,7 +73,10 @@ int main(int argc, char **argv)
     ht_alloc_init();
 #ifndef _WIN32
     /* The symbolizer (libdw) would ask a debuginfod server over the network
-     * for every module without local debug info: a root daemon does not. */
+     * for every module without local debug info: a root daemon does not,
+     * unless the configuration turns debuginfod on (daemon.c). The string
+     * stays valid: it is in the environment block the process started with. */
+    o.debuginfod_urls = getenv("DEBUGINFOD_URLS");
     unsetenv("DEBUGINFOD_URLS");
 #endif
     for (int i = 1; i < argc; i++) {

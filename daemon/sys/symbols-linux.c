@@ -883,13 +883,17 @@ static void hint_make(const struct sym_cache *c, char *buf, size_t sz)
             top = c->images[i];
     if (!top)
         return;
+    /* The daemon keeps DEBUGINFOD_URLS only when the configuration turns
+     * debuginfod on (daemon.c). */
+    const char *dbg = getenv("DEBUGINFOD_URLS") ? "; debuginfod is on and had none"
+                                                : ", or turn debuginfod on in the configuration";
     if (top->pkg[0])
         snprintf(buf, sz,
-                 "most are in %.100s: its symbols are in %.60s-dbgsym (debian-debug archive)",
-                 top->unsym_path, top->pkg);
+                 "most are in %.100s: its symbols are in %.60s-dbgsym (debian-debug archive)%s",
+                 top->unsym_path, top->pkg, dbg);
     else
-        snprintf(buf, sz, "most are in %.100s: install its debug file under /usr/lib/debug",
-                 top->unsym_path);
+        snprintf(buf, sz, "most are in %.100s: install its debug file under /usr/lib/debug%s",
+                 top->unsym_path, dbg);
 }
 
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)

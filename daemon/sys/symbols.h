@@ -83,7 +83,7 @@ struct sym_stats {
      * file: "module!+0xOFF"), and what would name them: the debug symbol
      * package of the file most of them are in, "" when there were none. */
     uint64_t unsymbolized;
-    char hint[256];
+    char hint[320];
 };
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);
 

@@ -215,7 +215,7 @@ case_stacks_default_redis() {
 # their files. Frames without a symbol are counted, with the package that has
 # the symbols (dpkg's lists: /usr/bin/redis-check-rdb is redis-tools').
 case_stacks_redis_names() {
-    start_daemon
+    DEBUGINFOD_URLS=http://127.0.0.1:9 start_daemon
     stacks_need_bpf
     stacks_need_redis
     redis_start
@@ -243,9 +243,34 @@ case_stacks_redis_names() {
         pkg=$(dpkg -S "$(readlink -f "$(command -v redis-server)")" | cut -d: -f1)
         jget source_status.symbols.unsymbolized_hint <"$T/status.json" | grep -q "$pkg-dbgsym" ||
             fail "hint: $(jget source_status.symbols.unsymbolized_hint <"$T/status.json"), expected $pkg-dbgsym"
+        # Off by default, whatever the daemon's environment said.
+        jget source_status.symbols.unsymbolized_hint <"$T/status.json" |
+            grep -q "turn debuginfod on in the configuration" ||
+            fail "hint: $(jget source_status.symbols.unsymbolized_hint <"$T/status.json"), expected debuginfod off"
     fi
     ctl status redis | grep -q "frame lookups found no symbol" || [ "$unsym" -eq 0 ] ||
         fail "status text: $(ctl status redis)"
     redis_stop
     stop_clean
+}
+
+# debuginfod is off by default: a daemon started with DEBUGINFOD_URLS in its
+# environment (Debian's debuginfod package sets it for login shells) drops it
+# (logged), so libdw's client never asks a server; "debuginfod": true (a new
+# configuration key) keeps it.
+# (/proc/PID/environ shows the environment as started: the log and the
+# unsymbolized hint of integration.stacks_redis_names show what the daemon kept.)
+case_stacks_debuginfod_off() {
+    DEBUGINFOD_URLS=http://127.0.0.1:9 start_daemon
+    grep -q "DEBUGINFOD_URLS ignored" "$T/daemon.log" || fail "DEBUGINFOD_URLS kept with debuginfod off"
+    stop_clean
+    echo '{"debuginfod": true}' >"$T/cfg.json"
+    : >"$T/daemon.log"
+    DEBUGINFOD_URLS=http://127.0.0.1:9 start_daemon --config "$T/cfg.json"
+    grep -q "debuginfod on: missing debug files are fetched from http://127.0.0.1:9" "$T/daemon.log" ||
+        fail "DEBUGINFOD_URLS not kept with debuginfod on"
+    stop_clean
+    echo '{"debuginfod": "yes"}' >"$T/bad.json"
+    "$HT_DAEMON" --foreground --config "$T/bad.json" >"$T/bad.log" 2>&1 && fail "debuginfod \"yes\" accepted"
+    grep -q "debuginfod" "$T/bad.log" || fail "bad debuginfod value: $(cat "$T/bad.log")"
 }
