@@ -73,10 +73,10 @@ static int exec_grow(struct exec_ranges *x)
     return 0;
 }
 
-int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end)
+/* [start, end) into the set, merged with what it touches. */
+static int exec_insert(struct bpf_consumer *c, uint64_t start, uint64_t end)
 {
     struct exec_ranges *x = &c->exec;
-    x->known = 1;
     if (start >= end)
         return 0;
     /* Merge with every range it touches or overlaps. */
@@ -103,6 +103,12 @@ int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end)
     x->r[i][1] = end;
     x->n++;
     return 0;
+}
+
+int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end)
+{
+    c->exec.known = 1;
+    return exec_insert(c, start, end);
 }
 
 int bpf_consumer_exec_has(const struct bpf_consumer *c, uint64_t addr)
@@ -279,9 +285,10 @@ static void mmap_record(struct cur *k)
     int anon_private = (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE;
     if ((prot & PROT_EXEC) && !(flags & MAP_ANONYMOUS))
         c->exec_mapped = 1;
-    /* Code the next records' frames may be in, before the maps are read again. */
+    /* Code the next records' frames may be in, before the maps are read
+     * again (known only once the maps were read whole: bpf_consumer_exec_add). */
     if (prot & PROT_EXEC)
-        bpf_consumer_exec_add(c, addr, addr + len);
+        exec_insert(c, addr, addr + len);
     if (!anon_private) {
         /* File or shared mappings are not private commit; one placed over a
          * known region ends that region. */
@@ -328,7 +335,7 @@ static void syscall_record(struct cur *k)
         break;
     case HB_REC_MPROTECT:
         if (r->ret == 0 && (r->args[2] & PROT_EXEC))
-            bpf_consumer_exec_add(c, r->args[0], r->args[0] + page_up(c, r->args[1]));
+            exec_insert(c, r->args[0], r->args[0] + page_up(c, r->args[1]));
         if (r->ret == 0)
             regions_protect(&c->regions, r->args[0], r->args[0] + page_up(c, r->args[1]),
                             (r->args[2] & PROT_WRITE) != 0, piece_flipped, k);

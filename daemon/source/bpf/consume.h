@@ -70,7 +70,8 @@ void bpf_consumer_init(struct bpf_consumer *c, const struct bpf_emit *emit, uint
 void bpf_consumer_close(struct bpf_consumer *c);
 /* Forget the executable mappings (a full read of the maps follows). */
 void bpf_consumer_exec_reset(struct bpf_consumer *c);
-/* [start, end) is executable in the target (marks the set known). 0 or HT_EFULL. */
+/* [start, end) is executable in the target, from a read of its maps (marks
+ * the set known: mappings from records alone do not). 0, HT_EFULL or HT_ENOMEM. */
 int bpf_consumer_exec_add(struct bpf_consumer *c, uint64_t start, uint64_t end);
 /* Is addr inside an executable mapping (always 1 while none is known)? */
 int bpf_consumer_exec_has(const struct bpf_consumer *c, uint64_t addr);
