@@ -1,0 +1,222 @@
+# Who may trace what, and whose sessions are whose (the daemon runs as root, members of group
+# heaptrace talk to it). Sourced by run.sh; the live helpers (live_setup, live_app, ...) come from
+# cases-live.sh. Members are played with setpriv; the group is created when the host has none, and
+# removed after.
+
+SEC_GROUP_MADE=
+
+sec_cleanup() {
+    live_cleanup
+    [ -n "$SEC_GROUP_MADE" ] && groupdel heaptrace
+}
+
+# sec_group: make sure group heaptrace exists; its gid in SEC_GID.
+sec_group() {
+    [ "$(id -u)" -eq 0 ] || live_skip "needs root to switch users"
+    command -v setpriv >/dev/null || live_skip "setpriv missing"
+    if ! getent group heaptrace >/dev/null; then
+        command -v groupadd >/dev/null || live_skip "groupadd missing"
+        groupadd --system heaptrace || live_skip "cannot create group heaptrace"
+        SEC_GROUP_MADE=1
+    fi
+    SEC_GID=$(getent group heaptrace | cut -d: -f3)
+    trap sec_cleanup EXIT
+}
+
+# as_member UID CMD...: run CMD as uid UID, in group heaptrace only (a function: not for a
+# background job whose $! must be the program's).
+as_member() {
+    local uid=$1
+    shift
+    setpriv --reuid="$uid" --regid="$SEC_GID" --clear-groups "$@"
+}
+
+# A fresh daemon whose socket carries group heaptrace, reachable through $T.
+sec_daemon() {
+    chmod 711 "$T"
+    start_daemon "$@"
+}
+
+# sec_live: live tracing set up (skips without it), a daemon that members reach.
+sec_live() {
+    sec_group
+    live_setup
+    trap sec_cleanup EXIT
+    ctl shutdown >/dev/null
+    wait "$DPID"
+    sec_daemon
+}
+
+# sec_refused OUT RC WHAT: the start must have been refused with EPERM, nothing left behind.
+sec_refused() {
+    echo "$1"
+    [ "$2" -ne 0 ] || fail "$3 was traced"
+    echo "$1" | grep -q 'EPERM.*may not trace' || fail "$3: not refused as a permission: $1"
+    eq "$(ctl --json ls | jget sessions.#)" 0 "sessions after the refused start ($3)"
+    eq "$(live_bpf_held prog)" 0 "programs held after the refused start ($3)"
+}
+
+# A member traces its own process, not root's, and not its own process running a setgid program
+# (the kernel makes it non-dumpable; ptrace refuses it although every uid is the member's: a uid
+# comparison let it through).
+case_sec_member_setgid() {
+    sec_live
+    live_app root mtalloc 2 10
+    local root_pid=$APID
+    out=$(as_member 65534 "$HT_CTL" start --pid "$root_pid" --name r 2>&1)
+    sec_refused "$out" $? "root's process"
+    # The member's own plain process: traced.
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$LIVE_APPS/mtalloc" 2 10 >"$T/own.out" 2>&1 </dev/null &
+    local own=$!
+    LIVE_PIDS+=("$own")
+    live_wait_line own '"ready":true'
+    as_member 65534 "$HT_CTL" start --pid "$own" --name own >"$T/start.out" 2>&1 ||
+        fail "uid 65534 cannot trace its own process: $(cat "$T/start.out")"
+    ctl drop own >/dev/null || fail "drop own"
+    # The same program made setgid to group adm, run by the member.
+    local grp
+    grp=$(getent group adm | cut -d: -f3)
+    [ -n "$grp" ] || grp=4
+    cp "$LIVE_APPS/mtalloc" "$T/sgid-app"
+    chgrp "$grp" "$T/sgid-app" && chmod 2755 "$T/sgid-app" || fail "cannot make a setgid copy"
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$T/sgid-app" 2 10 >"$T/sg.out" 2>&1 </dev/null &
+    local sg=$!
+    LIVE_PIDS+=("$sg")
+    live_wait_line sg '"ready":true'
+    grep -q "^Uid:[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534" \
+        "/proc/$sg/status" || fail "the setgid copy does not run as uid 65534: $(grep Uid "/proc/$sg/status")"
+    grep -q "^Gid:.*[[:space:]]$grp[[:space:]]" "/proc/$sg/status" ||
+        fail "the copy is not setgid: $(grep Gid "/proc/$sg/status")"
+    out=$(as_member 65534 "$HT_CTL" start --pid "$sg" --name sg 2>&1)
+    sec_refused "$out" $? "the member's setgid process"
+    live_go "$root_pid"
+    live_go "$own"
+    live_go "$sg"
+    stop_clean
+}
+
+# A root process whose /proc entry the daemon cannot read (hidden by a mount in the daemon's mount
+# namespace): the access is decided on the process itself, not on /proc/PID/status (an unreadable
+# status file let the start through).
+case_sec_proc_unreadable() {
+    sec_group
+    live_setup
+    trap sec_cleanup EXIT
+    command -v unshare >/dev/null || live_skip "unshare missing"
+    ctl shutdown >/dev/null
+    wait "$DPID"
+    live_app root mtalloc 2 10
+    local root_pid=$APID
+    chmod 711 "$T"
+    # The daemon runs in a mount namespace of its own where /proc/PID is an empty tmpfs.
+    unshare -m --propagation private sh -c \
+        'mount -t tmpfs -o size=4k none "/proc/$0" && exec "$@"' "$root_pid" \
+        "$HT_DAEMON" --foreground --log-level debug >>"$T/daemon.log" 2>&1 &
+    DPID=$!
+    local i
+    for ((i = 0; i < 100; i++)); do
+        ctl ping >/dev/null 2>&1 && break
+        kill -0 "$DPID" 2>/dev/null || fail "daemon exited at start"
+        sleep 0.05
+    done
+    [ -r "/proc/$DPID/root/proc/$root_pid/status" ] &&
+        fail "/proc/$root_pid/status is readable in the daemon's namespace"
+    out=$(as_member 65534 "$HT_CTL" start --pid "$root_pid" --name r 2>&1)
+    sec_refused "$out" $? "root's process with an unreadable /proc entry"
+    live_go "$root_pid"
+    stop_clean
+}
+
+# The PID race: root forks short-lived children as fast as it can while a member asks to trace
+# the next PIDs, predicted from ns_last_pid, over one connection, for a few seconds. The check is
+# made on the process a pidfd names, so not one of root's processes may be attached (a check by
+# PID, then an attach by PID, attached 16 sessions in 26k tries).
+case_sec_pid_race() {
+    sec_live
+    # The system python: an interpreter under root's home is out of the member's reach.
+    SEC_PY=/usr/bin/python3
+    [ -x "$SEC_PY" ] || live_skip "$SEC_PY missing"
+    local secs=$((4 * ${HT_TIME_FACTOR:-1}))
+    "$SEC_PY" - "$secs" >"$T/forker.out" 2>&1 <<'EOF' &
+import os, sys, time
+end = time.time() + float(sys.argv[1]) + 1
+n = 0
+while time.time() < end:
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(1.5)
+        os._exit(0)
+    n += 1
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+print("forked", n)
+EOF
+    local forker=$!
+    LIVE_PIDS+=("$forker")
+    sleep 0.5
+    as_member 65534 "$SEC_PY" - "$HEAPTRACE_PIPE" "$secs" >"$T/race.out" 2>&1 <<'EOF'
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rwb")
+end = time.time() + float(sys.argv[2])
+tries = attached = rid = 0
+while time.time() < end:
+    last = int(open("/proc/sys/kernel/ns_last_pid").read())
+    n = 0
+    for k in range(1, 4):
+        rid += 1
+        f.write(json.dumps({"v": 1, "id": rid, "cmd": "start",
+                            "args": {"pid": last + k, "name": "race%d" % rid}}).encode() + b"\n")
+        n += 1
+    f.flush()
+    got = [json.loads(f.readline()) for _ in range(n)]
+    tries += n
+    for r in got:
+        if r.get("ok"):
+            attached += 1
+            print("ATTACHED", json.dumps(r.get("data")))
+            rid += 1
+            f.write(json.dumps({"v": 1, "id": rid, "cmd": "drop",
+                                "args": {"session": r["data"]["session"]}}).encode() + b"\n")
+            f.flush()
+            f.readline()
+print("tries", tries, "attached", attached)
+EOF
+    local rc=$?
+    wait "$forker"
+    cat "$T/forker.out" "$T/race.out" | grep -v ATTACHED
+    [ "$rc" -eq 0 ] || fail "the member's client failed: $(tail -n 5 "$T/race.out")"
+    grep -q '^tries' "$T/race.out" || fail "no summary: $(tail -n 5 "$T/race.out")"
+    local tries attached
+    tries=$(awk '/^tries/ {print $2}' "$T/race.out")
+    attached=$(awk '/^tries/ {print $4}' "$T/race.out")
+    [ "$tries" -ge 100 ] || fail "only $tries tries in ${secs}s"
+    eq "$attached" 0 "root's processes attached by a member in $tries tries: $(grep ATTACHED "$T/race.out" | head -n 3)"
+    stop_clean
+}
+
+# A thread id given as --pid is named for what it is: thread T of process P (it said "No such
+# file or directory").
+case_sec_thread_id() {
+    live_setup
+    live_app th mtalloc 2 10
+    local pid=$APID tid=
+    local t
+    for t in /proc/"$pid"/task/*; do
+        [ "${t##*/}" != "$pid" ] && tid=${t##*/} && break
+    done
+    [ -n "$tid" ] || fail "mtalloc has no second thread: $(ls "/proc/$pid/task")"
+    out=$(ctl start --pid "$tid" --name th 2>&1)
+    rc=$?
+    echo "$out"
+    [ "$rc" -ne 0 ] || fail "a thread id was attached as a process"
+    echo "$out" | grep -q "$tid is thread $tid of process $pid" || fail "unclear error: $out"
+    eq "$(ctl --json ls | jget sessions.#)" 0 "sessions after the refused start"
+    live_go "$pid"
+    stop_clean
+}
