@@ -53,6 +53,7 @@ int cmd_load(struct cmd_ctx *ctx)
         session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
+    s->owner = ctx->c->uid;
     rc = session_add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);

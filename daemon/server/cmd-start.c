@@ -129,6 +129,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         ht_free(argv);
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
     }
+    s->owner = ctx->c->uid;
     rc = session_add_triggers(s, args, err, sizeof(err));
     if (rc == 0) {
         /* Private bytes sampled four times per timeline interval (a read of

@@ -290,6 +290,7 @@ static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
         parent->spawn_failed++;
         return HT_EFULL;
     }
+    c->owner = parent->owner;
     struct source_params p = parent->live_params;
     p.mode = SOURCE_PID;
     p.pid = pid;
@@ -524,6 +525,11 @@ void session_free_dropped(struct session *s)
     uv_mutex_destroy(&s->sym_mu);
     log_info("session %u dropped", s->id);
     ht_free(s);
+}
+
+int session_visible(const struct session *s, uint32_t uid)
+{
+    return uid == 0 || s->owner == uid;
 }
 
 struct session *session_find(struct server *srv, const cJSON *ref)

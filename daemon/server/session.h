@@ -70,6 +70,9 @@ struct session {
     struct server *srv;
     struct session *next;
     uint32_t id;
+    /* The uid of the client that made it (a spawned session: its parent's):
+     * only it and root see the session and act on it (session_visible). */
+    uint32_t owner;
     char name[64];
     enum session_state state;
     char stop_reason[128];
@@ -167,6 +170,8 @@ void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
+/* May a client admitted as uid see and act on s? Its owner and root (uid 0) may. */
+int session_visible(const struct session *s, uint32_t uid);
 /* Apply a source's events (source_sink.events); nonzero once the session stopped. */
 int session_apply(void *arg, struct ht_event *evs, size_t n);
 /* Open and start the session's source ops with p (its budget and limits are

@@ -220,3 +220,49 @@ case_sec_thread_id() {
     live_go "$pid"
     stop_clean
 }
+
+# A session belongs to the uid that made it: another member does not see it in ls and gets EPERM
+# on every command naming it; root sees and acts on all; the owner keeps full use. (Any member
+# could read, stop and drop root's sessions and other users'.)
+case_sec_session_owner() {
+    sec_group
+    sec_daemon
+    cp "$DEMO" "$T/demo.htev" && chmod 644 "$T/demo.htev"
+    as_member 65534 "$HT_CTL" load "$T/demo.htev" --name a >/dev/null 2>&1 || fail "A's load"
+    ctl load "$DEMO" --name rootses >/dev/null 2>&1 || fail "root's load"
+    # B (uid 65533) sees neither.
+    eq "$(as_member 65533 "$HT_CTL" --json ls | jget sessions.#)" 0 "sessions B sees"
+    eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.#)" 1 "sessions A sees"
+    eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.0.name)" a "A's session"
+    eq "$(ctl --json ls | jget sessions.#)" 2 "sessions root sees"
+    local cmd out
+    for sess in a rootses; do
+        for cmd in "status S" "stacks S" "commits S" "timeline S" "mark S m1" "top S --count 1" \
+            "export S --format json" "record S -o -" "stop S" "drop S"; do
+            # shellcheck disable=SC2086
+            out=$(as_member 65533 "$HT_CTL" ${cmd/S/$sess} 2>&1 </dev/null)
+            [ $? -ne 0 ] || fail "B ran '$cmd' on session $sess: $out"
+            echo "$out" | grep -q "EPERM.*belongs to another user" ||
+                fail "B's '$cmd' on $sess: not EPERM: $out"
+        done
+    done
+    # By id too, and without naming: B has no session of its own.
+    local id
+    id=$(ctl --json ls | jget sessions.0.id)
+    as_member 65533 "$HT_CTL" status "$id" 2>&1 | grep -q "EPERM" || fail "B's status by id"
+    as_member 65533 "$HT_CTL" status 2>&1 | grep -q "ENOSESSION" || fail "B's status unnamed"
+    # A names its only session implicitly although root has one too.
+    as_member 65534 "$HT_CTL" --json status | jget name | grep -qx a || fail "A's unnamed status"
+    as_member 65534 "$HT_CTL" status rootses 2>&1 | grep -q "EPERM" || fail "A reached root's session"
+    # B may not shut the daemon down while others have sessions.
+    out=$(as_member 65533 "$HT_CTL" shutdown 2>&1)
+    echo "$out" | grep -q "EPERM" || fail "B shut the daemon down: $out"
+    eq "$(ctl --json ls | jget sessions.#)" 2 "sessions after B's attempts"
+    # The owner and root act.
+    as_member 65534 "$HT_CTL" stacks a >/dev/null 2>&1 || fail "A's stacks"
+    as_member 65534 "$HT_CTL" drop a >/dev/null 2>&1 || fail "A's drop"
+    ctl status rootses >/dev/null || fail "root's status"
+    as_member 65534 "$HT_CTL" load "$T/demo.htev" --name a2 >/dev/null 2>&1 || fail "A's load"
+    ctl drop a2 >/dev/null || fail "root's drop of A's session"
+    stop_clean
+}
