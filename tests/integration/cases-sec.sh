@@ -266,3 +266,42 @@ case_sec_session_owner() {
     ctl drop a2 >/dev/null || fail "root's drop of A's session"
     stop_clean
 }
+
+# Real Debian programs run by a member: ssh-agent (setgid _ssh, so not dumpable: its own user
+# cannot read its memory, and a uid comparison let a member trace it) is refused; redis-server
+# (jemalloc) is the member's to trace.
+case_sec_member_debian() {
+    sec_live
+    local agent=/usr/bin/ssh-agent redis=/usr/bin/redis-server
+    [ -x "$agent" ] && [ -g "$agent" ] || live_skip "no setgid $agent (openssh-client)"
+    [ -x "$redis" ] || live_skip "no $redis (redis-server)"
+    mkdir "$T/m" && chown 65534 "$T/m" || fail "member directory"
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$agent" -D -a "$T/m/agent.sock" \
+        >"$T/agent.out" 2>&1 </dev/null &
+    local ap=$!
+    LIVE_PIDS+=("$ap")
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [ -S "$T/m/agent.sock" ] && break
+        sleep 0.05
+    done
+    [ -S "$T/m/agent.sock" ] || fail "ssh-agent did not start: $(cat "$T/agent.out")"
+    grep -q "^Uid:[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534" \
+        "/proc/$ap/status" || fail "ssh-agent does not run as uid 65534"
+    out=$(as_member 65534 "$HT_CTL" start --pid "$ap" --name agent 2>&1)
+    sec_refused "$out" $? "the member's ssh-agent (setgid _ssh)"
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$redis" --port 0 --save "" \
+        --unixsocket "$T/m/redis.sock" --dir "$T/m" >"$T/redis.out" 2>&1 </dev/null &
+    local rp=$!
+    LIVE_PIDS+=("$rp")
+    for ((i = 0; i < 100; i++)); do
+        [ -S "$T/m/redis.sock" ] && break
+        sleep 0.05
+    done
+    [ -S "$T/m/redis.sock" ] || fail "redis-server did not start: $(cat "$T/redis.out")"
+    as_member 65534 "$HT_CTL" start --pid "$rp" --name redis >"$T/start.out" 2>&1 ||
+        fail "uid 65534 cannot trace its own redis-server: $(cat "$T/start.out")"
+    eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.0.process)" redis-server "process"
+    as_member 65534 "$HT_CTL" drop redis >/dev/null || fail "drop"
+    stop_clean
+}
