@@ -233,31 +233,9 @@ static int pidfd_exited(int pidfd)
     return poll(&p, 1, 0) != 0;
 }
 
-int trace_access_open(const struct trace_who *who, uint64_t pid, int *handle, char *err,
-                      size_t errsz)
-{
-    *handle = -1;
-    if (pid == 0 || pid > 0x7fffffff) {
-        snprintf(err, errsz, "invalid PID %llu", (unsigned long long)pid);
-        return HT_EBADARG;
-    }
-    /* The pidfd first: the check below and the attach concern the process
-     * it names, whatever becomes of the number. */
-    int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-    if (fd < 0)
-        return open_failed(pid, errno, err, errsz);
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-    int rc = trace_access_confirm(who, pid, fd, err, errsz);
-    if (rc != 0) {
-        close(fd);
-        return rc;
-    }
-    *handle = fd;
-    return 0;
-}
-
-int trace_access_confirm(const struct trace_who *who, uint64_t pid, int handle, char *err,
-                         size_t errsz)
+/* The check proper (trace_access_open, trace_access_confirm). */
+static int access_check(const struct trace_who *who, uint64_t pid, int handle, char *err,
+                        size_t errsz)
 {
     if (who->uid != 0) {
         if (who->ngroups > TRACE_GROUPS_MAX) {
@@ -276,6 +254,37 @@ int trace_access_confirm(const struct trace_who *who, uint64_t pid, int handle, 
         return UV_ESRCH;
     }
     return 0;
+}
+
+int trace_access_open(const struct trace_who *who, uint64_t pid, int *handle, char *err,
+                      size_t errsz)
+{
+    *handle = -1;
+    if (pid == 0 || pid > 0x7fffffff) {
+        snprintf(err, errsz, "invalid PID %llu", (unsigned long long)pid);
+        return HT_EBADARG;
+    }
+    /* The pidfd first: the check below and the attach concern the process
+     * it names, whatever becomes of the number. */
+    int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (fd < 0)
+        return open_failed(pid, errno, err, errsz);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    int rc = access_check(who, pid, fd, err, errsz);
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    *handle = fd;
+    return 0;
+}
+
+/* Root may trace any process: nothing to confirm (a target that exited
+ * right after the attach keeps its session, which ends with the exit). */
+int trace_access_confirm(const struct trace_who *who, uint64_t pid, int handle, char *err,
+                         size_t errsz)
+{
+    return who->uid == 0 ? 0 : access_check(who, pid, handle, err, errsz);
 }
 
 void trace_access_close(int handle)

@@ -32,7 +32,8 @@ int trace_access_open(const struct trace_who *who, uint64_t pid, int *handle, ch
                       size_t errsz);
 /* After the attach: 0 if the process handle names is still alive (so the
  * number pid named it throughout the attach) and who may still trace it (it
- * did not exec a setuid program meanwhile); else an error with why. */
+ * did not exec a setuid program meanwhile); else an error with why. Root:
+ * always 0. */
 int trace_access_confirm(const struct trace_who *who, uint64_t pid, int handle, char *err,
                          size_t errsz);
 void trace_access_close(int handle);

@@ -305,3 +305,43 @@ case_sec_member_debian() {
     as_member 65534 "$HT_CTL" drop redis >/dev/null || fail "drop"
     stop_clean
 }
+
+# The member's own process passes the check, then executes a setgid program (ssh-agent) while
+# the daemon loads and attaches: whenever the exec comes, the start is refused or the trace ends
+# at the exec; the setgid program is never traced. The exec is placed at delays spread over the
+# time a start takes.
+case_sec_exec_setgid() {
+    sec_live
+    local agent=/usr/bin/ssh-agent
+    [ -x "$agent" ] && [ -g "$agent" ] || live_skip "no setgid $agent (openssh-client)"
+    mkdir "$T/m" && chown 65534 "$T/m" || fail "member directory"
+    local d i p out refused=0 ended=0
+    for d in 0.02 0.04 0.06 0.08 0.10 0.12 0.15 0.18 0.22 0.26 0.30 0.35; do
+        i=${d#0.}
+        setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups /bin/sh -c \
+            'sleep "$1"; exec "$2" -D -a "$3"' sh "$d" "$agent" "$T/m/a$i.sock" \
+            >"$T/a$i.out" 2>&1 </dev/null &
+        p=$!
+        LIVE_PIDS+=("$p")
+        out=$(as_member 65534 "$HT_CTL" start --pid "$p" --name "x$i" 2>&1)
+        if [ $? -ne 0 ]; then
+            echo "delay $d: refused: $out"
+            refused=$((refused + 1))
+        else
+            adv_wait_state "x$i" >"$T/s$i"
+            jget stop_reason <"$T/s$i" | grep -qi exec ||
+                fail "delay $d: the session on $p is $(jget state <"$T/s$i"): $(jget stop_reason <"$T/s$i")"
+            echo "delay $d: traced until the exec"
+            ended=$((ended + 1))
+            as_member 65534 "$HT_CTL" drop "x$i" >/dev/null || fail "drop x$i"
+        fi
+        for ((k = 0; k < 100; k++)); do
+            [ -S "$T/m/a$i.sock" ] && break
+            sleep 0.05
+        done
+        kill "$p" 2>/dev/null
+    done
+    echo "refused $refused, ended at the exec $ended"
+    eq "$(live_bpf_held prog)" 0 "programs held at the end"
+    stop_clean
+}
