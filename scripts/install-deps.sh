@@ -22,6 +22,9 @@ pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev)
 # tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
 pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
+# tests/integration/cases-sec.sh: a setgid program (ssh-agent), a jemalloc program
+# (redis-server) and a member's client (the system python3), run as group heaptrace members.
+pkgs+=(openssh-client redis-server python3)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi
