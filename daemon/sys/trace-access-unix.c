@@ -30,9 +30,11 @@
  * INT_MAX rounded down to a multiple of BITS_PER_LONG (sysctl_nr_open_max),
  * so pidfd_getfd on it can only answer the access check (EPERM) or EBADF. */
 #define FD_NEVER 0x7fffffff
-/* The helper answers in microseconds; one stuck (a target held in exec) is
- * killed and the client refused. */
-#define HELPER_TIMEOUT_MS 2000
+/* The helper answers in under a millisecond. One that does not answer in
+ * time (a target held in exec, or stopped: its real uid is the client's, so
+ * the client may send it SIGSTOP) is killed and the client refused; the loop
+ * waits at most this long. */
+#define HELPER_TIMEOUT_MS 500
 
 /* What the helper tells the daemon: the step that failed (0: none) and the
  * errno of pidfd_getfd or of that step. */
