@@ -308,8 +308,9 @@ int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uin
     gid_t g[256];
     len = (socklen_t)(sizeof(gid_t) * (cap < 256 ? cap : 256));
     if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
-        snprintf(err, errsz, "cannot read the client's groups (SO_PEERGROUPS): %s%s",
-                 strerror(errno), errno == ERANGE ? " (too many groups)" : "");
+        int e = errno;
+        snprintf(err, errsz, "cannot read the client's groups (SO_PEERGROUPS): %s%s", strerror(e),
+                 e == ERANGE ? " (more than 256)" : "");
         return HT_EPERM;
     }
     *n = (uint32_t)(len / sizeof(gid_t));
