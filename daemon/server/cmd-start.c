@@ -107,7 +107,8 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
     const cJSON *depth = cJSON_GetObjectItemCaseSensitive(args, "stack_depth");
     unsigned mode = p->mode;
     char err[512];
-    int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
+    int rc =
+        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     p->stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;

@@ -26,14 +26,18 @@ const char *session_state_name(enum session_state st)
 
 /* Every slot taken: say which sessions hold them (loads that failed or were
  * cut keep theirs) and how to free one. */
-static int slots_full(struct server *srv, char *err, size_t errsz)
+static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
 {
     size_t n = (size_t)snprintf(err, errsz,
                                 "all %u session slots are taken (max_sessions); free one with "
                                 "'heaptracectl drop NAME'. Sessions:",
                                 srv->cfg->max_sessions);
-    unsigned listed = 0;
-    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next, listed++) {
+    unsigned listed = 0, visible = 0;
+    for (const struct session *o = srv->sessions; o; o = o->next)
+        visible += (unsigned)session_visible(o, uid);
+    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next) {
+        if (!session_visible(o, uid))
+            continue; /* another user's: not named to this client */
         char item[192];
         int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s%s%.60s%s", listed ? "," : "", o->id,
                          o->name, session_state_name(o->state), o->stop_reason[0] ? " (" : "",
@@ -44,19 +48,28 @@ static int slots_full(struct server *srv, char *err, size_t errsz)
             k = (int)sizeof(item) - 1;
         /* Keep room to say how many did not fit. */
         if (n + (size_t)k + 24 >= errsz) {
-            snprintf(err + n, errsz - n, " and %u more", srv->nsessions - listed);
+            n += (size_t)snprintf(err + n, errsz - n, " and %u more", visible - listed);
             break;
         }
         memcpy(err + n, item, (size_t)k + 1);
         n += (size_t)k;
+        listed++;
     }
+    if (visible < srv->nsessions && n < errsz)
+        snprintf(err + n, errsz - n, "%s%u of other users", visible ? ", and " : " ",
+                 srv->nsessions - visible);
     return HT_EFULL;
 }
 
 int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
 {
+    return session_admit_for(srv, name, 0, err, errsz);
+}
+
+int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz)
+{
     if (srv->nsessions >= srv->cfg->max_sessions)
-        return slots_full(srv, err, errsz);
+        return slots_full(srv, uid, err, errsz);
     if (!name || !*name)
         return 0;
     size_t len = strlen(name);

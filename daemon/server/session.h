@@ -155,6 +155,9 @@ struct session {
  * 0, HT_EFULL (every slot taken; err lists the sessions and how to free
  * one), HT_EBADARG (bad name) or HT_EEXIST. */
 int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
+/* The same for a client admitted as uid: HT_EFULL names only the sessions
+ * it may see (session_visible), and counts the others. */
+int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz);
 struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
                             size_t errsz);
 /* Off the session list at once; freed now, or when its running query

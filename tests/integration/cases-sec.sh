@@ -233,7 +233,8 @@ case_sec_thread_id() {
 # could read, stop and drop root's sessions and other users'.)
 case_sec_session_owner() {
     sec_group
-    sec_daemon
+    printf '{"max_sessions": 2}\n' >"$T/cfg.json"
+    sec_daemon --config "$T/cfg.json"
     cp "$DEMO" "$T/demo.htev" && chmod 644 "$T/demo.htev"
     as_member 65534 "$HT_CTL" load "$T/demo.htev" --name a >/dev/null 2>&1 || fail "A's load"
     ctl load "$DEMO" --name rootses >/dev/null 2>&1 || fail "root's load"
@@ -242,6 +243,15 @@ case_sec_session_owner() {
     eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.#)" 1 "sessions A sees"
     eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.0.name)" a "A's session"
     eq "$(ctl --json ls | jget sessions.#)" 2 "sessions root sees"
+    # Every slot taken: the refusal names only the client's own sessions.
+    out=$(as_member 65533 "$HT_CTL" load "$T/demo.htev" --name b 2>&1)
+    echo "$out"
+    echo "$out" | grep -q 'EFULL.*Sessions: 2 of other users$' || fail "B's EFULL: $out"
+    out=$(as_member 65534 "$HT_CTL" load "$T/demo.htev" --name b 2>&1)
+    echo "$out"
+    echo "$out" | grep -q 'EFULL.*Sessions: 1 "a" .*, and 1 of other users$' || fail "A's EFULL: $out"
+    out=$(ctl load "$DEMO" --name b 2>&1)
+    echo "$out" | grep 'EFULL' | grep '"a"' | grep -q '"rootses"' || fail "root's EFULL: $out"
     local cmd out
     for sess in a rootses; do
         for cmd in "status S" "stacks S" "commits S" "timeline S" "mark S m1" "top S --count 1" \
