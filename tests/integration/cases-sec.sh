@@ -103,6 +103,8 @@ case_sec_proc_unreadable() {
     live_setup
     trap sec_cleanup EXIT
     command -v unshare >/dev/null || live_skip "unshare missing"
+    unshare -m --propagation private sh -c 'mount -t tmpfs -o size=4k none "/proc/$$"' 2>/dev/null ||
+        live_skip "cannot mount over /proc/PID in a new mount namespace here"
     ctl shutdown >/dev/null
     wait "$DPID"
     live_app root mtalloc 2 10
