@@ -1,0 +1,98 @@
+# Issue 21 items 11 and 12: exports and the rough edges a user of heaptracectl hits. The real
+# daemon on a private endpoint and the real ctl; terminal behaviour runs the ctl under
+# script(1), which gives it a pty. Sourced by run.sh.
+#
+# The cases marked live attach to a real Debian program (sleep: a few allocations in all) and
+# skip unless the daemon runs as root with a source serving "pid".
+
+# ctl_tty COLUMNS CMD...: run the ctl on a terminal COLUMNS wide; its output on stdout (CR LF
+# line ends turned into LF).
+ctl_tty() {
+    local cols=$1 cmd="" a
+    shift
+    for a in "$HT_CTL" "$@"; do cmd+=" $(printf '%q' "$a")"; done
+    script -qec "stty cols $cols rows 50; $cmd" /dev/null </dev/null | tr -d '\r'
+}
+
+# Live cases: the daemon, and a target (sleep) whose pid is in CTL_TARGET.
+ctl_live_setup() {
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: live tracing needs root"; exit 77; }
+    start_daemon
+    ctl --json version | grep -q '"pid"' || { echo "SKIP: no source serves pid here"; exit 77; }
+    sleep 60 </dev/null >/dev/null 2>&1 &
+    CTL_TARGET=$!
+    trap 'kill "$CTL_TARGET" 2>/dev/null; wait "$CTL_TARGET" 2>/dev/null; cleanup' EXIT
+}
+
+# VmData + VmStk of a process in bytes (the daemon's definition of private bytes, procmem.h),
+# read here from /proc as the independent truth.
+ctl_vm_private() {
+    awk '/^VmData:|^VmStk:/ { kb += $2 } END { print kb * 1024 }' "/proc/$1/status"
+}
+
+case_ctl_help_repeatable() {
+    ctl help start >"$T/h" || fail "help start"
+    grep -q "(repeatable) (repeatable)" "$T/h" && fail "help start says (repeatable) twice: $(grep repeatable "$T/h")"
+    grep -q -- "--stop-when COND .*stop when COND holds (repeatable)$" "$T/h" || fail "--stop-when: $(grep stop-when "$T/h")"
+    grep -q -- "--snapshot-when COND .*(repeatable)$" "$T/h" || fail "--snapshot-when"
+    ctl help load | grep -q "(repeatable) (repeatable)" && fail "help load"
+    return 0
+}
+
+# --stack-depth: the range the daemon and the ctl enforce (1-256) is what help and the README
+# say; 127 is named only as the eBPF walk's own limit.
+case_ctl_stack_depth_range() {
+    ctl help start >"$T/h" || fail "help start"
+    grep -q -- "--stack-depth N .*1-256" "$T/h" || fail "help start does not give the range: $(grep stack-depth "$T/h")"
+    grep -q "at most 127)" "$T/h" && fail "help still says --stack-depth is at most 127"
+    grep -q "eBPF walk .*127" "$T/h" || fail "help does not say where 127 comes from"
+    grep -q -- '`--stack-depth` 1–256' "$HERE/../../README.md" || fail "README range"
+    ctl start --pid 1 --stack-depth 257 2>/dev/null; eq $? 2 "--stack-depth 257"
+    ctl start --pid 1 --stack-depth 0 2>/dev/null; eq $? 2 "--stack-depth 0"
+}
+
+# A usage error: the error and one hint, not the command's whole help.
+case_ctl_usage_hint() {
+    ctl start --bogus >"$T/o" 2>"$T/e"; eq $? 2 "unknown option"
+    eq "$(wc -l <"$T/e")" 2 "lines for an unknown option"
+    grep -qx "heaptracectl: unknown option --bogus" "$T/e" || fail "message: $(cat "$T/e")"
+    grep -qx "Run 'heaptracectl help start' for its options." "$T/e" || fail "hint: $(cat "$T/e")"
+    [ -s "$T/o" ] && fail "usage error wrote to stdout"
+    ctl stacks --top 2>"$T/e"; eq $? 2 "missing value"
+    eq "$(wc -l <"$T/e")" 2 "lines for a missing value"
+    ctl stacks --top 0 2>"$T/e"; eq $? 2 "out of range"
+    eq "$(wc -l <"$T/e")" 2 "lines for a range error"
+    ctl frobnicate 2>"$T/e"; eq $? 2 "unknown command"
+    eq "$(cat "$T/e")" "heaptracectl: unknown command frobnicate
+Run 'heaptracectl help' for the commands." "unknown command"
+    ctl --frob ping 2>"$T/e"; eq $? 2 "unknown global option"
+    eq "$(wc -l <"$T/e")" 2 "lines for an unknown global option"
+    # Asking for help still gets all of it.
+    [ "$(ctl help start | wc -l)" -gt 20 ] || fail "help start is short"
+}
+
+# Every counter of a real status reply's data quality is explained in `help status`.
+case_ctl_help_quality() {
+    start_daemon
+    load_demo
+    ctl help status >"$T/h" || fail "help status"
+    local names=() k
+    ctl --json status demo | "$HT_TOOL" get quality >"$T/q"
+    mapfile -t names < <(grep -o '"[a-z_0-9]*":' "$T/q" | tr -d '":')
+    [ "${#names[@]}" -ge 20 ] || fail "quality has only ${#names[@]} counters"
+    # A live session's reply too, where this host can make one.
+    if [ "$(id -u)" -eq 0 ] && ctl --json version | grep -q '"pid"'; then
+        sleep 30 </dev/null >/dev/null 2>&1 &
+        local sp=$!
+        if ctl start --pid "$sp" --name live >/dev/null 2>&1; then
+            mapfile -t -O "${#names[@]}" names < <(ctl --json status live | "$HT_TOOL" get quality | grep -o '"[a-z_0-9]*":' | tr -d '":')
+        fi
+        kill "$sp"
+        wait "$sp" 2>/dev/null
+    fi
+    for k in "${names[@]}"; do
+        grep -q "^  $k  " "$T/h" || fail "help status does not explain quality.$k"
+    done
+    grep -A3 "^  time_backwards " "$T/h" | grep -q "latest time" || fail "time_backwards explanation"
+    stop_clean
+}
