@@ -71,6 +71,61 @@ Run 'heaptracectl help' for the commands." "unknown command"
     [ "$(ctl help start | wc -l)" -gt 20 ] || fail "help start is short"
 }
 
+# version on a terminal (and piped) is text for people; --json stays the reply.
+case_ctl_version_text() {
+    start_daemon
+    ctl_tty 100 version >"$T/v"
+    head -c 1 "$T/v" | grep -q '{' && fail "version prints JSON on a terminal: $(head -3 "$T/v")"
+    grep -q "^heaptraced .*, protocol 1, " "$T/v" || fail "version line: $(head -1 "$T/v")"
+    grep -q "^  replay .*stream" "$T/v" || fail "sources: $(cat "$T/v")"
+    ctl version | grep -q "^clients: 1 connected" || fail "piped version"
+    ctl --json version | jget protocol | grep -qx 1 || fail "--json version"
+    stop_clean
+}
+
+# Stacks whole when piped; cut to the terminal's width on a terminal, never at ~80 columns.
+case_ctl_table_width() {
+    start_daemon
+    load_demo
+    local full="MemoryTestApp.exe!InnerLoopOperation <- MemoryTestApp.exe!main <- kernel32.dll!BaseThreadInitThunk <- ntdll.dll!RtlUserThreadStart"
+    ctl stacks --type AIFO >"$T/p" || fail stacks
+    grep -qF -- "$full" "$T/p" || fail "piped stacks cut: $(grep AIFO "$T/p")"
+    ctl top --count 1 | grep -qF -- "$full" || fail "piped top cut"
+    ctl stacks --tree --type AIFO | grep -q "^      MemoryTestApp.exe!InnerLoopOperation  " || fail "piped tree"
+    # On a terminal 100 columns wide every row fits in it, cut with "...".
+    ctl_tty 100 stacks --type AIFO >"$T/t"
+    grep "Impacting (AIFO)" "$T/t" >"$T/rows" || fail "no rows on the terminal: $(cat "$T/t")"
+    awk 'length > 100 { exit 1 }' "$T/rows" || fail "rows wider than the terminal: $(cat "$T/rows")"
+    grep -q "MemoryTestApp.exe!In\.\.\.$" "$T/rows" || fail "row not cut to the width: $(cat "$T/rows")"
+    # A wide terminal shows the whole stack.
+    ctl_tty 240 stacks --type AIFO | grep -qF -- "$full" || fail "240 columns cut the stack"
+    stop_clean
+}
+
+# load of a binary stream says events, not "from 0 lines".
+case_ctl_load_binary() {
+    start_daemon
+    "$HT_CONVERT" "$DEMO" "$T/demo.htevb" 2>/dev/null || fail "ht-convert"
+    ctl load "$T/demo.htevb" --name bin >"$T/o" 2>/dev/null || fail "load .htevb"
+    grep -q "0 lines" "$T/o" && fail "binary load: $(cat "$T/o")"
+    local n
+    n=$(grep -c '"ev":' "$DEMO") # every line of the text twin is one event
+    grep -q "^session 1 \"bin\": $n events (" "$T/o" || fail "binary load summary: $(cat "$T/o") (expected $n events)"
+    ctl status bin | grep -q "^  ingest       $n events$" || fail "status ingest: $(ctl status bin | grep ingest)"
+    # A text stream keeps its lines.
+    ctl load "$DEMO" --name text 2>/dev/null | grep -q "$n events from $n lines" || fail "text load"
+    stop_clean
+}
+
+case_ctl_top_header() {
+    start_daemon
+    load_demo
+    ctl top --count 1 >"$T/t" || fail top
+    sed -n 2p "$T/t" | grep -q "^Process  *Impacting Type  *Count  *Impacting Size  *Size  *Stack" ||
+        fail "top has no column header: $(head -3 "$T/t")"
+    stop_clean
+}
+
 # Every counter of a real status reply's data quality is explained in `help status`.
 case_ctl_help_quality() {
     start_daemon
