@@ -151,3 +151,45 @@ case_ctl_help_quality() {
     grep -A3 "^  time_backwards " "$T/h" | grep -q "latest time" || fail "time_backwards explanation"
     stop_clean
 }
+
+# export --type: the value each type measures. The truth is counted in the stream itself:
+# Initialize makes 50 blocks of 1,024 bytes and frees them (AIFI); InnerLoopOperation leaves
+# 1,200 of 40 bytes (AIFO).
+case_ctl_export_type_value() {
+    start_daemon
+    load_demo
+    local aifi aifo
+    aifi=$(grep '"ev":"alloc"' "$DEMO" | grep 'Initialize"' | grep -o '"size":[0-9]*' | cut -d: -f2 | awk '{ s += $1 } END { print s }')
+    aifo=$(grep '"ev":"alloc"' "$DEMO" | grep 'InnerLoopOperation"' | grep -o '"size":[0-9]*' | cut -d: -f2 | awk '{ s += $1 } END { print s }')
+    eq "$aifi" 51200 "AIFI truth from the stream"
+    ctl export --format collapsed --type AIFI -o "$T/aifi.folded" || fail "export --type AIFI"
+    eq "$(cat "$T/aifi.folded")" "ntdll.dll!RtlUserThreadStart;kernel32.dll!BaseThreadInitThunk;MemoryTestApp.exe!main;MemoryTestApp.exe!Initialize $aifi" "AIFI collapsed"
+    ctl export --format collapsed --type AIFO | grep -q "MemoryTestApp.exe!InnerLoopOperation $aifo$" || fail "AIFO collapsed"
+    ctl export --format collapsed --type AIFI,AIFO >"$T/both" || fail "two types"
+    eq "$(wc -l <"$T/both")" 2 "AIFI,AIFO lines"
+    # AOFO at the end of a window from 29s: what is still live from before it.
+    eq "$(ctl export --format collapsed --type AOFO --range 29s: | awk '{ print $NF }')" \
+        "$(ctl --json stacks --type AOFO --range 29s: | jget total.outstanding)" "AOFO value"
+    # --sort still chooses the value when given.
+    ctl export --format collapsed --sort st | grep -q "Initialize $aifi$" || fail "--sort st"
+    stop_clean
+}
+
+# An export with nothing in it says so, exits 1 and writes no file.
+case_ctl_export_empty() {
+    start_daemon
+    load_demo
+    ctl export --format collapsed --type AIFI --sort so -o "$T/e.folded" 2>"$T/e"
+    eq $? 1 "collapsed with no nonzero value"
+    [ -e "$T/e.folded" ] && fail "an empty export wrote a file"
+    grep -q "nothing to export: none of the 1 group found has a nonzero outstanding" "$T/e" || fail "message: $(cat "$T/e")"
+    ctl export --format collapsed --type AOFI -o "$T/e.folded" 2>"$T/e"; eq $? 1 "AOFI over the session"
+    grep -q "nothing to export" "$T/e" || fail "AOFI message: $(cat "$T/e")"
+    ctl export --format csv --type AOFO -o "$T/e.csv" 2>/dev/null; eq $? 1 "csv with only its header"
+    [ -e "$T/e.csv" ] && fail "csv header-only file written"
+    ctl export --format json --type AOFO -o "$T/e.json" 2>/dev/null; eq $? 1 "json with no rows"
+    # Exports with something in them still succeed.
+    ctl export --format csv -o "$T/ok.csv" || fail "csv"
+    ctl export --format json --what timeline -o "$T/ok.json" || fail "timeline json"
+    stop_clean
+}
