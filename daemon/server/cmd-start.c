@@ -11,6 +11,7 @@
 #include "ht-error.h"
 #include "log.h"
 #include "stack-intern.h"
+#include "sys/procmem.h"
 #include "sys/trace-access.h"
 
 #include <cjson/cJSON.h>
@@ -52,6 +53,46 @@ static char **argv_of(const cJSON *list)
     const cJSON *it;
     cJSON_ArrayForEach(it, list) argv[i++] = it->valuestring;
     return argv;
+}
+
+/* The session that traces pid now (its source attached), or NULL. */
+static struct session *tracing_session(struct server *srv, uint64_t pid)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        if (!session_taking_input(s))
+            continue;
+        const struct source_params *lp = &s->live_params;
+        if ((lp->mode == SOURCE_PID && lp->pid == pid) ||
+            (lp->mode == SOURCE_LAUNCH && s->eng.pid == pid))
+            return s;
+    }
+    return NULL;
+}
+
+static int already_traced(struct cmd_ctx *ctx, const struct session *o, uint64_t pid)
+{
+    return cmd_error(ctx, HT_EEXIST,
+                     "process %llu is already traced by session %u \"%s\" ('heaptracectl stop "
+                     "%u' ends it)",
+                     (unsigned long long)pid, o->id, o->name, o->id);
+}
+
+/* The first private-bytes reading, at the start: until the source's sampler
+ * sends its own, status, top and the timeline's first sample would read 0.
+ * A process that cannot be read (gone already) keeps 0; the source says why. */
+static void first_private_sample(struct session *s, const struct source_params *p)
+{
+    struct procmem pm;
+    if (p->mode == SOURCE_PID && procmem_read(p->pid, &pm) == 0)
+        engine_private_bytes(&s->eng, pm.private_bytes);
+}
+
+/* A start that failed gives its id back: the next session gets it (the
+ * dropped one is out of the list already, and nobody was told its id). */
+static void session_id_unuse(struct server *srv, uint32_t id)
+{
+    if (srv->next_session_id == id)
+        srv->next_session_id--;
 }
 
 static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p)
@@ -108,6 +149,9 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
         if (prc != 0)
             return cmd_error(ctx, prc, "%s", err);
     }
+    const struct session *o = pid ? tracing_session(ctx->srv, (uint64_t)pid->valuedouble) : NULL;
+    if (mode == SOURCE_PID && o)
+        return already_traced(ctx, o, (uint64_t)pid->valuedouble);
     int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
@@ -143,13 +187,17 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
             p.sample_ns = 10000000ULL;
         p.ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
         s->state = SESSION_RUNNING;
+        /* Before the source starts: its start may apply its first events
+         * (the process), and the timeline's first sample is taken with them. */
+        first_private_sample(s, &p);
         rc = session_source_begin(s, ops, &p, err, sizeof(err));
     }
     ht_free(argv);
     if (rc != 0) {
-        log_info("session %u: %s with source %s failed: %s", s->id, mode_flag(mode), ops->name,
-                 err);
+        uint32_t id = s->id;
+        log_info("session %u: %s with source %s failed: %s", id, mode_flag(mode), ops->name, err);
         session_drop(s);
+        session_id_unuse(ctx->srv, id);
         return cmd_error(ctx, rc, "%s", err);
     }
     return live_reply(ctx, s, &p);
