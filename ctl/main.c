@@ -258,6 +258,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[i], "help")) {
         const struct ht_cmd_spec *cmd = i + 1 < argc ? ht_cmd_find(argv[i + 1]) : NULL;
+        if (i + 1 < argc && !cmd)
+            return usage_error(NULL, "no command named %s", ctl_text(argv[i + 1]));
         if (cmd)
             usage_cmd(stdout, cmd);
         else

@@ -67,6 +67,10 @@ case_ctl_usage_hint() {
 Run 'heaptracectl help' for the commands." "unknown command"
     ctl --frob ping 2>"$T/e"; eq $? 2 "unknown global option"
     eq "$(wc -l <"$T/e")" 2 "lines for an unknown global option"
+    ctl help frobnicate >"$T/o" 2>"$T/e"; eq $? 2 "help of an unknown command"
+    eq "$(cat "$T/e")" "heaptracectl: no command named frobnicate
+Run 'heaptracectl help' for the commands." "help of an unknown command"
+    [ -s "$T/o" ] && fail "help of an unknown command printed the usage"
     # Asking for help still gets all of it.
     [ "$(ctl help start | wc -l)" -gt 20 ] || fail "help start is short"
 }
