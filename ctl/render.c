@@ -411,9 +411,13 @@ static void render_status(const cJSON *d)
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
     printf("  quality     ");
     const cJSON *q;
+    int losses = 0; /* counters besides "events" that are not zero */
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality")) if (q->valuedouble != 0)
+    {
         printf(" %s=%.0f", q->string, q->valuedouble);
-    printf("\n");
+        losses += strcmp(q->string, "events") != 0;
+    }
+    printf(losses ? "  ('heaptracectl help status' explains each)\n" : "\n");
     const cJSON *qs = cJSON_GetObjectItemCaseSensitive(d, "queries");
     if (qs)
         printf("  queries      %.0f run, %.0f waiting, %.0f running, %.0f refused (busy), %.0f "

@@ -153,6 +153,12 @@ case_ctl_help_quality() {
         grep -q "^  $k  " "$T/h" || fail "help status does not explain quality.$k"
     done
     grep -A3 "^  time_backwards " "$T/h" | grep -q "latest time" || fail "time_backwards explanation"
+    # status points there when a counter besides events is not zero (a malformed line here).
+    { head -n 3 "$DEMO"; echo "not json"; } >"$T/bad.htev"
+    ctl load "$T/bad.htev" --name bad >/dev/null 2>&1
+    ctl status bad | grep -q "^  quality .*malformed_lines=1  ('heaptracectl help status' explains each)$" ||
+        fail "status quality line: $(ctl status bad | grep quality)"
+    ctl status demo | grep -q "^  quality      events=[0-9]*$" || fail "clean quality line: $(ctl status demo | grep quality)"
     stop_clean
 }
 
