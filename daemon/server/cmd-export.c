@@ -398,9 +398,12 @@ static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what
      * exactly that (so the --top kept are the largest): st is the size
      * allocated in the window (AIFI + AIFO), so the size alive at its end
      * (AIFO + AOFO). */
-    const char *by_types = !value->field && (value->types & ~3u) == 0    ? "st"
-                           : !value->field && (value->types & ~10u) == 0 ? "so"
-                                                                         : NULL;
+    const unsigned in_window = 1u << HT_AIFI | 1u << HT_AIFO;
+    const unsigned alive = 1u << HT_AIFO | 1u << HT_AOFO;
+    const char *by_types = value->field                   ? NULL
+                           : !(value->types & ~in_window) ? "st"
+                           : !(value->types & ~alive)     ? "so"
+                                                          : NULL;
     if (qargs_obj && by_types)
         cJSON_AddStringToObject(qargs_obj, "sort", by_types);
     char err[256];

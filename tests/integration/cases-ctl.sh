@@ -177,6 +177,9 @@ case_ctl_export_type_value() {
     ctl export --format collapsed --type AIFO | grep -q "MemoryTestApp.exe!InnerLoopOperation $aifo$" || fail "AIFO collapsed"
     ctl export --format collapsed --type AIFI,AIFO >"$T/both" || fail "two types"
     eq "$(wc -l <"$T/both")" 2 "AIFI,AIFO lines"
+    # --top keeps the largest by that value (51,200 transient bytes beat 48,000 leaked ones;
+    # sorted by outstanding the leak would come first).
+    ctl export --format collapsed --type AIFI,AIFO --top 1 | grep -q "Initialize $aifi$" || fail "--top by the types' size"
     # AOFO at the end of a window from 29s: what is still live from before it.
     eq "$(ctl export --format collapsed --type AOFO --range 29s: | awk '{ print $NF }')" \
         "$(ctl --json stacks --type AOFO --range 29s: | jget total.outstanding)" "AOFO value"
