@@ -60,7 +60,7 @@ static void usage_hint(const struct ht_cmd_spec *cmd)
 static int usage_error(const struct ht_cmd_spec *cmd, const char *fmt, const char *what)
 {
     fprintf(stderr, "heaptracectl: ");
-    fprintf(stderr, fmt, what);
+    fprintf(stderr, fmt, ctl_text(what)); /* what the user typed: escaped for the terminal */
     fprintf(stderr, "\n");
     usage_hint(cmd);
     return EXIT_USAGE;
@@ -259,7 +259,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[i], "help")) {
         const struct ht_cmd_spec *cmd = i + 1 < argc ? ht_cmd_find(argv[i + 1]) : NULL;
         if (i + 1 < argc && !cmd)
-            return usage_error(NULL, "no command named %s", ctl_text(argv[i + 1]));
+            return usage_error(NULL, "no command named %s", argv[i + 1]);
         if (cmd)
             usage_cmd(stdout, cmd);
         else
@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     }
     c.cmd = ht_cmd_find(argv[i]);
     if (!c.cmd)
-        return usage_error(NULL, "unknown command %s", ctl_text(argv[i]));
+        return usage_error(NULL, "unknown command %s", argv[i]);
     c.args = cJSON_CreateObject();
     int rc = parse_args(&c, argc - i - 1, argv + i + 1);
     if (rc) {

@@ -71,6 +71,8 @@ Run 'heaptracectl help' for the commands." "unknown command"
     eq "$(cat "$T/e")" "heaptracectl: no command named frobnicate
 Run 'heaptracectl help' for the commands." "help of an unknown command"
     [ -s "$T/o" ] && fail "help of an unknown command printed the usage"
+    # What the user typed reaches the terminal escaped.
+    ctl stacks $'--\e[31mx' 2>&1 | head -1 | grep -qxF 'heaptracectl: unknown option --\x1b[31mx' || fail "escape"
     # Asking for help still gets all of it.
     [ "$(ctl help start | wc -l)" -gt 20 ] || fail "help start is short"
 }
