@@ -22,6 +22,9 @@ pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev)
 # tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
 pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
+# script(1): integration.ctl_* run the ctl on a pseudo-terminal (essential in Debian, named
+# here as the tests need it).
+pkgs+=(bsdutils)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi
