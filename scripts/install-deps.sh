@@ -25,6 +25,9 @@ pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
 # tests/integration/cases-sec.sh: a setgid program (ssh-agent), a jemalloc program
 # (redis-server) and a member's client (the system python3), run as group heaptrace members.
 pkgs+=(openssh-client redis-server python3)
+# script(1): integration.ctl_* run the ctl on a pseudo-terminal (essential in Debian, named
+# here as the tests need it).
+pkgs+=(bsdutils)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi

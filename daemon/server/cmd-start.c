@@ -12,6 +12,7 @@
 #include "log.h"
 #include "stack-intern.h"
 #include "endpoint.h"
+#include "sys/procmem.h"
 #include "sys/trace-access.h"
 
 #include <cjson/cJSON.h>
@@ -53,6 +54,50 @@ static char **argv_of(const cJSON *list)
     const cJSON *it;
     cJSON_ArrayForEach(it, list) argv[i++] = it->valuestring;
     return argv;
+}
+
+/* The session that traces pid now (its source attached), or NULL. */
+static struct session *tracing_session(struct server *srv, uint64_t pid)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        if (!session_taking_input(s))
+            continue;
+        const struct source_params *lp = &s->live_params;
+        if ((lp->mode == SOURCE_PID && lp->pid == pid) ||
+            (lp->mode == SOURCE_LAUNCH && s->eng.pid == pid))
+            return s;
+    }
+    return NULL;
+}
+
+static int already_traced(struct cmd_ctx *ctx, const struct session *o, uint64_t pid)
+{
+    /* Another user's session is not named to whom may not see it. */
+    if (!session_visible(o, ctx->c->uid))
+        return cmd_error(ctx, HT_EEXIST, "process %llu is already traced by another user's session",
+                         (unsigned long long)pid);
+    return cmd_error(ctx, HT_EEXIST,
+                     "process %llu is already traced by session %u \"%s\" ('heaptracectl stop "
+                     "%u' ends it)",
+                     (unsigned long long)pid, o->id, o->name, o->id);
+}
+
+/* The first private-bytes reading, at the start: until the source's sampler
+ * sends its own, status, top and the timeline's first sample would read 0.
+ * A process that cannot be read (gone already) keeps 0; the source says why. */
+static void first_private_sample(struct session *s, const struct source_params *p)
+{
+    struct procmem pm;
+    if (p->mode == SOURCE_PID && procmem_read(p->pid, &pm) == 0)
+        engine_private_bytes(&s->eng, pm.private_bytes);
+}
+
+/* A start that failed gives its id back: the next session gets it (the
+ * dropped one is out of the list already, and nobody was told its id). */
+static void session_id_unuse(struct server *srv, uint32_t id)
+{
+    if (srv->next_session_id == id)
+        srv->next_session_id--;
 }
 
 static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p)
@@ -107,6 +152,10 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
     const cJSON *depth = cJSON_GetObjectItemCaseSensitive(args, "stack_depth");
     unsigned mode = p->mode;
     char err[512];
+    /* After the access check: who may not trace the process is not told who does. */
+    const struct session *o = mode == SOURCE_PID ? tracing_session(ctx->srv, p->pid) : NULL;
+    if (o)
+        return already_traced(ctx, o, p->pid);
     int rc =
         session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
@@ -142,15 +191,19 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
             p->sample_ns = 10000000ULL;
         p->ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
         s->state = SESSION_RUNNING;
+        /* Before the source starts: its start may apply its first events
+         * (the process), and the timeline's first sample is taken with them. */
+        first_private_sample(s, p);
         rc = session_source_begin(s, ops, p, err, sizeof(err));
     }
     if (rc == 0 && who)
         rc = trace_access_confirm(who, p->pid, handle, err, sizeof(err));
     ht_free(argv);
     if (rc != 0) {
-        log_info("session %u: %s with source %s failed: %s", s->id, mode_flag(mode), ops->name,
-                 err);
+        uint32_t id = s->id;
+        log_info("session %u: %s with source %s failed: %s", id, mode_flag(mode), ops->name, err);
         session_drop(s);
+        session_id_unuse(ctx->srv, id);
         return cmd_error(ctx, rc, "%s", err);
     }
     return live_reply(ctx, s, p);
