@@ -1,0 +1,90 @@
+# Where the eBPF probes sit (issue 21 item 0): every allocator probe on an
+# instruction the kernel emulates, as status reports it at attach, checked
+# against objdump's disassembly of the installed library (an independent
+# decoder). Sourced by run.sh; uses cases-bpf.sh's helpers.
+
+# The first instruction at file address $2 of ELF $1, as objdump prints it
+# ("mnemonic operands").
+probes_insn_at() {
+    objdump -d --no-show-raw-insn --start-address="$2" --stop-address=$(($2 + 16)) "$1" |
+        awk -F'\t' '/^ *[0-9a-f]+:\t/ { print $2; exit }'
+}
+
+# Whether the kernel emulates the instruction objdump printed
+# (arch/x86/kernel/uprobes.c: push_setup_xol_ops, branch_setup_xol_ops):
+# push of a register, a direct jmp, jcc or call, a one-byte nop.
+probes_emulated_insn() {
+    case "$1" in
+    "push   %"*) return 0 ;;
+    "jmp    *"* | "call   *"*) return 1 ;;
+    j[a-z]*" "[0-9a-f]* | "call   "[0-9a-f]*) return 0 ;;
+    nop | "xchg   %ax,%ax") return 0 ;;
+    esac
+    return 1
+}
+
+# Attach to target $1 as session $2, check every probe status lists; prints the
+# "module function" pairs it saw to $T/seen.
+probes_check_target() {
+    HT_BPF_TARGET=$1
+    rm -f "$T/in" "$T/target.out"
+    bpf_spawn
+    ctl start --pid "$BPF_TPID" --name "$2" >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl --json status "$2" >"$T/status.json" || fail "status"
+    local n i fn mod off site why addr insn stepped=0
+    n=$(jget source_status.probes.# <"$T/status.json")
+    [ "$n" -gt 0 ] || fail "no probes in status"
+    for i in $(seq 0 $((n - 1))); do
+        fn=$(jget "source_status.probes.$i.function" <"$T/status.json")
+        mod=$(jget "source_status.probes.$i.module" <"$T/status.json")
+        off=$(jget "source_status.probes.$i.probe_offset" <"$T/status.json")
+        site=$(jget "source_status.probes.$i.site" <"$T/status.json")
+        addr=$(nm -D --defined-only "$mod" | awk -v f="$fn" '$3 == f || index($3, f "@@") == 1 { print "0x" $1; exit }')
+        [ -n "$addr" ] || fail "$fn not in $mod"
+        insn=$(probes_insn_at "$mod" $((addr + off)))
+        echo "$mod $fn +$off $site: $insn"
+        echo "$(basename "$mod") $fn" >>"$T/seen"
+        if [ "$site" != emulated ]; then
+            stepped=$((stepped + 1))
+            why=$(jget "source_status.probes.$i.why" <"$T/status.json")
+            # glibc 2.36's reallocarray multiplies its arguments before its
+            # first branch: no site keeps them (test-bpf-prologue.installed_libc).
+            [ -n "$why" ] || fail "$fn: single-stepped without why"
+            # Hints (strdup, mremap: not allocators, entry only, --stacks fp)
+            # may have no site: mremap's wrapper starts with sub $0x58,%rsp.
+            [ "$(jget "source_status.probes.$i.as" <"$T/status.json")" = hint ] && continue
+            case "$(basename "$mod") $fn $off" in
+            "libc.so.6 reallocarray 0") ;;
+            *) fail "$fn in $mod at +$off is $site ($why): $insn" ;;
+            esac
+            continue
+        fi
+        probes_emulated_insn "$insn" || fail "$fn in $mod at +$off: status says emulated, objdump: $insn"
+    done
+    eq "$(jget source_status.probes_single_stepped <"$T/status.json")" "$stepped" "single-stepped count"
+    eq "$(jget source_status.probes_emulated <"$T/status.json")" $((n - stepped)) "emulated count"
+    ctl stop "$2" >/dev/null || fail "stop"
+    echo x >&7
+    exec 7>&-
+    wait "$BPF_TPID"
+}
+
+case_probe_sites_emulated() {
+    start_daemon
+    bpf_need
+    command -v objdump >/dev/null || fail "no objdump (binutils)"
+    local dir
+    dir=$(dirname "$(bpf_target)")
+    [ -x "$dir/bpf-target-je" ] || {
+        echo "skip: no bpf-target-je (libjemalloc-dev)"
+        exit 77
+    }
+    probes_check_target "$dir/bpf-target" glibc
+    probes_check_target "$dir/bpf-target-je" je
+    # Both allocators' entry points were among them.
+    for p in "libc.so.6 malloc" "libc.so.6 free" "libc.so.6 aligned_alloc" "libjemalloc.so.2 malloc" \
+        "libjemalloc.so.2 free" "libjemalloc.so.2 calloc" "libjemalloc.so.2 _Znwm"; do
+        grep -qx "$p" "$T/seen" || fail "no probe on $p"
+    done
+    stop_clean
+}
