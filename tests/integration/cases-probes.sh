@@ -88,3 +88,78 @@ case_probe_sites_emulated() {
     done
     stop_clean
 }
+
+# Issue 21 item 5: the per-thread map. bpf-threads (tests/unit/bpf/bpf-threads.c)
+# holds N threads inside its own valloc at once.
+threads_spawn() {
+    local bin
+    bin=$(dirname "$(bpf_target)")/bpf-threads
+    [ -x "$bin" ] || fail "no bpf-threads at $bin"
+    mkfifo "$T/in"
+    "$bin" "$1" <"$T/in" >"$T/target.out" &
+    BPF_TPID=$!
+    exec 7>"$T/in"
+    bpf_wait_line ready
+}
+
+# Run N threads traced as session s: the valloc calls counted (the rows
+# whose frame is thread_main), into $T/stacks.json and $T/status.json.
+threads_run() {
+    threads_spawn "$1"
+    ctl start --pid "$BPF_TPID" --name s >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    echo go >&7
+    for _ in $(seq 600); do
+        grep -q "done\|only" "$T/target.out" && break
+        sleep 0.05
+    done
+    grep -q done "$T/target.out" || fail "target: $(cat "$T/target.out")"
+    # The consumer polls every 10 ms: wait until the count stays put.
+    local a b=
+    for _ in $(seq 100); do
+        sleep 0.2
+        ctl --json stacks s --by frame >"$T/stacks.json" || fail "stacks"
+        a=$(bpf_frame_row '!thread_main')
+        [ "$a" = "$b" ] && break
+        b=$a
+    done
+    ctl --json status s >"$T/status.json" || fail "status"
+    echo x >&7
+    exec 7>&-
+    wait "$BPF_TPID"
+}
+
+# More threads inside an allocator call at once than the old LRU map held
+# (8192): every allocation is there (main: ~800 of 9000 vanished, and the
+# reply said complete, lost 0).
+case_thread_map_many_threads() {
+    start_daemon
+    bpf_need
+    local n=9000 row
+    threads_run $n
+    row=$(bpf_frame_row '!thread_main')
+    eq "${row%% *}" $n "valloc calls counted of $n threads"
+    eq "$(jget quality.lost <"$T/stacks.json")" 0 "lost"
+    eq "$(jget source_status.thread_map_full <"$T/status.json")" 0 "thread_map_full"
+    [ "$(jget source_status.thread_map_entries <"$T/status.json")" -ge $n ] || fail "thread map smaller than $n"
+    stop_clean
+}
+
+# With a map smaller than the threads (the test knob), every allocation that
+# found no room is counted lost, under its own name and in every reply's
+# quality.lost (main had no such count: the returns were dropped silently).
+case_thread_map_full_counted() {
+    HEAPTRACED_TEST_THREAD_MAP=16 start_daemon
+    bpf_need
+    local n=200 row counted full lost
+    threads_run $n
+    row=$(bpf_frame_row '!thread_main')
+    counted=${row%% *}
+    full=$(jget source_status.thread_map_full <"$T/status.json")
+    lost=$(jget quality.lost <"$T/stacks.json")
+    echo "counted $counted, thread_map_full $full, lost $lost"
+    eq "$(jget source_status.thread_map_entries <"$T/status.json")" 16 "thread map entries"
+    [ "$full" -ge $((n - 16)) ] || fail "thread_map_full $full, expected at least $((n - 16))"
+    eq $((counted + full)) $n "counted + thread_map_full"
+    [ "$lost" -ge "$full" ] || fail "lost $lost < thread_map_full $full"
+    stop_clean
+}
