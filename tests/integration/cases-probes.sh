@@ -163,3 +163,42 @@ case_thread_map_full_counted() {
     [ "$lost" -ge "$full" ] || fail "lost $lost < thread_map_full $full"
     stop_clean
 }
+
+# A preload named by a symlink (Debian's libtcmalloc_minimal.so.4 ->
+# .so.4.5.10, what the maps show): its malloc is the one probed, on an
+# emulated site (main probed libc's, which the target never calls).
+case_probe_sites_preload_symlink() {
+    start_daemon
+    bpf_need
+    local tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+    [ -L "$tc" ] || {
+        echo "skip: no $tc symlink (libtcmalloc-minimal4)"
+        exit 77
+    }
+    mkfifo "$T/in"
+    LD_PRELOAD=$tc "$(bpf_target)" <"$T/in" >"$T/target.out" &
+    BPF_TPID=$!
+    exec 7>"$T/in"
+    bpf_wait_line ready
+    ctl start --pid "$BPF_TPID" --name tc >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl --json status tc >"$T/status.json" || fail "status"
+    local n i fn mod malloc_mod=
+    n=$(jget source_status.probes.# <"$T/status.json")
+    for i in $(seq 0 $((n - 1))); do
+        fn=$(jget "source_status.probes.$i.function" <"$T/status.json")
+        mod=$(jget "source_status.probes.$i.module" <"$T/status.json")
+        case "$fn" in
+        malloc | free)
+            case "$mod" in *libtcmalloc_minimal.so.4*) ;; *) fail "$fn probed in $mod, not tcmalloc" ;; esac
+            eq "$(jget "source_status.probes.$i.site" <"$T/status.json")" emulated "$fn site"
+            malloc_mod=$mod ;;
+        esac
+    done
+    [ -n "$malloc_mod" ] || fail "no malloc probe"
+    echo go >&7
+    bpf_wait_line done
+    echo x >&7
+    exec 7>&-
+    wait "$BPF_TPID"
+    stop_clean
+}

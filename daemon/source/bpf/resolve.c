@@ -12,6 +12,7 @@
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -202,15 +203,27 @@ static void order_add(struct ctx *c, size_t i)
     c->order[c->norder++] = i;
 }
 
-/* The module a DT_NEEDED or preload entry names: by path, soname or file name. */
+/* The inode of a path as the process sees it (0: none). A preload names
+ * libtcmalloc_minimal.so.4, a symlink; the maps name the file it points to. */
+static uint64_t inode_in(const struct ctx *c, const char *name)
+{
+    char path[PROCMAPS_PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%llu/root%s", (unsigned long long)c->pid, name);
+    return name[0] == '/' && stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The module a DT_NEEDED or preload entry names: by path (or the file a
+ * path links to), soname or file name. */
 static void order_add_name(struct ctx *c, const char *name)
 {
     if (!*name)
         return;
     int has_slash = strchr(name, '/') != NULL;
+    uint64_t ino = has_slash ? inode_in(c, name) : 0;
     for (size_t i = 0; i < c->n; i++) {
         const char *p = c->pms[i].path;
-        if ((has_slash && strcmp(p, name) == 0) ||
+        if ((has_slash && (strcmp(p, name) == 0 || (ino && c->pms[i].inode == ino))) ||
             (!has_slash &&
              (strcmp(c->mods[i].soname, name) == 0 || strcmp(base_name(p), name) == 0))) {
             order_add(c, i);
