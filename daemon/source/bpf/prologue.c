@@ -1,6 +1,8 @@
 /* The probe site of a function: a walk of its straight-line prologue with capstone. */
 #include "prologue.h"
 
+#include "ht-alloc.h"
+
 #include <capstone/capstone.h>
 #include <stdio.h>
 #include <string.h>
@@ -179,6 +181,10 @@ void prologue_site_find(const uint8_t *code, size_t n, unsigned nargs, struct pr
     memset(s, 0, sizeof(*s));
     if (n > PROLOGUE_SCAN)
         n = PROLOGUE_SCAN;
+    /* capstone allocates through our hooks too (one setting per process,
+     * taken before cs_open). */
+    cs_opt_mem mem = {ht_malloc, ht_calloc, ht_realloc, ht_free, vsnprintf};
+    cs_option(0, CS_OPT_MEM, (size_t)&mem);
     csh h;
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) {
         unsigned len;
