@@ -272,29 +272,6 @@ static __always_inline __u64 slot(__u64 d)
     return d;
 }
 
-/* Calls left without a return (an exception through operator new, a
- * longjmp) would hold the depth up forever and silence the thread: an entry
- * whose stack pointer is above a pending frame's was made after that frame
- * was left (a nested call runs below it). At the same stack pointer it is
- * either a tail call (operator new[] jumping to operator new: the return
- * address there is the return probe's trampoline, chained) or a new call
- * after the frame was left. */
-static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp, int chained)
-{
-    __u32 d = ts->depth;
-#pragma unroll
-    for (int i = 0; i < DEPTH_MAX; i++) {
-        if (d == 0 || d > DEPTH_MAX)
-            break;
-        __u64 fsp = ts->frames[slot(d - 1)].sp;
-        if (fsp > sp || (fsp == sp && chained))
-            break;
-        d--;
-    }
-    ts->depth = d;
-    return d;
-}
-
 /* Is the return address at sp the return probes' trampoline (a tail call
  * from a probed function)? Unknown until the consumer found the
  * trampoline's page (~10 ms after the first hit): meanwhile a tail call
@@ -308,14 +285,39 @@ static __always_inline int chained_at(__u64 sp)
     return ra >= tramp_lo && ra < tramp_hi;
 }
 
-/* The live depth of the thread at sp (chained: ask chained_at). */
-static __always_inline __u32 thread_depth(__u64 sp, int chained)
+/* Calls left without a return (an exception through operator new, a
+ * longjmp) would hold the depth up forever and silence the thread: an entry
+ * whose stack pointer is above a pending frame's was made after that frame
+ * was left (a nested call runs below it). At the same stack pointer it is
+ * either a tail call (operator new[] jumping to operator new: the return
+ * address there is the return probe's trampoline, chained) or a new call
+ * after the frame was left. */
+static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp, int may_chain)
+{
+    __u32 d = ts->depth;
+#pragma unroll
+    for (int i = 0; i < DEPTH_MAX; i++) {
+        if (d == 0 || d > DEPTH_MAX)
+            break;
+        __u64 fsp = ts->frames[slot(d - 1)].sp;
+        /* The return address is read only here: a user read costs ~0.1 us,
+         * and most calls have no pending frame at their sp. */
+        if (fsp > sp || (fsp == sp && may_chain && chained_at(sp)))
+            break;
+        d--;
+    }
+    ts->depth = d;
+    return d;
+}
+
+/* The live depth of the thread at sp (may_chain: ask chained_at). */
+static __always_inline __u32 thread_depth(__u64 sp, int may_chain)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
     if (!ts)
         return 0;
-    return depth_live(ts, sp, chained && chained_at(sp));
+    return depth_live(ts, sp, may_chain);
 }
 
 /* Entry of an allocating function: remember its arguments (the cookie says
@@ -331,7 +333,7 @@ int BPF_KPROBE(ht_enter, __u64 a0, __u64 a1, __u64 a2)
         return 0;
     }
     __u64 sp = PT_REGS_SP(ctx);
-    __u32 d = depth_live(ts, sp, chained_at(sp));
+    __u32 d = depth_live(ts, sp, 1);
     if (d < DEPTH_MAX) {
         struct frame *f = &ts->frames[slot(d)];
         f->sp = sp;
