@@ -14,7 +14,9 @@
 #
 # usage: bench/live/bench-redis.sh [options]      (root; from the repository root)
 #   --build DIR     heaptrace build directory (default: build)
-#   -n N            requests per test per run (default 100000)
+#   -n N            requests per test per traced run (default 100000)
+#   --plain-n N     requests per test per plain run (default 500000: 100000 plain requests last
+#                   ~0.2 s and their figure is mostly noise; requests/s is per request)
 #   --reps R        repetitions (default 5)
 #   --configs LIST  comma list (default plain,floor,heaptrace,nostacks; floor0 on request)
 #   --port P        redis port on 127.0.0.1 (default 16379)
@@ -24,6 +26,7 @@ set -u
 
 BUILD=build
 N=100000
+PLAIN_N=500000
 REPS=5
 CONFIGS=plain,floor,heaptrace,nostacks
 PORT=16379
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --build) BUILD=$2; shift 2 ;;
     -n) N=$2; shift 2 ;;
+    --plain-n) PLAIN_N=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
@@ -123,9 +127,9 @@ floor_args 1 >"$W/floor.args"
 floor_args 0 >"$W/floor0.args"
 
 # --- one run -----------------------------------------------------------------------------
-# bench_run TAG: redis-benchmark SET and GET; appends "CONFIG REP SET_RPS GET_RPS LOST".
+# bench_run TAG N: redis-benchmark SET and GET, N requests each: "SET_RPS GET_RPS".
 bench_run() {
-    redis-benchmark -h 127.0.0.1 -p "$PORT" -t set,get -P 16 -d 100 -r 10000 -n "$N" -q --csv \
+    redis-benchmark -h 127.0.0.1 -p "$PORT" -t set,get -P 16 -d 100 -r 10000 -n "$2" -q --csv \
         >"$W/$1.csv" 2>"$W/$1.err"
     awk -F, '{ gsub(/"/, "") } $1 == "SET" { s = $2 } $1 == "GET" { g = $2 } END { if (s && g) print s, g; else exit 1 }' "$W/$1.csv"
 }
@@ -145,7 +149,9 @@ run_one() {
         for _ in $(seq 200); do grep -q attached "$W/$tag.tool" && break; kill -0 "$FPID" 2>/dev/null || break; sleep 0.05; done
         grep -q attached "$W/$tag.tool" || { log "$tag: probe-floor: $(cat "$W/$tag.tool")"; FPID=; return 1; } ;;
     esac
-    rps=$(bench_run "$tag") || { log "$tag: redis-benchmark failed: $(cat "$W/$tag.err")"; rps=; }
+    local n=$N
+    [ "$cfg" = plain ] && n=$PLAIN_N
+    rps=$(bench_run "$tag" "$n") || { log "$tag: redis-benchmark failed: $(cat "$W/$tag.err")"; rps=; }
     case "$cfg" in
     heaptrace | nostacks)
         local a b
@@ -169,7 +175,7 @@ run_one() {
 
 IFS=, read -r -a configs <<<"$CONFIGS"
 n=${#configs[@]}
-log "redis-server $(redis-server --version | grep -o 'v=[^ ]*') ($ALLOCATOR), $N requests per test, $REPS repetitions: $CONFIGS"
+log "redis-server $(redis-server --version | grep -o 'v=[^ ]*') ($ALLOCATOR), $N requests per test ($PLAIN_N plain), $REPS repetitions: $CONFIGS"
 for ((rep = 1; rep <= REPS; rep++)); do
     for ((k = 0; k < n; k++)); do
         run_one "${configs[$(((k + rep - 1) % n))]}" "$rep"
@@ -180,7 +186,7 @@ done
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 med() { awk -v c="$1" -v f="$2" '$1 == c { print $f }' "$RESULTS" | median; }
 echo
-echo "redis-server $(redis-server --version | grep -o 'v=[^ ]*') ($ALLOCATOR) on 127.0.0.1, redis-benchmark -t set,get -P 16 -d 100 -r 10000 -n $N;"
+echo "redis-server $(redis-server --version | grep -o 'v=[^ ]*') ($ALLOCATOR) on 127.0.0.1, redis-benchmark -t set,get -P 16 -d 100 -r 10000 -n $N ($PLAIN_N plain);"
 echo "requests/s, median of $REPS interleaved repetitions; x = ratio of medians (throughput: higher is better)"
 echo "$(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
