@@ -63,6 +63,11 @@ probes_check_target() {
     done
     eq "$(jget source_status.probes_single_stepped <"$T/status.json")" "$stepped" "single-stepped count"
     eq "$(jget source_status.probes_emulated <"$T/status.json")" $((n - stepped)) "emulated count"
+    # The table says it too, with each single-stepped probe and why.
+    ctl status "$2" >"$T/status.txt" || fail "status (table)"
+    grep -q "^  probes  *$((n - stepped)) emulated, $stepped single-stepped$" "$T/status.txt" ||
+        fail "status table: $(grep probes "$T/status.txt")"
+    [ "$(grep -c ", single-stepped: " "$T/status.txt")" = "$stepped" ] || fail "single-stepped lines"
     ctl stop "$2" >/dev/null || fail "stop"
     echo x >&7
     exec 7>&-

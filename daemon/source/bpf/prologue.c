@@ -120,30 +120,30 @@ static int insn_stops(csh h, const cs_insn *in, unsigned off, unsigned nargs,
 {
     const char *m = in->mnemonic;
     if (is_branch(in)) {
-        snprintf(s->why, sizeof(s->why), "+%u: %s, a branch the kernel single-steps", off, m);
+        snprintf(s->why, sizeof(s->why), "%s at +%u, a branch the kernel single-steps", m, off);
         return 1;
     }
     cs_regs rd, wr;
     uint8_t nrd = 0, nwr = 0;
     if (cs_regs_access(h, in, rd, &nrd, wr, &nwr) != CS_ERR_OK) {
-        snprintf(s->why, sizeof(s->why), "+%u: %s, registers unknown", off, m);
+        snprintf(s->why, sizeof(s->why), "%s at +%u, registers unknown", m, off);
         return 1;
     }
     for (uint8_t i = 0; i < nwr; i++) {
         int g = gpr_of(wr[i]);
         if (wr[i] == X86_REG_EFLAGS || (g >= 0 && !reg_kept(g, nargs)))
             continue;
-        snprintf(s->why, sizeof(s->why), "+%u: %s writes %s", off, m, cs_reg_name(h, wr[i]));
+        snprintf(s->why, sizeof(s->why), "%s at +%u writes %s", m, off, cs_reg_name(h, wr[i]));
         return 1;
     }
     const cs_x86 *x = &in->detail->x86;
     for (uint8_t i = 0; i < x->op_count; i++)
         if (x->operands[i].type == X86_OP_MEM && (x->operands[i].access & CS_AC_WRITE)) {
-            snprintf(s->why, sizeof(s->why), "+%u: %s writes memory", off, m);
+            snprintf(s->why, sizeof(s->why), "%s at +%u writes memory", m, off);
             return 1;
         }
     if (x->prefix[0] == X86_PREFIX_LOCK) {
-        snprintf(s->why, sizeof(s->why), "+%u: %s is locked", off, m);
+        snprintf(s->why, sizeof(s->why), "%s at +%u is locked", m, off);
         return 1;
     }
     return 0;
@@ -168,7 +168,7 @@ static void site_walk(csh h, cs_insn *in, const uint8_t *code, size_t n, unsigne
                 snprintf(s->why, sizeof(s->why), "no emulated instruction in the first %u bytes",
                          off);
             else
-                snprintf(s->why, sizeof(s->why), "+%u: not decoded", off);
+                snprintf(s->why, sizeof(s->why), "not decoded at +%u", off);
             return;
         }
         if (insn_stops(h, in, off, nargs, s))

@@ -108,7 +108,7 @@ static void test_shapes(void)
     prologue_site_find(je_free, sizeof(je_free), 6, &s);
     CHECK(!s.emulated && s.off == 0);
     printf("free of six arguments: %s\n", s.why);
-    CHECK(strstr(s.why, "+3: mov writes rdx") != NULL);
+    CHECK(strstr(s.why, "mov at +3 writes rdx") != NULL);
     /* A store stops the walk, even into a scratch register's memory. */
     const uint8_t store[] = {0x48, 0x89, 0x38, 0x74, 0x02}; /* mov %rdi,(%rax); je */
     prologue_site_find(store, sizeof(store), 1, &s);
@@ -116,7 +116,7 @@ static void test_shapes(void)
     /* An indirect jump is a branch the kernel does not emulate. */
     const uint8_t ind[] = {0xff, 0xe0, 0x90}; /* jmp *%rax */
     prologue_site_find(ind, sizeof(ind), 1, &s);
-    CHECK(!s.emulated && strstr(s.why, "+0: jmp, a branch"));
+    CHECK(!s.emulated && strstr(s.why, "jmp at +0, a branch"));
     /* No branch within reach. */
     uint8_t flat[PROLOGUE_SCAN];
     for (size_t i = 0; i + 3 <= sizeof(flat); i += 3)
