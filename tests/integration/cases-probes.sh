@@ -101,7 +101,7 @@ threads_spawn() {
     bin=$(dirname "$(bpf_target)")/bpf-threads
     [ -x "$bin" ] || fail "no bpf-threads at $bin"
     mkfifo "$T/in"
-    "$bin" "$1" <"$T/in" >"$T/target.out" &
+    "$bin" "$@" <"$T/in" >"$T/target.out" &
     BPF_TPID=$!
     exec 7>"$T/in"
     bpf_wait_line ready
@@ -110,7 +110,7 @@ threads_spawn() {
 # Run N threads traced as session s: the valloc calls counted (the rows
 # whose frame is thread_main), into $T/stacks.json and $T/status.json.
 threads_run() {
-    threads_spawn "$1"
+    threads_spawn "$@"
     ctl start --pid "$BPF_TPID" --name s >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     echo go >&7
     for _ in $(seq 600); do
@@ -205,5 +205,19 @@ case_probe_sites_preload_symlink() {
     echo x >&7
     exec 7>&-
     wait "$BPF_TPID"
+    stop_clean
+}
+
+# Threads that ended give their room back (the map keeps live threads only):
+# 200 threads one after the other through a map of 16 lose nothing.
+case_thread_map_reused() {
+    HEAPTRACED_TEST_THREAD_MAP=16 start_daemon
+    bpf_need
+    local n=200 row
+    threads_run $n seq
+    row=$(bpf_frame_row '!thread_main')
+    eq "${row%% *}" $n "valloc calls counted of $n threads in turn"
+    eq "$(jget source_status.thread_map_full <"$T/status.json")" 0 "thread_map_full"
+    eq "$(jget quality.lost <"$T/stacks.json")" 0 "lost"
     stop_clean
 }
