@@ -339,6 +339,25 @@ void render_query(struct ctl *c, const cJSON *d)
 }
 
 /* Budget lines of status: use against the budgets, the largest structures, what did not fit. */
+/* The eBPF probes' sites: how many the kernel emulates, and each one it
+ * single-steps (several times dearer) with why. */
+static void render_probe_sites(const cJSON *sd)
+{
+    if (!sd || !cJSON_GetObjectItemCaseSensitive(sd, "probes_emulated"))
+        return;
+    printf("  probes       %.0f emulated, %.0f single-stepped\n", num(sd, "probes_emulated"),
+           num(sd, "probes_single_stepped"));
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sd, "probes"))
+    {
+        if (strcmp(str(p, "site"), "single-stepped") != 0)
+            continue;
+        const char *mod = str(p, "module"), *slash = strrchr(mod, '/');
+        printf("    %s in %s at +%.0f, single-stepped: %s\n", str(p, "function"),
+               slash ? slash + 1 : mod, num(p, "probe_offset"), str(p, "why"));
+    }
+}
+
 static void render_budget(const cJSON *m)
 {
     char s1[24], s2[24], s3[24], s4[24];
@@ -406,6 +425,7 @@ static void render_status(const cJSON *d)
             str(sd, "stacks"), cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sd, "probes")),
             num(sd, "links"), sz(num(sd, "ring_bytes"), s1), num(sd, "records"), num(sd, "lost"),
             num(sd, "attach_ms"));
+    render_probe_sites(sd);
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));

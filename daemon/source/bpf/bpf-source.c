@@ -419,6 +419,12 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
     cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
     cJSON_AddNumberToObject(o, "returns_without_entry", (double)ts.returns_without_entry);
+    /* lost, by cause (each a lost event already). */
+    cJSON_AddNumberToObject(o, "ring_full", (double)ts.ring_full);
+    cJSON_AddNumberToObject(o, "thread_map_full", (double)ts.thread_map_full);
+    cJSON_AddNumberToObject(o, "syscall_map_full", (double)ts.syscall_map_full);
+    cJSON_AddNumberToObject(o, "hint_map_full", (double)ts.hint_map_full);
+    cJSON_AddNumberToObject(o, "thread_map_entries", ts.thread_map_entries);
     cJSON_AddNumberToObject(o, "cut_at_stop", (double)cut_at_stop(s));
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);

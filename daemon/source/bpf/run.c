@@ -105,9 +105,12 @@ static uint64_t counter_read(struct bpf_tracer *t, uint32_t k)
     return sum;
 }
 
+/* Everything the program lost: ring drops, and calls and syscalls whose
+ * state found no room (each counted also under its own name in status). */
 static uint64_t drops_read(struct bpf_tracer *t)
 {
-    return counter_read(t, 0);
+    return counter_read(t, HB_CNT_RING) + counter_read(t, HB_CNT_THREAD_FULL) +
+           counter_read(t, HB_CNT_SYSCALL_FULL);
 }
 
 /* New drops become a lost event. */
@@ -143,7 +146,10 @@ static int private_sample(struct bpf_tracer *t)
 
 static void stats_publish(struct bpf_tracer *t)
 {
-    uint64_t orphans = counter_read(t, 1); /* a syscall: outside the lock */
+    /* Syscalls: outside the lock. */
+    uint64_t orphans = counter_read(t, HB_CNT_NO_ENTRY);
+    uint64_t ring = counter_read(t, HB_CNT_RING), thread = counter_read(t, HB_CNT_THREAD_FULL);
+    uint64_t sys = counter_read(t, HB_CNT_SYSCALL_FULL), hint = counter_read(t, HB_CNT_HINT_FULL);
     uv_mutex_lock(&t->stats_lock);
     t->st.records = t->cons.records;
     t->st.events = t->cons.events;
@@ -154,6 +160,11 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.region_drops = t->cons.regions.drops;
     t->st.regions = t->cons.regions.n;
     t->st.returns_without_entry = orphans;
+    t->st.ring_full = ring;
+    t->st.thread_map_full = thread;
+    t->st.syscall_map_full = sys;
+    t->st.hint_map_full = hint;
+    t->st.thread_map_entries = t->thread_cap;
     uv_mutex_unlock(&t->stats_lock);
 }
 

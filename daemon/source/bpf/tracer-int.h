@@ -25,7 +25,8 @@ struct bpf_tracer {
     size_t npoints;
     int pidfd;
     int registered;
-    int tracepoints; /* 1 per-syscall, 2 tp_btf, 0 none */
+    int tracepoints;     /* 1 per-syscall, 2 tp_btf, 0 none */
+    uint32_t thread_cap; /* entries of the per-thread maps */
     uint64_t load_ns, attach_ns, detach_ns;
 
     /* Consumer thread. */

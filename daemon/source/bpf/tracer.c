@@ -337,6 +337,7 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
     cJSON_AddNumberToObject(o, "links", t->nlinks + t->nfds);
     cJSON_AddBoolToObject(o, "uprobe_multi", t->multi);
     cJSON_AddNumberToObject(o, "attach_ms", (double)t->attach_ns / 1e6);
+    uint32_t stepped = 0;
     for (size_t i = 0; i < t->npoints; i++) {
         const struct resolve_point *pt = &t->points[i];
         cJSON *e = cJSON_CreateObject();
@@ -346,8 +347,15 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
         cJSON_AddStringToObject(e, "as", fn_names[pt->fn < HB_FN_COUNT ? pt->fn : 0]);
         cJSON_AddStringToObject(e, "module", pt->module);
         cJSON_AddNumberToObject(e, "probe_offset", pt->probe_off);
+        /* A single-stepped probe costs several times an emulated one (prologue.h). */
+        cJSON_AddStringToObject(e, "site", pt->emulated ? "emulated" : "single-stepped");
+        if (!pt->emulated)
+            cJSON_AddStringToObject(e, "why", pt->why);
+        stepped += !pt->emulated;
         cJSON_AddItemToArray(arr, e);
     }
+    cJSON_AddNumberToObject(o, "probes_emulated", (double)(t->npoints - stepped));
+    cJSON_AddNumberToObject(o, "probes_single_stepped", stepped);
     cJSON_AddItemToObject(o, "probes", arr);
     return o;
 }

@@ -53,8 +53,13 @@ struct bpf_tracer_stats {
     uint64_t lost;        /* kernel ring drops, each reported as a lost event */
     uint64_t undelivered; /* records and drops that never became events (at stop) */
     /* Allocator returns whose entry was not seen (called before the attach, or
-     * the thread's state evicted from the kernel's LRU map): not recorded. */
+     * no room for the thread's state at entry): not recorded. */
     uint64_t returns_without_entry;
+    /* Parts of lost, by cause: the kernel ring full; allocator entries and
+     * mapping syscalls finding no room in the per-thread maps. */
+    uint64_t ring_full, thread_map_full, syscall_map_full;
+    uint64_t hint_map_full;      /* hints not kept (stacks may start in strdup/new) */
+    uint32_t thread_map_entries; /* the per-thread maps' size */
     uint64_t region_drops, regions;
     uint32_t probes, links;
     uint64_t attach_ns; /* resolving + attaching */
