@@ -1,0 +1,45 @@
+# Clients, the loop and what a stop or a grouping keeps (issue 21 items 6, 7, 9).
+# Sourced by run.sh.
+
+SRV_FACTOR=${HT_TIME_FACTOR:-1}
+
+# A client that writes its requests before it reads any reply: 20,000
+# pings (800 KB) in one write. The daemon reads on while the replies it
+# holds stay under half the client's output cap (16 MiB), so the write
+# completes and every reply arrives, in order. It used to stop reading at
+# 512 KiB of unread replies: the client blocked in its write, the daemon
+# waited for it to read, forever.
+case_pipelined_pings() {
+    start_daemon
+    "$HT_TOOL" pipeline "$HEAPTRACE_PIPE" 20000 $((20 * SRV_FACTOR)) >"$T/p" 2>&1 ||
+        fail "pipelined pings: $(cat "$T/p")"
+    cat "$T/p"
+    grep -q "20000 replies in order" "$T/p" || fail "$(cat "$T/p")"
+    ctl ping >/dev/null || fail "daemon stopped serving"
+    eq "$(ctl --json version | jget clients.closed_stalled)" 0 "closed_stalled"
+    stop_clean
+}
+
+# A client that writes forever and never reads: read until its replies
+# reach half its cap (256 KiB here), then no longer read; it makes no
+# progress either way, so after the idle timeout (1 s) it is closed and
+# counted, with the reply bytes it never got. It used to hold its slot
+# forever (the idle timeout spared clients with output waiting).
+case_neverread_closed_stalled() {
+    printf '{"client_idle_timeout": "1s", "client_output_cap": "256KiB"}\n' >"$T/cfg.json"
+    start_daemon --config "$T/cfg.json"
+    "$HT_TOOL" neverread "$HEAPTRACE_PIPE" $((10 * SRV_FACTOR)) >"$T/n" 2>&1 ||
+        fail "a client that never reads kept its slot: $(cat "$T/n")"
+    cat "$T/n"
+    ctl --json version >"$T/v" || fail version
+    eq "$(jget clients.closed_stalled <"$T/v")" 1 "closed_stalled"
+    eq "$(jget clients.connected <"$T/v")" 1 "connected (the version request itself)"
+    local unread
+    unread=$(jget clients.stalled_unread_bytes <"$T/v")
+    [ "$unread" -ge $((128 * 1024)) ] && [ "$unread" -le $((256 * 1024)) ] ||
+        fail "stalled_unread_bytes $unread: expected half the cap at least, the cap at most"
+    grep -q "closed as stalled" "$T/daemon.log" || fail "the close is not logged"
+    eq "$(jget clients.dropped_slow <"$T/v")" 0 "dropped_slow (the cap was never reached)"
+    stop_clean
+}
+
