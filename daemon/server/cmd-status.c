@@ -154,6 +154,8 @@ int cmd_status(struct cmd_ctx *ctx)
         if (t->every)
             cJSON_AddNumberToObject(o, "every", (double)t->every);
         cJSON_AddNumberToObject(o, "fired", t->fired);
+        if (t->snapshot && t->every)
+            cJSON_AddNumberToObject(o, "steps", (double)t->steps);
         if (t->fired) {
             cJSON_AddNumberToObject(o, "first_fired_at", (double)t->first_t);
             cJSON_AddNumberToObject(o, "last_fired_at", (double)t->last_t);

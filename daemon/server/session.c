@@ -636,6 +636,13 @@ static uint64_t metric_value(struct session *s, int metric)
     }
 }
 
+uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v)
+{
+    if (v < next)
+        return 0;
+    return every ? (v - next) / every + 1 : 1;
+}
+
 uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v)
 {
     if (every == 0)
@@ -894,7 +901,8 @@ static void snapshot_query(struct session *s, struct snapshot *sn)
     }
 }
 
-static void take_snapshot(struct session *s, const char *reason)
+static void take_snapshot(struct session *s, const char *reason, uint64_t step_first,
+                          uint64_t step_last)
 {
     uint32_t cap = s->srv->cfg->max_snapshots;
     struct snapshot *sn = &s->snaps[s->snap_seq % cap];
@@ -913,6 +921,8 @@ static void take_snapshot(struct session *s, const char *reason)
     cJSON_AddNumberToObject(sn->data, "seq", sn->seq);
     cJSON_AddNumberToObject(sn->data, "t", (double)sn->t);
     cJSON_AddStringToObject(sn->data, "reason", reason);
+    cJSON_AddNumberToObject(sn->data, "step_first", (double)step_first);
+    cJSON_AddNumberToObject(sn->data, "step_last", (double)step_last);
     cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
     cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
     cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
@@ -938,9 +948,18 @@ void session_check_triggers(struct session *s)
         char reason[96];
         snprintf(reason, sizeof(reason), "%s-when %s", t->snapshot ? "snapshot" : "stop", t->text);
         if (t->snapshot) {
-            /* One snapshot per check however far the value jumped. */
-            take_snapshot(s, reason);
-            t->next = trigger_next_after(t->next, t->every, v);
+            /* One snapshot per check however far the value jumped, naming
+             * every step it crossed: none is skipped unsaid. */
+            uint64_t first = t->steps + 1, next = trigger_next_after(t->next, t->every, v);
+            t->steps += trigger_steps(t->next, t->every, v);
+            size_t n = strlen(reason);
+            if (t->every && t->steps > first)
+                snprintf(reason + n, sizeof(reason) - n, " (steps %llu-%llu)",
+                         (unsigned long long)first, (unsigned long long)t->steps);
+            else if (t->every)
+                snprintf(reason + n, sizeof(reason) - n, " (step %llu)", (unsigned long long)first);
+            take_snapshot(s, reason, first, t->steps);
+            t->next = next;
         } else {
             t->next = UINT64_MAX;
             session_stop(s, reason);

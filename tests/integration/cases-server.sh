@@ -43,3 +43,26 @@ case_neverread_closed_stalled() {
     stop_clean
 }
 
+# --every: a value that jumps several steps at once takes one snapshot that
+# names every step it crossed, and the trigger counts them all. It used to
+# take one snapshot saying only the condition, the steps in between unsaid.
+case_every_names_steps_crossed() {
+    {
+        echo '{"ev":"process","pid":5,"name":"jump"}'
+        for b in 1048576 2097153 7340033 7864320 8388609; do
+            printf '{"t":%d,"ev":"private_bytes","bytes":%d}\n' "$b" "$b"
+        done
+    } >"$T/jump.htev"
+    start_daemon
+    ctl load "$T/jump.htev" --name jump --snapshot-when 'private-bytes>2MiB' --every 1MiB \
+        >/dev/null 2>&1 || fail "load"
+    ctl --json status jump >"$T/s" || fail status
+    eq "$(jget triggers.0.fired <"$T/s")" 3 "snapshots taken"
+    eq "$(jget triggers.0.steps <"$T/s")" 7 "steps crossed"
+    eq "$(jget snapshots.0.reason <"$T/s")" "snapshot-when private-bytes>2MiB (step 1)" "first"
+    eq "$(jget snapshots.1.reason <"$T/s")" "snapshot-when private-bytes>2MiB (steps 2-6)" "the jump"
+    eq "$(jget snapshots.2.reason <"$T/s")" "snapshot-when private-bytes>2MiB (step 7)" "last"
+    ctl --json export jump --format json --snapshot 2 >"$T/x" || fail "export --snapshot 2"
+    eq "$("$HT_TOOL" get step_first step_last <"$T/x" | tr '\n' ' ')" "2 6 " "the jump's steps in its data"
+    stop_clean
+}
