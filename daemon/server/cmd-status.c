@@ -76,6 +76,8 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(d, "id", s->id);
     cJSON_AddStringToObject(d, "name", s->name);
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    if (s->finishing) /* stopped, still applying what the source had taken */
+        cJSON_AddTrueToObject(d, "draining");
     if (s->stop_reason[0])
         cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
     cJSON_AddStringToObject(d, "source", s->source);

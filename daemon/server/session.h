@@ -87,6 +87,7 @@ struct session {
      * symbolizer stays for the replies' frames until the session is dropped. */
     struct source *src;
     int src_over;               /* the source ended or was stopped, and that was handled */
+    int finishing; /* stopped: the source still delivers what it had taken (source.h finish) */
     uv_idle_t *drain_idle;      /* runs while the source has records to drain */
     struct source_stats ingest; /* what the input held (refreshed from the source) */
     /* The source's own status (status_json) as it was when the source was

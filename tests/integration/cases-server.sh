@@ -66,3 +66,60 @@ case_every_names_steps_crossed() {
     eq "$("$HT_TOOL" get step_first step_last <"$T/x" | tr '\n' ' ')" "2 6 " "the jump's steps in its data"
     stop_clean
 }
+
+# A stop trigger that trips while the target allocates as fast as it can:
+# the probes detach, and every allocation already taken (in the kernel ring,
+# the event ring, the batch being applied) is applied before the session
+# ends: nothing is lost, undelivered or cut, and what the session holds is
+# exactly the program's first K blocks (block i: 256 + (i mod 64) * 16
+# bytes), K at least the trigger point. 40,000 blocks take less time than the
+# loop's lag behind them, so most are in flight when it trips. It used to stop applying at the
+# triggering event and count the rest as lost (undelivered + cut_at_stop).
+case_stop_when_applies_taken() {
+    start_daemon
+    bpf_need
+    local app apid n=40000 st= i
+    app="$(dirname "$HT_DAEMON")/../tests/apps/stopgrow"
+    [ -x "$app" ] || fail "no stopgrow at $app"
+    "$app" "$n" >"$T/app.out" </dev/null &
+    apid=$!
+    for _ in $(seq 200); do grep -q ready "$T/app.out" && break; sleep 0.05; done
+    ctl start --pid "$apid" --name sg --stop-when 'outstanding>4MiB' >"$T/start.out" 2>&1 ||
+        fail "start --pid: $(cat "$T/start.out")"
+    kill -USR1 "$apid"
+    for i in $(seq 400); do
+        ctl --json status sg >"$T/s" || fail status
+        st=$(jget state <"$T/s")
+        [ "$st" != running ] && ! grep -q '"draining"' "$T/s" && break
+        sleep 0.05
+    done
+    eq "$st" stopped "state after the trigger"
+    grep -q '"draining"' "$T/s" && fail "still draining after 20 s"
+    eq "$(jget stop_reason <"$T/s")" "stop-when outstanding>4MiB" "stop reason"
+    local lost undelivered cut qlost
+    lost=$(jget source_status.lost <"$T/s")
+    undelivered=$(jget source_status.undelivered <"$T/s")
+    cut=$(jget source_status.cut_at_stop <"$T/s")
+    qlost=$(jget quality.lost <"$T/s")
+    ctl --json stacks sg --require grow >"$T/j" || fail stacks
+    local k bytes want
+    k=$(jget total.count <"$T/j")
+    bytes=$(jget total.size <"$T/j")
+    want=$(awk -v k="$k" 'BEGIN { s = 0; for (i = 0; i < k; i++) s += 256 + (i % 64) * 16; printf "%d", s }')
+    echo "applied $k blocks, $bytes bytes (the first $k blocks: $want); kernel drops $lost," \
+        "undelivered $undelivered, cut_at_stop $cut, quality.lost $qlost"
+    kill -USR1 "$apid"
+    wait "$apid"
+    eq "$lost" 0 "kernel drops (the test needs none to check a prefix)"
+    eq "$undelivered" 0 "undelivered"
+    eq "$cut" 0 "cut_at_stop"
+    eq "$qlost" 0 "quality.lost"
+    # The trigger point: the first block that takes the sum past 4 MiB.
+    local ktrip
+    ktrip=$(awk 'BEGIN { s = 0; for (i = 0; s <= 4194304; i++) s += 256 + (i % 64) * 16; print i }')
+    echo "the trigger point is block $ktrip; $((k - ktrip)) blocks taken after it were applied too"
+    [ "$k" -ge "$ktrip" ] || fail "$k blocks applied: not up to the trigger point ($ktrip)"
+    eq "$bytes" "$want" "bytes of the $k blocks applied against the program's first $k"
+    stop_clean
+}
+
