@@ -123,3 +123,73 @@ case_stop_when_applies_taken() {
     stop_clean
 }
 
+# --by frame groups by function (module + symbol), as WPA does: frames that
+# name one function at different return addresses ("app!parse+0x10",
+# "app!parse+0x24") are one row named app!parse; frames without a symbol
+# stay apart by address. It used to make a row per return address: one
+# function showed as several rows of the same name.
+case_by_frame_groups_functions() {
+    {
+        echo '{"ev":"process","pid":3,"name":"app"}'
+        local i=0 f
+        for f in 'app!parse+0x10' 'app!parse+0x24' 'app!parse+0x24' 'app!parse' \
+            'libxml2.so.2!xmlDictCreate+0x5' 'libxml2.so.2!xmlDictCreate+0x9' \
+            'app!+0x100' 'app!+0x200' '0x7f0000001000' '0x7f0000002000' 'app!parse_more+0x3'; do
+            i=$((i + 1))
+            printf '{"t":%d,"ev":"alloc","tid":1,"heap":"0x0","addr":"0x%x","size":%d,"stack":["%s","app!main"]}\n' \
+                "$i" $((4096 * i)) $((100 * i)) "$f"
+        done
+    } >"$T/fn.htev"
+    start_daemon
+    ctl load "$T/fn.htev" --name fn >/dev/null 2>&1 || fail load
+    ctl --json stacks fn --by frame --no-default-cull --sort stc >"$T/j" || fail stacks
+    local rows
+    rows=$(for i in $(seq 0 $(($(jget rows.# <"$T/j") - 1))); do
+        "$HT_TOOL" get "rows.$i.frame" "rows.$i.count" "rows.$i.size" <"$T/j" | tr '\n' ' '
+        echo
+    done | sort)
+    echo "$rows"
+    eq "$rows" "0x7f0000001000 1 900 
+0x7f0000002000 1 1000 
+app!+0x100 1 700 
+app!+0x200 1 800 
+app!parse 4 1000 
+app!parse_more 1 1100 
+libxml2.so.2!xmlDictCreate 2 1100 " "rows by function"
+    # By stack, the stacks stay as they are (10: two are the same).
+    eq "$(ctl --json stacks fn --by stack --no-default-cull | jget rows.#)" 10 "rows by stack"
+    stop_clean
+}
+
+# Live, a C++ function that calls new at four places: --by frame shows it as
+# one row (its four return addresses are one function), with every block.
+# It used to show four rows named fnsites!Parser::build.
+case_live_by_frame_cxx_function() {
+    live_setup
+    live_app fs fnsites 200
+    local pid=$APID
+    live_attach fs "$pid"
+    live_go "$pid"
+    live_wait_line fs '"done":true'
+    live_settle fs
+    local truth n i f rows=0 count=0 bytes=0
+    truth=$(live_truth fs)
+    ctl --json stacks fs --type AIFO --by frame >"$T/j" || fail "stacks --by frame"
+    n=$(jget rows.# <"$T/j")
+    for ((i = 0; i < n; i++)); do
+        f=$(jget "rows.$i.frame" <"$T/j")
+        echo "row $i: $f $(jget "rows.$i.count" <"$T/j") blocks"
+        case "$f" in
+        *'!Parser::build'*)
+            rows=$((rows + 1))
+            count=$((count + $(jget "rows.$i.count" <"$T/j")))
+            bytes=$((bytes + $(jget "rows.$i.size" <"$T/j"))) ;;
+        esac
+    done
+    eq "$rows" 1 "rows for Parser::build"
+    eq "$count" "$(echo "$truth" | jget count)" "Parser::build blocks"
+    eq "$bytes" "$(echo "$truth" | jget bytes)" "Parser::build bytes"
+    live_go "$pid"
+    wait "$pid" || fail "fnsites exit code"
+    stop_clean
+}
