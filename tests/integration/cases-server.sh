@@ -75,7 +75,8 @@ case_every_names_steps_crossed() {
 # bytes), K at least the trigger point. 40,000 blocks take less time than the
 # loop's lag behind them, so most are in flight when it trips. It used to stop applying at the
 # triggering event and count the rest as lost (undelivered + cut_at_stop).
-case_stop_when_applies_taken() {
+stop_applies_taken_run() {
+    local how=$1
     start_daemon
     bpf_need
     local app apid n=40000 st= i
@@ -84,18 +85,27 @@ case_stop_when_applies_taken() {
     "$app" "$n" >"$T/app.out" </dev/null &
     apid=$!
     for _ in $(seq 200); do grep -q ready "$T/app.out" && break; sleep 0.05; done
-    ctl start --pid "$apid" --name sg --stop-when 'outstanding>4MiB' >"$T/start.out" 2>&1 ||
+    local trig=()
+    [ "$how" = trigger ] && trig=(--stop-when 'outstanding>4MiB')
+    ctl start --pid "$apid" --name sg "${trig[@]}" >"$T/start.out" 2>&1 ||
         fail "start --pid: $(cat "$T/start.out")"
     kill -USR1 "$apid"
+    if [ "$how" = command ]; then
+        for _ in $(seq 400); do
+            [ "$(ctl --json status sg | jget quality.events)" -gt 1000 ] && break
+            sleep 0.01
+        done
+        ctl stop sg >/dev/null || fail "stop"
+    fi
     for i in $(seq 400); do
         ctl --json status sg >"$T/s" || fail status
         st=$(jget state <"$T/s")
         [ "$st" != running ] && ! grep -q '"draining"' "$T/s" && break
         sleep 0.05
     done
-    eq "$st" stopped "state after the trigger"
+    eq "$st" stopped "state after the stop"
     grep -q '"draining"' "$T/s" && fail "still draining after 20 s"
-    eq "$(jget stop_reason <"$T/s")" "stop-when outstanding>4MiB" "stop reason"
+    [ "$how" = command ] || eq "$(jget stop_reason <"$T/s")" "stop-when outstanding>4MiB" "stop reason"
     local lost undelivered cut qlost
     lost=$(jget source_status.lost <"$T/s")
     undelivered=$(jget source_status.undelivered <"$T/s")
@@ -114,14 +124,19 @@ case_stop_when_applies_taken() {
     eq "$undelivered" 0 "undelivered"
     eq "$cut" 0 "cut_at_stop"
     eq "$qlost" 0 "quality.lost"
-    # The trigger point: the first block that takes the sum past 4 MiB.
-    local ktrip
-    ktrip=$(awk 'BEGIN { s = 0; for (i = 0; s <= 4194304; i++) s += 256 + (i % 64) * 16; print i }')
-    echo "the trigger point is block $ktrip; $((k - ktrip)) blocks taken after it were applied too"
-    [ "$k" -ge "$ktrip" ] || fail "$k blocks applied: not up to the trigger point ($ktrip)"
+    if [ "$how" = trigger ]; then
+        # The trigger point: the first block that takes the sum past 4 MiB.
+        local ktrip
+        ktrip=$(awk 'BEGIN { s = 0; for (i = 0; s <= 4194304; i++) s += 256 + (i % 64) * 16; print i }')
+        echo "the trigger point is block $ktrip; $((k - ktrip)) blocks taken after it were applied too"
+        [ "$k" -ge "$ktrip" ] || fail "$k blocks applied: not up to the trigger point ($ktrip)"
+    fi
     eq "$bytes" "$want" "bytes of the $k blocks applied against the program's first $k"
     stop_clean
 }
+case_stop_when_applies_taken() { stop_applies_taken_run trigger; }
+# The same with `heaptracectl stop` once 1,000 events were applied.
+case_stop_command_applies_taken() { stop_applies_taken_run command; }
 
 # --by frame groups by function (module + symbol), as WPA does: frames that
 # name one function at different return addresses ("app!parse+0x10",
