@@ -754,17 +754,22 @@ static int client_stalled(struct client *c, uint64_t now, uint64_t idle_ms)
 }
 
 /* Closed at once: a line saying why could not reach it. What it was not
- * sent is counted (status: clients.closed_stalled, stalled_unread_bytes). */
+ * sent, and the requests read from it that wait unanswered, are counted
+ * (version: clients.closed_stalled, stalled_unread_bytes,
+ * stalled_requests_unanswered). */
 static void client_close_stalled(struct client *c, uint64_t now)
 {
     struct server *srv = c->srv;
-    uint64_t unread = client_backlog(c);
+    uint64_t unread = client_backlog(c), waiting = 0;
+    for (size_t i = 0; i < c->held_len; i++)
+        waiting += c->held[i] == '\n';
     srv->clients_closed_stalled++;
     srv->stalled_unread_bytes += unread;
+    srv->stalled_requests += waiting;
     log_warn("client %llu: read nothing and sent nothing for %llu ms with %llu bytes of replies "
-             "unread (%zu bytes of requests waiting): closed as stalled",
+             "unread and %llu requests read but not answered: closed as stalled",
              (unsigned long long)c->id, (unsigned long long)(now - c->last_progress),
-             (unsigned long long)unread, c->held_len);
+             (unsigned long long)unread, (unsigned long long)waiting);
     client_close(c);
 }
 

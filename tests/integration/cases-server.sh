@@ -39,6 +39,9 @@ case_neverread_closed_stalled() {
     [ "$unread" -ge $((128 * 1024)) ] && [ "$unread" -le $((256 * 1024)) ] ||
         fail "stalled_unread_bytes $unread: expected half the cap at least, the cap at most"
     grep -q "closed as stalled" "$T/daemon.log" || fail "the close is not logged"
+    # The requests read while its replies waited were never answered: counted.
+    [ "$(jget clients.stalled_requests_unanswered <"$T/v")" -gt 0 ] ||
+        fail "stalled_requests_unanswered: $(jget clients.stalled_requests_unanswered <"$T/v")"
     eq "$(jget clients.dropped_slow <"$T/v")" 0 "dropped_slow (the cap was never reached)"
     stop_clean
 }
