@@ -167,11 +167,11 @@ static void idle_closed_cb(uv_handle_t *h)
     ht_free(h);
 }
 
+static void end_subscribers(struct session *s, const char *why);
+
 /* The source is over (it ended, or the session stopped): its last counters
  * are kept; one without a symbolizer is closed at once, so its buffers go
  * back to the budget. */
-static void end_subscribers(struct session *s, const char *why);
-
 static void source_over(struct session *s)
 {
     s->src_over = 1;
