@@ -357,9 +357,18 @@ cJSON *query_row_json(const struct stack_intern *si, const struct query *q,
         cJSON_AddItemToObject(o, "frames", frames_json(si, r->stack, r->skip));
     } else {
         switch (q->by) {
-        case HT_BY_FRAME:
-            cJSON_AddStringToObject(o, "frame", frame_text(si, r->key, buf, sizeof(buf)));
+        case HT_BY_FRAME: {
+            /* The function the row groups (query.c function_key). */
+            char fn[HT_STR_MAX_LEN + 1];
+            const char *text = frame_text(si, r->key, buf, sizeof(buf));
+            size_t len = frame_function_len(text);
+            if (len && len < strlen(text)) {
+                snprintf(fn, sizeof(fn), "%.*s", (int)len, text);
+                text = fn;
+            }
+            cJSON_AddStringToObject(o, "frame", text);
             break;
+        }
         case HT_BY_IMAGE: {
             const char *m = query_result_image(res, r->key);
             cJSON_AddStringToObject(o, "image", m ? m : "?");

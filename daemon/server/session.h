@@ -33,6 +33,7 @@ struct trigger {
     uint64_t every; /* snapshot-when: fire again each time the value grows by this */
     uint64_t next;  /* value at which it fires next; UINT64_MAX = done */
     uint32_t fired;
+    uint64_t steps; /* snapshot-when: steps crossed (a jump crosses several in one snapshot) */
     uint64_t first_t, last_t; /* session times of the first and last firing */
 };
 
@@ -89,6 +90,7 @@ struct session {
      * symbolizer stays for the replies' frames until the session is dropped. */
     struct source *src;
     int src_over;               /* the source ended or was stopped, and that was handled */
+    int finishing; /* stopped: the source still delivers what it had taken (source.h finish) */
     uv_idle_t *drain_idle;      /* runs while the source has records to drain */
     struct source_stats ingest; /* what the input held (refreshed from the source) */
     /* The source's own status (status_json) as it was when the source was
@@ -210,6 +212,8 @@ int session_add_triggers(struct session *s, const struct cJSON *args, char *err,
  * step of every past v, computed in one division; UINT64_MAX (done) when
  * every is 0 or the step passes 64 bits. */
 uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
+/* How many steps (next, next + every, ...) v has reached: 1 without every. */
+uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v);
 void session_check_triggers(struct session *s);
 /* A job (query-job.h) for the whole-session top stacks (default cull,
  * sorted by outstanding) of domain, or NULL when out of memory. */

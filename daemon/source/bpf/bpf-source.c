@@ -319,6 +319,8 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
     return 0;
 }
 
+static void bpf_src_stop(struct source *base);
+
 static int bpf_src_drain(struct source *base, size_t budget)
 {
     struct bpf_source *s = (struct bpf_source *)base;
@@ -333,11 +335,26 @@ static int bpf_src_drain(struct source *base, size_t budget)
         uv_mutex_lock(&s->mu);
         snprintf(reason, sizeof(reason), "%s", s->reason[0] ? s->reason : "tracing stopped");
         uv_mutex_unlock(&s->mu);
+        /* The consumer is done (a finish, or the target exited): joined, and
+         * the kernel's programs and ring given back now. */
+        bpf_src_stop(base);
         if (s->outer.ended)
             s->outer.ended(s->outer.arg, reason);
         return 0;
     }
     return rc;
+}
+
+/* A stop that keeps what was taken: the links go now, the consumer
+ * converts what the kernel ring holds, and the session drains all of it
+ * before the source ends (bpf_src_drain calls ended). */
+static int bpf_src_finish(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->stopped || !s->tracer || !s->started)
+        return -1;
+    bpf_tracer_finish(s->tracer);
+    return 0;
 }
 
 /* Links first (the target runs at full speed again at once), then the
@@ -475,6 +492,7 @@ const struct source_ops source_bpf_ops = {
     .start = bpf_src_start,
     .drain = bpf_src_drain,
     .stop = bpf_src_stop,
+    .finish = bpf_src_finish,
     .close = bpf_src_close,
     .stats = bpf_src_stats,
     .status_json = bpf_src_status_json,

@@ -231,12 +231,29 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
     return 0;
 }
 
+/* Finishing: the probes are detached, so the ring holds only records taken
+ * before; every one becomes an event (the sink waits for room, the loop
+ * keeps draining), then the drops counted until now. 1: the consumer ends. */
+static int finish_drain(struct bpf_tracer *t)
+{
+    int n;
+    while ((n = ring_buffer__consume(t->rb)) > 0)
+        ;
+    if (n == 0)
+        lost_check(t);
+    return 1;
+}
+
 void bpf_tracer_thread(void *arg)
 {
     struct bpf_tracer *t = arg;
     char reason[128] = "tracing stopped";
     int stop = start_report(t);
     while (!stop && !atomic_load(&t->quit)) {
+        if (atomic_load(&t->finish)) {
+            stop = finish_drain(t);
+            break;
+        }
         struct epoll_event evs[4];
         int n = epoll_wait(t->epfd, evs, 4, POLL_MS);
         int exited = n > 0 && target_exited(t, evs, n);

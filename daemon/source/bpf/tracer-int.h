@@ -36,6 +36,7 @@ struct bpf_tracer {
     uv_thread_t thread;
     int running;
     atomic_int quit;
+    atomic_int finish; /* detached: convert what the ring holds, then end */
     int epfd;
     uint64_t t0;
     uint64_t lost_seen; /* drops already reported */

@@ -263,6 +263,12 @@ static void kernel_release(struct bpf_tracer *t)
     t->registered = 0;
 }
 
+void bpf_tracer_finish(struct bpf_tracer *t)
+{
+    bpf_tracer_detach(t);
+    atomic_store(&t->finish, 1);
+}
+
 void bpf_tracer_stop(struct bpf_tracer *t)
 {
     bpf_tracer_detach(t);

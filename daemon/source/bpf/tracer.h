@@ -80,6 +80,10 @@ int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, cha
                    size_t errsz);
 /* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
 void bpf_tracer_detach(struct bpf_tracer *t);
+/* Detach, and have the consumer convert every record the ring still holds
+ * (the sink keeps taking them) and the drops counted until now, then end
+ * (done); not joined. */
+void bpf_tracer_finish(struct bpf_tracer *t);
 /* Detach, stop the consumer thread and join it (its done callback runs if
  * it had not), then give back everything the kernel holds (programs, maps,
  * the PID's registration); what was converted stays with the sink, the
