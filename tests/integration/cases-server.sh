@@ -52,6 +52,8 @@ case_neverread_closed_stalled() {
 case_every_names_steps_crossed() {
     {
         echo '{"ev":"process","pid":5,"name":"jump"}'
+        # One live block, so a snapshot's export has a row (an empty export exits 1).
+        echo '{"t":1,"ev":"alloc","tid":1,"heap":"0x0","addr":"0x1000","size":64,"stack":["jump!main"]}'
         for b in 1048576 2097153 7340033 7864320 8388609; do
             printf '{"t":%d,"ev":"private_bytes","bytes":%d}\n' "$b" "$b"
         done

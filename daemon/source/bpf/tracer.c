@@ -266,6 +266,11 @@ static void kernel_release(struct bpf_tracer *t)
 void bpf_tracer_finish(struct bpf_tracer *t)
 {
     bpf_tracer_detach(t);
+    /* The probes are gone: the process may be traced again (stop, then
+     * start) while this tracer's consumer still converts its kernel ring. */
+    if (t->registered)
+        registry_remove(t->p.pid);
+    t->registered = 0;
     atomic_store(&t->finish, 1);
 }
 
