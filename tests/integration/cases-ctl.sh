@@ -22,6 +22,14 @@ ctl_live_setup() {
     sleep 60 </dev/null >/dev/null 2>&1 &
     CTL_TARGET=$!
     trap 'kill "$CTL_TARGET" 2>/dev/null; wait "$CTL_TARGET" 2>/dev/null; cleanup' EXIT
+    # Until it sleeps (clock_nanosleep, x86-64 syscall 230), the child is still the
+    # forked shell or the loader, and its private bytes change under a test's feet.
+    local i
+    for i in $(seq 100); do
+        [ "$(cut -d' ' -f1 "/proc/$CTL_TARGET/syscall" 2>/dev/null)" = 230 ] && return 0
+        sleep 0.05
+    done
+    fail "the target sleep($CTL_TARGET) never went to sleep"
 }
 
 # VmData + VmStk of a process in bytes (the daemon's definition of private bytes, procmem.h),
