@@ -2,7 +2,7 @@
 # (linux-backend.md section 1): vmlinux.h from the running kernel's BTF,
 # clang -target bpf, bpftool gen skeleton.
 #
-#   ht_bpf_find_tools()        finds clang, bpftool, libbpf, libelf, libdw, BTF;
+#   ht_bpf_find_tools()        finds clang, bpftool, libbpf, libelf, libdw, capstone, BTF;
 #                              FATAL_ERROR naming the Debian packages when one is missing
 #   ht_bpf_skeleton(NAME SRC OUTDIR DEPENDS...)
 #                              NAME.bpf.o and NAME.skel.h in OUTDIR; sets NAME_SKEL to the header
@@ -39,6 +39,10 @@ macro(ht_bpf_find_tools)
   pkg_check_modules(LIBDW IMPORTED_TARGET libdw)
   if(NOT LIBDW_FOUND)
     ht_bpf_missing("libdw (elfutils, for --stacks dwarf)" "libdw-dev")
+  endif()
+  pkg_check_modules(CAPSTONE IMPORTED_TARGET capstone>=4.0)
+  if(NOT CAPSTONE_FOUND)
+    ht_bpf_missing("capstone >= 4.0 (the probe-site decoder)" "libcapstone-dev")
   endif()
 endmacro()
 

@@ -48,13 +48,21 @@ static void usage_cmd(FILE *f, const struct ht_cmd_spec *cmd)
         fputs(notes, f);
 }
 
+/* The error and one hint: the whole help would bury the error. */
+static void usage_hint(const struct ht_cmd_spec *cmd)
+{
+    if (cmd)
+        fprintf(stderr, "Run 'heaptracectl help %s' for its options.\n", cmd->name);
+    else
+        fprintf(stderr, "Run 'heaptracectl help' for the commands.\n");
+}
+
 static int usage_error(const struct ht_cmd_spec *cmd, const char *fmt, const char *what)
 {
     fprintf(stderr, "heaptracectl: ");
-    fprintf(stderr, fmt, what);
+    fprintf(stderr, fmt, ctl_text(what)); /* what the user typed: escaped for the terminal */
     fprintf(stderr, "\n");
-    if (cmd)
-        usage_cmd(stderr, cmd);
+    usage_hint(cmd);
     return EXIT_USAGE;
 }
 
@@ -241,9 +249,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return EXIT_OK;
         } else {
-            fprintf(stderr, "heaptracectl: unknown option %s\n", argv[i]);
-            usage(stderr);
-            return EXIT_USAGE;
+            return usage_error(NULL, "unknown option %s", argv[i]);
         }
     }
     if (i >= argc) {
@@ -252,6 +258,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[i], "help")) {
         const struct ht_cmd_spec *cmd = i + 1 < argc ? ht_cmd_find(argv[i + 1]) : NULL;
+        if (i + 1 < argc && !cmd)
+            return usage_error(NULL, "no command named %s", argv[i + 1]);
         if (cmd)
             usage_cmd(stdout, cmd);
         else
@@ -259,11 +267,8 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     c.cmd = ht_cmd_find(argv[i]);
-    if (!c.cmd) {
-        fprintf(stderr, "heaptracectl: unknown command %s\n", argv[i]);
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (!c.cmd)
+        return usage_error(NULL, "unknown command %s", argv[i]);
     c.args = cJSON_CreateObject();
     int rc = parse_args(&c, argc - i - 1, argv + i + 1);
     if (rc) {

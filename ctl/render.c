@@ -3,10 +3,12 @@
 #include "ctl.h"
 #include "term.h"
 
+#include "ht-proto.h"
 #include "ht-text.h"
 #include "ht-units.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,34 +78,64 @@ static void print_json(const cJSON *d)
     }
 }
 
-/* "leaf <- caller <- ..." cut to width. */
-static void stack_label(const cJSON *row, char *out, size_t width)
+/* Cut s to width columns with "..." at the end, between UTF-8 sequences
+ * (a column per character: the escapes of ctl_text are plain ASCII). */
+static void cut_to_width(struct ht_sbuf *s, size_t width)
 {
+    size_t cols = 0, i = 0, keep = 0;
+    for (; i < s->len; i++) {
+        if (((unsigned char)s->p[i] & 0xc0) == 0x80)
+            continue;
+        if (cols == width - 3)
+            keep = i;
+        cols++;
+    }
+    if (cols <= width || width < 4)
+        return;
+    memcpy(s->p + keep, "...", 4);
+    s->len = keep + 3;
+}
+
+/* "leaf <- caller <- ..." whole, or cut to width columns (0: never cut).
+ * Kept in one buffer: valid until the next call. */
+static const char *stack_label(const cJSON *row, size_t width)
+{
+    static struct ht_sbuf out;
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(row, "frames");
-    out[0] = '\0';
+    out.len = 0;
+    ht_sbuf_add(&out, "", 0);
     if (!frames) {
         static const char *const keys[] = {"frame", "image", "heap", "type"};
         for (int k = 0; k < 4; k++)
-            if (cJSON_GetObjectItemCaseSensitive(row, keys[k]))
-                snprintf(out, width, "%s", str(row, keys[k]));
-        return;
+            if (cJSON_GetObjectItemCaseSensitive(row, keys[k])) {
+                const char *v = str(row, keys[k]);
+                out.len = 0;
+                ht_sbuf_add(&out, v, strlen(v));
+            }
+    } else if (!frames->child) {
+        ht_sbuf_add(&out, "[no stack]", 10);
     }
-    size_t n = 0;
     const cJSON *f;
     int i = 0;
     cJSON_ArrayForEach(f, frames)
     {
-        int k = snprintf(out + n, width - n, "%s%s", i++ ? " <- " : "",
-                         cJSON_IsString(f) ? ctl_text(f->valuestring) : "?");
-        if (k < 0 || (size_t)k >= width - n) {
-            if (width > 4)
-                strcpy(out + width - 4, "...");
-            return;
-        }
-        n += (size_t)k;
+        const char *name = cJSON_IsString(f) ? ctl_text(f->valuestring) : "?";
+        if ((i++ && ht_sbuf_add(&out, " <- ", 4) != 0) || ht_sbuf_add(&out, name, strlen(name)))
+            break; /* past HT_REPLY_MAX: what fits */
     }
-    if (i == 0)
-        snprintf(out, width, "[no stack]");
+    if (width)
+        cut_to_width(&out, width);
+    return out.p ? out.p : "";
+}
+
+/* Columns left for the stack after a table's fixed columns: the rest of the
+ * terminal's width (at least 20), or 0 (no cut) when not on a terminal. */
+static size_t label_width(size_t fixed)
+{
+    size_t cols = (size_t)term_columns();
+    if (cols == 0)
+        return 0;
+    return cols > fixed + 20 ? cols - fixed : 20;
 }
 
 static void query_header(const cJSON *d)
@@ -142,10 +174,19 @@ static const char *const type_words[] = {"Transient (AIFI)", "Impacting (AIFO)",
                                          "Outstanding (AOFO)"};
 
 /* One group: a line per impacting type it has, WPA's expanded view. */
-static void table_row(const char *process, const cJSON *row, int list)
+static void table_header(void)
 {
-    char label[160], c1[32], s1[24], s2[24], s3[24];
-    stack_label(row, label, list ? 60 : 100);
+    printf("%-18s %-18s %9s %14s %12s  %s\n", "Process", "Impacting Type", "Count",
+           "Impacting Size", "Size", "Stack (allocation site first) / Frame");
+}
+
+/* The fixed columns of a table row before its stack. */
+#define TABLE_FIXED_COLS 77
+
+static void table_row(const char *process, const cJSON *row)
+{
+    char c1[32], s1[24], s2[24], s3[24];
+    const char *label = stack_label(row, label_width(TABLE_FIXED_COLS));
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(row, "types");
     int first = 1;
     for (int k = 0; k < 4; k++) {
@@ -192,22 +233,29 @@ static double node_key(const struct node *n, const char *sort)
     return n->outstanding;
 }
 
-static void print_tree(struct node *n, int depth, const char *sort)
+/* The tree's name column: 70 wide, or the terminal's width less the figures
+ * (49 columns); names are cut to it on a terminal only. */
+struct tree_fmt {
+    const char *sort;
+    int namecol, cut;
+};
+
+static void print_tree(struct node *n, int depth, const struct tree_fmt *tf)
 {
     /* Children by the sort figure, largest first (selection over a short list). */
     for (;;) {
         struct node *best = NULL;
         for (struct node *c = n->child; c; c = c->next)
-            if (c->name && (!best || node_key(c, sort) > node_key(best, sort)))
+            if (c->name && (!best || node_key(c, tf->sort) > node_key(best, tf->sort)))
                 best = c;
         if (!best)
             break;
         char c1[32], s1[24], s2[24], s3[24];
-        printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "",
-               70 - depth * 2 > 20 ? 70 - depth * 2 : 20, 70 - depth * 2 > 20 ? 70 - depth * 2 : 20,
+        int w = tf->namecol - depth * 2 > 20 ? tf->namecol - depth * 2 : 20;
+        printf("%*s%-*.*s %9s %12s %12s %12s\n", depth * 2, "", w, tf->cut ? w : INT_MAX,
                ctl_text(best->name), commas(best->count, c1), sz(best->impacting, s1),
                sz(best->size, s2), sz(best->outstanding, s3));
-        print_tree(best, depth + 1, sort);
+        print_tree(best, depth + 1, tf);
         free(best->name);
         best->name = NULL;
     }
@@ -238,11 +286,15 @@ static void render_tree(const cJSON *d)
             n->outstanding += num(row, "outstanding");
         }
     }
-    printf("%-70s %9s %12s %12s %12s\n", "Stack (caller to callee)", "Count", "Impacting", "Size",
-           "Outstanding");
+    int cols = term_columns();
+    struct tree_fmt tf = {"", cols ? (cols > 69 ? cols - 49 : 20) : 70, cols != 0};
+    printf("%-*s %9s %12s %12s %12s\n", tf.namecol, "Stack (caller to callee)", "Count",
+           "Impacting", "Size", "Outstanding");
     /* Not str(): its buffers are reused while the tree prints. */
     const char *sort = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "sort"));
-    print_tree(&root, 0, sort ? sort : "");
+    if (sort)
+        tf.sort = sort;
+    print_tree(&root, 0, &tf);
 }
 
 /* A listed block has exactly one type: its size is that type's. */
@@ -260,25 +312,23 @@ void render_query(struct ctl *c, const cJSON *d)
     char process[19];
     process_column(d, process, sizeof(process));
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(d, "rows");
-    char c1[32], s1[24], s2[24], s3[24], a[32], b[32], label[160];
+    char c1[32], s1[24], s2[24], s3[24], a[32], b[32];
     if (!strcmp(str(d, "by"), "block")) {
         printf("%-12s %-12s %12s  %s\n", "Commit Time", "Decommit Time", "Size", "Commit Stack");
         const cJSON *row;
         cJSON_ArrayForEach(row, rows)
         {
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "free_time");
-            stack_label(row, label, 100);
             printf("%-12s %-12s %12s  %s\n", tm(num(row, "alloc_time"), a),
                    cJSON_IsNumber(f) ? tm(f->valuedouble, b) : "(live)", sz(block_size(row), s1),
-                   label);
+                   stack_label(row, label_width(40)));
         }
     } else if (c->tree) {
         render_tree(d);
     } else {
-        printf("%-18s %-18s %9s %14s %12s  %s\n", "Process", "Impacting Type", "Count",
-               "Impacting Size", "Size", "Stack (allocation site first) / Frame");
+        table_header();
         const cJSON *row;
-        cJSON_ArrayForEach(row, rows) table_row(process, row, 0);
+        cJSON_ArrayForEach(row, rows) table_row(process, row);
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "total");
     printf("total: %s allocated in the window (%s), impacting %s, outstanding %s in %s blocks; "
@@ -289,6 +339,25 @@ void render_query(struct ctl *c, const cJSON *d)
 }
 
 /* Budget lines of status: use against the budgets, the largest structures, what did not fit. */
+/* The eBPF probes' sites: how many the kernel emulates, and each one it
+ * single-steps (several times dearer) with why. */
+static void render_probe_sites(const cJSON *sd)
+{
+    if (!sd || !cJSON_GetObjectItemCaseSensitive(sd, "probes_emulated"))
+        return;
+    printf("  probes       %.0f emulated, %.0f single-stepped\n", num(sd, "probes_emulated"),
+           num(sd, "probes_single_stepped"));
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sd, "probes"))
+    {
+        if (strcmp(str(p, "site"), "single-stepped") != 0)
+            continue;
+        const char *mod = str(p, "module"), *slash = strrchr(mod, '/');
+        printf("    %s in %s at +%.0f, single-stepped: %s\n", str(p, "function"),
+               slash ? slash + 1 : mod, num(p, "probe_offset"), str(p, "why"));
+    }
+}
+
 static void render_budget(const cJSON *m)
 {
     char s1[24], s2[24], s3[24], s4[24];
@@ -341,11 +410,13 @@ static void render_status(const cJSON *d)
            sz(num(m, "stacks"), s2), num(m, "distinct_stacks"));
     render_budget(m);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(d, "ingest");
-    if (num(in, "lines") > 0 || num(in, "malformed") > 0) /* a recorded stream */
-        printf("  ingest       %.0f events from %.0f lines, %.0f malformed\n", num(in, "events"),
-               num(in, "lines"), num(in, "malformed"));
-    else /* a live source */
-        printf("  ingest       %.0f events\n", num(in, "events"));
+    /* Lines for a text stream only (.htevb has records; a live source neither). */
+    printf("  ingest       %.0f events", num(in, "events"));
+    if (num(in, "lines") > 0)
+        printf(" from %.0f lines", num(in, "lines"));
+    if (num(in, "lines") > 0 || num(in, "malformed") > 0)
+        printf(", %.0f malformed", num(in, "malformed"));
+    printf("\n");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(d, "source_status");
     if (sd)
         printf(
@@ -361,14 +432,19 @@ static void render_status(const cJSON *d)
     if (sy && num(sy, "unsymbolized") > 0)
         printf("  symbols      %.0f of %.0f frame lookups found no symbol: %s\n",
                num(sy, "unsymbolized"), num(sy, "lookups"), str(sy, "unsymbolized_hint"));
+    render_probe_sites(sd);
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
     printf("  quality     ");
     const cJSON *q;
+    int losses = 0; /* counters besides "events" that are not zero */
     cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(d, "quality")) if (q->valuedouble != 0)
+    {
         printf(" %s=%.0f", q->string, q->valuedouble);
-    printf("\n");
+        losses += strcmp(q->string, "events") != 0;
+    }
+    printf(losses ? "  ('heaptracectl help status' explains each)\n" : "\n");
     const cJSON *qs = cJSON_GetObjectItemCaseSensitive(d, "queries");
     if (qs)
         printf("  queries      %.0f run, %.0f waiting, %.0f running, %.0f refused (busy), %.0f "
@@ -432,10 +508,83 @@ void render_top(struct ctl *c, const cJSON *d, int tty)
            sz(num(d, "private_bytes"), s3), num(d, "events"));
     char process[19];
     process_column(d, process, sizeof(process));
+    table_header();
     const cJSON *row;
-    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows")) table_row(process, row, 0);
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(d, "rows")) table_row(process, row);
     if (!tty)
         printf("\n");
+}
+
+/* Nonzero members of o as " name=N", after lead (nothing when all are 0). */
+static void nonzero_counts(const char *lead, const cJSON *o)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, o) if (cJSON_IsNumber(k) && k->valuedouble != 0)
+    {
+        printf("%s %s=%.0f", lead, k->string, k->valuedouble);
+        lead = "";
+    }
+    if (!*lead)
+        printf("\n");
+}
+
+static void render_version(const cJSON *d)
+{
+    char s1[24], s2[24], s3[24];
+    printf("heaptraced %s, protocol %.0f, %s (libuv %s, cJSON %s)\n", str(d, "daemon"),
+           num(d, "protocol"), str(d, "platform"), str(d, "libuv"), str(d, "cjson"));
+    printf("sources, in order of preference:\n");
+    const cJSON *x, *m;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d, "sources"))
+    {
+        char modes[64] = "";
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(x, "modes"))
+        {
+            size_t n = strlen(modes);
+            snprintf(modes + n, sizeof(modes) - n, "%s%s", n ? "," : "",
+                     cJSON_IsString(m) ? ctl_text(m->valuestring) : "?");
+        }
+        int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "available"));
+        printf("  %-8s %-20s %s%s%s\n", str(x, "name"), modes,
+               ok ? "" : "NOT AVAILABLE: ", ok ? "" : str(x, "why"), ok ? str(x, "summary") : "");
+    }
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d, "privileges"))
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "enabled")))
+            printf("privilege %s enabled\n", str(x, "name"));
+        else
+            printf("privilege %s missing (error %.0f): needed to %s\n", str(x, "name"),
+                   num(x, "error"), str(x, "needed_to"));
+    }
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(d, "clients");
+    printf("clients: %.0f connected, at most %.0f (%.0f kept for root, %.0f per user)\n",
+           num(cl, "connected"), num(cl, "max"), num(cl, "root_reserved"), num(cl, "max_per_uid"));
+    cJSON *counts = cJSON_Duplicate(cl, 1);
+    static const char *const limits[] = {"connected", "max", "root_reserved", "max_per_uid",
+                                         "idle_timeout_ns"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(counts, limits[i]);
+    nonzero_counts("  refused or closed:", counts);
+    cJSON_Delete(counts);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(d, "memory");
+    /* A budget of 0 is no limit (config). */
+    printf("memory: %s used of %s (at most %s per session); %.0f refusals\n",
+           sz(num(mem, "used"), s1), num(mem, "budget") ? sz(num(mem, "budget"), s2) : "no limit",
+           num(mem, "session_budget") ? sz(num(mem, "session_budget"), s3) : "no limit",
+           num(mem, "refusals"));
+}
+
+/* start and run: the new session, and what its source wants said. */
+static void render_started(const cJSON *d)
+{
+    printf("session %.0f \"%s\": %s (%s)", num(d, "session"), str(d, "name"), str(d, "state"),
+           str(d, "source"));
+    if (cJSON_GetObjectItemCaseSensitive(d, "pid"))
+        printf(", pid %.0f", num(d, "pid"));
+    printf("\n");
+    const cJSON *n;
+    cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(d, "notes")) if (cJSON_IsString(n))
+        printf("  note: %s\n", ctl_text(n->valuestring));
 }
 
 void render_reply(struct ctl *c, const cJSON *d)
@@ -467,15 +616,25 @@ void render_reply(struct ctl *c, const cJSON *d)
                num(d, "session"));
         break;
     case HT_CMD_LOAD: {
-        printf(
-            "session %.0f \"%s\": %.0f events from %.0f lines (%.0f bytes), %.0f malformed; %s\n",
-            num(d, "session"), str(d, "name"), num(d, "events"), num(d, "lines"), num(d, "bytes"),
-            num(d, "malformed"), str(d, "state"));
+        /* A binary stream (.htevb) has records, not lines: its line count is 0. */
+        char lines[48] = "";
+        if (num(d, "lines") > 0)
+            snprintf(lines, sizeof(lines), " from %.0f lines", num(d, "lines"));
+        printf("session %.0f \"%s\": %.0f events%s (%.0f bytes), %.0f malformed; %s\n",
+               num(d, "session"), str(d, "name"), num(d, "events"), lines, num(d, "bytes"),
+               num(d, "malformed"), str(d, "state"));
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "errors"))
             printf("  line %.0f: %s\n", num(e, "line"), str(e, "msg"));
         break;
     }
+    case HT_CMD_VERSION:
+        render_version(d);
+        break;
+    case HT_CMD_START:
+    case HT_CMD_RUN:
+        render_started(d);
+        break;
     case HT_CMD_STOP:
         printf("session %.0f %s\n", num(d, "session"), str(d, "state"));
         break;

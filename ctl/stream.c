@@ -414,13 +414,14 @@ static char *cont_key(const cJSON *data)
     return m && cJSON_IsArray(m) ? strdup(m->string) : NULL;
 }
 
-static int lines_write(struct out_file *o, const cJSON *lines)
+static int lines_write(struct out_file *o, const cJSON *lines, uint64_t *n)
 {
     const cJSON *l;
     cJSON_ArrayForEach(l, lines)
     {
         if (!cJSON_IsString(l) || out_puts(o, l->valuestring) != 0 || out_write(o, "\n", 1) != 0)
             return -1;
+        ++*n;
     }
     return 0;
 }
@@ -438,11 +439,29 @@ static int next_frame(struct ctl *c, int64_t id, cJSON **data, int *more)
     return *data ? EXIT_OK : EXIT_CMD;
 }
 
-/* A JSON export: printed whole if it came in one frame, else streamed. */
-static int export_json(struct ctl *c, int64_t id, struct out_file *o, cJSON *first, int more)
+/* The items of a whole JSON export: its rows, a timeline's samples, or a
+ * snapshot's stacks and commits rows. */
+static uint64_t json_items(const cJSON *result)
+{
+    static const char *const keys[] = {"rows", "samples"};
+    uint64_t n = 0;
+    for (int k = 0; k < 2; k++)
+        n += (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(result, keys[k]));
+    static const char *const parts[] = {"stacks", "commits"};
+    for (int k = 0; k < 2; k++)
+        n += (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(result, parts[k]), "rows"));
+    return n;
+}
+
+/* A JSON export: printed whole if it came in one frame, else streamed
+ * (*n: the items written). */
+static int export_json(struct ctl *c, int64_t id, struct out_file *o, cJSON *first, int more,
+                       uint64_t *n)
 {
     cJSON *result = cJSON_GetObjectItemCaseSensitive(first, "result");
     if (!more) {
+        *n = json_items(result);
         char *s = cJSON_Print(result);
         int rc = s ? out_puts(o, s) : -1;
         cJSON_free(s);
@@ -464,6 +483,7 @@ static int export_json(struct ctl *c, int64_t id, struct out_file *o, cJSON *fir
         rc = next_frame(c, id, &d, &more);
     }
     cJSON_Delete(d);
+    *n = (uint64_t)j.nitems; /* the first frame's items included (json_open) */
     if (rc == EXIT_OK && (out_puts(o, j.post) != 0 || out_write(o, "\n", 1) != 0))
         rc = EXIT_CMD;
     free(j.post);
@@ -472,17 +492,38 @@ static int export_json(struct ctl *c, int64_t id, struct out_file *o, cJSON *fir
 }
 
 /* Lines (csv, collapsed) are written frame by frame: memory stays one frame. */
-static int export_lines(struct ctl *c, int64_t id, struct out_file *o, cJSON *d, int more)
+static int export_lines(struct ctl *c, int64_t id, struct out_file *o, cJSON *d, int more,
+                        uint64_t *lines)
 {
-    int rc = lines_write(o, cJSON_GetObjectItemCaseSensitive(d, "lines")) ? EXIT_CMD : EXIT_OK;
+    int rc =
+        lines_write(o, cJSON_GetObjectItemCaseSensitive(d, "lines"), lines) ? EXIT_CMD : EXIT_OK;
     while (rc == EXIT_OK && more) {
         cJSON *n = NULL;
         rc = next_frame(c, id, &n, &more);
-        if (rc == EXIT_OK && lines_write(o, cJSON_GetObjectItemCaseSensitive(n, "lines")) != 0)
+        if (rc == EXIT_OK &&
+            lines_write(o, cJSON_GetObjectItemCaseSensitive(n, "lines"), lines) != 0)
             rc = EXIT_CMD;
         cJSON_Delete(n);
     }
     return rc;
+}
+
+/* An export with nothing in it is a failure, said with why: the file is not
+ * written (a 0-byte flame graph is no answer). */
+static int export_empty(const cJSON *d)
+{
+    const cJSON *value = cJSON_GetObjectItemCaseSensitive(d, "value");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(d, "groups");
+    double ng = cJSON_IsNumber(groups) ? groups->valuedouble : 0;
+    if (cJSON_IsString(value) && ng > 0)
+        fprintf(stderr,
+                "heaptracectl: nothing to export: none of the %.0f group%s found has a nonzero "
+                "%s (the collapsed value); --sort or --type choose another\n",
+                ng, ng == 1 ? "" : "s", ctl_text(value->valuestring));
+    else
+        fprintf(stderr, "heaptracectl: nothing to export: the window, --type and filters match "
+                        "nothing\n");
+    return EXIT_CMD;
 }
 
 int ctl_export(struct ctl *c)
@@ -501,10 +542,16 @@ int ctl_export(struct ctl *c)
         cJSON_Delete(d);
         return EXIT_CMD;
     }
+    uint64_t n = 0;
+    const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "format"));
+    int csv = format && !strcmp(format, "csv");
     if (cJSON_GetObjectItemCaseSensitive(d, "lines"))
-        rc = export_lines(c, id, &out, d, more);
+        rc = export_lines(c, id, &out, d, more, &n);
     else
-        rc = export_json(c, id, &out, d, more);
+        rc = export_json(c, id, &out, d, more, &n);
+    /* A CSV export's first line is its header. */
+    if (rc == EXIT_OK && n <= (uint64_t)csv)
+        rc = export_empty(d);
     cJSON_Delete(d);
     if (rc != EXIT_OK) {
         out_abort(&out);

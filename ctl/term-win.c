@@ -53,6 +53,18 @@ int term_stdout_is_tty(void)
     return out != INVALID_HANDLE_VALUE && GetConsoleMode(out, &mode) != 0;
 }
 
+int term_columns(void)
+{
+    /* The window's width, not the buffer's (which is often 9999 wide):
+     * https://learn.microsoft.com/windows/console/getconsolescreenbufferinfo */
+    CONSOLE_SCREEN_BUFFER_INFO info;
+    if (!term_stdout_is_tty())
+        return 0;
+    if (!GetConsoleScreenBufferInfo(GetStdHandle(STD_OUTPUT_HANDLE), &info))
+        return 80;
+    return info.srWindow.Right - info.srWindow.Left + 1;
+}
+
 void term_refresh(void)
 {
     /* Cursor home and erase the display (ECMA-48 CUP, ED 2): understood by

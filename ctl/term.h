@@ -10,6 +10,9 @@
 void term_init(void);
 /* 1 if standard output is a terminal: live views then refresh in place. */
 int term_stdout_is_tty(void);
+/* The terminal's width in columns when standard output is one, else 0
+ * (a pipe or a file: nothing is cut to fit). */
+int term_columns(void);
 /* Begin the next screen of a live view in place: cursor home, screen
  * cleared. Only when term_stdout_is_tty(). */
 void term_refresh(void);

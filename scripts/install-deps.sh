@@ -18,13 +18,19 @@ done
 pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 # The eBPF live backend (HEAPTRACE_WITH_BPF): CO-RE program built with clang -target bpf,
 # vmlinux.h and the skeleton from bpftool, libbpf; symbols with elfutils' libdw (needs libelf,
-# zlib) and libiberty's demangler.
-pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev)
+# zlib) and libiberty's demangler; capstone decodes allocator prologues to place the probes.
+pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev libcapstone-dev)
 # tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
 pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
 # tests/apps/xmlleak (libxml2, no frame pointers) and the live cases on Debian programs
-# (cases-stacks.sh: redis-server with jemalloc, redis-cli).
-pkgs+=(libxml2-dev redis-server redis-tools)
+# (cases-stacks.sh: redis-server with jemalloc, below, and redis-cli).
+pkgs+=(libxml2-dev redis-tools)
+# tests/integration/cases-sec.sh: a setgid program (ssh-agent), a jemalloc program
+# (redis-server) and a member's client (the system python3), run as group heaptrace members.
+pkgs+=(openssh-client redis-server python3)
+# script(1): integration.ctl_* run the ctl on a pseudo-terminal (essential in Debian, named
+# here as the tests need it).
+pkgs+=(bsdutils)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi

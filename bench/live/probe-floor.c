@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PROBES 64
+#define MAX_PROBES 256
 
 int main(int argc, char **argv)
 {

@@ -194,6 +194,13 @@ static void take_due_samples(struct engine *e, uint64_t t)
     }
 }
 
+void engine_private_bytes(struct engine *e, uint64_t v)
+{
+    e->private_bytes = v;
+    if (v > e->peak_private_bytes)
+        e->peak_private_bytes = v;
+}
+
 void engine_advance(struct engine *e, uint64_t t)
 {
     if (t < e->now)
@@ -604,9 +611,7 @@ void engine_apply(struct engine *e, const struct ht_event *ev)
         apply_decommit(e, ev, t);
         break;
     case HT_EV_PRIVATE_BYTES:
-        e->private_bytes = ev->size;
-        if (ev->size > e->peak_private_bytes)
-            e->peak_private_bytes = ev->size;
+        engine_private_bytes(e, ev->size);
         break;
     case HT_EV_LOST:
         e->q.lost += ev->size;

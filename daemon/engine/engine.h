@@ -115,6 +115,10 @@ void engine_apply(struct engine *e, const struct ht_event *ev);
 /* Apply n events in order, overlapping their table look-ups with prefetches:
  * the same result as n calls of engine_apply, faster for large tables. */
 void engine_apply_batch(struct engine *e, const struct ht_event *evs, size_t n);
+/* The process's private bytes now (no event, the clock stays): a live
+ * session's first reading, taken at attach, so that status, top and the
+ * first timeline sample never show the 0 of "not read yet". */
+void engine_private_bytes(struct engine *e, uint64_t v);
 /* Move the clock to t (no event): takes timeline samples that fall due. */
 void engine_advance(struct engine *e, uint64_t t);
 /* Name a point in time. 0, HT_EEXIST, HT_EFULL or HT_EBADARG (empty/long name). */

@@ -39,6 +39,31 @@ size_t frame_module(const char *frame, const char **start)
     return bang ? (size_t)(bang - frame) : 0;
 }
 
+/* "+0x" and one or more hex digits, to the end. */
+static int is_offset(const char *p)
+{
+    if (p[0] != '+' || p[1] != '0' || p[2] != 'x' || !p[3])
+        return 0;
+    for (p += 3; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
+            return 0;
+    return 1;
+}
+
+size_t frame_function_len(const char *frame)
+{
+    if (frame[0] == '0' && frame[1] == 'x')
+        return 0;
+    const char *bang = strchr(frame, '!');
+    const char *sym = bang ? bang + 1 : frame;
+    if (!*sym || is_offset(sym))
+        return 0;
+    const char *plus = strrchr(sym, '+');
+    if (plus && plus > sym && is_offset(plus))
+        return (size_t)(plus - frame);
+    return strlen(frame);
+}
+
 static int module_eq(const struct frame_pat *p, const char *m, size_t mlen)
 {
     if (mlen == p->mlen && strncasecmp(m, p->module, mlen) == 0)

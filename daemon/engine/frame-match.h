@@ -31,5 +31,9 @@ int frame_pat_match_any(const struct frame_pat *ps, unsigned n, const char *fram
 const char *frame_text(const struct stack_intern *si, uint64_t frame, char *buf, size_t bufsz);
 /* Length of the module part of a frame text ("" for addresses), and its start. */
 size_t frame_module(const char *frame, const char **start);
+/* Length of the function a frame text names, "module!symbol" without a
+ * call-site offset ("module!symbol+0x1a" names module!symbol), or 0 when it
+ * names none (a raw "0x..." address, "module!+0xOFF", "module!"). */
+size_t frame_function_len(const char *frame);
 
 #endif

@@ -134,9 +134,13 @@ struct qctx {
      * times, counted in one pass over the window's events (re_resolve). */
     struct re_defer *defer;
     uint64_t ndefer, defer_alloc;
-    /* Image (module) names, key = index; 0 = none. Handed to the result. */
+    /* Image (module) names, key = index; 0 = none. Handed to the result.
+     * A by-frame query keeps function names here instead, and in fnframe
+     * the frame that keys each one's group (by index). */
     char **images;
     uint32_t nimages, images_alloc;
+    uint64_t *fnframe;
+    uint32_t fnframe_alloc;
     uint32_t *islots; /* index + 1, keyed by the name's hash */
     uint32_t imask;
     unsigned paths; /* QP_* */
@@ -672,6 +676,35 @@ static uint64_t image_key(struct qctx *c, uint64_t frame)
     return mlen ? image_index(c, m, mlen) : 0;
 }
 
+/* Group key of a frame for --by frame: its function. Frames that name the
+ * same function (module!symbol; a call-site offset "+0x..." left out) are
+ * one group, keyed by the first such frame met: every return address into
+ * a function is a frame of its own, and WPA groups them as one. A frame
+ * with no symbol (an address, module!+0xOFF) is its own group. */
+static uint64_t function_key(struct qctx *c, uint64_t frame)
+{
+    char buf[FRAME_TEXT_MAX];
+    const char *text = frame_text(c->si, frame, buf, sizeof(buf));
+    size_t len = frame_function_len(text);
+    uint32_t k = len ? image_index(c, text, len) : 0;
+    if (k == 0)
+        return frame; /* no symbol, or out of memory (c->oom says so) */
+    if (k >= c->fnframe_alloc) {
+        uint32_t na = c->images_alloc;
+        uint64_t *nf = ht_realloc(c->fnframe, (size_t)na * sizeof(uint64_t));
+        if (!nf) {
+            c->oom = 1;
+            return frame;
+        }
+        memset(nf + c->fnframe_alloc, 0, (size_t)(na - c->fnframe_alloc) * sizeof(uint64_t));
+        c->fnframe = nf;
+        c->fnframe_alloc = na;
+    }
+    if (!c->fnframe[k])
+        c->fnframe[k] = frame;
+    return c->fnframe[k];
+}
+
 /* Group (+ 1) of a canonical stack, created on first use; MEMO_EXCLUDED when out of memory. */
 static uint32_t canon_group(struct qctx *c, uint32_t canon)
 {
@@ -706,7 +739,7 @@ static uint32_t stack_memo(struct qctx *c, uint32_t stack)
         int by = c->q->list ? HT_BY_STACK : c->q->by;
         switch (by) {
         case HT_BY_FRAME:
-            key = n ? sf[0] : 0;
+            key = n ? function_key(c, sf[0]) : 0;
             h = ht_mix64(key);
             break;
         case HT_BY_IMAGE:
@@ -1593,6 +1626,7 @@ static void ctx_free(struct qctx *c)
         ht_free(c->images[k]);
     ht_free(c->images);
     ht_free(c->islots);
+    ht_free(c->fnframe);
 }
 
 int engine_query_view(struct engine_view *v, const struct query *qin, struct query_result *res)

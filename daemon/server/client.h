@@ -33,6 +33,12 @@ struct client {
     uint64_t id;
     uint32_t uid;          /* the peer's, from admission */
     uint64_t last_request; /* loop time (ms) of its last complete request, or of the accept */
+    /* Loop time (ms) it last moved: bytes read from it, or a write of ours
+     * that went out; and libuv's write queue then (a long frame drains in
+     * pieces). A client with output waiting that did not move for the idle
+     * timeout is stalled (server.c). */
+    uint64_t last_progress;
+    size_t last_wq;
     int closing;
     int close_when_flushed;
     int pending_closes;
@@ -44,6 +50,8 @@ struct client {
      * lines and reply streams, in request order. */
     struct out_item *oq_head, *oq_tail;
     uint64_t oq_bytes; /* bytes of the queued lines */
+    uint64_t oq_held;  /* bytes the queued streams hold (reply_src.held) */
+    uint32_t npending; /* places in the queue waiting for an answer (client_reserve) */
     char *held;        /* requests read while output was backed up, run once it drained */
     size_t held_len;
     int eof; /* the client shut its writing side: answer what it sent, then close */

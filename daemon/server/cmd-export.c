@@ -23,19 +23,51 @@ static int64_t value_of(const cJSON *row, const char *key)
     return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
 }
 
-static const char *sort_field(const char *sort)
+/* What a collapsed line's value is: a sort key's figure (field), or with
+ * --type the size each named type measures, summed (types: a mask of
+ * 1 << ht_itype): AIFI and AIFO the size allocated in the window, AOFI the
+ * size freed in it, AOFO the size still outstanding from before it. */
+struct export_value {
+    const char *field;
+    unsigned types;
+};
+
+/* The value of --type's mask with no --sort, one per mask (a reply's
+ * formatter keeps a pointer to it while the rows stream). */
+static const struct export_value type_values[16] = {
+    {NULL, 0}, {NULL, 1}, {NULL, 2},  {NULL, 3},  {NULL, 4},  {NULL, 5},  {NULL, 6},  {NULL, 7},
+    {NULL, 8}, {NULL, 9}, {NULL, 10}, {NULL, 11}, {NULL, 12}, {NULL, 13}, {NULL, 14}, {NULL, 15}};
+
+/* The figure each sort key sorts by. */
+static const struct export_value sort_values[] = {{"outstanding", 0}, {"outstanding_count", 0},
+                                                  {"size", 0},        {"count", 0},
+                                                  {"reallocs", 0},    {"impacting", 0}};
+
+static const struct export_value *sort_value(const char *sort)
 {
-    if (!strcmp(sort, "soc"))
-        return "outstanding_count";
-    if (!strcmp(sort, "st"))
-        return "size";
-    if (!strcmp(sort, "stc"))
-        return "count";
-    if (!strcmp(sort, "src"))
-        return "reallocs";
-    if (!strcmp(sort, "impact"))
-        return "impacting";
-    return "outstanding";
+    static const char *const keys[] = {"so", "soc", "st", "stc", "src", "impact"};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        if (!strcmp(sort, keys[k]))
+            return &sort_values[k];
+    return &sort_values[0];
+}
+
+/* The value of a collapsed export: --sort's figure when given, else with
+ * --type the size those types measure, else the default sort's
+ * (outstanding). 0 or HT_EBADARG (a bad --type) with err. */
+static int export_value_of(const cJSON *args, const struct export_value **out, char *err,
+                           size_t errsz)
+{
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(args, "sort");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(args, "type");
+    unsigned mask;
+    *out = sort_value(so ? so->valuestring : "so");
+    if (so || !ty)
+        return 0;
+    int rc = qargs_types(ty, &mask, err, errsz);
+    if (rc == 0)
+        *out = &type_values[mask & 15];
+    return rc;
 }
 
 /* One frame into a label: ';' separates frames in collapsed stacks, '"' is
@@ -110,11 +142,38 @@ static int sample_csv_line(const cJSON *x, struct ht_sbuf *line)
                        (long long)value_of(x, "private_bytes"));
 }
 
+static int64_t row_value(const cJSON *r, const struct export_value *ev)
+{
+    if (ev->field)
+        return value_of(r, ev->field);
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(r, "types");
+    int64_t v = 0;
+    for (int k = 0; k < 4; k++)
+        if (ev->types & (1u << k))
+            v += value_of(cJSON_GetObjectItemCaseSensitive(types, ht_type_names[k]), "size");
+    return v;
+}
+
+/* The value's name for the reply ("outstanding", "AIFI+AIFO size"). */
+static void value_name(const struct export_value *ev, char *buf, size_t n)
+{
+    if (ev->field) {
+        snprintf(buf, n, "%s", ev->field);
+        return;
+    }
+    size_t len = 0;
+    for (int k = 0; k < 4 && len < n; k++)
+        if (ev->types & (1u << k))
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "+" : "", ht_type_names[k]);
+    if (len < n)
+        snprintf(buf + len, n - len, " size");
+}
+
 /* flamegraph.pl / speedscope: "outer;...;inner value"; 1 made, 0 when the
  * row has no value, or an error. */
-static int collapsed_line(const cJSON *r, const char *field, struct ht_sbuf *line)
+static int collapsed_line(const cJSON *r, const struct export_value *ev, struct ht_sbuf *line)
 {
-    int64_t v = value_of(r, field);
+    int64_t v = row_value(r, ev);
     if (v <= 0)
         return 0;
     int rc = row_label(r, ";", 1, 0, line);
@@ -150,7 +209,7 @@ static int csv_line(const cJSON *r, int rank, struct ht_sbuf *line)
 }
 
 /* A snapshot's rows (or samples) as lines (snapshots are small: built whole). */
-static cJSON *render(const cJSON *result, const char *format, const char *sort)
+static cJSON *render(const cJSON *result, const char *format, const struct export_value *ev)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "format", format);
@@ -160,7 +219,6 @@ static cJSON *render(const cJSON *result, const char *format, const char *sort)
     }
     cJSON *lines = cJSON_AddArrayToObject(d, "lines");
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(result, "rows");
-    const char *field = sort_field(sort);
     int csv = !strcmp(format, "csv");
     if (csv)
         add_line(lines, CSV_ROWS_HEADER);
@@ -170,7 +228,7 @@ static cJSON *render(const cJSON *result, const char *format, const char *sort)
     cJSON_ArrayForEach(r, rows)
     {
         line.len = 0;
-        rc = csv ? csv_line(r, ++rank, &line) : collapsed_line(r, field, &line);
+        rc = csv ? csv_line(r, ++rank, &line) : collapsed_line(r, ev, &line);
         if (rc < 0)
             break;
         if (csv || rc == 1)
@@ -273,8 +331,23 @@ static int export_timeline(struct cmd_ctx *ctx, const char *format)
 
 /* What an export's answer needs besides its query. */
 struct export_job {
-    char format[16], sort[16];
+    char format[16];
+    const struct export_value *value;
 };
+
+/* Lines (csv, collapsed) lose the result's head: what the ctl needs to say
+ * why an export has nothing in it goes along (the groups the query found,
+ * and the value a collapsed line needs nonzero). */
+static void lines_head(cJSON *d, const cJSON *head, const struct export_value *ev)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(head, "groups");
+    cJSON_AddNumberToObject(d, "groups", cJSON_IsNumber(g) ? g->valuedouble : 0);
+    if (ev) {
+        char name[64];
+        value_name(ev, name, sizeof(name));
+        cJSON_AddStringToObject(d, "value", name);
+    }
+}
 
 static void export_job_done(struct qjob *j)
 {
@@ -284,18 +357,26 @@ static void export_job_done(struct qjob *j)
     }
     const struct export_job *x = j->arg;
     cJSON *arr, *outer;
-    cJSON *d =
-        export_data(x->format, rows_head(j->s, &j->qa[0]->q, &j->res[0]), "rows", &arr, &outer);
+    cJSON *head = rows_head(j->s, &j->qa[0]->q, &j->res[0]);
+    int collapsed = !strcmp(x->format, "collapsed");
+    cJSON *lead = strcmp(x->format, "json") ? cJSON_CreateObject() : NULL;
+    if (lead)
+        lines_head(lead, head, collapsed ? x->value : NULL);
+    cJSON *d = export_data(x->format, head, "rows", &arr, &outer);
+    for (cJSON *m; lead && (m = lead->child);)
+        cJSON_AddItemToObject(d, m->string, cJSON_DetachItemViaPointer(lead, m));
+    cJSON_Delete(lead);
     if (!strcmp(x->format, "csv"))
         rows_job_answer(j, 0, d, arr, outer, csv_fmt, NULL, "\"" CSV_ROWS_HEADER "\"");
-    else if (!strcmp(x->format, "collapsed"))
-        rows_job_answer(j, 0, d, arr, outer, collapsed_fmt, sort_field(x->sort), NULL);
+    else if (collapsed)
+        rows_job_answer(j, 0, d, arr, outer, collapsed_fmt, x->value, NULL);
     else
         rows_job_answer(j, 0, d, arr, outer, NULL, NULL, NULL);
 }
 
 /* The query runs on a worker (query-job.h); the rows are formatted as they are sent. */
-static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what, const char *sort)
+static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what,
+                       const struct export_value *value)
 {
     struct qjob *j = qjob_new(ctx->s, "export");
     struct export_job *x = j ? ht_calloc(1, sizeof(*x)) : NULL;
@@ -304,7 +385,7 @@ static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
     }
     snprintf(x->format, sizeof(x->format), "%s", format);
-    snprintf(x->sort, sizeof(x->sort), "%s", sort);
+    x->value = value;
     j->arg = x;
     j->release = ht_free;
     /* Exports want everything: the top defaults to the maximum. */
@@ -313,6 +394,18 @@ static int export_rows(struct cmd_ctx *ctx, const char *format, const char *what
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
     if (qargs_obj && !cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
         cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
+    /* --type without --sort: sorted by the types' size where a sort key is
+     * exactly that (so the --top kept are the largest): st is the size
+     * allocated in the window (AIFI + AIFO), so the size alive at its end
+     * (AIFO + AOFO). */
+    const unsigned in_window = 1u << HT_AIFI | 1u << HT_AIFO;
+    const unsigned alive = 1u << HT_AIFO | 1u << HT_AOFO;
+    const char *by_types = value->field                   ? NULL
+                           : !(value->types & ~in_window) ? "st"
+                           : !(value->types & ~alive)     ? "so"
+                                                          : NULL;
+    if (qargs_obj && by_types)
+        cJSON_AddStringToObject(qargs_obj, "sort", by_types);
     char err[256];
     int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
                             err, sizeof(err));
@@ -332,8 +425,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     const char *format = cJSON_GetObjectItemCaseSensitive(args, "format")->valuestring;
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(args, "what");
     const char *what = w ? w->valuestring : "stacks";
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(args, "sort");
-    const char *sort = so ? so->valuestring : "so";
+    const struct export_value *value;
     const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
     uint32_t cap = s->srv->cfg->max_snapshots;
     const struct snapshot *x = &s->snaps[((uint32_t)snap->valuedouble + cap - 1) % cap];
@@ -355,8 +447,13 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         *out = d;
         return 0;
     }
+    int rc = export_value_of(args, &value, err, errsz);
+    if (rc)
+        return rc;
     cJSON *result = cJSON_Duplicate(part, 1);
-    cJSON *d = result ? render(result, format, sort) : NULL;
+    cJSON *d = result ? render(result, format, value) : NULL;
+    if (d && strcmp(format, "json"))
+        lines_head(d, result, !strcmp(format, "collapsed") ? value : NULL);
     cJSON_Delete(result);
     if (!d) {
         snprintf(err, errsz, "out of memory rendering the snapshot");
@@ -391,8 +488,6 @@ int cmd_export(struct cmd_ctx *ctx)
     const char *format = cJSON_GetObjectItemCaseSensitive(args, "format")->valuestring;
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(args, "what");
     const char *what = w ? w->valuestring : "stacks";
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(args, "sort");
-    const char *sort = so ? so->valuestring : "so";
     if (strcmp(format, "json") && strcmp(format, "csv") && strcmp(format, "collapsed"))
         return cmd_error(ctx, HT_EBADARG, "--format must be json, csv or collapsed%s",
                          !strcmp(format, "pprof") ? " (pprof is not built yet)" : "");
@@ -402,7 +497,12 @@ int cmd_export(struct cmd_ctx *ctx)
     if (!cJSON_GetObjectItemCaseSensitive(args, "snapshot")) {
         if (!strcmp(what, "timeline"))
             return export_timeline(ctx, format);
-        return export_rows(ctx, format, what, sort);
+        const struct export_value *value;
+        char err[256];
+        int rc = export_value_of(args, &value, err, sizeof(err));
+        if (rc)
+            return cmd_error(ctx, rc, "%s", err);
+        return export_rows(ctx, format, what, value);
     }
     if (s->snap_pending) {
         struct qjob *j = qjob_new(s, "export snapshot");

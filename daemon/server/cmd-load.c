@@ -46,13 +46,15 @@ int cmd_load(struct cmd_ctx *ctx)
     const struct source_ops *ops = source_pick(SOURCE_STREAM, NULL, err, sizeof(err));
     if (!ops)
         return cmd_error(ctx, HT_ENOTSUP, "%s", err);
-    int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
+    int rc =
+        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     struct session *s =
         session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
+    s->owner = ctx->c->uid;
     rc = session_add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);

@@ -1,4 +1,4 @@
-/* ls: one line per session. */
+/* ls: one line per session the client may see (its own; root: all). */
 #include "commands.h"
 
 #include <cjson/cJSON.h>
@@ -8,6 +8,8 @@ int cmd_ls(struct cmd_ctx *ctx)
     cJSON *d = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(d, "sessions");
     for (struct session *s = ctx->srv->sessions; s; s = s->next) {
+        if (!session_visible(s, ctx->c->uid))
+            continue; /* another user's */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", s->id);
         cJSON_AddStringToObject(o, "name", s->name);

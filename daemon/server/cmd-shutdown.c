@@ -1,6 +1,8 @@
-/* shutdown: stop every session and the daemon, after answering. */
+/* shutdown: stop every session and the daemon, after answering; refused to a
+ * client while another user has a session. */
 #include "commands.h"
 
+#include "ht-error.h"
 #include "log.h"
 
 #include <cjson/cJSON.h>
@@ -13,8 +15,22 @@ static void stop_cb(uv_timer_t *t)
     server_stop(srv);
 }
 
+/* Another user's session, if any: shutting down would stop and drop it. */
+static const struct session *others_session(struct cmd_ctx *ctx)
+{
+    for (const struct session *s = ctx->srv->sessions; s; s = s->next)
+        if (!session_visible(s, ctx->c->uid))
+            return s;
+    return NULL;
+}
+
 int cmd_shutdown(struct cmd_ctx *ctx)
 {
+    if (others_session(ctx))
+        return cmd_error(ctx, HT_EPERM,
+                         "other users have sessions here: only root may shut the daemon down "
+                         "(uid %u may stop and drop its own sessions)",
+                         (unsigned)ctx->c->uid);
     log_info("shutdown requested by client %llu", (unsigned long long)ctx->c->id);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "sessions", ctx->srv->nsessions);

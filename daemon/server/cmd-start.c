@@ -11,6 +11,8 @@
 #include "ht-error.h"
 #include "log.h"
 #include "stack-intern.h"
+#include "endpoint.h"
+#include "sys/procmem.h"
 #include "sys/trace-access.h"
 
 #include <cjson/cJSON.h>
@@ -56,6 +58,50 @@ static char **argv_of(const cJSON *list)
     return argv;
 }
 
+/* The session that traces pid now (its source attached), or NULL. */
+static struct session *tracing_session(struct server *srv, uint64_t pid)
+{
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        if (!session_taking_input(s))
+            continue;
+        const struct source_params *lp = &s->live_params;
+        if ((lp->mode == SOURCE_PID && lp->pid == pid) ||
+            (lp->mode == SOURCE_LAUNCH && s->eng.pid == pid))
+            return s;
+    }
+    return NULL;
+}
+
+static int already_traced(struct cmd_ctx *ctx, const struct session *o, uint64_t pid)
+{
+    /* Another user's session is not named to whom may not see it. */
+    if (!session_visible(o, ctx->c->uid))
+        return cmd_error(ctx, HT_EEXIST, "process %llu is already traced by another user's session",
+                         (unsigned long long)pid);
+    return cmd_error(ctx, HT_EEXIST,
+                     "process %llu is already traced by session %u \"%s\" ('heaptracectl stop "
+                     "%u' ends it)",
+                     (unsigned long long)pid, o->id, o->name, o->id);
+}
+
+/* The first private-bytes reading, at the start: until the source's sampler
+ * sends its own, status, top and the timeline's first sample would read 0.
+ * A process that cannot be read (gone already) keeps 0; the source says why. */
+static void first_private_sample(struct session *s, const struct source_params *p)
+{
+    struct procmem pm;
+    if (p->mode == SOURCE_PID && procmem_read(p->pid, &pm) == 0)
+        engine_private_bytes(&s->eng, pm.private_bytes);
+}
+
+/* A start that failed gives its id back: the next session gets it (the
+ * dropped one is out of the list already, and nobody was told its id). */
+static void session_id_unuse(struct server *srv, uint32_t id)
+{
+    if (srv->next_session_id == id)
+        srv->next_session_id--;
+}
+
 static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p)
 {
     cJSON *d = cJSON_CreateObject();
@@ -80,12 +126,95 @@ static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct sourc
     return cmd_reply(ctx, d);
 }
 
-int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
+/* start --pid: may the client trace pid? 0 with *handle on the process
+ * checked (trace_access_open) and who, to confirm once attached. */
+static int pid_access(struct cmd_ctx *ctx, uint64_t pid, struct trace_who *who, int *handle,
+                      char *err, size_t errsz)
+{
+    memset(who, 0, sizeof(*who));
+    who->uid = ctx->c->uid;
+    if (who->uid != 0) {
+        int rc = endpoint_peer_groups(&ctx->c->pipe, &who->gid, who->groups, TRACE_GROUPS_MAX,
+                                      &who->ngroups, err, errsz);
+        if (rc != 0)
+            return rc;
+    }
+    return trace_access_open(who, pid, handle, err, errsz);
+}
+
+/* The session of start or run, its source begun; with who, the access
+ * checked on handle is confirmed once attached: the process is still the
+ * one checked, and still the client's to trace (no setuid exec meanwhile;
+ * from the attach on, an exec ends the trace). */
+static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struct source_params *p,
+                        const struct trace_who *who, int handle)
 {
     const cJSON *args = ctx->req->args;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "name");
-    const cJSON *want = cJSON_GetObjectItemCaseSensitive(args, "source");
     const cJSON *depth = cJSON_GetObjectItemCaseSensitive(args, "stack_depth");
+    unsigned mode = p->mode;
+    char err[512];
+    /* After the access check: who may not trace the process is not told who does. */
+    const struct session *o = mode == SOURCE_PID ? tracing_session(ctx->srv, p->pid) : NULL;
+    if (o)
+        return already_traced(ctx, o, p->pid);
+    int rc =
+        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
+    p->stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;
+    p->no_heap = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_heap"));
+    p->no_virtual = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_virtual"));
+    const cJSON *exe = cJSON_GetObjectItemCaseSensitive(args, "exe");
+    if (exe)
+        p->image = exe->valuestring;
+    char **argv = NULL;
+    if (mode == SOURCE_LAUNCH) {
+        argv = argv_of(cJSON_GetObjectItemCaseSensitive(args, "argv"));
+        if (!argv)
+            return cmd_error(ctx, HT_ENOMEM, "out of memory");
+        p->argv = argv;
+    }
+    struct session *s =
+        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+    if (!s) {
+        ht_free(argv);
+        return cmd_error(ctx, HT_ENOMEM, "%s", err);
+    }
+    s->owner = ctx->c->uid;
+    rc = session_add_triggers(s, args, err, sizeof(err));
+    if (rc == 0) {
+        /* Private bytes sampled four times per timeline interval (a read of
+         * /proc/PID/status is ~5 us), so a timeline sample and a trigger see
+         * a value at most a quarter interval old; at least every 10 ms. */
+        uint64_t tl = ctx->srv->cfg->limits.timeline_ns;
+        p->sample_ns = (tl ? tl : 1000000000ULL) / 4;
+        if (p->sample_ns < 10000000ULL)
+            p->sample_ns = 10000000ULL;
+        p->ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
+        s->state = SESSION_RUNNING;
+        /* Before the source starts: its start may apply its first events
+         * (the process), and the timeline's first sample is taken with them. */
+        first_private_sample(s, p);
+        rc = session_source_begin(s, ops, p, err, sizeof(err));
+    }
+    if (rc == 0 && who)
+        rc = trace_access_confirm(who, p->pid, handle, err, sizeof(err));
+    ht_free(argv);
+    if (rc != 0) {
+        uint32_t id = s->id;
+        log_info("session %u: %s with source %s failed: %s", id, mode_flag(mode), ops->name, err);
+        session_drop(s);
+        session_id_unuse(ctx->srv, id);
+        return cmd_error(ctx, rc, "%s", err);
+    }
+    return live_reply(ctx, s, p);
+}
+
+int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
+{
+    const cJSON *args = ctx->req->args;
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(args, "source");
     struct source_params p;
     memset(&p, 0, sizeof(p));
     p.mode = (enum source_mode)mode;
@@ -105,56 +234,17 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
             return cmd_error(ctx, rc, "source %s cannot trace here: %s", ops->name, err);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");
+    struct trace_who who;
+    int handle = -1;
     if (mode == SOURCE_PID && pid) {
-        int prc = trace_access_check(ctx->c->uid, (uint64_t)pid->valuedouble, err, sizeof(err));
+        p.pid = (uint64_t)pid->valuedouble;
+        int prc = pid_access(ctx, p.pid, &who, &handle, err, sizeof(err));
         if (prc != 0)
             return cmd_error(ctx, prc, "%s", err);
     }
-    int rc = session_admit(ctx->srv, name ? name->valuestring : NULL, err, sizeof(err));
-    if (rc != 0)
-        return cmd_error(ctx, rc, "%s", err);
-    p.stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;
-    p.no_heap = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_heap"));
-    p.no_virtual = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_virtual"));
-    const cJSON *exe = cJSON_GetObjectItemCaseSensitive(args, "exe");
-    if (pid)
-        p.pid = (uint64_t)pid->valuedouble;
-    if (exe)
-        p.image = exe->valuestring;
-    char **argv = NULL;
-    if (mode == SOURCE_LAUNCH) {
-        argv = argv_of(cJSON_GetObjectItemCaseSensitive(args, "argv"));
-        if (!argv)
-            return cmd_error(ctx, HT_ENOMEM, "out of memory");
-        p.argv = argv;
-    }
-    struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
-    if (!s) {
-        ht_free(argv);
-        return cmd_error(ctx, HT_ENOMEM, "%s", err);
-    }
-    rc = session_add_triggers(s, args, err, sizeof(err));
-    if (rc == 0) {
-        /* Private bytes sampled four times per timeline interval (a read of
-         * /proc/PID/status is ~5 us), so a timeline sample and a trigger see
-         * a value at most a quarter interval old; at least every 10 ms. */
-        uint64_t tl = ctx->srv->cfg->limits.timeline_ns;
-        p.sample_ns = (tl ? tl : 1000000000ULL) / 4;
-        if (p.sample_ns < 10000000ULL)
-            p.sample_ns = 10000000ULL;
-        p.ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
-        s->state = SESSION_RUNNING;
-        rc = session_source_begin(s, ops, &p, err, sizeof(err));
-    }
-    ht_free(argv);
-    if (rc != 0) {
-        log_info("session %u: %s with source %s failed: %s", s->id, mode_flag(mode), ops->name,
-                 err);
-        session_drop(s);
-        return cmd_error(ctx, rc, "%s", err);
-    }
-    return live_reply(ctx, s, &p);
+    int rc = live_session(ctx, ops, &p, handle >= 0 ? &who : NULL, handle);
+    trace_access_close(handle);
+    return rc;
 }
 
 int cmd_start(struct cmd_ctx *ctx)

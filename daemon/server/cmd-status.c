@@ -76,6 +76,8 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(d, "id", s->id);
     cJSON_AddStringToObject(d, "name", s->name);
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    if (s->finishing) /* stopped, still applying what the source had taken */
+        cJSON_AddTrueToObject(d, "draining");
     if (s->stop_reason[0])
         cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
     cJSON_AddStringToObject(d, "source", s->source);
@@ -154,6 +156,8 @@ int cmd_status(struct cmd_ctx *ctx)
         if (t->every)
             cJSON_AddNumberToObject(o, "every", (double)t->every);
         cJSON_AddNumberToObject(o, "fired", t->fired);
+        if (t->snapshot && t->every)
+            cJSON_AddNumberToObject(o, "steps", (double)t->steps);
         if (t->fired) {
             cJSON_AddNumberToObject(o, "first_fired_at", (double)t->first_t);
             cJSON_AddNumberToObject(o, "last_fired_at", (double)t->last_t);

@@ -79,6 +79,9 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(cl, "accept_errors", (double)srv->accept_errors);
     cJSON_AddNumberToObject(cl, "idle_closed", (double)srv->clients_idle_closed);
     cJSON_AddNumberToObject(cl, "dropped_slow", (double)srv->clients_dropped_slow);
+    cJSON_AddNumberToObject(cl, "closed_stalled", (double)srv->clients_closed_stalled);
+    cJSON_AddNumberToObject(cl, "stalled_unread_bytes", (double)srv->stalled_unread_bytes);
+    cJSON_AddNumberToObject(cl, "stalled_requests_unanswered", (double)srv->stalled_requests);
     cJSON_AddNumberToObject(cl, "dropped_output_total", (double)srv->clients_dropped_output_total);
     cJSON_AddNumberToObject(cl, "top_frames_skipped", (double)srv->top_frames_skipped);
     cJSON_AddNumberToObject(cl, "top_frames_failed", (double)srv->top_frames_failed);

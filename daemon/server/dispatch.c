@@ -51,10 +51,14 @@ int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
     return err;
 }
 
-/* SESSION may be left out when exactly one session exists. */
+/* The only place a command's SESSION is resolved, so no command can forget
+ * whose it is: a client sees and names only its own sessions (root: all);
+ * naming another's is EPERM. SESSION may be left out when exactly one
+ * session is the client's to see. */
 static int resolve_session(struct cmd_ctx *ctx)
 {
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session");
+    uint32_t uid = ctx->c->uid;
     if (ref) {
         ctx->s = session_find(ctx->srv, ref);
         if (!ctx->s)
@@ -62,21 +66,35 @@ static int resolve_session(struct cmd_ctx *ctx)
                              cJSON_IsString(ref) ? "\"" : "",
                              cJSON_IsString(ref) ? ref->valuestring : "",
                              cJSON_IsString(ref) ? "\"" : "(by that id)");
+        if (!session_visible(ctx->s, uid)) {
+            ctx->s = NULL;
+            return cmd_error(ctx, HT_EPERM,
+                             "session %s%s%s belongs to another user: uid %u acts only on its own "
+                             "sessions",
+                             cJSON_IsString(ref) ? "\"" : "",
+                             cJSON_IsString(ref) ? ref->valuestring : "",
+                             cJSON_IsString(ref) ? "\"" : "(by that id)", (unsigned)uid);
+        }
         return 0;
     }
-    if (ctx->srv->nsessions == 1) {
-        ctx->s = ctx->srv->sessions;
-        return 0;
-    }
-    if (ctx->srv->nsessions == 0)
-        return cmd_error(ctx, HT_ENOSESSION, "no sessions: start, run or load one first");
     char names[256] = "";
     size_t n = 0;
-    for (struct session *s = ctx->srv->sessions; s && n + 70 < sizeof(names); s = s->next)
-        n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id,
-                              s->name);
-    return cmd_error(ctx, HT_EAMBIGUOUS, "%u sessions exist, name one: %s", ctx->srv->nsessions,
-                     names);
+    uint32_t seen = 0;
+    for (struct session *s = ctx->srv->sessions; s; s = s->next) {
+        if (!session_visible(s, uid))
+            continue;
+        seen++;
+        ctx->s = s;
+        if (n + 70 < sizeof(names))
+            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id,
+                                  s->name);
+    }
+    if (seen == 1)
+        return 0;
+    ctx->s = NULL;
+    if (seen == 0)
+        return cmd_error(ctx, HT_ENOSESSION, "no sessions: start, run or load one first");
+    return cmd_error(ctx, HT_EAMBIGUOUS, "%u sessions exist, name one: %s", seen, names);
 }
 
 void dispatch_request(struct client *c, const char *line, size_t len)

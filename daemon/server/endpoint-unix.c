@@ -288,3 +288,33 @@ int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz)
              (int)cred.pid);
     return HT_EPERM;
 }
+
+int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uint32_t cap,
+                         uint32_t *n, char *err, size_t errsz)
+{
+    *n = 0;
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (uv_fileno((uv_handle_t *)client, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        snprintf(err, errsz, "cannot read the client's credentials");
+        return HT_EPERM;
+    }
+    *gid = cred.gid;
+    /* SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups as of its
+     * connect; ERANGE when they do not fit, with the size they need
+     * (net/core/sock.c, sk_getsockopt). */
+    gid_t g[256];
+    len = (socklen_t)(sizeof(gid_t) * (cap < 256 ? cap : 256));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+        int e = errno;
+        snprintf(err, errsz, "cannot read the client's groups (SO_PEERGROUPS): %s%s", strerror(e),
+                 e == ERANGE ? " (more than 256)" : "");
+        return HT_EPERM;
+    }
+    *n = (uint32_t)(len / sizeof(gid_t));
+    for (uint32_t i = 0; i < *n; i++)
+        groups[i] = g[i];
+    return 0;
+}

@@ -52,6 +52,14 @@ void endpoint_close(struct endpoint *ep);
  * Unix: SO_PEERCRED. Windows: the pipe's DACL already admits only those, and
  * the client's token is checked again (ImpersonateNamedPipeClient). */
 int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz);
+/* The peer's groups as they were at its connect, for acting with its
+ * rights (trace-access.h): its gid and its supplementary groups, at most cap
+ * of them (a peer with more is refused, HT_EPERM: never checked with fewer
+ * groups than it has). 0 or HT_EPERM with why in err.
+ * Unix: SO_PEERCRED and SO_PEERGROUPS (Linux 4.13). Windows: gid 0 and no
+ * groups (only the administrator traces there). */
+int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uint32_t cap,
+                         uint32_t *n, char *err, size_t errsz);
 /* 0 while the process can take one more client, else UV_EMFILE or UV_ENFILE:
  * the newest client (which took the last descriptor) is then refused, so the
  * next accept has one. Windows has no descriptor limit here: always 0. */

@@ -156,6 +156,34 @@ static int add_patterns(struct frame_pat *pats, unsigned *n, const cJSON *list, 
     return 0;
 }
 
+int qargs_types(const cJSON *v, unsigned *types, char *err, size_t errsz)
+{
+    *types = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        char *save = NULL, buf[64];
+        snprintf(buf, sizeof(buf), "%s", it->valuestring);
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            int t = name_index(ht_type_names, tok);
+            if (t < 0 && strcasecmp(tok, "transient") == 0)
+                t = HT_AIFI;
+            if (t < 0 && strcasecmp(tok, "impacting") == 0)
+                t = HT_AIFO;
+            if (t < 0) {
+                snprintf(err, errsz, "unknown type \"%s\" (AIFI, AIFO, AOFI, AOFO)", tok);
+                return HT_EBADARG;
+            }
+            *types |= 1u << t;
+        }
+    }
+    if (!*types) {
+        snprintf(err, errsz, "--type names no type");
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg, const cJSON *args,
                 int domain, char *err, size_t errsz)
 {
@@ -173,29 +201,9 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
         qa->has_range = 1;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(args, "type"))) {
-        q->types = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, v)
-        {
-            char *save = NULL, buf[64];
-            snprintf(buf, sizeof(buf), "%s", it->valuestring);
-            for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                int t = name_index(ht_type_names, tok);
-                if (t < 0 && strcasecmp(tok, "transient") == 0)
-                    t = HT_AIFI;
-                if (t < 0 && strcasecmp(tok, "impacting") == 0)
-                    t = HT_AIFO;
-                if (t < 0) {
-                    snprintf(err, errsz, "unknown type \"%s\" (AIFI, AIFO, AOFI, AOFO)", tok);
-                    return HT_EBADARG;
-                }
-                q->types |= 1u << t;
-            }
-        }
-        if (!q->types) {
-            snprintf(err, errsz, "--type names no type");
-            return HT_EBADARG;
-        }
+        int rc = qargs_types(v, &q->types, err, errsz);
+        if (rc)
+            return rc;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(args, "by"))) {
         if ((q->by = name_index(ht_by_names, v->valuestring)) < 0) {
@@ -349,9 +357,18 @@ cJSON *query_row_json(const struct stack_intern *si, const struct query *q,
         cJSON_AddItemToObject(o, "frames", frames_json(si, r->stack, r->skip));
     } else {
         switch (q->by) {
-        case HT_BY_FRAME:
-            cJSON_AddStringToObject(o, "frame", frame_text(si, r->key, buf, sizeof(buf)));
+        case HT_BY_FRAME: {
+            /* The function the row groups (query.c function_key). */
+            char fn[HT_STR_MAX_LEN + 1];
+            const char *text = frame_text(si, r->key, buf, sizeof(buf));
+            size_t len = frame_function_len(text);
+            if (len && len < strlen(text)) {
+                snprintf(fn, sizeof(fn), "%.*s", (int)len, text);
+                text = fn;
+            }
+            cJSON_AddStringToObject(o, "frame", text);
             break;
+        }
         case HT_BY_IMAGE: {
             const char *m = query_result_image(res, r->key);
             cJSON_AddStringToObject(o, "image", m ? m : "?");

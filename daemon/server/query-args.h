@@ -28,6 +28,9 @@ struct qargs {
 /* Fill qa from args for the session. 0 or HT_EBADARG/HT_ENOMARK with err. */
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg,
                 const struct cJSON *args, int domain, char *err, size_t errsz);
+/* A --type list ("AIFI", "AIFO,AOFO", ...) as a mask of 1 << ht_itype.
+ * 0 or HT_EBADARG with err. */
+int qargs_types(const struct cJSON *v, unsigned *types, char *err, size_t errsz);
 /* "A:B" into [t1, t2]: bounds are durations from the start ("10s"), "start",
  * "now", marks, or "-60s" from now. */
 int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2, char *err,

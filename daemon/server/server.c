@@ -93,11 +93,23 @@ static int client_flushed(const struct client *c)
     return !c->oq_head && c->out_pending == 0 && c->held_len == 0;
 }
 
-/* Requests wait while the client has replies queued or a backlog: they are
- * answered in order, and a client cannot pile up work it does not read. */
+/* What the client has not read: its unread bytes and what its queued
+ * reply streams hold (a query's rows) until their last frame. */
+static uint64_t client_backlog(const struct client *c)
+{
+    return client_unread(c) + c->oq_held;
+}
+
+/* Requests wait while an answer of the client's is still being computed
+ * (one query at a time per client), or while its backlog is past half its
+ * output cap. Else they are read and answered in order: a client that
+ * writes many requests before it reads its replies (20,000 pings, 800 KB,
+ * in one write) would block in that write while the daemon waited for it
+ * to read, both forever. One that never reads stops being read with a
+ * bounded backlog, and is closed once stalled for the idle timeout. */
 static int client_busy(const struct client *c)
 {
-    return c->oq_head || c->out_pending >= CLIENT_OUT_LOW;
+    return c->npending || client_backlog(c) >= c->srv->cfg->client_output_cap / 2;
 }
 
 static void write_cb(uv_write_t *req, int status);
@@ -159,6 +171,7 @@ static void client_pump(struct client *c)
                           (double)it->src->slowest_cpu_ns / 1e6);
             if (it->src) {
                 out_queued_add(c->srv, -(int64_t)it->src->held);
+                c->oq_held -= it->src->held;
                 reply_src_free(it->src);
             }
             ht_free(it);
@@ -190,6 +203,8 @@ static void out_queue_clear(struct client *c)
     }
     c->oq_tail = NULL;
     c->oq_bytes = 0;
+    c->oq_held = 0;
+    c->npending = 0;
 }
 
 static void out_queue_push(struct client *c, struct out_item *it)
@@ -237,6 +252,7 @@ static void write_cb(uv_write_t *req, int status)
     struct write_req *w = (struct write_req *)req;
     struct client *c = w->c;
     c->out_pending -= w->len;
+    c->last_progress = uv_now(c->srv->loop);
     out_queued_add(c->srv, -(int64_t)(w->len));
     ht_free(w->line);
     ht_free(w);
@@ -306,6 +322,44 @@ int client_send(struct client *c, char *line)
     return 0;
 }
 
+/* The stream it (not queued yet) waits behind other replies: its first
+ * frame is made now and queued as a line before it, or in its place when
+ * that was the last, so what a pipelining client has not read is counted
+ * bytes (client_backlog), not streams of unknown size; the other frames of a
+ * longer reply are made as the client reads. 0, or an error (c closed, it
+ * freed). */
+static int queue_first_frame(struct client *c, struct out_item *it)
+{
+    int last = 1;
+    char *line = reply_src_next(it->src, &last);
+    struct out_item *li = !line ? NULL : last ? it : ht_calloc(1, sizeof(*li));
+    if (!li) {
+        log_warn("client %llu: out of memory making a reply frame: disconnected",
+                 (unsigned long long)c->id);
+        ht_free(line);
+        out_queued_add(c->srv, -(int64_t)it->src->held);
+        c->oq_held -= it->src->held;
+        reply_src_free(it->src);
+        ht_free(it);
+        client_close(c);
+        return HT_ENOMEM;
+    }
+    if (last) {
+        out_queued_add(c->srv, -(int64_t)it->src->held);
+        c->oq_held -= it->src->held;
+        reply_src_free(it->src);
+        it->src = NULL;
+    }
+    li->line = line;
+    li->len = strlen(line);
+    c->oq_bytes += li->len;
+    out_queued_add(c->srv, (int64_t)li->len);
+    out_queue_push(c, li);
+    if (!last)
+        out_queue_push(c, it);
+    return 0;
+}
+
 void client_send_src(struct client *c, struct reply_src *r)
 {
     struct out_item *it = c->closing ? NULL : ht_calloc(1, sizeof(*it));
@@ -318,7 +372,13 @@ void client_send_src(struct client *c, struct reply_src *r)
      * in the daemon's budget like its queued bytes: 200 clients that never
      * read a stacks reply held 250 MB that no budget saw. */
     out_queued_add(c->srv, (int64_t)r->held);
-    out_queue_push(c, it);
+    c->oq_held += r->held;
+    if (c->oq_head || c->out_pending >= CLIENT_OUT_LOW) {
+        if (queue_first_frame(c, it) != 0)
+            return;
+    } else {
+        out_queue_push(c, it);
+    }
     client_pump(c);
 }
 
@@ -328,6 +388,7 @@ struct out_item *client_reserve(struct client *c)
     if (!it)
         return NULL;
     it->pending = 1;
+    c->npending++;
     out_queue_push(c, it);
     return it;
 }
@@ -335,6 +396,7 @@ struct out_item *client_reserve(struct client *c)
 void client_fill(struct client *c, struct out_item *it, char *line, struct reply_src *r)
 {
     it->pending = 0;
+    c->npending--;
     if (line) {
         it->line = line;
         it->len = strlen(line);
@@ -343,6 +405,7 @@ void client_fill(struct client *c, struct out_item *it, char *line, struct reply
     } else {
         it->src = r;
         out_queued_add(c->srv, (int64_t)r->held);
+        c->oq_held += r->held;
     }
     /* Written if it is first in line; held requests may run now. */
     client_output_moved(c);
@@ -449,6 +512,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = stream->data;
     if (nread > 0) {
+        c->last_progress = uv_now(c->srv->loop);
         client_feed(c, buf->base, (size_t)nread);
         /* A load stream waits while its feed has less room than one read. */
         if (c->mode == CLIENT_STREAM && !c->closing && load_stream_full(c))
@@ -579,7 +643,7 @@ struct client *client_new(struct server *srv)
     c->srv = srv;
     c->id = ++srv->next_client_id;
     c->uid = UINT32_MAX; /* unknown until admitted */
-    c->last_request = uv_now(srv->loop);
+    c->last_request = c->last_progress = uv_now(srv->loop);
     uv_pipe_init(srv->loop, &c->pipe, 0);
     uv_timer_init(srv->loop, &c->timer);
     c->pipe.data = c;
@@ -673,12 +737,52 @@ static int client_idle_expired(const struct client *c, uint64_t now, uint64_t id
     return now - c->last_request >= idle_ms;
 }
 
+/* A client with output waiting in libuv that neither read any of it nor
+ * sent a byte for idle_ms: it does not read and we no longer read it (its
+ * backlog is full), so it would hold its slot forever. Its write queue
+ * shrinking counts as reading (a long frame goes out in pieces). */
+static int client_stalled(struct client *c, uint64_t now, uint64_t idle_ms)
+{
+    if (c->closing || c->out_pending == 0)
+        return 0;
+    size_t wq = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+    if (wq != c->last_wq) {
+        c->last_wq = wq;
+        c->last_progress = now;
+    }
+    return now - c->last_progress >= idle_ms;
+}
+
+/* Closed at once: a line saying why could not reach it. What it was not
+ * sent, and the requests read from it that wait unanswered, are counted
+ * (version: clients.closed_stalled, stalled_unread_bytes,
+ * stalled_requests_unanswered). */
+static void client_close_stalled(struct client *c, uint64_t now)
+{
+    struct server *srv = c->srv;
+    uint64_t unread = client_backlog(c), waiting = 0;
+    for (size_t i = 0; i < c->held_len; i++)
+        waiting += c->held[i] == '\n';
+    srv->clients_closed_stalled++;
+    srv->stalled_unread_bytes += unread;
+    srv->stalled_requests += waiting;
+    log_warn("client %llu: read nothing and sent nothing for %llu ms with %llu bytes of replies "
+             "unread and %llu requests read but not answered: closed as stalled",
+             (unsigned long long)c->id, (unsigned long long)(now - c->last_progress),
+             (unsigned long long)unread, (unsigned long long)waiting);
+    client_close(c);
+}
+
 static void idle_cb(uv_timer_t *t)
 {
     struct server *srv = t->data;
     uint64_t now = uv_now(srv->loop), idle_ms = srv->cfg->client_idle_ns / 1000000;
     for (struct client *c = srv->clients, *next; c; c = next) {
         next = c->next;
+        if (client_stalled(c, now, idle_ms)) {
+            client_close_stalled(c, now);
+            continue;
+        }
         if (!client_idle_expired(c, now, idle_ms))
             continue;
         srv->clients_idle_closed++;

@@ -35,6 +35,10 @@ struct server {
     /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
     uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
         clients_idle_closed;
+    /* Clients closed for making no progress with replies unread (server.c
+     * client_stalled), the reply bytes they were not sent, and the requests
+     * read from them that were never answered. */
+    uint64_t clients_closed_stalled, stalled_unread_bytes, stalled_requests;
     /* A connection that came while no client could be allocated is accepted
      * into this spare handle and closed (libuv stops watching a listener whose
      * waiting connection is never accepted: the daemon would go deaf). */

@@ -26,14 +26,18 @@ const char *session_state_name(enum session_state st)
 
 /* Every slot taken: say which sessions hold them (loads that failed or were
  * cut keep theirs) and how to free one. */
-static int slots_full(struct server *srv, char *err, size_t errsz)
+static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
 {
     size_t n = (size_t)snprintf(err, errsz,
                                 "all %u session slots are taken (max_sessions); free one with "
                                 "'heaptracectl drop NAME'. Sessions:",
                                 srv->cfg->max_sessions);
-    unsigned listed = 0;
-    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next, listed++) {
+    unsigned listed = 0, visible = 0;
+    for (const struct session *o = srv->sessions; o; o = o->next)
+        visible += (unsigned)session_visible(o, uid);
+    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next) {
+        if (!session_visible(o, uid))
+            continue; /* another user's: not named to this client */
         char item[192];
         int k = snprintf(item, sizeof(item), "%s %u \"%s\" %s%s%.60s%s", listed ? "," : "", o->id,
                          o->name, session_state_name(o->state), o->stop_reason[0] ? " (" : "",
@@ -44,19 +48,28 @@ static int slots_full(struct server *srv, char *err, size_t errsz)
             k = (int)sizeof(item) - 1;
         /* Keep room to say how many did not fit. */
         if (n + (size_t)k + 24 >= errsz) {
-            snprintf(err + n, errsz - n, " and %u more", srv->nsessions - listed);
+            n += (size_t)snprintf(err + n, errsz - n, " and %u more", visible - listed);
             break;
         }
         memcpy(err + n, item, (size_t)k + 1);
         n += (size_t)k;
+        listed++;
     }
+    if (visible < srv->nsessions && n < errsz)
+        snprintf(err + n, errsz - n, "%s%u of other users", visible ? ", and " : " ",
+                 srv->nsessions - visible);
     return HT_EFULL;
 }
 
 int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
 {
+    return session_admit_for(srv, name, 0, err, errsz);
+}
+
+int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz)
+{
     if (srv->nsessions >= srv->cfg->max_sessions)
-        return slots_full(srv, err, errsz);
+        return slots_full(srv, uid, err, errsz);
     if (!name || !*name)
         return 0;
     size_t len = strlen(name);
@@ -132,6 +145,13 @@ static int session_active(const struct session *s)
     return s->state == SESSION_LOADING || s->state == SESSION_RUNNING;
 }
 
+/* Applying events: running, or stopped while the source delivers what it
+ * had taken (finishing). */
+static int session_draining(const struct session *s)
+{
+    return session_active(s) || s->finishing;
+}
+
 int session_taking_input(const struct session *s)
 {
     return s->src && !s->src_over && session_active(s);
@@ -160,12 +180,15 @@ static void idle_closed_cb(uv_handle_t *h)
     ht_free(h);
 }
 
+static void end_subscribers(struct session *s, const char *why);
+
 /* The source is over (it ended, or the session stopped): its last counters
  * are kept; one without a symbolizer is closed at once, so its buffers go
  * back to the budget. */
 static void source_over(struct session *s)
 {
     s->src_over = 1;
+    end_subscribers(s, s->stop_reason); /* a finishing stop kept them for the rest */
     session_stats_refresh(s);
     if (!s->src->ops->symbolize) {
         if (s->src->ops->status_json && !s->src_status_last)
@@ -199,7 +222,7 @@ static void drain_cb(uv_idle_t *h)
      * returns (session_sym_released) instead of waiting for it; the events
      * wait in the source meanwhile. */
     int locked = 0;
-    if (s->nrecorders && s->src->ops->symbolize && session_active(s)) {
+    if (s->nrecorders && s->src->ops->symbolize && session_draining(s)) {
         if (uv_mutex_trylock(&s->sym_mu) != 0) {
             if (s->q_running) {
                 s->drains_put_off++;
@@ -211,7 +234,7 @@ static void drain_cb(uv_idle_t *h)
         }
         locked = 1;
     }
-    if (session_active(s))
+    if (session_draining(s))
         rc = s->src->ops->drain(s->src, DRAIN_BUDGET);
     if (s->src->ops->sym_sync && (locked || uv_mutex_trylock(&s->sym_mu) == 0)) {
         s->src->ops->sym_sync(s->src);
@@ -222,7 +245,7 @@ static void drain_cb(uv_idle_t *h)
         session_src_unlock(s);
     session_stats_refresh(s);
     session_warm(s);
-    if (!session_active(s)) {
+    if (!session_draining(s)) {
         uv_idle_stop(h);
         source_over(s);
         return;
@@ -253,6 +276,10 @@ void session_sym_released(struct session *s)
 static void sink_ended(void *arg, const char *reason)
 {
     struct session *s = arg;
+    if (s->finishing) {
+        s->finishing = 0; /* all it had taken is applied: the drain ends it */
+        return;
+    }
     if (s->dropped || !session_active(s))
         return;
     /* Stopping tells the subscribers (record, top) the input is over; a
@@ -290,6 +317,7 @@ static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
         parent->spawn_failed++;
         return HT_EFULL;
     }
+    c->owner = parent->owner;
     struct source_params p = parent->live_params;
     p.mode = SOURCE_PID;
     p.pid = pid;
@@ -461,16 +489,24 @@ void session_stop(struct session *s, const char *reason)
         return;
     /* The source stops producing (a live one detaches) now; it may be
      * draining right now (a trigger fired), so what follows its end runs
-     * from the drain callback, on the next loop iteration. */
+     * from the drain callback, on the next loop iteration. One that can
+     * finish delivers every event it had taken first: they are applied
+     * (and recorded) before the source is over. */
     if (s->src && !s->src_over) {
-        s->src->ops->stop(s->src);
-        s->drain_put_off = 0; /* a stopped session drains nothing: no symbolizer needed */
-        uv_idle_start(s->drain_idle, drain_cb);
+        s->finishing = s->src->ops->finish && s->src->ops->finish(s->src) == 0;
+        if (!s->finishing) {
+            s->src->ops->stop(s->src);
+            s->drain_put_off = 0; /* a stopped session drains nothing: no symbolizer needed */
+        }
+        if (!s->drain_put_off)
+            uv_idle_start(s->drain_idle, drain_cb);
     }
     s->state = SESSION_STOPPED;
     snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
-    log_info("session %u stopped: %s", s->id, reason);
-    end_subscribers(s, reason);
+    log_info("session %u stopped: %s%s", s->id, reason,
+             s->finishing ? " (applying what the source had taken)" : "");
+    if (!s->finishing)
+        end_subscribers(s, reason);
 }
 
 void session_drop(struct session *s)
@@ -526,6 +562,11 @@ void session_free_dropped(struct session *s)
     ht_free(s);
 }
 
+int session_visible(const struct session *s, uint32_t uid)
+{
+    return uid == 0 || s->owner == uid;
+}
+
 struct session *session_find(struct server *srv, const cJSON *ref)
 {
     for (struct session *s = srv->sessions; s; s = s->next) {
@@ -569,15 +610,19 @@ size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap
 int session_apply(void *arg, struct ht_event *evs, size_t n)
 {
     struct session *s = arg;
-    if (s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
+    if (!session_draining(s))
         return 1;
     size_t done = n;
-    if (s->ntriggers) {
+    if (s->ntriggers && session_active(s)) {
         for (size_t i = 0; i < n; i++) {
             engine_apply(&s->eng, &evs[i]);
             session_check_triggers(s);
-            if (s->state == SESSION_STOPPED) {
+            if (!session_draining(s)) {
                 done = i + 1;
+                break;
+            }
+            if (!session_active(s)) { /* stopped, finishing: the rest without triggers */
+                engine_apply_batch(&s->eng, evs + i + 1, n - i - 1);
                 break;
             }
         }
@@ -595,7 +640,7 @@ int session_apply(void *arg, struct ht_event *evs, size_t n)
         }
         s->recorded_events += done;
     }
-    return s->state == SESSION_STOPPED || s->state == SESSION_ENDED;
+    return !session_draining(s);
 }
 
 void session_warm(struct session *s)
@@ -634,6 +679,13 @@ static uint64_t metric_value(struct session *s, int metric)
     default:
         return s->eng.now;
     }
+}
+
+uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v)
+{
+    if (v < next)
+        return 0;
+    return every ? (v - next) / every + 1 : 1;
 }
 
 uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v)
@@ -894,7 +946,8 @@ static void snapshot_query(struct session *s, struct snapshot *sn)
     }
 }
 
-static void take_snapshot(struct session *s, const char *reason)
+static void take_snapshot(struct session *s, const char *reason, uint64_t step_first,
+                          uint64_t step_last)
 {
     uint32_t cap = s->srv->cfg->max_snapshots;
     struct snapshot *sn = &s->snaps[s->snap_seq % cap];
@@ -913,6 +966,8 @@ static void take_snapshot(struct session *s, const char *reason)
     cJSON_AddNumberToObject(sn->data, "seq", sn->seq);
     cJSON_AddNumberToObject(sn->data, "t", (double)sn->t);
     cJSON_AddStringToObject(sn->data, "reason", reason);
+    cJSON_AddNumberToObject(sn->data, "step_first", (double)step_first);
+    cJSON_AddNumberToObject(sn->data, "step_last", (double)step_last);
     cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
     cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
     cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
@@ -938,9 +993,18 @@ void session_check_triggers(struct session *s)
         char reason[96];
         snprintf(reason, sizeof(reason), "%s-when %s", t->snapshot ? "snapshot" : "stop", t->text);
         if (t->snapshot) {
-            /* One snapshot per check however far the value jumped. */
-            take_snapshot(s, reason);
-            t->next = trigger_next_after(t->next, t->every, v);
+            /* One snapshot per check however far the value jumped, naming
+             * every step it crossed: none is skipped unsaid. */
+            uint64_t first = t->steps + 1, next = trigger_next_after(t->next, t->every, v);
+            t->steps += trigger_steps(t->next, t->every, v);
+            size_t n = strlen(reason);
+            if (t->every && t->steps > first)
+                snprintf(reason + n, sizeof(reason) - n, " (steps %llu-%llu)",
+                         (unsigned long long)first, (unsigned long long)t->steps);
+            else if (t->every)
+                snprintf(reason + n, sizeof(reason) - n, " (step %llu)", (unsigned long long)first);
+            take_snapshot(s, reason, first, t->steps);
+            t->next = next;
         } else {
             t->next = UINT64_MAX;
             session_stop(s, reason);

@@ -33,6 +33,7 @@ struct trigger {
     uint64_t every; /* snapshot-when: fire again each time the value grows by this */
     uint64_t next;  /* value at which it fires next; UINT64_MAX = done */
     uint32_t fired;
+    uint64_t steps; /* snapshot-when: steps crossed (a jump crosses several in one snapshot) */
     uint64_t first_t, last_t; /* session times of the first and last firing */
 };
 
@@ -70,6 +71,9 @@ struct session {
     struct server *srv;
     struct session *next;
     uint32_t id;
+    /* The uid of the client that made it (a spawned session: its parent's):
+     * only it and root see the session and act on it (session_visible). */
+    uint32_t owner;
     char name[64];
     enum session_state state;
     char stop_reason[128];
@@ -86,6 +90,7 @@ struct session {
      * symbolizer stays for the replies' frames until the session is dropped. */
     struct source *src;
     int src_over;               /* the source ended or was stopped, and that was handled */
+    int finishing; /* stopped: the source still delivers what it had taken (source.h finish) */
     uv_idle_t *drain_idle;      /* runs while the source has records to drain */
     struct source_stats ingest; /* what the input held (refreshed from the source) */
     /* The source's own status (status_json) as it was when the source was
@@ -152,6 +157,9 @@ struct session {
  * 0, HT_EFULL (every slot taken; err lists the sessions and how to free
  * one), HT_EBADARG (bad name) or HT_EEXIST. */
 int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
+/* The same for a client admitted as uid: HT_EFULL names only the sessions
+ * it may see (session_visible), and counts the others. */
+int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz);
 struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
                             size_t errsz);
 /* Off the session list at once; freed now, or when its running query
@@ -167,6 +175,8 @@ void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);
 struct session *session_find(struct server *srv, const struct cJSON *ref);
+/* May a client admitted as uid see and act on s? Its owner and root (uid 0) may. */
+int session_visible(const struct session *s, uint32_t uid);
 /* Apply a source's events (source_sink.events); nonzero once the session stopped. */
 int session_apply(void *arg, struct ht_event *evs, size_t n);
 /* Open and start the session's source ops with p (its budget and limits are
@@ -202,6 +212,8 @@ int session_add_triggers(struct session *s, const struct cJSON *args, char *err,
  * step of every past v, computed in one division; UINT64_MAX (done) when
  * every is 0 or the step passes 64 bits. */
 uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
+/* How many steps (next, next + every, ...) v has reached: 1 without every. */
+uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v);
 void session_check_triggers(struct session *s);
 /* A job (query-job.h) for the whole-session top stacks (default cull,
  * sorted by outstanding) of domain, or NULL when out of memory. */

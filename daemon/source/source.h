@@ -151,6 +151,11 @@ struct source_ops {
     /* Stop producing and detach from the target (no probe, link or handle
      * left behind). What was produced may still be drained. Idempotent. */
     void (*stop)(struct source *s);
+    /* Optional: stop taking events from the target (detach now) but deliver
+     * every one already taken: drain goes on until they are all handed over,
+     * then ended comes. 0, or nonzero when it cannot (then call stop). stop
+     * and close still stop at once (the rest is counted as lost). */
+    int (*finish)(struct source *s);
     /* Free everything (stops first). No callback comes after it. */
     void (*close)(struct source *s);
     /* A copy of the counters (the symbolizer's as of its last use: never

@@ -9,13 +9,27 @@
  * the daemon's (LocalSystem) and both beyond what an operator may do
  * itself (etw-mechanics.md §1.6, §9): members of pipe_operators_group query
  * sessions; only LocalSystem or an elevated administrator (uid 0) starts one. */
-int trace_access_check(uint32_t uid, uint64_t pid, char *err, size_t errsz)
+int trace_access_open(const struct trace_who *who, uint64_t pid, int *handle, char *err,
+                      size_t errsz)
 {
-    if (uid == 0)
+    *handle = -1;
+    if (who->uid == 0)
         return 0;
     snprintf(err, errsz,
              "only an elevated administrator may trace a process (%llu) on Windows: run as "
              "administrator",
              (unsigned long long)pid);
     return HT_EPERM;
+}
+
+/* Nothing was opened: the administrator's access does not change. */
+int trace_access_confirm(const struct trace_who *who, uint64_t pid, int handle, char *err,
+                         size_t errsz)
+{
+    return trace_access_open(who, pid, &handle, err, errsz);
+}
+
+void trace_access_close(int handle)
+{
+    (void)handle;
 }

@@ -39,6 +39,10 @@
  *                           EOF; prints the answers, frames and items of REQ's reply
  *   holdreplies SOCK N REQ STOPFILE  N connections each send REQ and never read, until
  *                           STOPFILE exists (60 s at most); prints "holding N"
+ *   pipeline SOCK N SECS    N pings (ids 1..N) in one write, then read every reply: each
+ *                           must be ok and in order; fails if that takes over SECS
+ *   neverread SOCK SECS     write pings without ever reading until the daemon closes us
+ *                           (0: prints when) or SECS pass (1: never cut off)
  */
 #include "ht-commands.h"
 #include "ht-text.h"
@@ -887,6 +891,90 @@ static int cmd_halfclose(const char *sock, long n, const char *req)
     return rc || answers != n;
 }
 
+/* pipeline: where it was when the time ran out. */
+static volatile long pipe_sent = -1, pipe_read;
+
+static void pipeline_alarm(int sig)
+{
+    char msg[160];
+    int n = snprintf(msg, sizeof(msg), "pipeline: stuck: %s, %ld replies read\n",
+                     pipe_sent < 0 ? "still in the write" : "write done", pipe_read);
+    (void)sig;
+    if (write(1, msg, (size_t)n) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+static int cmd_pipeline(const char *sock, long n, int secs)
+{
+    size_t cap = (size_t)n * 48 + 1, len = 0;
+    char *buf = malloc(cap);
+    for (long i = 1; i <= n; i++)
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "{\"v\":1,\"id\":%ld,\"cmd\":\"ping\",\"args\":{}}\n", i);
+    int fd = connect_to(sock);
+    signal(SIGALRM, pipeline_alarm);
+    alarm((unsigned)secs);
+    double t0 = now_ms();
+    if (send_all(fd, buf, len) != 0) {
+        printf("pipeline: write failed: %s\n", strerror(errno));
+        return 1;
+    }
+    pipe_sent = (long)len;
+    struct reader r = {fd, NULL, 0, 0};
+    for (long i = 1; i <= n; i++, pipe_read++) {
+        char *line = reader_line(&r, 65536, 0);
+        cJSON *env = line ? cJSON_Parse(line) : NULL;
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(env, "id");
+        int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "ok")) && cJSON_IsNumber(id) &&
+                 id->valuedouble == (double)i;
+        if (!ok) {
+            printf("pipeline: reply %ld: %s\n", i, line ? line : "connection closed");
+            return 1;
+        }
+        cJSON_Delete(env);
+        free(line);
+    }
+    alarm(0);
+    printf("pipeline: %ld requests (%zu bytes) in one write, %ld replies in order, %.0f ms\n", n,
+           len, pipe_read, now_ms() - t0);
+    free(r.buf);
+    free(buf);
+    close(fd);
+    return 0;
+}
+
+static int cmd_neverread(const char *sock, int secs)
+{
+    int fd = connect_to(sock);
+    const char *q = "{\"v\":1,\"id\":1,\"cmd\":\"ping\"}\n";
+    size_t qn = strlen(q);
+    double t0 = now_ms(), last_sent = t0;
+    long sent = 0;
+    int cut = 0;
+    while (now_ms() - t0 < secs * 1e3 && !cut) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 100) < 0)
+            break;
+        if (p.revents & (POLLERR | POLLHUP)) {
+            cut = 1;
+        } else if (p.revents & POLLOUT) {
+            ssize_t k = send(fd, q, qn, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0) {
+                sent += k;
+                last_sent = now_ms();
+            } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                cut = 1;
+            }
+        }
+    }
+    double t = now_ms();
+    printf("neverread: wrote %ld bytes, %s %.0f ms after the last write went in\n", sent,
+           cut ? "closed by the daemon" : "never cut off,", t - last_sent);
+    close(fd);
+    return !cut;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -935,6 +1023,10 @@ int main(int argc, char **argv)
         return cmd_halfclose(argv[2], atol(argv[3]), argc >= 5 ? argv[4] : NULL);
     if (argc >= 6 && !strcmp(argv[1], "holdreplies"))
         return cmd_holdreplies(argv[2], atoi(argv[3]), argv[4], argv[5]);
+    if (argc >= 5 && !strcmp(argv[1], "pipeline"))
+        return cmd_pipeline(argv[2], atol(argv[3]), atoi(argv[4]));
+    if (argc >= 4 && !strcmp(argv[1], "neverread"))
+        return cmd_neverread(argv[2], atoi(argv[3]));
     fprintf(stderr, "usage: see the comment at the top of ht-testtool.c\n");
     return 2;
 }

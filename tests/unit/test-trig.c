@@ -40,11 +40,18 @@ static void test_next_threshold(void)
     for (uint64_t next = 0; next < 40; next++)
         for (uint64_t every = 1; every < 12; every++)
             for (uint64_t v = next; v < next + 60; v++) {
-                uint64_t m = next;
-                while (m <= v)
+                uint64_t m = next, k = 0;
+                while (m <= v) {
                     m += every;
+                    k++;
+                }
                 CHECK_EQ(trigger_next_after(next, every, v), m);
+                CHECK_EQ(trigger_steps(next, every, v), k); /* every step crossed */
             }
+    /* Steps crossed by a jump: the snapshot names them all (issue 21 item 7). */
+    CHECK_EQ(trigger_steps(11, 10, 5), 0);
+    CHECK_EQ(trigger_steps(11, 0, 500), 1);
+    CHECK_EQ(trigger_steps(1, 1048576, UINT64_MAX), (UINT64_MAX - 1) / 1048576 + 1);
 }
 
 /* name = v, and whatever else the command requires. */

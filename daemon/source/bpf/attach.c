@@ -62,6 +62,37 @@ static void programs_choose(struct bpf_tracer *t)
 #define HT_BPF_F_UPROBE_MULTI_RETURN 1u
 #define HT_BPF_LINK_CREATE 28
 
+static uint64_t proc_number(const char *path)
+{
+    unsigned long long v = 0;
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Room in the per-thread maps for every thread the target can have: each
+ * thread takes a thread id below pid_max, and the system holds at most
+ * threads-max (kernel/fork.c; both read now: raised later, an entry finding
+ * no room is counted lost). HEAPTRACED_TEST_THREAD_MAP sets a small cap for
+ * the tests. */
+static uint32_t thread_cap(void)
+{
+    const char *knob = getenv("HEAPTRACED_TEST_THREAD_MAP");
+    if (knob && atoi(knob) > 0)
+        return (uint32_t)atoi(knob);
+    uint64_t tmax = proc_number("/proc/sys/kernel/threads-max");
+    uint64_t pmax = proc_number("/proc/sys/kernel/pid_max");
+    uint64_t cap = tmax && pmax ? (tmax < pmax ? tmax : pmax) : tmax ? tmax : pmax;
+    /* PID_MAX_LIMIT (include/linux/threads.h): 4M ids at most on 64-bit. */
+    if (cap == 0 || cap > (4u << 20))
+        cap = cap ? 4u << 20 : 32768;
+    return cap < 8192 ? 8192 : (uint32_t)cap;
+}
+
 static int skel_load(struct bpf_tracer *t, int multi)
 {
     t->skel = heaptrace_bpf__open();
@@ -72,6 +103,11 @@ static int skel_load(struct bpf_tracer *t, int multi)
     t->skel->rodata->wake_bytes = t->p.ring_bytes / 4;
     t->skel->rodata->probe_floor = (uint32_t) !!t->p.probe_floor;
     int rc = bpf_map__set_max_entries(t->skel->maps.events, t->p.ring_bytes);
+    t->thread_cap = thread_cap();
+    if (!rc)
+        rc = bpf_map__set_max_entries(t->skel->maps.threads, t->thread_cap);
+    if (!rc)
+        rc = bpf_map__set_max_entries(t->skel->maps.syscalls, t->thread_cap);
     if (rc)
         return rc;
     programs_choose(t);
@@ -347,7 +383,7 @@ static int syscalls_attach(struct bpf_tracer *t, char *err, size_t errsz)
     bpf_object__for_each_program(prog, obj)
     {
         if (!bpf_program__autoload(prog) || bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE ||
-            prog == t->skel->progs.ht_exec)
+            prog == t->skel->progs.ht_exec || prog == t->skel->progs.ht_thread_exit)
             continue;
         struct bpf_link *l = bpf_program__attach(prog);
         if (!l) {
@@ -379,6 +415,22 @@ static int exec_attach(struct bpf_tracer *t, char *err, size_t errsz)
     return link_keep(t, l);
 }
 
+/* The thread-exit watch: without it the per-thread maps keep the states of
+ * threads gone and fill up. */
+static int thread_exit_attach(struct bpf_tracer *t, char *err, size_t errsz)
+{
+    struct bpf_link *l = bpf_program__attach(t->skel->progs.ht_thread_exit);
+    if (!l) {
+        int e = errno;
+        snprintf(err, errsz,
+                 "cannot watch the target's threads end (tp_btf/sched_process_exit): %s "
+                 "(libbpf: %s)",
+                 strerror(e), bpf_libbpf_last());
+        return uv_translate_sys_error(e);
+    }
+    return link_keep(t, l);
+}
+
 static int pid_gone(struct bpf_tracer *t)
 {
     struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
@@ -402,6 +454,8 @@ int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
 {
     uint64_t t0 = bpf_now_ns();
     int rc = exec_attach(t, err, errsz);
+    if (!rc)
+        rc = thread_exit_attach(t, err, errsz);
     if (!rc && !t->p.no_heap)
         rc = points_attach(t, err, errsz);
     if (!rc && t->tracepoints)

@@ -321,6 +321,8 @@ static int bpf_src_start(struct source *base, char *err, size_t errsz)
     return 0;
 }
 
+static void bpf_src_stop(struct source *base);
+
 static int bpf_src_drain(struct source *base, size_t budget)
 {
     struct bpf_source *s = (struct bpf_source *)base;
@@ -335,11 +337,26 @@ static int bpf_src_drain(struct source *base, size_t budget)
         uv_mutex_lock(&s->mu);
         snprintf(reason, sizeof(reason), "%s", s->reason[0] ? s->reason : "tracing stopped");
         uv_mutex_unlock(&s->mu);
+        /* The consumer is done (a finish, or the target exited): joined, and
+         * the kernel's programs and ring given back now. */
+        bpf_src_stop(base);
         if (s->outer.ended)
             s->outer.ended(s->outer.arg, reason);
         return 0;
     }
     return rc;
+}
+
+/* A stop that keeps what was taken: the links go now, the consumer
+ * converts what the kernel ring holds, and the session drains all of it
+ * before the source ends (bpf_src_drain calls ended). */
+static int bpf_src_finish(struct source *base)
+{
+    struct bpf_source *s = (struct bpf_source *)base;
+    if (s->stopped || !s->tracer || !s->started)
+        return -1;
+    bpf_tracer_finish(s->tracer);
+    return 0;
 }
 
 /* Links first (the target runs at full speed again at once), then the
@@ -421,6 +438,12 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "lost", (double)ts.lost);
     cJSON_AddNumberToObject(o, "undelivered", (double)ts.undelivered);
     cJSON_AddNumberToObject(o, "returns_without_entry", (double)ts.returns_without_entry);
+    /* lost, by cause (each a lost event already). */
+    cJSON_AddNumberToObject(o, "ring_full", (double)ts.ring_full);
+    cJSON_AddNumberToObject(o, "thread_map_full", (double)ts.thread_map_full);
+    cJSON_AddNumberToObject(o, "syscall_map_full", (double)ts.syscall_map_full);
+    cJSON_AddNumberToObject(o, "hint_map_full", (double)ts.hint_map_full);
+    cJSON_AddNumberToObject(o, "thread_map_entries", ts.thread_map_entries);
     cJSON_AddNumberToObject(o, "cut_at_stop", (double)cut_at_stop(s));
     cJSON_AddNumberToObject(o, "malformed", (double)ts.malformed);
     cJSON_AddNumberToObject(o, "regions", (double)ts.regions);
@@ -478,6 +501,7 @@ const struct source_ops source_bpf_ops = {
     .start = bpf_src_start,
     .drain = bpf_src_drain,
     .stop = bpf_src_stop,
+    .finish = bpf_src_finish,
     .close = bpf_src_close,
     .stats = bpf_src_stats,
     .status_json = bpf_src_status_json,

@@ -80,4 +80,14 @@ struct hb_regs {
  * becomes FP or DWARF before the program loads (fpcheck.h). */
 enum hb_stacks { HB_STACKS_NONE = 0, HB_STACKS_FP, HB_STACKS_DWARF, HB_STACKS_AUTO };
 
+/* The program's per-CPU counters (map "drops"). */
+enum hb_counter {
+    HB_CNT_RING = 0,     /* records the ring had no room for: lost */
+    HB_CNT_NO_ENTRY,     /* allocator returns without their entry (called before the attach) */
+    HB_CNT_THREAD_FULL,  /* allocator entries with no room for the thread's state: lost */
+    HB_CNT_SYSCALL_FULL, /* mapping syscalls with no room for their state: lost */
+    HB_CNT_HINT_FULL,    /* hint entries with no room: the stack starts inside strdup/new */
+    HB_CNT_COUNT
+};
+
 #endif

@@ -61,26 +61,33 @@ struct {
     __uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
+/* Per thread of the target, removed when the thread exits (ht_thread_exit).
+ * Not an LRU: an LRU evicts the state of a thread inside an allocator call
+ * once more threads than entries live, and its return then vanished
+ * uncounted. The loader sizes both maps for every thread the kernel allows
+ * (attach.c); an entry that still finds no room is counted as lost
+ * (HB_CNT_THREAD_FULL, HB_CNT_SYSCALL_FULL). Allocated as threads come
+ * (BPF_F_NO_PREALLOC): the size is a cap, not memory. */
 struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 8192);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, __u32);
     __type(value, struct thread_state);
 } threads SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 8192);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, __u32);
     __type(value, struct sys_state);
 } syscalls SEC(".maps");
 
-/* Per CPU: [0] records the ring had no room for; [1] returns of an
- * allocating call whose entry state was not found (the call began before the
- * attach, or the thread's state was evicted from the LRU map): not recorded. */
+/* Per CPU, indexed by HB_CNT_* (heaptrace-bpf.h). */
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 2);
+    __uint(max_entries, HB_CNT_COUNT);
     __type(key, __u32);
     __type(value, __u64);
 } drops SEC(".maps");
@@ -126,7 +133,7 @@ static __always_inline void counter_add(__u32 k)
 
 static __always_inline void drop_count(void)
 {
-    counter_add(0);
+    counter_add(HB_CNT_RING);
 }
 
 static __always_inline void rec_init(struct hb_rec *r, __u16 kind)
@@ -284,29 +291,6 @@ static __always_inline __u64 slot(__u64 d)
     return d;
 }
 
-/* Calls left without a return (an exception through operator new, a
- * longjmp) would hold the depth up forever and silence the thread: an entry
- * whose stack pointer is above a pending frame's was made after that frame
- * was left (a nested call runs below it). At the same stack pointer it is
- * either a tail call (operator new[] jumping to operator new: the return
- * address there is the return probe's trampoline, chained) or a new call
- * after the frame was left. */
-static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp, int chained)
-{
-    __u32 d = ts->depth;
-#pragma unroll
-    for (int i = 0; i < DEPTH_MAX; i++) {
-        if (d == 0 || d > DEPTH_MAX)
-            break;
-        __u64 fsp = ts->frames[slot(d - 1)].sp;
-        if (fsp > sp || (fsp == sp && chained))
-            break;
-        d--;
-    }
-    ts->depth = d;
-    return d;
-}
-
 /* Is the return address at sp the return probes' trampoline (a tail call
  * from a probed function)? Unknown until the consumer found the
  * trampoline's page (~10 ms after the first hit): meanwhile a tail call
@@ -320,14 +304,39 @@ static __always_inline int chained_at(__u64 sp)
     return ra >= tramp_lo && ra < tramp_hi;
 }
 
-/* The live depth of the thread at sp (chained: ask chained_at). */
-static __always_inline __u32 thread_depth(__u64 sp, int chained)
+/* Calls left without a return (an exception through operator new, a
+ * longjmp) would hold the depth up forever and silence the thread: an entry
+ * whose stack pointer is above a pending frame's was made after that frame
+ * was left (a nested call runs below it). At the same stack pointer it is
+ * either a tail call (operator new[] jumping to operator new: the return
+ * address there is the return probe's trampoline, chained) or a new call
+ * after the frame was left. */
+static __always_inline __u32 depth_live(struct thread_state *ts, __u64 sp, int may_chain)
+{
+    __u32 d = ts->depth;
+#pragma unroll
+    for (int i = 0; i < DEPTH_MAX; i++) {
+        if (d == 0 || d > DEPTH_MAX)
+            break;
+        __u64 fsp = ts->frames[slot(d - 1)].sp;
+        /* The return address is read only here: a user read costs ~0.1 us,
+         * and most calls have no pending frame at their sp. */
+        if (fsp > sp || (fsp == sp && may_chain && chained_at(sp)))
+            break;
+        d--;
+    }
+    ts->depth = d;
+    return d;
+}
+
+/* The live depth of the thread at sp (may_chain: ask chained_at). */
+static __always_inline __u32 thread_depth(__u64 sp, int may_chain)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
     if (!ts)
         return 0;
-    return depth_live(ts, sp, chained && chained_at(sp));
+    return depth_live(ts, sp, may_chain);
 }
 
 /* Entry of an allocating function: remember its arguments (the cookie says
@@ -338,10 +347,12 @@ int BPF_KPROBE(ht_enter, __u64 a0, __u64 a1, __u64 a2)
     if (!is_target())
         return 0;
     struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 1);
-    if (!ts)
+    if (!ts) {
+        counter_add(HB_CNT_THREAD_FULL); /* this call's allocation is lost */
         return 0;
+    }
     __u64 sp = PT_REGS_SP(ctx);
-    __u32 d = depth_live(ts, sp, chained_at(sp));
+    __u32 d = depth_live(ts, sp, 1);
     if (d < DEPTH_MAX) {
         struct frame *f = &ts->frames[slot(d)];
         f->sp = sp;
@@ -364,7 +375,7 @@ int BPF_KRETPROBE(ht_return, __u64 ret)
         return 0;
     struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 0);
     if (!ts || ts->depth == 0) {
-        counter_add(1); /* entered before we attached, or the state was evicted */
+        counter_add(HB_CNT_NO_ENTRY); /* entered before we attached, or no room at entry */
         return 0;
     }
     __u32 d = ts->depth - 1;
@@ -408,8 +419,10 @@ int BPF_KPROBE(ht_hint)
     if (!is_target())
         return 0;
     struct thread_state *ts = thread_get((__u32)bpf_get_current_pid_tgid(), 1);
-    if (!ts)
+    if (!ts) {
+        counter_add(HB_CNT_HINT_FULL); /* a stack may start inside strdup or new */
         return 0;
+    }
     __u64 sp = PT_REGS_SP(ctx), ra = 0;
     if (ts->hint_sp > sp && ts->hint_sp - sp < HINT_REACH)
         return 0;
@@ -459,6 +472,19 @@ int BPF_PROG(ht_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
     return 0;
 }
 
+/* A thread of the target ends: its states go, so the maps hold only live
+ * threads (a later thread reusing the id starts afresh). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ht_thread_exit, struct task_struct *p)
+{
+    if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+        return 0;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    bpf_map_delete_elem(&threads, &tid);
+    bpf_map_delete_elem(&syscalls, &tid);
+    return 0;
+}
+
 /* Syscalls: x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define NR_MMAP 9
 #define NR_MPROTECT 10
@@ -477,7 +503,8 @@ static __always_inline void sys_enter(__u64 id, const __u64 *a)
     st.args[2] = a[2];
     st.args[3] = a[3];
     st.args[4] = a[4];
-    bpf_map_update_elem(&syscalls, &tid, &st, BPF_ANY);
+    if (bpf_map_update_elem(&syscalls, &tid, &st, BPF_ANY))
+        counter_add(HB_CNT_SYSCALL_FULL); /* this mapping change is lost */
 }
 
 static __always_inline __u16 sys_kind(__u64 id)

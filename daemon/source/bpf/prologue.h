@@ -2,8 +2,8 @@
  * Where to place a uprobe in a function: the first instruction the kernel
  * emulates rather than single-steps (x86-64). A single-stepped probe costs
  * ~18 us a hit on these hosts against ~5 us emulated (linux-backend.md
- * sections 0 and 2): glibc's free starts with `test %rdi,%rdi`, a
- * single-stepped instruction, and free+3 is a `je`.
+ * sections 0 and 2): jemalloc's malloc starts with `cmp $0x1000,%rdi`, a
+ * single-stepped instruction, and malloc+7 is a `ja`.
  */
 #ifndef HT_BPF_PROLOGUE_H
 #define HT_BPF_PROLOGUE_H
@@ -11,13 +11,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decoding stops this many bytes into the function. */
-#define PROLOGUE_SCAN 32
+/* Decoding stops this many bytes into the function (jemalloc's free
+ * reaches its first branch at +0x30). */
+#define PROLOGUE_SCAN 64
 
-/* Offset into the function's first n bytes at which a probe sees the
- * arguments and the return address as at the call (no stack or argument
- * register changed before it, no branch) and the kernel emulates the
- * instruction there; 0 when the code has no known shape (probe the entry). */
+/* Where a function's probe goes. */
+struct prologue_site {
+    unsigned off;  /* bytes past the entry: 0 when not emulated */
+    int emulated;  /* the kernel emulates the instruction at off */
+    char why[96];  /* when not emulated: what ended the walk, for status */
+};
+
+/* The site in a function's first n bytes: the first instruction the kernel
+ * emulates that every call reaches on a straight line from the entry, with
+ * rsp, the return address at (%rsp), rbp and the other callee-saved
+ * registers, and the first nargs argument registers (rdi rsi rdx rcx r8 r9)
+ * as at the call. Otherwise off 0, emulated only if the entry is, and why. */
+void prologue_site_find(const uint8_t *code, size_t n, unsigned nargs, struct prologue_site *s);
+
+/* prologue_site_find's offset for a function of six arguments. */
 unsigned prologue_probe_offset(const uint8_t *code, size_t n);
 
 /* 1 when the kernel emulates the instruction at code (push, nop, jmp, jcc,

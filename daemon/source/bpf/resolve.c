@@ -6,11 +6,13 @@
 #include "procmaps.h"
 #include "prologue.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -26,45 +28,47 @@
 static const struct {
     const char *name;
     unsigned fn;
-    int is_cxx; /* operator new or delete */
+    int is_cxx;     /* operator new or delete */
+    unsigned nargs; /* arguments the probe reads, kept intact up to it (prologue.h): a
+                     * hint reads none, only rsp, the return address and rbp */
 } alloc_syms[] = {
-    {"malloc", HB_FN_MALLOC, 0},
-    {"calloc", HB_FN_CALLOC, 0},
-    {"realloc", HB_FN_REALLOC, 0},
-    {"reallocarray", HB_FN_REALLOCARRAY, 0},
-    {"free", HB_FN_FREE, 0},
-    {"posix_memalign", HB_FN_POSIX_MEMALIGN, 0},
-    {"aligned_alloc", HB_FN_MEMALIGN, 0},
-    {"memalign", HB_FN_MEMALIGN, 0},
-    {"valloc", HB_FN_MALLOC, 0},
-    {"pvalloc", HB_FN_PVALLOC, 0},
-    {"_Znwm", HB_FN_MALLOC, 1},
-    {"_Znam", HB_FN_MALLOC, 1},
-    {"_ZnwmRKSt9nothrow_t", HB_FN_MALLOC, 1},
-    {"_ZnamRKSt9nothrow_t", HB_FN_MALLOC, 1},
-    {"_ZnwmSt11align_val_t", HB_FN_MALLOC, 1},
-    {"_ZnamSt11align_val_t", HB_FN_MALLOC, 1},
-    {"_ZnwmSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
-    {"_ZnamSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1},
-    {"strdup", HB_FN_HINT, 0},
-    {"strndup", HB_FN_HINT, 0},
-    {"wcsdup", HB_FN_HINT, 0},
-    {"getline", HB_FN_HINT, 0},
-    {"getdelim", HB_FN_HINT, 0},
+    {"malloc", HB_FN_MALLOC, 0, 1},
+    {"calloc", HB_FN_CALLOC, 0, 2},
+    {"realloc", HB_FN_REALLOC, 0, 2},
+    {"reallocarray", HB_FN_REALLOCARRAY, 0, 3},
+    {"free", HB_FN_FREE, 0, 1},
+    {"posix_memalign", HB_FN_POSIX_MEMALIGN, 0, 3},
+    {"aligned_alloc", HB_FN_MEMALIGN, 0, 2},
+    {"memalign", HB_FN_MEMALIGN, 0, 2},
+    {"valloc", HB_FN_MALLOC, 0, 1},
+    {"pvalloc", HB_FN_PVALLOC, 0, 1},
+    {"_Znwm", HB_FN_MALLOC, 1, 1},
+    {"_Znam", HB_FN_MALLOC, 1, 1},
+    {"_ZnwmRKSt9nothrow_t", HB_FN_MALLOC, 1, 2},
+    {"_ZnamRKSt9nothrow_t", HB_FN_MALLOC, 1, 2},
+    {"_ZnwmSt11align_val_t", HB_FN_MALLOC, 1, 2},
+    {"_ZnamSt11align_val_t", HB_FN_MALLOC, 1, 2},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1, 3},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", HB_FN_MALLOC, 1, 3},
+    {"strdup", HB_FN_HINT, 0, 0},
+    {"strndup", HB_FN_HINT, 0, 0},
+    {"wcsdup", HB_FN_HINT, 0, 0},
+    {"getline", HB_FN_HINT, 0, 0},
+    {"getdelim", HB_FN_HINT, 0, 0},
     /* Not an allocator: its wrapper has a stack frame but no frame pointer,
      * so the walk from the syscall would skip its caller (heaptrace.bpf.c
      * sys_exit takes the stack from the hint instead). */
-    {"mremap", HB_FN_HINT, 0},
-    {"_ZdlPv", HB_FN_FREE, 1},
-    {"_ZdaPv", HB_FN_FREE, 1},
-    {"_ZdlPvm", HB_FN_FREE, 1},
-    {"_ZdaPvm", HB_FN_FREE, 1},
-    {"_ZdlPvRKSt9nothrow_t", HB_FN_FREE, 1},
-    {"_ZdaPvRKSt9nothrow_t", HB_FN_FREE, 1},
-    {"_ZdlPvSt11align_val_t", HB_FN_FREE, 1},
-    {"_ZdaPvSt11align_val_t", HB_FN_FREE, 1},
-    {"_ZdlPvmSt11align_val_t", HB_FN_FREE, 1},
-    {"_ZdaPvmSt11align_val_t", HB_FN_FREE, 1},
+    {"mremap", HB_FN_HINT, 0, 0},
+    {"_ZdlPv", HB_FN_FREE, 1, 1},
+    {"_ZdaPv", HB_FN_FREE, 1, 1},
+    {"_ZdlPvm", HB_FN_FREE, 1, 2},
+    {"_ZdaPvm", HB_FN_FREE, 1, 2},
+    {"_ZdlPvRKSt9nothrow_t", HB_FN_FREE, 1, 2},
+    {"_ZdaPvRKSt9nothrow_t", HB_FN_FREE, 1, 2},
+    {"_ZdlPvSt11align_val_t", HB_FN_FREE, 1, 2},
+    {"_ZdaPvSt11align_val_t", HB_FN_FREE, 1, 2},
+    {"_ZdlPvmSt11align_val_t", HB_FN_FREE, 1, 3},
+    {"_ZdaPvmSt11align_val_t", HB_FN_FREE, 1, 3},
 };
 #define NSYMS (sizeof(alloc_syms) / sizeof(alloc_syms[0]))
 
@@ -199,15 +203,27 @@ static void order_add(struct ctx *c, size_t i)
     c->order[c->norder++] = i;
 }
 
-/* The module a DT_NEEDED or preload entry names: by path, soname or file name. */
+/* The inode of a path as the process sees it (0: none). A preload names
+ * libtcmalloc_minimal.so.4, a symlink; the maps name the file it points to. */
+static uint64_t inode_in(const struct ctx *c, const char *name)
+{
+    char path[PROCMAPS_PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%llu/root%s", (unsigned long long)c->pid, name);
+    return name[0] == '/' && stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The module a DT_NEEDED or preload entry names: by path (or the file a
+ * path links to), soname or file name. */
 static void order_add_name(struct ctx *c, const char *name)
 {
     if (!*name)
         return;
     int has_slash = strchr(name, '/') != NULL;
+    uint64_t ino = has_slash ? inode_in(c, name) : 0;
     for (size_t i = 0; i < c->n; i++) {
         const char *p = c->pms[i].path;
-        if ((has_slash && strcmp(p, name) == 0) ||
+        if ((has_slash && (strcmp(p, name) == 0 || (ino && c->pms[i].inode == ino))) ||
             (!has_slash &&
              (strcmp(c->mods[i].soname, name) == 0 || strcmp(base_name(p), name) == 0))) {
             order_add(c, i);
@@ -306,17 +322,35 @@ static int vaddr_to_offset(Elf *elf, uint64_t vaddr, uint64_t *off, uint64_t *le
     return -1;
 }
 
+/* The probe site of alloc_syms[k] at vaddr in the file (prologue.h), and
+ * the function's file offset in *off; -1 when vaddr is in no PT_LOAD. */
+static int site_of(int fd, Elf *elf, uint64_t vaddr, size_t k, uint64_t *off,
+                   struct prologue_site *site)
+{
+    uint64_t left;
+    if (vaddr_to_offset(elf, vaddr, off, &left))
+        return -1;
+    uint8_t code[PROLOGUE_SCAN];
+    size_t want = left < sizeof(code) ? (size_t)left : sizeof(code);
+    ssize_t r = pread(fd, code, want, (off_t)*off);
+    prologue_site_find(code, r > 0 ? (size_t)r : 0, alloc_syms[k].nargs, site);
+    if (r <= 0)
+        snprintf(site->why, sizeof(site->why), "the code could not be read");
+    return 0;
+}
+
 static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_t mi, size_t k,
                      unsigned fn)
 {
     struct mod *m = &c->mods[mi];
-    uint64_t vaddr = m->vaddr[k], off, left;
+    uint64_t vaddr = m->vaddr[k], off;
     for (size_t i = 0; i < *np; i++)
         if (pts[i].addr == vaddr + m->pm->bias) {
             pts[i].aliases++; /* aligned_alloc == memalign: attached once */
             return 0;
         }
-    if (vaddr_to_offset(m->elf, vaddr, &off, &left))
+    struct prologue_site site;
+    if (site_of(m->fd, m->elf, vaddr, k, &off, &site))
         return 0;
     struct resolve_point *p = &pts[(*np)++];
     memset(p, 0, sizeof(*p));
@@ -327,10 +361,9 @@ static int point_add(struct ctx *c, struct resolve_point *pts, size_t *np, size_
     p->name = alloc_syms[k].name;
     p->fn = fn;
     p->addr = vaddr + m->pm->bias;
-    uint8_t code[PROLOGUE_SCAN];
-    size_t want = left < sizeof(code) ? (size_t)left : sizeof(code);
-    ssize_t r = pread(m->fd, code, want, (off_t)off);
-    p->probe_off = r > 0 ? prologue_probe_offset(code, (size_t)r) : 0;
+    p->probe_off = site.off;
+    p->emulated = site.emulated;
+    snprintf(p->why, sizeof(p->why), "%s", site.why);
     p->file_offset = off + p->probe_off;
     return 0;
 }
@@ -403,5 +436,30 @@ out_free:
     ht_free(c.order);
     ht_free(c.mods);
     ht_free(c.pms);
+    return rc;
+}
+
+int resolve_file_site(const char *path, const char *name, uint64_t *vaddr,
+                      struct prologue_site *site)
+{
+    size_t k = 0;
+    while (k < NSYMS && strcmp(alloc_syms[k].name, name) != 0)
+        k++;
+    if (k == NSYMS)
+        return UV_EINVAL;
+    struct mod m = {.fd = open(path, O_RDONLY | O_CLOEXEC)};
+    if (m.fd < 0)
+        return uv_translate_sys_error(errno);
+    elf_version(EV_CURRENT);
+    int rc = UV_ENOENT;
+    uint64_t off;
+    m.elf = elf_begin(m.fd, ELF_C_READ_MMAP, NULL);
+    if (m.elf && elf_kind(m.elf) == ELF_K_ELF) {
+        symbols_scan(&m, section_of_type(m.elf, SHT_DYNSYM));
+        *vaddr = m.vaddr[k];
+        if (m.vaddr[k] && site_of(m.fd, m.elf, m.vaddr[k], k, &off, site) == 0)
+            rc = 0;
+    }
+    module_close(&m);
     return rc;
 }

@@ -23,6 +23,8 @@ struct resolve_point {
     unsigned probe_off;                 /* bytes past the entry (prologue.h) */
     unsigned fn;                        /* enum hb_fn */
     unsigned aliases;                   /* other names found at the same address */
+    int emulated;                       /* the kernel emulates the instruction probed */
+    char why[96];                       /* if not: why no emulated site (prologue.h) */
 };
 
 /* The allocator functions of pid, one point per distinct address, as an
@@ -32,6 +34,14 @@ struct resolve_point {
  * with a message for people in err. */
 int resolve_points(uint64_t pid, int hints, struct resolve_point **out, size_t *n, char *err,
                    size_t errsz);
+
+/* Where resolve_points would probe the allocator function name of the ELF
+ * file at path (its dynamic symbols): its address in *vaddr and the site.
+ * 0; UV_EINVAL (not a function probed), UV_ENOENT (not defined there), or
+ * the error opening the file. */
+struct prologue_site;
+int resolve_file_site(const char *path, const char *name, uint64_t *vaddr,
+                      struct prologue_site *site);
 
 /* The enum hb_fn of an allocator symbol name (0 if not one), and whether it
  * is an operator delete. */

@@ -122,9 +122,12 @@ static uint64_t counter_read(struct bpf_tracer *t, uint32_t k)
     return sum;
 }
 
+/* Everything the program lost: ring drops, and calls and syscalls whose
+ * state found no room (each counted also under its own name in status). */
 static uint64_t drops_read(struct bpf_tracer *t)
 {
-    return counter_read(t, 0);
+    return counter_read(t, HB_CNT_RING) + counter_read(t, HB_CNT_THREAD_FULL) +
+           counter_read(t, HB_CNT_SYSCALL_FULL);
 }
 
 /* New drops become a lost event. */
@@ -160,7 +163,10 @@ static int private_sample(struct bpf_tracer *t)
 
 static void stats_publish(struct bpf_tracer *t)
 {
-    uint64_t orphans = counter_read(t, 1); /* a syscall: outside the lock */
+    /* Syscalls: outside the lock. */
+    uint64_t orphans = counter_read(t, HB_CNT_NO_ENTRY);
+    uint64_t ring = counter_read(t, HB_CNT_RING), thread = counter_read(t, HB_CNT_THREAD_FULL);
+    uint64_t sys = counter_read(t, HB_CNT_SYSCALL_FULL), hint = counter_read(t, HB_CNT_HINT_FULL);
     uv_mutex_lock(&t->stats_lock);
     t->st.records = t->cons.records;
     t->st.events = t->cons.events;
@@ -174,6 +180,11 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.region_drops = t->cons.regions.drops;
     t->st.regions = t->cons.regions.n;
     t->st.returns_without_entry = orphans;
+    t->st.ring_full = ring;
+    t->st.thread_map_full = thread;
+    t->st.syscall_map_full = sys;
+    t->st.hint_map_full = hint;
+    t->st.thread_map_entries = t->thread_cap;
     uv_mutex_unlock(&t->stats_lock);
 }
 
@@ -240,12 +251,29 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
     return 0;
 }
 
+/* Finishing: the probes are detached, so the ring holds only records taken
+ * before; every one becomes an event (the sink waits for room, the loop
+ * keeps draining), then the drops counted until now. 1: the consumer ends. */
+static int finish_drain(struct bpf_tracer *t)
+{
+    int n;
+    while ((n = ring_buffer__consume(t->rb)) > 0)
+        ;
+    if (n == 0)
+        lost_check(t);
+    return 1;
+}
+
 void bpf_tracer_thread(void *arg)
 {
     struct bpf_tracer *t = arg;
     char reason[128] = "tracing stopped";
     int stop = start_report(t);
     while (!stop && !atomic_load(&t->quit)) {
+        if (atomic_load(&t->finish)) {
+            stop = finish_drain(t);
+            break;
+        }
         struct epoll_event evs[4];
         int n = epoll_wait(t->epfd, evs, 4, POLL_MS);
         int exited = n > 0 && target_exited(t, evs, n);

@@ -25,7 +25,8 @@ struct bpf_tracer {
     size_t npoints;
     int pidfd;
     int registered;
-    int tracepoints; /* 1 per-syscall, 2 tp_btf, 0 none */
+    int tracepoints;     /* 1 per-syscall, 2 tp_btf, 0 none */
+    uint32_t thread_cap; /* entries of the per-thread maps */
     uint64_t load_ns, attach_ns, detach_ns;
     /* --stacks auto: what it chose (p.stacks) and why; the modules' check time. */
     int stacks_auto;
@@ -39,6 +40,7 @@ struct bpf_tracer {
     uv_thread_t thread;
     int running;
     atomic_int quit;
+    atomic_int finish; /* detached: convert what the ring holds, then end */
     int epfd;
     uint64_t t0;
     uint64_t lost_seen; /* drops already reported */

@@ -263,6 +263,17 @@ static void kernel_release(struct bpf_tracer *t)
     t->registered = 0;
 }
 
+void bpf_tracer_finish(struct bpf_tracer *t)
+{
+    bpf_tracer_detach(t);
+    /* The probes are gone: the process may be traced again (stop, then
+     * start) while this tracer's consumer still converts its kernel ring. */
+    if (t->registered)
+        registry_remove(t->p.pid);
+    t->registered = 0;
+    atomic_store(&t->finish, 1);
+}
+
 void bpf_tracer_stop(struct bpf_tracer *t)
 {
     bpf_tracer_detach(t);
@@ -343,6 +354,7 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
     cJSON_AddNumberToObject(o, "links", t->nlinks + t->nfds);
     cJSON_AddBoolToObject(o, "uprobe_multi", t->multi);
     cJSON_AddNumberToObject(o, "attach_ms", (double)t->attach_ns / 1e6);
+    uint32_t stepped = 0;
     for (size_t i = 0; i < t->npoints; i++) {
         const struct resolve_point *pt = &t->points[i];
         cJSON *e = cJSON_CreateObject();
@@ -352,8 +364,15 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
         cJSON_AddStringToObject(e, "as", fn_names[pt->fn < HB_FN_COUNT ? pt->fn : 0]);
         cJSON_AddStringToObject(e, "module", pt->module);
         cJSON_AddNumberToObject(e, "probe_offset", pt->probe_off);
+        /* A single-stepped probe costs several times an emulated one (prologue.h). */
+        cJSON_AddStringToObject(e, "site", pt->emulated ? "emulated" : "single-stepped");
+        if (!pt->emulated)
+            cJSON_AddStringToObject(e, "why", pt->why);
+        stepped += !pt->emulated;
         cJSON_AddItemToArray(arr, e);
     }
+    cJSON_AddNumberToObject(o, "probes_emulated", (double)(t->npoints - stepped));
+    cJSON_AddNumberToObject(o, "probes_single_stepped", stepped);
     cJSON_AddItemToObject(o, "probes", arr);
     return o;
 }

@@ -57,8 +57,13 @@ struct bpf_tracer_stats {
     uint64_t lost;        /* kernel ring drops, each reported as a lost event */
     uint64_t undelivered; /* records and drops that never became events (at stop) */
     /* Allocator returns whose entry was not seen (called before the attach, or
-     * the thread's state evicted from the kernel's LRU map): not recorded. */
+     * no room for the thread's state at entry): not recorded. */
     uint64_t returns_without_entry;
+    /* Parts of lost, by cause: the kernel ring full; allocator entries and
+     * mapping syscalls finding no room in the per-thread maps. */
+    uint64_t ring_full, thread_map_full, syscall_map_full;
+    uint64_t hint_map_full;      /* hints not kept (stacks may start in strdup/new) */
+    uint32_t thread_map_entries; /* the per-thread maps' size */
     uint64_t region_drops, regions;
     uint32_t probes, links;
     uint64_t attach_ns; /* resolving + attaching */
@@ -79,6 +84,10 @@ int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, cha
                    size_t errsz);
 /* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
 void bpf_tracer_detach(struct bpf_tracer *t);
+/* Detach, and have the consumer convert every record the ring still holds
+ * (the sink keeps taking them) and the drops counted until now, then end
+ * (done); not joined. */
+void bpf_tracer_finish(struct bpf_tracer *t);
 /* Detach, stop the consumer thread and join it (its done callback runs if
  * it had not), then give back everything the kernel holds (programs, maps,
  * the PID's registration); what was converted stays with the sink, the
