@@ -6,6 +6,8 @@
 #              where heaptrace has a return probe): the bare cost of the probes (probe-floor.c)
 #   heaptrace  heaptracectl start --pid, default stacks
 #   nostacks   heaptracectl start --pid --stacks none
+#   fp, dwarf  (not by default) heaptracectl start --pid --stacks fp / dwarf: the default (auto)
+#              picks one of the two per process; these show what each costs
 #   floor0     (not by default: slow) the empty program at each function's entry (+0), where
 #              heaptrace probed before it walked the prologues: what single-stepping costs
 # One redis-server serves every run; configurations are interleaved (the order rotates each
@@ -137,9 +139,11 @@ bench_run() {
 run_one() {
     local cfg=$1 rep=$2 tag="$1-$2" rps lost=- name="b-$1-$2"
     case "$cfg" in
-    heaptrace | nostacks)
+    heaptrace | nostacks | fp | dwarf)
         local opt=()
         [ "$cfg" = nostacks ] && opt=(--stacks none)
+        [ "$cfg" = fp ] && opt=(--stacks fp)
+        [ "$cfg" = dwarf ] && opt=(--stacks dwarf)
         "$CTL" start --pid "$RPID" --name "$name" "${opt[@]}" >"$W/$tag.tool" 2>&1 ||
             { log "$tag: start failed: $(cat "$W/$tag.tool")"; return 1; } ;;
     floor | floor0)
@@ -153,7 +157,7 @@ run_one() {
     [ "$cfg" = plain ] && n=$PLAIN_N
     rps=$(bench_run "$tag" "$n") || { log "$tag: redis-benchmark failed: $(cat "$W/$tag.err")"; rps=; }
     case "$cfg" in
-    heaptrace | nostacks)
+    heaptrace | nostacks | fp | dwarf)
         local a b
         a=$("$CTL" --json status "$name" | grep -o '"events":[0-9]*' | head -n 1)
         for _ in $(seq 100); do
