@@ -159,10 +159,18 @@ static void rule_read(Dwfl *dwfl, uint64_t pc, struct unwind_rule *out)
     rule_from_cfi(cfi, bias, pc, out);
 }
 
-static uint32_t slot_of(const struct unwind_rules *r, uint64_t pc)
+/* First slot of pc's set of UNWIND_RULES_WAYS. The murmur3 finalizer
+ * (fmix64, public domain) mixes every bit of the address: a plain
+ * multiplicative hash sent two hot return addresses of libc, a fixed
+ * distance apart, to one slot in every run. */
+static uint32_t set_of(uint64_t pc)
 {
-    /* Fibonacci hashing: consecutive return addresses spread over the table. */
-    return (uint32_t)((pc * 0x9E3779B97F4A7C15ull) >> 32) & r->mask;
+    pc ^= pc >> 33;
+    pc *= 0xff51afd7ed558ccdull;
+    pc ^= pc >> 33;
+    pc *= 0xc4ceb9fe1a85ec53ull;
+    pc ^= pc >> 33;
+    return (uint32_t)pc & (UNWIND_RULES_SLOTS - UNWIND_RULES_WAYS);
 }
 
 const struct unwind_rule *unwind_rules_get(struct unwind_rules *r, Dwfl *dwfl, uint64_t pc)
@@ -173,17 +181,20 @@ const struct unwind_rule *unwind_rules_get(struct unwind_rules *r, Dwfl *dwfl, u
             return NULL;
         r->mask = UNWIND_RULES_SLOTS - 1;
     }
-    struct unwind_rule *e = &r->t[slot_of(r, pc)];
-    if (e->kind != RULE_EMPTY && e->pc == pc) {
-        r->st.hits++;
-        return e;
-    }
+    struct unwind_rule *set = &r->t[set_of(pc)];
+    for (unsigned w = 0; w < UNWIND_RULES_WAYS; w++)
+        if (set[w].kind != RULE_EMPTY && set[w].pc == pc) {
+            r->st.hits++;
+            return &set[w];
+        }
     r->st.misses++;
-    /* Direct-mapped: a colliding rule replaces the one there (counted). */
-    if (e->kind != RULE_EMPTY)
+    /* The set is kept newest first: the oldest rule makes room (counted
+     * when the set was full). */
+    if (set[UNWIND_RULES_WAYS - 1].kind != RULE_EMPTY)
         r->st.evicted++;
     else
         r->st.entries++;
-    rule_read(dwfl, pc, e);
-    return e;
+    memmove(&set[1], &set[0], (UNWIND_RULES_WAYS - 1) * sizeof(*set));
+    rule_read(dwfl, pc, &set[0]);
+    return &set[0];
 }

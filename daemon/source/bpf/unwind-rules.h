@@ -46,8 +46,10 @@ struct unwind_rules {
     struct unwind_rules_stats st;
 };
 
-/* Rules kept: 2^15 slots of 32 bytes (1 MiB), allocated at the first lookup. */
+/* Rules kept: 2^15 slots of 32 bytes (1 MiB), allocated at the first
+ * lookup, in sets of 4 an address can use (newest first). */
 #define UNWIND_RULES_SLOTS (1u << 15)
+#define UNWIND_RULES_WAYS 4
 
 void unwind_rules_init(struct unwind_rules *r);
 void unwind_rules_close(struct unwind_rules *r);

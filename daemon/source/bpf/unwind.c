@@ -5,6 +5,7 @@
 #include "unwind-rules.h"
 
 #include <elfutils/libdwfl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -122,6 +123,10 @@ int unwinder_new(struct unwinder **out, uint64_t pid)
         return UV_ENOMEM;
     u->pid = pid;
     unwind_rules_init(&u->rules);
+    /* Test knob: every stack through libdwfl, so a live trace can be
+     * compared with the fast path's (integration.unwind_*). */
+    const char *knob = getenv("HEAPTRACED_TEST_UNWIND_LIBDWFL");
+    u->fast_off = knob && strcmp(knob, "1") == 0;
     int rc = dwfl_open(u);
     if (rc) {
         ht_free(u);

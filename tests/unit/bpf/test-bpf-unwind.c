@@ -7,6 +7,7 @@
 #include "heaptrace-bpf.h"
 #include "ht-test.h"
 #include "unwind-samples.h"
+#include "unwind-rules.h"
 #include "unwind.h"
 
 #include <unistd.h>
@@ -67,8 +68,9 @@ static void test_same_as_libdwfl(void)
     struct unwinder_stats st;
     unwinder_stats(fast, &st);
     printf("samples %u frames %u cut %u fast %" PRIu64 " fallbacks %" PRIu64 " rules %" PRIu64
-           " hits %" PRIu64 " misses %" PRIu64 " differ %u\n",
-           n, frames, cut, st.fast, st.fallbacks, st.rules, st.rule_hits, st.rule_misses, differ);
+           " hits %" PRIu64 " misses %" PRIu64 " evicted %" PRIu64 " differ %u\n",
+           n, frames, cut, st.fast, st.fallbacks, st.rules, st.rule_hits, st.rule_misses,
+           st.rules_evicted, differ);
     unwinder_free(fast);
     unwinder_free(ref);
     free(s);
@@ -82,4 +84,70 @@ static void test_same_as_libdwfl(void)
     CHECK(st.fast >= 9 * (st.fast + st.fallbacks) / 10);
 }
 
-HT_TEST_MAIN(T(same_as_libdwfl))
+static char *debuginfo_path;
+
+static const Dwfl_Callbacks self_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* The executable mapping of libc in this process. */
+static int libc_text(uint64_t *lo, uint64_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strstr(line, " r-xp ") && strstr(line, "/libc.so.6") &&
+                sscanf(line, "%" SCNx64 "-%" SCNx64, lo, hi) == 2;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* More code addresses than the cache has slots: it stays at its cap, every
+ * rule replaced is counted, and a rule looked up again after its slot was
+ * taken is the same as a fresh cache's. */
+static void test_rules_cap(void)
+{
+    uint64_t lo, hi;
+    CHECK(libc_text(&lo, &hi));
+    Dwfl *dwfl = dwfl_begin(&self_callbacks);
+    CHECK(dwfl != NULL);
+    dwfl_report_begin(dwfl);
+    CHECK_EQ(dwfl_linux_proc_report(dwfl, getpid()), 0);
+    dwfl_report_end(dwfl, NULL, NULL);
+    struct unwind_rules full, fresh;
+    unwind_rules_init(&full);
+    unwind_rules_init(&fresh);
+    uint64_t step = 8, n = 0, simple = 0;
+    for (uint64_t pc = lo; pc < hi; pc += step, n++) {
+        const struct unwind_rule *r = unwind_rules_get(&full, dwfl, pc);
+        CHECK(r != NULL);
+        simple += r->kind == RULE_SIMPLE;
+    }
+    printf("libc text %" PRIu64 " KiB: %" PRIu64 " addresses, %" PRIu64
+           " simple rules; cache %" PRIu64 " rules, %" PRIu64 " evicted\n",
+           (hi - lo) >> 10, n, simple, full.st.entries, full.st.evicted);
+    CHECK(n > 2 * UNWIND_RULES_SLOTS);
+    CHECK(simple > n / 2);
+    CHECK(full.st.entries <= UNWIND_RULES_SLOTS);
+    CHECK_EQ(full.st.misses, n);
+    CHECK_EQ(full.st.evicted, n - full.st.entries);
+    /* The first addresses were evicted long ago: read again, as a fresh cache reads them. */
+    for (uint64_t pc = lo; pc < lo + 4096 * step; pc += step) {
+        struct unwind_rule a = *unwind_rules_get(&full, dwfl, pc);
+        struct unwind_rule b = *unwind_rules_get(&fresh, dwfl, pc);
+        CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+        /* and then a hit */
+        uint64_t hits = full.st.hits;
+        unwind_rules_get(&full, dwfl, pc);
+        CHECK_EQ(full.st.hits, hits + 1);
+    }
+    unwind_rules_close(&full);
+    unwind_rules_close(&fresh);
+    dwfl_end(dwfl);
+}
+
+HT_TEST_MAIN(T(same_as_libdwfl), T(rules_cap))

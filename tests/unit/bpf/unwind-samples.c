@@ -3,6 +3,8 @@
 #include "unwind-samples.h"
 
 #include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xpath.h>
 #include <pthread.h>
 #include <search.h>
 #include <signal.h>
@@ -140,6 +142,53 @@ static void do_xml(void *arg)
     xmlSAXUserParseMemory(&h, NULL, doc, o);
 }
 
+/* libxml2's allocator (xmlMemSetup): a sample at its allocations, the way
+ * the eBPF program takes one at each malloc, from all over libxml2. */
+static void *hook_malloc(size_t n)
+{
+    snap();
+    return malloc(n);
+}
+
+static void *hook_realloc(void *p, size_t n)
+{
+    snap();
+    return realloc(p, n);
+}
+
+static char *hook_strdup(const char *str)
+{
+    snap();
+    return strdup(str);
+}
+
+static void do_xmldom(void *arg)
+{
+    char doc[8192];
+    int n = (int)(intptr_t)arg, o = 0;
+    o += snprintf(doc + o, sizeof(doc) - (size_t)o,
+                  "<?xml version=\"1.0\"?><root xmlns:p=\"urn:x\">");
+    for (int i = 0; i < n && o < (int)sizeof(doc) - 200; i++)
+        o +=
+            snprintf(doc + o, sizeof(doc) - (size_t)o,
+                     "<p:item id=\"%d\" v=\"&amp;%d\"><!-- c --><x>t%d</x><![CDATA[d%d]]></p:item>",
+                     i, i * 3, i, i);
+    o += snprintf(doc + o, sizeof(doc) - (size_t)o, "</root>");
+    xmlDocPtr d = xmlReadMemory(doc, o, "s.xml", NULL, n % 2 ? XML_PARSE_NOBLANKS : 0);
+    if (!d)
+        return;
+    xmlXPathContextPtr x = xmlXPathNewContext(d);
+    xmlXPathObjectPtr r =
+        x ? xmlXPathEvalExpression((const xmlChar *)"//x[position() > 1]", x) : NULL;
+    xmlChar *out = NULL;
+    int len = 0;
+    xmlDocDumpFormatMemory(d, &out, &len, 1);
+    xmlFree(out);
+    xmlXPathFreeObject(r);
+    xmlXPathFreeContext(x);
+    xmlFreeDoc(d);
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -184,6 +233,7 @@ unsigned unwind_samples_take(struct unwind_sample *s, unsigned max)
     g_s = s;
     g_n = 0;
     signal(SIGUSR1, on_signal);
+    xmlMemSetup(free, hook_malloc, hook_realloc, hook_strdup);
     xmlInitParser();
     /* Each source gets its share of max, from several call depths. */
     unsigned share = max / 6 ? max / 6 : 1;
@@ -196,6 +246,9 @@ unsigned unwind_samples_take(struct unwind_sample *s, unsigned max)
         nest(d, do_twalk, (void *)(intptr_t)(20 + (round * 13) % 230));
         g_max = g_n + share / 40 + 1 < max ? g_n + share / 40 + 1 : max;
         nest(d, do_xml, (void *)(intptr_t)(1 + round % 60));
+        g_every = 7;
+        g_max = g_n + share / 20 + 1 < max ? g_n + share / 20 + 1 : max;
+        nest(d, do_xmldom, (void *)(intptr_t)(1 + (round * 7) % 40));
         g_every = 1;
         g_max = g_n + 1 < max ? g_n + 1 : max;
         nest(d, do_signal, NULL);
