@@ -16,6 +16,9 @@
 /* The registers libdwfl unwinds on x86-64 (backends/x86_64_init.c frame_nregs). */
 #define DW_NREGS 17
 
+/* The cache's size in the header (1 MiB) counts on it. */
+_Static_assert(sizeof(struct unwind_rule) == 32, "a rule is 32 bytes");
+
 void unwind_rules_init(struct unwind_rules *r)
 {
     memset(r, 0, sizeof(*r));
@@ -30,7 +33,7 @@ void unwind_rules_close(struct unwind_rules *r)
 void unwind_rules_clear(struct unwind_rules *r)
 {
     if (r->t)
-        memset(r->t, 0, (size_t)(r->mask + 1) * sizeof(*r->t));
+        memset(r->t, 0, (size_t)UNWIND_RULES_SLOTS * sizeof(*r->t));
     r->st.entries = 0;
 }
 
@@ -179,7 +182,6 @@ const struct unwind_rule *unwind_rules_get(struct unwind_rules *r, Dwfl *dwfl, u
         r->t = ht_calloc(UNWIND_RULES_SLOTS, sizeof(*r->t));
         if (!r->t)
             return NULL;
-        r->mask = UNWIND_RULES_SLOTS - 1;
     }
     struct unwind_rule *set = &r->t[set_of(pc)];
     for (unsigned w = 0; w < UNWIND_RULES_WAYS; w++)

@@ -42,7 +42,6 @@ struct unwind_rules_stats {
 
 struct unwind_rules {
     struct unwind_rule *t;
-    uint32_t mask;
     struct unwind_rules_stats st;
 };
 
@@ -55,7 +54,8 @@ void unwind_rules_init(struct unwind_rules *r);
 void unwind_rules_close(struct unwind_rules *r);
 /* Forget every rule (the modules were read again). */
 void unwind_rules_clear(struct unwind_rules *r);
-/* The rule at pc in dwfl's modules; NULL only when out of memory. */
+/* The rule at pc in dwfl's modules, valid until the next lookup (a set
+ * keeps its newest first); NULL only when out of memory. */
 const struct unwind_rule *unwind_rules_get(struct unwind_rules *r, Dwfl *dwfl, uint64_t pc);
 
 #endif
