@@ -31,8 +31,8 @@ static double measure(struct unwinder *u, const struct unwind_sample *s, unsigne
     *frames = 0;
     for (unsigned p = 0; p < passes; p++)
         for (unsigned i = 0; i < n; i++) {
-            unsigned k = unwinder_run(u, s[i].tid, &s[i].regs, s[i].stack, s[i].len, f,
-                                      HB_MAX_FRAMES);
+            unsigned k =
+                unwinder_run(u, s[i].tid, &s[i].regs, s[i].stack, s[i].len, f, HB_MAX_FRAMES);
             if (p == 0)
                 *frames += k;
         }
@@ -62,13 +62,14 @@ int main(int argc, char **argv)
     struct unwinder_stats st;
     unwinder_stats(fast, &st);
     uint64_t look = st.rule_hits + st.rule_misses;
-    printf("stacks %u, frames per stack %.1f (libdwfl %.1f), passes %u\n", n,
-           (double)fr_fast / n, (double)fr_slow / n, passes);
+    printf("stacks %u, frames per stack %.1f (libdwfl %.1f), passes %u\n", n, (double)fr_fast / n,
+           (double)fr_slow / n, passes);
     printf("libdwfl:     %8.0f ns per stack\n", ns_slow);
     printf("rule cache:  %8.0f ns per stack (%.1fx faster)\n", ns_fast, ns_slow / ns_fast);
     printf("fast stacks %" PRIu64 ", libdwfl fallbacks %" PRIu64 " (%.2f%%)\n", st.fast,
            st.fallbacks, 100.0 * (double)st.fallbacks / (double)(st.fast + st.fallbacks));
-    printf("rules %" PRIu64 ", lookups %" PRIu64 ", hit rate %.4f%% (first pass %.2f%%), evicted %" PRIu64 "\n",
+    printf("rules %" PRIu64 ", lookups %" PRIu64
+           ", hit rate %.4f%% (first pass %.2f%%), evicted %" PRIu64 "\n",
            st.rules, look, 100.0 * (double)st.rule_hits / (double)look,
            100.0 * (double)cold.rule_hits / (double)(cold.rule_hits + cold.rule_misses),
            st.rules_evicted);
