@@ -451,6 +451,10 @@ static struct cJSON *bpf_src_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "unwind_failures", (double)ts.unwind_failures);
     cJSON_AddNumberToObject(o, "stacks_outside_exec", (double)ts.stacks_outside_exec);
     cJSON_AddNumberToObject(o, "stacks_copy_short", (double)ts.stacks_copy_short);
+    cJSON_AddNumberToObject(o, "unwind_fast", (double)ts.unwind_fast);
+    cJSON_AddNumberToObject(o, "unwind_fallbacks", (double)ts.unwind_fallbacks);
+    cJSON_AddNumberToObject(o, "unwind_rules", (double)ts.unwind_rules);
+    cJSON_AddNumberToObject(o, "unwind_rules_evicted", (double)ts.unwind_rules_evicted);
     cJSON_AddNumberToObject(o, "exec_mappings_dropped", (double)ts.exec_overflows);
     if (s->syms) {
         struct sym_stats ss;

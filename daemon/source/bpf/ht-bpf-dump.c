@@ -108,9 +108,11 @@ static void summary(struct dump *d, struct bpf_tracer *t)
     for (int k = 1; k < HT_EV_KIND_COUNT; k++)
         printf(" %s=%" PRIu64, ht_event_kind_name(k), d->counts[k]);
     printf(" lost=%" PRIu64 " records=%" PRIu64 " malformed=%" PRIu64 " probes=%u links=%u"
-           " load_ms=%.1f attach_ms=%.1f detach_ms=%.1f unwind_failures=%" PRIu64 "\n",
+           " load_ms=%.1f attach_ms=%.1f detach_ms=%.1f unwind_failures=%" PRIu64
+           " unwind_fast=%" PRIu64 " unwind_fallbacks=%" PRIu64 "\n",
            st.lost, st.records, st.malformed, st.probes, st.links, st.load_ns / 1e6,
-           st.attach_ns / 1e6, st.detach_ns / 1e6, st.unwind_failures);
+           st.attach_ns / 1e6, st.detach_ns / 1e6, st.unwind_failures, st.unwind_fast,
+           st.unwind_fallbacks);
 }
 
 int main(int argc, char **argv)

@@ -167,6 +167,8 @@ static void stats_publish(struct bpf_tracer *t)
     uint64_t orphans = counter_read(t, HB_CNT_NO_ENTRY);
     uint64_t ring = counter_read(t, HB_CNT_RING), thread = counter_read(t, HB_CNT_THREAD_FULL);
     uint64_t sys = counter_read(t, HB_CNT_SYSCALL_FULL), hint = counter_read(t, HB_CNT_HINT_FULL);
+    struct unwinder_stats us;
+    unwinder_stats(t->cons.uw, &us);
     uv_mutex_lock(&t->stats_lock);
     t->st.records = t->cons.records;
     t->st.events = t->cons.events;
@@ -174,6 +176,10 @@ static void stats_publish(struct bpf_tracer *t)
     t->st.unwind_failures = t->cons.unwind_failures;
     t->st.stacks_outside_exec = t->cons.stacks_outside_exec;
     t->st.stacks_copy_short = t->cons.stacks_copy_short;
+    t->st.unwind_fast = us.fast;
+    t->st.unwind_fallbacks = us.fallbacks;
+    t->st.unwind_rules = us.rules;
+    t->st.unwind_rules_evicted = us.rules_evicted;
     t->st.exec_overflows = t->cons.exec.overflows;
     t->st.lost = t->lost_seen;
     t->st.undelivered = t->cons.undelivered;

@@ -54,6 +54,9 @@ struct bpf_tracer_stats {
      * mappings the check could not keep (the check is then off). */
     uint64_t stacks_outside_exec, exec_overflows;
     uint64_t stacks_copy_short; /* DWARF stacks deeper than the copy: cut */
+    /* DWARF stacks unwound from cached CFI rules, and by libdwfl (a frame
+     * the rules do not cover); rules cached, and replaced at the cache's cap. */
+    uint64_t unwind_fast, unwind_fallbacks, unwind_rules, unwind_rules_evicted;
     uint64_t lost;        /* kernel ring drops, each reported as a lost event */
     uint64_t undelivered; /* records and drops that never became events (at stop) */
     /* Allocator returns whose entry was not seen (called before the attach, or

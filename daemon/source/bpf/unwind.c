@@ -1,9 +1,11 @@
-/* DWARF unwinding of copied user stacks with libdwfl. */
+/* DWARF unwinding of copied user stacks: cached CFI rules, libdwfl for the rest. */
 #include "unwind.h"
 
 #include "ht-alloc.h"
+#include "unwind-rules.h"
 
 #include <elfutils/libdwfl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -19,6 +21,9 @@ struct unwinder {
     uint64_t *frames;
     unsigned n, max;
     int cut; /* the unwind needed stack past a full copy */
+    struct unwind_rules rules;
+    int fast_off; /* every stack through libdwfl */
+    uint64_t fast, fallbacks;
 };
 
 static char *debuginfo_path;
@@ -48,11 +53,9 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 }
 
 /* Stack memory comes from the copy only: past it, the unwind ends. */
-static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+static bool stack_read(struct unwinder *u, uint64_t addr, uint64_t *result)
 {
-    struct unwinder *u = arg;
     uint64_t sp = u->regs->r[7];
-    (void)dwfl;
     if (addr < sp)
         return false;
     if (addr - sp > u->len || u->len - (addr - sp) < sizeof(*result)) {
@@ -62,6 +65,16 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
         return false;
     }
     memcpy(result, u->stack + (addr - sp), sizeof(*result));
+    return true;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    uint64_t v;
+    (void)dwfl;
+    if (!stack_read(arg, addr, &v))
+        return false;
+    *result = v;
     return true;
 }
 
@@ -86,6 +99,8 @@ static int dwfl_open(struct unwinder *u)
 {
     if (u->dwfl)
         dwfl_end(u->dwfl);
+    /* Rules hold addresses of the modules as they were mapped. */
+    unwind_rules_clear(&u->rules);
     u->dwfl = dwfl_begin(&proc_callbacks);
     if (!u->dwfl)
         return UV_ENOMEM;
@@ -107,6 +122,11 @@ int unwinder_new(struct unwinder **out, uint64_t pid)
     if (!u)
         return UV_ENOMEM;
     u->pid = pid;
+    unwind_rules_init(&u->rules);
+    /* Test knob: every stack through libdwfl, so a live trace can be
+     * compared with the fast path's (integration.unwind_*). */
+    const char *knob = getenv("HEAPTRACED_TEST_UNWIND_LIBDWFL");
+    u->fast_off = knob && strcmp(knob, "1") == 0;
     int rc = dwfl_open(u);
     if (rc) {
         ht_free(u);
@@ -122,6 +142,7 @@ void unwinder_free(struct unwinder *u)
         return;
     if (u->dwfl)
         dwfl_end(u->dwfl);
+    unwind_rules_close(&u->rules);
     ht_free(u);
 }
 
@@ -141,6 +162,51 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
     return u->n < u->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
+/* One frame by its rule: rsp, rbp and pc of the caller. 1 to go on, 0 at
+ * the end of the stack or of the copy, -1 when libdwfl must do the stack. */
+static int fast_step(struct unwinder *u, const struct unwind_rule *r, uint64_t *rsp, uint64_t *rbp,
+                     int *rbp_ok, uint64_t *pc)
+{
+    if (r->kind != RULE_SIMPLE || (r->cfa_rbp && !*rbp_ok))
+        return -1;
+    uint64_t cfa = (r->cfa_rbp ? *rbp : *rsp) + (uint64_t)(int64_t)r->cfa_off, v;
+    /* libdwfl reads every saved register (frame_unwind.c handle_cfi): one
+     * past the copy marks the stack cut there too. */
+    if (r->has_slots)
+        stack_read(u, cfa + (uint64_t)(int64_t)r->slot_max, &v);
+    if (r->ra_undefined || !stack_read(u, cfa + (uint64_t)(int64_t)r->ra_off, pc))
+        return 0;
+    if (r->rbp_how == RBP_SAVED)
+        *rbp_ok = stack_read(u, cfa + (uint64_t)(int64_t)r->rbp_off, rbp);
+    else if (r->rbp_how == RBP_UNDEFINED)
+        *rbp_ok = 0;
+    *rsp = cfa;
+    return 1;
+}
+
+/* The frames libdwfl would give, from cached rules: the count, or -1 when
+ * a frame's rule is not simple (or out of memory). */
+static int fast_run(struct unwinder *u)
+{
+    uint64_t rsp = u->regs->r[7], rbp = u->regs->r[6], pc = u->regs->r[16];
+    int rbp_ok = 1;
+    for (int initial = 1;; initial = 0) {
+        if (pc == 0) /* as frame_cb: no frame there */
+            return (int)u->n;
+        u->frames[u->n++] = pc;
+        if (u->n >= u->max)
+            return (int)u->n;
+        /* A return address is after the call: its rule is the call's, at
+         * pc - 1 (libdwfl/frame_unwind.c, for all but the initial frame). */
+        const struct unwind_rule *r = unwind_rules_get(&u->rules, u->dwfl, initial ? pc : pc - 1);
+        if (!r)
+            return -1;
+        int rc = fast_step(u, r, &rsp, &rbp, &rbp_ok, &pc);
+        if (rc <= 0)
+            return rc == 0 ? (int)u->n : -1;
+    }
+}
+
 unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *regs,
                       const uint8_t *stack, size_t len, uint64_t *frames, unsigned max)
 {
@@ -154,6 +220,13 @@ unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *re
     u->n = 0;
     u->max = max;
     u->cut = 0;
+    if (!u->fast_off && fast_run(u) >= 0) {
+        u->fast++;
+        return u->n;
+    }
+    u->fallbacks++;
+    u->n = 0;
+    u->cut = 0;
     /* Ends with an error at the end of the copy or of the CFI: the frames
      * found so far stand. */
     dwfl_getthread_frames(u->dwfl, (pid_t)tid, frame_cb, u);
@@ -163,4 +236,22 @@ unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *re
 int unwinder_cut(const struct unwinder *u)
 {
     return u->cut;
+}
+
+void unwinder_set_fast(struct unwinder *u, int on)
+{
+    u->fast_off = !on;
+}
+
+void unwinder_stats(const struct unwinder *u, struct unwinder_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (!u)
+        return;
+    st->fast = u->fast;
+    st->fallbacks = u->fallbacks;
+    st->rule_hits = u->rules.st.hits;
+    st->rule_misses = u->rules.st.misses;
+    st->rules_evicted = u->rules.st.evicted;
+    st->rules = u->rules.st.entries;
 }

@@ -1,7 +1,9 @@
 /*
  * DWARF unwinding of the stack copies --stacks dwarf takes (linux-backend.md
  * section 3): elfutils' libdwfl over the target's modules, with a memory
- * callback serving the copied top of the stack. ~5 us a stack.
+ * callback serving the copied top of the stack. ~5 us a stack. Most frames
+ * are unwound faster from rules cached per code address (unwind-rules.h);
+ * a stack with a frame of another shape is unwound by libdwfl (counted).
  * Threads: one owner (the consumer thread).
  */
 #ifndef HT_BPF_UNWIND_H
@@ -26,5 +28,18 @@ unsigned unwinder_run(struct unwinder *u, uint32_t tid, const struct hb_regs *re
 /* Did the last unwinder_run stop for want of stack past a full copy
  * (HB_STACK_COPY bytes): a stack deeper than the copy, cut? */
 int unwinder_cut(const struct unwinder *u);
+
+/* Off: every stack through libdwfl (the reference the fast path is tested against). */
+void unwinder_set_fast(struct unwinder *u, int on);
+
+struct unwinder_stats {
+    uint64_t fast;      /* stacks unwound from cached rules */
+    uint64_t fallbacks; /* stacks with a frame the rules do not cover: libdwfl did them */
+    uint64_t rule_hits, rule_misses;
+    uint64_t rules_evicted; /* rules replaced in the full cache (read again when needed) */
+    uint64_t rules;         /* rules cached */
+};
+/* All zero for NULL. */
+void unwinder_stats(const struct unwinder *u, struct unwinder_stats *st);
 
 #endif
