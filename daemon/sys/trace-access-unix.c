@@ -71,9 +71,14 @@ static int caps_drop(void)
  * dumpable, capabilities, LSMs such as Yama), on that very process. REALCREDS
  * compares the caller's real uid and gid (kernel/ptrace.c,
  * __ptrace_may_access) and its permitted capabilities (security/commoncap.c,
- * cap_ptrace_access_check), never the effective ids: the helper keeps its
- * effective uid 0, without a capability, so the client cannot ptrace it or
- * read its copy of the daemon's memory (its uids are not all the client's).
+ * cap_ptrace_access_check). The effective uid counts too: the owner of a
+ * user namespace holds every capability in it (security/commoncap.c,
+ * cap_capable compares the namespace's owner with the caller's euid), so an
+ * effective uid 0 would pass for any process in a namespace root made (a
+ * container, a service with PrivateUsers=). The helper takes the client's
+ * uid and gid as real and effective ids and keeps saved uid 0: the client
+ * cannot ptrace it or read its copy of the daemon's memory (its uids are not
+ * all the client's, and the euid change made it not dumpable).
  * Raw system calls only: the daemon has threads, the child one (fork(2)). */
 static void helper_run(const struct trace_who *w, int pidfd, int out)
 {
@@ -83,9 +88,9 @@ static void helper_run(const struct trace_who *w, int pidfd, int out)
         groups[i] = (gid_t)w->groups[i];
     if (syscall(SYS_setgroups, (size_t)w->ngroups, groups) != 0)
         a.step = STEP_GROUPS;
-    else if (syscall(SYS_setresgid, (gid_t)w->gid, (gid_t)-1, (gid_t)-1) != 0)
+    else if (syscall(SYS_setresgid, (gid_t)w->gid, (gid_t)w->gid, (gid_t)-1) != 0)
         a.step = STEP_GID;
-    else if (syscall(SYS_setresuid, (uid_t)w->uid, (uid_t)-1, (uid_t)-1) != 0)
+    else if (syscall(SYS_setresuid, (uid_t)w->uid, (uid_t)w->uid, (uid_t)-1) != 0)
         a.step = STEP_UID;
     else if (caps_drop() != 0)
         a.step = STEP_CAPS;
