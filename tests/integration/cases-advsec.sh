@@ -38,3 +38,90 @@ case_advsec_userns_root() {
     live_go "$rp"
     stop_clean
 }
+
+# A member stops the checking helper (its real uid is the member's, so the member may signal
+# it) while asking to trace root's process, over and over for a few seconds. A helper stopped
+# after its answer but before its exit held the daemon in waitpid for as long as the member
+# liked: every client hung, root's too (a ping waited 624 s, until the helper was killed by
+# hand). One stopped before its answer held the loop for the whole 500 ms timeout. Now the
+# daemon answers, the member is refused at once when its helper stops, and no helper, zombie or
+# descriptor is left behind.
+case_advsec_helper_stop() {
+    sec_live
+    SEC_PY=/usr/bin/python3
+    [ -x "$SEC_PY" ] || live_skip "$SEC_PY missing"
+    live_app root mtalloc 2 10
+    local root_pid=$APID fds0 secs=$((3 * ${HT_TIME_FACTOR:-1}))
+    fds0=$(ls "/proc/$DPID/fd" | wc -l)
+    # A uid of its own: its SIGSTOP to every process it may signal reaches no one else's.
+    timeout $((secs + 20)) setpriv --reuid=64992 --regid="$SEC_GID" --clear-groups \
+        "$SEC_PY" - "$HEAPTRACE_PIPE" "$secs" "$root_pid" >"$T/stop.out" 2>&1 <<'EOF'
+import json, os, signal, socket, sys, time
+pipe, secs, target = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+own = os.fork()
+if own == 0:
+    time.sleep(secs + 30)
+    os._exit(0)
+me = os.getpid()
+stopper = os.fork()
+if stopper == 0:
+    end = time.time() + secs + 1
+    while time.time() < end:
+        try:
+            os.kill(-1, signal.SIGSTOP)  # every process of this uid but itself: the helper too
+        except OSError:
+            pass
+        os.kill(me, signal.SIGCONT)
+        os.kill(own, signal.SIGCONT)
+        time.sleep(0.0002)
+    os._exit(0)
+s = socket.socket(socket.AF_UNIX)
+s.connect(pipe)
+f = s.makefile("rwb")
+end = time.time() + secs
+n = traced = refused = refused_stop = other = 0
+while time.time() < end and n < 3000:
+    n += 1
+    f.write(json.dumps({"v": 1, "id": n, "cmd": "start",
+                        "args": {"pid": target, "name": "st%d" % n}}).encode() + b"\n")
+    f.flush()
+    r = json.loads(f.readline())
+    if r.get("ok"):
+        traced += 1
+        print("TRACED", json.dumps(r))
+    elif "may not trace" in json.dumps(r):
+        refused += 1
+    elif "stopped or killed before it answered" in json.dumps(r):
+        refused_stop += 1
+    else:
+        other += 1
+        print("REFUSED", json.dumps(r))
+os.kill(stopper, signal.SIGKILL)
+os.waitpid(stopper, 0)
+os.kill(own, signal.SIGKILL)
+os.waitpid(own, 0)
+print("starts", n, "traced", traced, "refused", refused, "refused_stopped", refused_stop,
+      "other", other)
+EOF
+    local rc=$?
+    cat "$T/stop.out"
+    timeout 10 "$HT_CTL" ping >/dev/null || {
+        ps -o pid,stat,user,wchan:20,comm --ppid "$DPID"
+        kill -KILL $(ps -o pid= --ppid "$DPID") 2>/dev/null
+        fail "the daemon does not answer root after the member's stopped helpers"
+    }
+    [ "$rc" -eq 0 ] || fail "the member's client failed or hung (rc $rc): $(tail -n 3 "$T/stop.out")"
+    local starts stopped other
+    starts=$(awk '/^starts/ {print $2}' "$T/stop.out")
+    stopped=$(awk '/^starts/ {print $8}' "$T/stop.out")
+    other=$(awk '/^starts/ {print $10}' "$T/stop.out")
+    [ "$starts" -ge 10 ] || fail "only $starts starts in ${secs}s"
+    eq "$(awk '/^starts/ {print $4}' "$T/stop.out")" 0 "root's process traced by the member"
+    [ "$stopped" -ge 1 ] || fail "no helper was stopped before its answer in $starts starts"
+    eq "$other" 0 "starts refused for another reason"
+    eq "$(ps -o pid= --ppid "$DPID" | wc -l)" 0 "children of the daemon left"
+    eq "$(ls "/proc/$DPID/fd" | wc -l)" "$fds0" "descriptors of the daemon"
+    eq "$(ctl --json ls | jget sessions.#)" 0 "sessions left"
+    live_go "$root_pid"
+    stop_clean
+}
