@@ -125,3 +125,132 @@ EOF
     live_go "$root_pid"
     stop_clean
 }
+
+# adv_dbg_build DIR [CFLAGS]: the member's program DIR/app, linked with DIR/libx.so (no build
+# id, no symbol table, DIR/link.bin as its .gnu_debuglink section), and the same library with
+# its symbols, DIR/full.so. Skips without a C compiler and binutils.
+adv_dbg_build() {
+    local d=$1 cflags=${2:-}
+    command -v cc >/dev/null && command -v objcopy >/dev/null && command -v strip >/dev/null ||
+        live_skip "needs cc and binutils"
+    cat >"$d/lib.c" <<'EOF'
+#include <stdlib.h>
+__attribute__((noinline)) static void *root_only_name_zz(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" ::"r"(p) : "memory");
+    return p;
+}
+void *entry(size_t n) { return root_only_name_zz(n); }
+EOF
+    cat >"$d/main.c" <<'EOF'
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+void *entry(size_t n);
+static volatile sig_atomic_t go;
+static void on(int s) { (void)s; go = 1; }
+int main(void)
+{
+    signal(SIGUSR1, on);
+    printf("{\"pid\":%d,\"ready\":true}\n", getpid());
+    fflush(stdout);
+    while (!go)
+        pause();
+    for (int i = 0; i < 20; i++)
+        entry(1000 + i);
+    printf("{\"done\":true}\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+EOF
+    # shellcheck disable=SC2086
+    cc -O1 -g -fno-omit-frame-pointer $cflags -fPIC -shared -Wl,--build-id=none -o "$d/full.so" "$d/lib.c" &&
+        cp "$d/full.so" "$d/libx.so" && strip --strip-all "$d/libx.so" &&
+        objcopy --add-section .gnu_debuglink="$d/link.bin" "$d/libx.so" &&
+        cc -O1 -fno-omit-frame-pointer -o "$d/app" "$d/main.c" -L"$d" -lx -Wl,-rpath,"$d" ||
+        fail "cannot build the member's program in $d"
+}
+
+# adv_debuglink FILE LINK: a .gnu_debuglink section's bytes for LINK, CRC 0 (not checked).
+adv_debuglink() {
+    "$SEC_PY" -c 'import sys
+n = sys.argv[2].encode() + b"\0"
+n += b"\0" * (-len(n) % 4)
+open(sys.argv[1], "wb").write(n + b"\0\0\0\0")' "$1" "$2"
+}
+
+# adv_dbg_fail MESSAGE: fail, once any FIFO of the case has a writer (a daemon blocked opening
+# one would otherwise hold the cleanup's shutdown).
+adv_dbg_fail() {
+    local f
+    for f in "$T"/*/fifo; do
+        [ -p "$f" ] && timeout 1 sh -c 'exec 3>"$1"; sleep 0.2' sh "$f" 2>/dev/null
+    done
+    fail "$@"
+}
+
+# adv_dbg_run TAG DIR [start options]: run DIR/app as uid 64993, trace it, let it allocate;
+# its stacks in $T/TAG.stacks. Every request is bounded: a daemon blocked is a failure.
+adv_dbg_run() {
+    local tag=$1 d=$2 p
+    shift 2
+    setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups "$d/app" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null &
+    p=$!
+    LIVE_PIDS+=("$p")
+    live_wait_line "$tag" '"ready":true'
+    timeout 20 setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups "$HT_CTL" start --pid "$p" \
+        --name "$tag" "$@" >"$T/$tag.start" 2>&1 ||
+        adv_dbg_fail "$tag: start failed or blocked: $(cat "$T/$tag.start")"
+    live_go "$p"
+    live_wait_line "$tag" '"done":true'
+    sleep 0.5
+    timeout 20 setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups "$HT_CTL" stacks "$tag" \
+        >"$T/$tag.stacks" 2>&1 || adv_dbg_fail "$tag: stacks failed or blocked: $(cat "$T/$tag.stacks")"
+    cat "$T/$tag.stacks"
+    grep -q 'libx.so' "$T/$tag.stacks" || adv_dbg_fail "$tag: no frame in libx.so"
+    timeout 10 "$HT_CTL" ping >/dev/null || adv_dbg_fail "$tag: the daemon does not answer root"
+}
+
+# A member's library names its separate debug file (.gnu_debuglink) with "../": libdwfl appends
+# the link to /usr/lib/debug/..., so the root daemon opened any file the member chose: a file
+# only root may read (its function names came out in the member's stacks), or a FIFO (the open
+# blocked the daemon for good, every client with it). A link into the member's own directory
+# (libdwfl's default search path, kept by the DWARF unwinder) did the same with --stacks dwarf,
+# for a library without .eh_frame.
+case_advsec_debuglink() {
+    sec_live
+    SEC_PY=/usr/bin/python3
+    [ -x "$SEC_PY" ] || live_skip "$SEC_PY missing"
+    [ -d /usr/lib/debug ] || live_skip "no /usr/lib/debug: no path for a debuglink to climb out of"
+    chmod 711 "$T"
+    mkdir -m 700 "$T/sec" && mkdir "$T/m" "$T/f" "$T/w" && chown 64993 "$T/m" "$T/f" "$T/w" ||
+        fail "directories"
+    # A library only root may read, its symbols the secret.
+    adv_debuglink "$T/m/link.bin" "../../..$T/sec/secret.so"
+    adv_dbg_build "$T/m"
+    cp "$T/m/full.so" "$T/sec/secret.so" && chmod 600 "$T/sec/secret.so"
+    nm "$T/sec/secret.so" | grep -q root_only_name_zz || fail "the secret has no such symbol"
+    setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups cat "$T/sec/secret.so" >/dev/null 2>&1 &&
+        fail "the member can read the secret"
+    adv_dbg_run sec "$T/m"
+    grep -q root_only_name_zz "$T/sec.stacks" && adv_dbg_fail "a symbol of a file only root may read was shown"
+    # A FIFO of the member's, reached with ../
+    mkfifo "$T/f/fifo" && chown 64993 "$T/f/fifo" || fail "mkfifo"
+    adv_debuglink "$T/f/link.bin" "../../..$T/f/fifo"
+    adv_dbg_build "$T/f"
+    adv_dbg_run fifo "$T/f"
+    # A FIFO under the link's plain name, in the library's own directory, for the DWARF unwinder
+    # (it looks for a separate debug file when the library has no .eh_frame).
+    mkfifo "$T/w/fifo" && chown 64993 "$T/w/fifo" || fail "mkfifo"
+    adv_debuglink "$T/w/link.bin" fifo
+    adv_dbg_build "$T/w" "-fno-asynchronous-unwind-tables -fno-unwind-tables"
+    adv_dbg_run dw "$T/w" --stacks dwarf
+    # Nothing of it was opened: a writer finds no reader.
+    local fifo
+    for fifo in "$T/f/fifo" "$T/w/fifo"; do
+        timeout 1 sh -c 'exec 3>"$1"' sh "$fifo" 2>/dev/null && fail "the daemon holds $fifo open"
+    done
+    stop_clean
+}
