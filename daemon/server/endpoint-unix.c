@@ -304,17 +304,15 @@ int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uin
     *gid = cred.gid;
     /* SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups as of its
      * connect; ERANGE when they do not fit, with the size they need
-     * (net/core/sock.c, sk_getsockopt). */
-    gid_t g[256];
-    len = (socklen_t)(sizeof(gid_t) * (cap < 256 ? cap : 256));
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+     * (net/core/sock.c, sk_getsockopt). Read in place: a gid_t is 32 bits. */
+    _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is not 32 bits");
+    len = (socklen_t)(sizeof(gid_t) * cap);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0) {
         int e = errno;
         snprintf(err, errsz, "cannot read the client's groups (SO_PEERGROUPS): %s%s", strerror(e),
-                 e == ERANGE ? " (more than 256)" : "");
+                 e == ERANGE ? " (more than the daemon takes)" : "");
         return HT_EPERM;
     }
     *n = (uint32_t)(len / sizeof(gid_t));
-    for (uint32_t i = 0; i < *n; i++)
-        groups[i] = g[i];
     return 0;
 }

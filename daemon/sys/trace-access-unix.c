@@ -87,10 +87,8 @@ static int caps_drop(void)
 static void helper_run(const struct trace_who *w, int pidfd, int out)
 {
     struct helper_answer a = {STEP_ASKED, 0};
-    gid_t groups[TRACE_GROUPS_MAX];
-    for (uint32_t i = 0; i < w->ngroups; i++)
-        groups[i] = (gid_t)w->groups[i];
-    if (syscall(SYS_setgroups, (size_t)w->ngroups, groups) != 0)
+    /* w->groups as they are: a gid_t is 32 bits (endpoint_peer_groups). */
+    if (syscall(SYS_setgroups, (size_t)w->ngroups, (const gid_t *)w->groups) != 0)
         a.step = STEP_GROUPS;
     else if (syscall(SYS_setresgid, (gid_t)w->gid, (gid_t)w->gid, (gid_t)-1) != 0)
         a.step = STEP_GID;

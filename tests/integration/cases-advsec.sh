@@ -254,3 +254,34 @@ case_advsec_debuglink() {
     done
     stop_clean
 }
+
+# A member in more than 256 supplementary groups (the kernel allows 65536, NGROUPS_MAX) traces
+# its own process: it was refused ("cannot read the client's groups (SO_PEERGROUPS): Numerical
+# result out of range (more than 256)"), although its groups change nothing in the ptrace rule.
+# Root's process stays refused to it.
+case_advsec_many_groups() {
+    sec_live
+    local groups i
+    groups=$SEC_GID
+    for ((i = 0; i < 300; i++)); do
+        groups+=",$((70000 + i))"
+    done
+    setpriv --reuid=64994 --regid="$SEC_GID" --groups="$groups" "$LIVE_APPS/mtalloc" 2 10 \
+        >"$T/own.out" 2>&1 </dev/null &
+    local own=$!
+    LIVE_PIDS+=("$own")
+    live_wait_line own '"ready":true'
+    eq "$(awk '/^Groups:/ {print NF - 1}' "/proc/$own/status")" 301 "the member's groups"
+    setpriv --reuid=64994 --regid="$SEC_GID" --groups="$groups" "$HT_CTL" start --pid "$own" \
+        --name many >"$T/start.out" 2>&1 ||
+        fail "a member in 301 groups cannot trace its own process: $(cat "$T/start.out")"
+    eq "$(ctl --json status many | jget process.pid)" "$own" "attached pid"
+    ctl drop many >/dev/null || fail "drop"
+    live_app root mtalloc 2 10
+    out=$(setpriv --reuid=64994 --regid="$SEC_GID" --groups="$groups" "$HT_CTL" start \
+        --pid "$APID" --name r 2>&1)
+    sec_refused "$out" $? "root's process, to a member in 301 groups"
+    live_go "$APID"
+    live_go "$own"
+    stop_clean
+}
