@@ -296,3 +296,23 @@ case_advsec_many_groups() {
     live_go "$own"
     stop_clean
 }
+
+# A session name the daemon reads as an id ("+1", " 1": strtoul takes them) named another
+# session: a member named its session "+1", and root's 'drop +1', meant for it, dropped root's
+# own session 1. Such names are refused like numbers.
+case_advsec_name_as_id() {
+    sec_group
+    sec_daemon
+    cp "$DEMO" "$T/demo.htev" && chmod 644 "$T/demo.htev"
+    ctl load "$DEMO" --name rootses >/dev/null 2>&1 || fail "root's load"
+    eq "$(ctl --json ls | jget sessions.0.id)" 1 "root's session id"
+    local name out
+    for name in "+1" " 1" "-0" "1"; do
+        out=$(as_member 65534 "$HT_CTL" load "$T/demo.htev" --name "$name" 2>&1)
+        echo "$out"
+        echo "$out" | grep -q "EBADARG.*not a number" || fail "the name '$name' was taken: $out"
+    done
+    eq "$(ctl --json ls | jget sessions.#)" 1 "sessions"
+    ctl status rootses >/dev/null || fail "root's session is gone"
+    stop_clean
+}
