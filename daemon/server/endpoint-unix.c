@@ -235,17 +235,24 @@ static int in_admin_group(uid_t uid, gid_t gid)
         return 0;
     if (gid == g->gr_gid)
         return 1;
+    gid_t admin = g->gr_gid; /* g is getgrnam's static storage: getgrouplist reuses it */
     struct passwd *pw = getpwuid(uid);
     if (!pw)
         return 0;
-    gid_t groups[256];
-    int n = 256;
-    if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (groups[i] == g->gr_gid)
-            return 1;
-    return 0;
+    /* All of the user's groups: getgrouplist answers -1 when they do not
+     * fit, with how many there are in n (getgrouplist(3)). */
+    int n = 256, found = 0;
+    gid_t *groups = ht_malloc(sizeof(gid_t) * (size_t)n);
+    if (groups && getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0 && n > 256) {
+        ht_free(groups);
+        groups = ht_malloc(sizeof(gid_t) * (size_t)n);
+        if (groups && getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+            n = 0;
+    }
+    for (int i = 0; groups && i < n && !found; i++)
+        found = groups[i] == admin;
+    ht_free(groups);
+    return found;
 }
 
 int endpoint_headroom(uv_pipe_t *pipe)

@@ -316,3 +316,45 @@ case_advsec_name_as_id() {
     ctl status rootses >/dev/null || fail "root's session is gone"
     stop_clean
 }
+
+# A user of group heaptrace (in /etc/group) who is in more than 256 groups is admitted: the
+# daemon read at most 256 of the user's groups, and refused it ("not root or in group
+# heaptrace") as soon as it had more. The user and its groups are made here, and removed.
+ADV_GROUPS_MADE=()
+ADV_USER_MADE=
+
+adv_groups_cleanup() {
+    local g
+    [ -n "$ADV_USER_MADE" ] && userdel "$ADV_USER_MADE" 2>/dev/null
+    for g in "${ADV_GROUPS_MADE[@]}"; do
+        groupdel "$g" 2>/dev/null
+    done
+    sec_cleanup
+}
+
+case_advsec_many_db_groups() {
+    sec_group
+    command -v useradd >/dev/null && command -v usermod >/dev/null || live_skip "no useradd"
+    local user=htadv$$ i g list=heaptrace
+    ! getent passwd "$user" >/dev/null || live_skip "user $user exists"
+    trap adv_groups_cleanup EXIT
+    useradd -M -N -g nogroup -s /usr/sbin/nologin "$user" || fail "useradd"
+    ADV_USER_MADE=$user
+    for ((i = 0; i < 260; i++)); do
+        g=htadv$$g$i
+        groupadd "$g" || fail "groupadd $g"
+        ADV_GROUPS_MADE+=("$g")
+        list+=",$g"
+    done
+    usermod -a -G "$list" "$user" || fail "usermod"
+    eq "$(id -G "$user" | wc -w)" 262 "the user's groups"
+    local uid ngid
+    uid=$(id -u "$user")
+    ngid=$(getent group nogroup | cut -d: -f3)
+    sec_daemon
+    # As after a login: group nogroup, and the user's groups as supplementary groups (heaptrace
+    # reaches the socket); the daemon finds heaptrace among the user's groups.
+    out=$(setpriv --reuid="$uid" --regid="$ngid" --init-groups "$HT_CTL" ping 2>&1) ||
+        fail "a member in 262 groups was refused: $out"
+    stop_clean
+}
