@@ -131,7 +131,8 @@ static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct sourc
 static int pid_access(struct cmd_ctx *ctx, uint64_t pid, struct trace_who *who, int *handle,
                       char *err, size_t errsz)
 {
-    memset(who, 0, sizeof(*who));
+    who->ngroups = 0;
+    who->gid = 0;
     who->uid = ctx->c->uid;
     if (who->uid != 0) {
         int rc = endpoint_peer_groups(&ctx->c->pipe, &who->gid, who->groups, TRACE_GROUPS_MAX,
@@ -234,16 +235,22 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
             return cmd_error(ctx, rc, "source %s cannot trace here: %s", ops->name, err);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");
-    struct trace_who who;
+    struct trace_who *who = NULL;
     int handle = -1;
     if (mode == SOURCE_PID && pid) {
+        who = ht_malloc(sizeof(*who));
+        if (!who)
+            return cmd_error(ctx, HT_ENOMEM, "out of memory");
         p.pid = (uint64_t)pid->valuedouble;
-        int prc = pid_access(ctx, p.pid, &who, &handle, err, sizeof(err));
-        if (prc != 0)
+        int prc = pid_access(ctx, p.pid, who, &handle, err, sizeof(err));
+        if (prc != 0) {
+            ht_free(who);
             return cmd_error(ctx, prc, "%s", err);
+        }
     }
-    int rc = live_session(ctx, ops, &p, handle >= 0 ? &who : NULL, handle);
+    int rc = live_session(ctx, ops, &p, handle >= 0 ? who : NULL, handle);
     trace_access_close(handle);
+    ht_free(who);
     return rc;
 }
 

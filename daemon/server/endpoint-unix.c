@@ -235,17 +235,24 @@ static int in_admin_group(uid_t uid, gid_t gid)
         return 0;
     if (gid == g->gr_gid)
         return 1;
+    gid_t admin = g->gr_gid; /* g is getgrnam's static storage: getgrouplist reuses it */
     struct passwd *pw = getpwuid(uid);
     if (!pw)
         return 0;
-    gid_t groups[256];
-    int n = 256;
-    if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (groups[i] == g->gr_gid)
-            return 1;
-    return 0;
+    /* All of the user's groups: getgrouplist answers -1 when they do not
+     * fit, with how many there are in n (getgrouplist(3)). */
+    int n = 256, found = 0;
+    gid_t *groups = ht_malloc(sizeof(gid_t) * (size_t)n);
+    if (groups && getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0 && n > 256) {
+        ht_free(groups);
+        groups = ht_malloc(sizeof(gid_t) * (size_t)n);
+        if (groups && getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+            n = 0;
+    }
+    for (int i = 0; groups && i < n && !found; i++)
+        found = groups[i] == admin;
+    ht_free(groups);
+    return found;
 }
 
 int endpoint_headroom(uv_pipe_t *pipe)
@@ -304,17 +311,15 @@ int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uin
     *gid = cred.gid;
     /* SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups as of its
      * connect; ERANGE when they do not fit, with the size they need
-     * (net/core/sock.c, sk_getsockopt). */
-    gid_t g[256];
-    len = (socklen_t)(sizeof(gid_t) * (cap < 256 ? cap : 256));
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+     * (net/core/sock.c, sk_getsockopt). Read in place: a gid_t is 32 bits. */
+    _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is not 32 bits");
+    len = (socklen_t)(sizeof(gid_t) * cap);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0) {
         int e = errno;
         snprintf(err, errsz, "cannot read the client's groups (SO_PEERGROUPS): %s%s", strerror(e),
-                 e == ERANGE ? " (more than 256)" : "");
+                 e == ERANGE ? " (more than the daemon takes)" : "");
         return HT_EPERM;
     }
     *n = (uint32_t)(len / sizeof(gid_t));
-    for (uint32_t i = 0; i < *n; i++)
-        groups[i] = g[i];
     return 0;
 }

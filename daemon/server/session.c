@@ -66,6 +66,15 @@ int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
     return session_admit_for(srv, name, 0, err, errsz);
 }
 
+/* Would session_find take name for an id? strtoul reads "12", but also
+ * " 12", "+12" and "-0": such a name would name another session. */
+static int reads_as_id(const char *name)
+{
+    char *end;
+    (void)strtoul(name, &end, 10);
+    return end != name && *end == '\0';
+}
+
 int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz)
 {
     if (srv->nsessions >= srv->cfg->max_sessions)
@@ -73,7 +82,7 @@ int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *
     if (!name || !*name)
         return 0;
     size_t len = strlen(name);
-    if (len >= sizeof(((struct session *)0)->name) || strspn(name, "0123456789") == len ||
+    if (len >= sizeof(((struct session *)0)->name) || reads_as_id(name) ||
         !ht_utf8_valid(name, len)) {
         snprintf(err, errsz, "session name must be 1-63 bytes of UTF-8 and not a number");
         return HT_EBADARG;

@@ -92,12 +92,29 @@ struct sym_cache {
 
 static char *debuginfo_path = "/usr/lib/debug";
 
+/* The standard lookup, for a module whose .gnu_debuglink is a plain file
+ * name: binutils writes the link's base name (bfd/opncls.c,
+ * bfd_create_gnu_debuglink_section) and libdwfl appends it to each directory
+ * it searches, so a "../" in a target's link reached any file as root (one
+ * only root may read, whose symbols then named the target's frames, or a
+ * FIFO, whose open blocked the loop). */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    if (debuglink_file && (strchr(debuglink_file, '/') || strcmp(debuglink_file, "..") == 0))
+        return -1;
+    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
+}
+
 /* Separate debug files are looked up by build id and debuglink only under
  * /usr/lib/debug (root's): the daemon runs as root and a target's own
- * directory could hold a FIFO or a device under the debuglink name. */
+ * directory could hold a FIFO or a device under the debuglink name; and a
+ * debuglink that is not a plain file name is not followed at all. */
 static const Dwfl_Callbacks dwfl_cbs = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };

@@ -31,10 +31,14 @@
  * so pidfd_getfd on it can only answer the access check (EPERM) or EBADF. */
 #define FD_NEVER 0x7fffffff
 /* The helper answers in under a millisecond. One that does not answer in
- * time (a target held in exec, or stopped: its real uid is the client's, so
- * the client may send it SIGSTOP) is killed and the client refused; the loop
+ * time (a target held in exec) is killed and the client refused; the loop
  * waits at most this long. */
 #define HELPER_TIMEOUT_MS 500
+/* The wait is made in slices this long, between which a helper that stopped
+ * or died is seen: its real uid is the client's, so the client may send it
+ * SIGSTOP (kernel/signal.c, kill_ok_by_cred), and that must not hold the
+ * loop for the whole timeout. */
+#define HELPER_SLICE_MS 2
 
 /* What the helper tells the daemon: the step that failed (0: none) and the
  * errno of pidfd_getfd or of that step. */
@@ -71,21 +75,24 @@ static int caps_drop(void)
  * dumpable, capabilities, LSMs such as Yama), on that very process. REALCREDS
  * compares the caller's real uid and gid (kernel/ptrace.c,
  * __ptrace_may_access) and its permitted capabilities (security/commoncap.c,
- * cap_ptrace_access_check), never the effective ids: the helper keeps its
- * effective uid 0, without a capability, so the client cannot ptrace it or
- * read its copy of the daemon's memory (its uids are not all the client's).
+ * cap_ptrace_access_check). The effective uid counts too: the owner of a
+ * user namespace holds every capability in it (security/commoncap.c,
+ * cap_capable compares the namespace's owner with the caller's euid), so an
+ * effective uid 0 would pass for any process in a namespace root made (a
+ * container, a service with PrivateUsers=). The helper takes the client's
+ * uid and gid as real and effective ids and keeps saved uid 0: the client
+ * cannot ptrace it or read its copy of the daemon's memory (its uids are not
+ * all the client's, and the euid change made it not dumpable).
  * Raw system calls only: the daemon has threads, the child one (fork(2)). */
 static void helper_run(const struct trace_who *w, int pidfd, int out)
 {
     struct helper_answer a = {STEP_ASKED, 0};
-    gid_t groups[TRACE_GROUPS_MAX];
-    for (uint32_t i = 0; i < w->ngroups; i++)
-        groups[i] = (gid_t)w->groups[i];
-    if (syscall(SYS_setgroups, (size_t)w->ngroups, groups) != 0)
+    /* w->groups as they are: a gid_t is 32 bits (endpoint_peer_groups). */
+    if (syscall(SYS_setgroups, (size_t)w->ngroups, (const gid_t *)w->groups) != 0)
         a.step = STEP_GROUPS;
-    else if (syscall(SYS_setresgid, (gid_t)w->gid, (gid_t)-1, (gid_t)-1) != 0)
+    else if (syscall(SYS_setresgid, (gid_t)w->gid, (gid_t)w->gid, (gid_t)-1) != 0)
         a.step = STEP_GID;
-    else if (syscall(SYS_setresuid, (uid_t)w->uid, (uid_t)-1, (uid_t)-1) != 0)
+    else if (syscall(SYS_setresuid, (uid_t)w->uid, (uid_t)w->uid, (uid_t)-1) != 0)
         a.step = STEP_UID;
     else if (caps_drop() != 0)
         a.step = STEP_CAPS;
@@ -101,23 +108,55 @@ static void helper_run(const struct trace_who *w, int pidfd, int out)
     _exit(n == (ssize_t)sizeof(a) ? 0 : 1);
 }
 
-/* Wait for the helper's answer (at most HELPER_TIMEOUT_MS) and reap it. 0
- * with the answer, or -1 (no answer: it was killed, or died). */
-static int helper_wait(pid_t child, int in, struct helper_answer *a)
+/* The helper's answer on in, waiting up to ms: 0 with it, 1 not yet, -1
+ * never (the pipe closed without one). */
+static int answer_read(int in, struct helper_answer *a, int ms)
 {
     struct pollfd p = {.fd = in, .events = POLLIN};
-    int rc = -1;
     int ready;
     do
-        ready = poll(&p, 1, HELPER_TIMEOUT_MS);
+        ready = poll(&p, 1, ms);
     while (ready < 0 && errno == EINTR);
-    if (ready == 1 && read(in, a, sizeof(*a)) == (ssize_t)sizeof(*a))
-        rc = 0;
-    if (rc != 0)
-        kill(child, SIGKILL);
+    if (ready == 0)
+        return 1;
+    return ready == 1 && read(in, a, sizeof(*a)) == (ssize_t)sizeof(*a) ? 0 : -1;
+}
+
+/* 1 once the helper has stopped or exited (left for waitpid to reap). */
+static int helper_halted(pid_t child)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)child, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT) != 0)
+        return errno != EINTR;
+    return si.si_pid == child;
+}
+
+/* Wait for the helper's answer (at most HELPER_TIMEOUT_MS) and reap it. 0
+ * with the answer; -1 without, with errno EINTR (it stopped or died before
+ * answering) or ETIMEDOUT. */
+static int helper_wait(pid_t child, int in, struct helper_answer *a)
+{
+    uint64_t end = uv_hrtime() + (uint64_t)HELPER_TIMEOUT_MS * 1000000;
+    int rc = 1, e = ETIMEDOUT;
+    while (rc == 1 && uv_hrtime() < end) {
+        rc = answer_read(in, a, HELPER_SLICE_MS);
+        if (rc == 1 && helper_halted(child)) {
+            /* It may have answered just before it exited or was stopped. */
+            rc = answer_read(in, a, 0) == 0 ? 0 : -1;
+            e = EINTR;
+        }
+    }
+    /* Killed even after its answer: stopped between its write and its exit,
+     * it would hold waitpid (and the loop) for as long as the client likes.
+     * Not yet reaped, its PID still names it. */
+    kill(child, SIGKILL);
     while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
         ;
-    return rc;
+    if (rc == 0)
+        return 0;
+    errno = rc == 1 ? ETIMEDOUT : e;
+    return -1;
 }
 
 /* Run the helper for who on pidfd: 0 with its answer, or -1 with errno
@@ -142,7 +181,7 @@ static int helper_ask(const struct trace_who *w, int pidfd, struct helper_answer
     close(p[1]);
     int rc = child < 0 ? -1 : helper_wait(child, p[0], a);
     if (child > 0 && rc != 0)
-        e = ETIMEDOUT;
+        e = errno;
     close(p[0]);
     errno = e;
     return rc;
@@ -155,6 +194,13 @@ static int access_ask(const struct trace_who *w, int pidfd, uint64_t pid, char *
 {
     struct helper_answer a;
     if (helper_ask(w, pidfd, &a) != 0) {
+        if (errno == EINTR) {
+            snprintf(err, errsz,
+                     "cannot check whether uid %u may trace process %llu: the checking helper was "
+                     "stopped or killed before it answered (uid %u may signal it): refused",
+                     (unsigned)w->uid, (unsigned long long)pid, (unsigned)w->uid);
+            return HT_EPERM;
+        }
         snprintf(err, errsz,
                  "cannot check whether uid %u may trace process %llu (the checking helper: %s): "
                  "refused",

@@ -6,9 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Supplementary groups of a client taken into account; a client with more
- * is refused (never checked with fewer groups than it has). */
-#define TRACE_GROUPS_MAX 256
+/* Supplementary groups of a client taken into account: as many as a Linux
+ * process may have (NGROUPS_MAX, include/uapi/linux/limits.h); a client with
+ * more is refused (never checked with fewer groups than it has). 256 KiB:
+ * a struct trace_who goes on the heap. */
+#define TRACE_GROUPS_MAX 65536
 
 /* Who asks: a client's credentials as the endpoint saw them at its connect
  * (endpoint_peer_groups). uid 0 is the administrator. */

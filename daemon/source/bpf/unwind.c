@@ -26,11 +26,17 @@ struct unwinder {
     uint64_t fast, fallbacks;
 };
 
-static char *debuginfo_path;
+/* Separate debug files by build id only, under /usr/lib/debug (root's). The
+ * daemon runs as root, and libdwfl's default path starts with the module's
+ * own directory: a target without .eh_frame had the FIFO it put there under
+ * its debuglink name opened, which blocked the unwinding thread for good (and
+ * the session's stop with it); and a debuglink can climb out of any
+ * directory with "../". */
+static char *debuginfo_path = "/usr/lib/debug";
 
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = dwfl_build_id_find_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
 
