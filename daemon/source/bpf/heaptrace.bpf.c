@@ -26,6 +26,12 @@ const volatile __u32 probe_floor = 0;
 /* The target's [uprobes] page, where return probes' trampoline lives: set
  * by the consumer once the page appears (the first probe hit maps it). */
 volatile __u64 tramp_lo = 0, tramp_hi = 0;
+/* Set by the tracer before it detaches (tracer.c): the links go one by
+ * one while the target runs, so without it a stop took the frees of blocks
+ * whose malloc probe was already gone (thousands of unknown frees) or,
+ * detached the other way round, allocations whose free went unseen. From
+ * here on every program takes nothing: the trace ends at one instant. */
+volatile __u32 detaching = 0;
 
 /* Nested allocator calls kept per thread (realloc -> malloc, new -> malloc). */
 #define DEPTH_MAX 8
@@ -115,7 +121,7 @@ static const struct thread_state zero_state;
 
 static __always_inline int is_target(void)
 {
-    return !probe_floor && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+    return !probe_floor && !detaching && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
 static __always_inline struct scratch *scratch_get(void)

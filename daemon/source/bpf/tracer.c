@@ -233,6 +233,11 @@ void bpf_tracer_detach(struct bpf_tracer *t)
     if (t->nlinks == 0 && t->nfds == 0)
         return;
     uint64_t t0 = bpf_now_ns();
+    /* The programs stop taking events first (heaptrace.bpf.c, detaching):
+     * each link's removal waits for the kernel, the target runs meanwhile,
+     * and a trace cut probe by probe holds frees without their malloc. */
+    if (t->skel && t->skel->bss)
+        __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
     for (uint32_t i = 0; i < t->nlinks; i++)
         bpf_link__destroy(t->links[i]);
     t->nlinks = 0;
