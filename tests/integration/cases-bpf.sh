@@ -132,6 +132,7 @@ case_bpf_stop_detaches() {
     ctl start --pid "$BPF_TPID" --name again >"$T/again.out" 2>&1 && fail "second attach accepted"
     grep -q "already traced" "$T/again.out" || fail "second attach: $(cat "$T/again.out")"
     ctl stop live >/dev/null || fail "stop"
+    wait_drained live
     eq "$(bpf_fds)" "$before" "BPF objects left after stop"
     # The process is fine and runs untraced.
     echo go >&7

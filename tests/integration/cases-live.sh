@@ -353,8 +353,16 @@ case_live_stop_detaches() {
     live_go "$pid"
     live_wait_line sd '"done":true'
     live_settle sd
+    # Pings from another client are answered while the stop removes the probes (each link's
+    # removal waits for the kernel: ~0.5 s for a jemalloc target, held on the loop before).
+    "$HT_TOOL" pingwatch "$HEAPTRACE_PIPE" "$T/stopped" $((150 * ${HT_TIME_FACTOR:-1})) "$DPID" $((100 * ${HT_TIME_FACTOR:-1})) >"$T/ping.out" 2>&1 &
+    local wpid=$!
+    sleep 0.2
     ctl stop sd >/dev/null || fail "stop"
     eq "$(ctl --json status sd | jget state)" stopped "state after stop"
+    wait_drained sd
+    touch "$T/stopped"
+    wait "$wpid" || fail "pings stalled while the stop detached: $(cat "$T/ping.out")"
     eq "$(live_bpf_held prog)" 0 "programs held after stop"
     eq "$(live_bpf_held link)" 0 "links held after stop"
     # Probes made through perf_event_open never show in uprobe_events; ones made through tracefs

@@ -435,6 +435,17 @@ case_ctl_usage() {
     ctl help stacks | grep -q -- "--cull-list FILE" || fail "help from the command table"
 }
 
+# A stopped session applies what its source had taken while the source lets go of the target
+# (eBPF: the probes' removal, ~0.5 s; status says "draining" until then): wait for that.
+wait_drained() {
+    local i
+    for ((i = 0; i < 200 * ${HT_TIME_FACTOR:-1}; i++)); do
+        ctl --json status "$1" | grep -q '"draining"' || return 0
+        sleep 0.1
+    done
+    fail "session $1 still draining after $((20 * ${HT_TIME_FACTOR:-1}))s"
+}
+
 # More cases, one file per area (cases-*.sh); CMake registers every case_NAME it finds.
 for f in "$HERE"/cases-*.sh; do
     [ -e "$f" ] && . "$f"

@@ -257,14 +257,17 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
     return 0;
 }
 
-/* Finishing: the probes are detached, so the ring holds only records taken
- * before; every one becomes an event (the sink waits for room, the loop
- * keeps draining), then the drops counted until now. 1: the consumer ends. */
+/* Finishing: the programs take nothing any more (tracer_cut), so the ring
+ * holds only records taken before; every one becomes an event (the sink
+ * waits for room, the loop keeps draining), then the drops counted until
+ * now, then the links go (here, not on the loop: their removal is slow).
+ * 1: the consumer ends. */
 static int finish_drain(struct bpf_tracer *t)
 {
     int n;
     while ((n = ring_buffer__consume(t->rb)) > 0)
         ;
+    bpf_tracer_links_remove(t);
     if (n == 0)
         lost_check(t);
     return 1;

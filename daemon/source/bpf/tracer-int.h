@@ -62,6 +62,9 @@ struct bpf_tracer {
 uint64_t bpf_now_ns(void);
 /* Load the skeleton with the tracer's settings (attach.c). */
 int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz);
+/* Remove the links now (slow: each waits for the kernel). The loop's
+ * bpf_tracer_detach, or a finishing consumer thread (run.c). */
+void bpf_tracer_links_remove(struct bpf_tracer *t);
 /* Consumer thread body (run.c). */
 void bpf_tracer_thread(void *arg);
 

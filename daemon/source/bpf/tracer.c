@@ -228,23 +228,43 @@ fail:
     return rc;
 }
 
+/* The programs take nothing from here on (heaptrace.bpf.c, detaching): the
+ * trace ends at this instant, whatever the links' removal takes after. */
+static void tracer_cut(struct bpf_tracer *t)
+{
+    if (t->skel && t->skel->bss)
+        __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
+}
+
 void bpf_tracer_detach(struct bpf_tracer *t)
+{
+    tracer_cut(t);
+    /* A finishing consumer removes the links itself (bpf_tracer_finish). */
+    if (t->running && atomic_load(&t->finish))
+        return;
+    bpf_tracer_links_remove(t);
+}
+
+void bpf_tracer_links_remove(struct bpf_tracer *t)
 {
     if (t->nlinks == 0 && t->nfds == 0)
         return;
     uint64_t t0 = bpf_now_ns();
-    /* The programs stop taking events first (heaptrace.bpf.c, detaching):
-     * each link's removal waits for the kernel, the target runs meanwhile,
-     * and a trace cut probe by probe holds frees without their malloc. */
-    if (t->skel && t->skel->bss)
-        __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
+    /* The programs stop taking events first: each link's removal waits for
+     * the kernel, the target runs meanwhile, and a trace cut probe by probe
+     * holds frees without their malloc. */
+    tracer_cut(t);
     for (uint32_t i = 0; i < t->nlinks; i++)
         bpf_link__destroy(t->links[i]);
-    t->nlinks = 0;
     for (uint32_t i = 0; i < t->nfds; i++)
         close(t->link_fds[i]);
+    /* A finishing stop detaches on the consumer thread while status reads
+     * these on the loop. */
+    uv_mutex_lock(&t->stats_lock);
+    t->nlinks = 0;
     t->nfds = 0;
     t->detach_ns = bpf_now_ns() - t0;
+    uv_mutex_unlock(&t->stats_lock);
 }
 
 /* Everything the kernel holds for the tracer: links, programs, maps (the
@@ -270,17 +290,29 @@ static void kernel_release(struct bpf_tracer *t)
 
 void bpf_tracer_finish(struct bpf_tracer *t)
 {
-    bpf_tracer_detach(t);
-    /* The probes are gone: the process may be traced again (stop, then
-     * start) while this tracer's consumer still converts its kernel ring. */
+    tracer_cut(t);
+    /* The probes take nothing now: the process may be traced again (stop,
+     * then start) while this tracer's consumer converts its kernel ring. */
     if (t->registered)
         registry_remove(t->p.pid);
     t->registered = 0;
-    atomic_store(&t->finish, 1);
+    /* The links go on the consumer thread (run.c, finish_drain): each
+     * removal waits for the kernel (~20 ms, 0.5-0.9 s for a jemalloc
+     * target's ~30 probes), which held the loop and every client that long. */
+    if (t->running)
+        atomic_store(&t->finish, 1);
+    else
+        bpf_tracer_links_remove(t);
 }
 
 void bpf_tracer_stop(struct bpf_tracer *t)
 {
+    /* A finishing consumer removes the links itself: joined first (the
+     * links it did not reach, leaving another way, go here). */
+    if (t->running && atomic_load(&t->finish)) {
+        uv_thread_join(&t->thread);
+        t->running = 0;
+    }
     bpf_tracer_detach(t);
     if (t->running) {
         atomic_store(&t->quit, 1);
@@ -320,13 +352,13 @@ void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st)
 {
     uv_mutex_lock(&t->stats_lock);
     *st = t->st;
-    uv_mutex_unlock(&t->stats_lock);
     st->links = t->nlinks + t->nfds;
+    st->detach_ns = t->detach_ns;
+    uv_mutex_unlock(&t->stats_lock);
     st->multi = t->multi;
     st->probes = (uint32_t)t->npoints;
     st->attach_ns = t->attach_ns;
     st->load_ns = t->load_ns;
-    st->detach_ns = t->detach_ns;
     st->tracepoints = t->tracepoints;
 }
 
@@ -356,7 +388,10 @@ struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t)
                             t->tracepoints == 1   ? "tracepoints"
                             : t->tracepoints == 2 ? "tp_btf"
                                                   : "off");
-    cJSON_AddNumberToObject(o, "links", t->nlinks + t->nfds);
+    uv_mutex_lock(&t->stats_lock);
+    uint32_t links = t->nlinks + t->nfds;
+    uv_mutex_unlock(&t->stats_lock);
+    cJSON_AddNumberToObject(o, "links", links);
     cJSON_AddBoolToObject(o, "uprobe_multi", t->multi);
     cJSON_AddNumberToObject(o, "attach_ms", (double)t->attach_ns / 1e6);
     uint32_t stepped = 0;
