@@ -267,7 +267,9 @@ case_query_async_live_bpf() {
     local pairs=300000
     live_app lo allocbench "$pairs" 1
     local pid=$APID
-    live_attach lo "$pid"
+    # Frame-pointer stacks (allocbench keeps them): this is about the loop during a query; the
+    # default's DWARF copies (~8 KiB a record) fill the kernel ring under ASan whatever the loop does.
+    live_attach lo "$pid" --stacks fp
     live_go "$pid"
     local e0=0
     for _ in $(seq 200); do
@@ -390,7 +392,7 @@ case_query_async_symbolizer_busy_recorder() {
         { echo "SKIP: heaptraced built without test knobs (a Release build)"; exit 77; }
     live_app lo allocbench 400000 1
     local pid=$APID
-    live_attach lo "$pid"
+    live_attach lo "$pid" --stacks fp
     ctl record lo -o "$T/rec.htev" >"$T/rec.out" 2>&1 &
     local rpid=$!
     for _ in $(seq 100); do
