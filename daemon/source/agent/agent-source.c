@@ -49,8 +49,14 @@
 #define CONNECT_MS 30000
 /* New frames waiting to be symbolized while the process lives. */
 #define FRAMEQ 4096
+/* A frame in no known module is tried again this long (ns). */
+#define FRAME_RETRY_NS 1000000000ull
 
 struct agent_handles; /* the libuv handles: freed in their close callbacks */
+
+struct frameq_ent {
+    uint64_t addr, first_ns;
+};
 
 struct agent_source {
     struct source base;
@@ -63,6 +69,8 @@ struct agent_source {
     enum source_stacks stacks;
     uint32_t depth;
     uint64_t sample_ns, next_sample;
+    uint64_t last_private, last_private_t;
+    int private_sent;
     int started, connected, eof, ended, stopped;
     uint64_t t0, start_ms;
     void *map;
@@ -78,7 +86,7 @@ struct agent_source {
     /* Symbolizer side (the session's symbolizer lock), frames queued by the loop. */
     struct sym_cache *syms;
     uv_mutex_t qmu;
-    uint64_t q[FRAMEQ];
+    struct frameq_ent q[FRAMEQ];
     unsigned nq;
     uint64_t q_drops;
 };
@@ -344,7 +352,12 @@ static void timer_cb(uv_timer_t *t)
                  "the program did not connect in %d s (not started, or the agent not loaded)",
                  CONNECT_MS / 1000);
     }
-    if (s->eof || (s->connected && (agent_dec_ready(&s->dec) || agent_dec_pending(&s->dec))))
+    uv_mutex_lock(&s->qmu);
+    unsigned frames_waiting = s->nq;
+    uv_mutex_unlock(&s->qmu);
+    /* A drain, also for the frames waiting for the symbolizer (sym_sync follows a drain). */
+    if (s->eof || frames_waiting ||
+        (s->connected && (agent_dec_ready(&s->dec) || agent_dec_pending(&s->dec))))
         say_ready(s);
     else if (s->connected && s->sample_ns && mono_ns() >= s->next_sample)
         say_ready(s);
@@ -464,6 +477,7 @@ static int agent_start(struct source *base, char *err, size_t errsz)
 static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n,
                          uint32_t *seen)
 {
+    uint64_t now = mono_ns();
     uv_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
         if (!evs[i].stack || evs[i].stack <= *seen)
@@ -473,7 +487,7 @@ static void frames_queue(struct agent_source *s, const struct ht_event *evs, siz
         const uint64_t *f = stack_intern_frames(s->base.sink.si, evs[i].stack, &depth);
         for (unsigned k = 0; f && k < depth; k++) {
             if (s->nq < FRAMEQ)
-                s->q[s->nq++] = f[k];
+                s->q[s->nq++] = (struct frameq_ent){f[k], now};
             else
                 s->q_drops++;
         }
@@ -516,6 +530,14 @@ static size_t private_event(struct agent_source *s, struct ht_event *ev, uint64_
     s->next_sample = now + s->sample_ns;
     if (procmem_read(s->want_pid, &pm) != 0)
         return 0;
+    /* Sent when it changed, else once per four samples (a heartbeat that
+     * moves the session's clock while the target is idle), as bpf does. */
+    if (s->private_sent && pm.private_bytes == s->last_private &&
+        now - s->last_private_t < 4 * s->sample_ns)
+        return 0;
+    s->private_sent = 1;
+    s->last_private = pm.private_bytes;
+    s->last_private_t = now;
     memset(ev, 0, sizeof(*ev));
     ev->kind = HT_EV_PRIVATE_BYTES;
     ev->size = pm.private_bytes;
@@ -701,13 +723,18 @@ static struct cJSON *agent_status_json(struct source *base)
 }
 
 /* Under the symbolizer lock: the queued frames resolved while the process
- * lives (its files are read through /proc/PID). */
+ * lives (its files are read through /proc/PID). A frame in no module the
+ * cache knows yet is tried again for a while: the cache re-reads the maps
+ * at most every 100 ms (symbols-linux.c), and a library dlopen'd since may
+ * be unloaded soon. */
 static void agent_sym_sync(struct source *base)
 {
     struct agent_source *s = (struct agent_source *)base;
     struct sym_cache *sc = __atomic_load_n(&s->syms, __ATOMIC_ACQUIRE);
-    uint64_t q[256];
+    struct frameq_ent q[256], again[256];
+    unsigned nagain = 0;
     char buf[256];
+    uint64_t now = mono_ns();
     for (;;) {
         uv_mutex_lock(&s->qmu);
         unsigned n = s->nq < 256 ? s->nq : 256;
@@ -715,10 +742,16 @@ static void agent_sym_sync(struct source *base)
         memcpy(q, s->q + s->nq, n * sizeof(q[0]));
         uv_mutex_unlock(&s->qmu);
         if (!n || !sc)
-            return;
+            break;
         for (unsigned i = 0; i < n; i++)
-            sym_cache_resolve(sc, q[i], 1, buf, sizeof(buf));
+            if (!sym_cache_resolve(sc, q[i].addr, 1, buf, sizeof(buf)) &&
+                now - q[i].first_ns < FRAME_RETRY_NS && nagain < 256)
+                again[nagain++] = q[i];
     }
+    uv_mutex_lock(&s->qmu);
+    for (unsigned i = 0; i < nagain && s->nq < FRAMEQ; i++)
+        s->q[s->nq++] = again[i];
+    uv_mutex_unlock(&s->qmu);
 }
 
 /* Frames are return addresses: looked up as addr - 1. */

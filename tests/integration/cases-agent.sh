@@ -1,0 +1,205 @@
+# Issue 22: the in-process agent, `heaptracectl run` (source "agent"). The ctl asks for a session
+# and execs the program itself with libheaptrace-agent.so preloaded: the traced pid is the ctl's,
+# the program runs as whoever ran the ctl. Every answer is checked against the ground truth the
+# test app prints (tests/apps: mtalloc, agentcase). Sourced by run.sh; the live helpers
+# (live_wait_line, live_truth, live_check_mtalloc, live_settle, ...) come from cases-live.sh, the
+# member helpers from cases-sec.sh. Event counts stay small.
+
+# Start the daemon; skip unless a source serves launch and the apps are built.
+agent_setup() {
+    [ -n "$LIVE_APPS" ] && [ -x "$LIVE_APPS/agentcase" ] || live_skip "test apps not built"
+    trap live_cleanup EXIT
+    start_daemon "$@"
+    ctl --json version >"$T/version.json" || fail "version"
+    # Linux builds have it (sources.def): its absence is a failure, not a skip.
+    grep -q '"agent"' "$T/version.json" || fail "no agent source in version: $(cat "$T/version.json")"
+}
+
+# agent_run TAG [run options] -- CMD ARGS...: heaptracectl run in the background, the program's
+# stdout in $T/TAG.out, the ctl's and the program's stderr in $T/TAG.err; waits for the ready
+# line. APID: the ctl's pid, which the program keeps.
+agent_run() {
+    local tag=$1
+    shift
+    "$HT_CTL" run "$@" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    live_wait_line "$tag" '"ready":true'
+    eq "$(grep '"ready"' "$T/$tag.out" | jget pid)" "$APID" "the program's pid is the ctl's"
+}
+
+# agent_sites NAME TRUTH [SKIP]: every site's live count and bytes (AIFO) as the ground truth
+# says, but the site named SKIP.
+agent_sites() {
+    local name=$1 truth=$2 skip=${3:-} n i site
+    n=$(echo "$truth" | jget sites.#)
+    for ((i = 0; i < n; i++)); do
+        site=$(echo "$truth" | jget "sites.$i.site")
+        [ "$site" = "$skip" ] && continue
+        ctl --json stacks "$name" --type AIFO --require "$site" >"$T/j" || fail "stacks --require $site"
+        eq "$(jget total.count <"$T/j")" "$(echo "$truth" | jget "sites.$i.live_count")" "$name $site live count"
+        eq "$(jget total.size <"$T/j")" "$(echo "$truth" | jget "sites.$i.live_bytes")" "$name $site live bytes"
+    done
+}
+
+# agent_ended NAME: wait until the session stopped taking input (the program is gone).
+agent_ended() {
+    local i st
+    for ((i = 0; i < LIVE_WAIT * 10; i++)); do
+        st=$(ctl --json status "$1" | jget state)
+        [ "$st" != running ] && return 0
+        sleep 0.1
+    done
+    fail "session $1 still $st after the program ended"
+}
+
+# agent_mtalloc_run PROG NAME [run options]: mtalloc (3 threads, 40 rounds) under run, every site
+# checked while it waits, nothing lost; the session ends when it exits and keeps its data.
+agent_mtalloc_run() {
+    local prog=$1 name=$2
+    shift 2
+    agent_setup
+    [ -x "$LIVE_APPS/$prog" ] || live_skip "$prog not built"
+    agent_run "$name" --name "$name" "$@" -- "$LIVE_APPS/$prog" 3 40
+    local pid=$APID
+    eq "$(ctl --json status "$name" | jget process.pid)" "$pid" "session pid"
+    eq "$(ctl --json status "$name" | jget source)" agent "source"
+    live_go "$pid"
+    live_wait_line "$name" '"done":true'
+    live_settle "$name"
+    live_check_mtalloc "$name" "$(live_truth "$name")"
+    eq "$(ctl --json status "$name" | live_lost)" 0 "lost events"
+    eq "$(ctl --json status "$name" | jget source_status.malformed)" 0 "malformed records"
+    live_go "$pid"
+    wait "$pid" || fail "$prog exit code"
+    agent_ended "$name"
+    ctl --json status "$name" | jget stop_reason | grep -qi exit || fail "stop reason"
+    live_check_mtalloc "$name" "$(live_truth "$name")"
+    stop_clean
+}
+
+case_agent_mtalloc() { agent_mtalloc_run mtalloc agmt; }
+case_agent_mtalloc_jemalloc() { agent_mtalloc_run mtalloc-jemalloc agmtj; }
+case_agent_mtalloc_tcmalloc() { agent_mtalloc_run mtalloc-tcmalloc agmtt; }
+
+# --stacks fp: the frame-pointer walk, right where every frame keeps one (mtalloc is built with
+# them; Debian's libc is not, so strdup's caller is skipped over: that site is left out).
+case_agent_mtalloc_fp() {
+    agent_setup
+    agent_run agfp --name agfp --stacks fp -- "$LIVE_APPS/mtalloc" 3 10
+    live_go "$APID"
+    live_wait_line agfp '"done":true'
+    live_settle agfp
+    eq "$(ctl --json status agfp | jget source_status.stacks)" fp "stack mode"
+    agent_sites agfp "$(live_truth agfp)" leak_strdup
+    live_go "$APID"
+    wait "$APID" || fail "mtalloc exit code"
+    stop_clean
+}
+
+# agent_case TAG MODE: agentcase MODE under run, let it go, its ground truth checked once the
+# session took everything; the program exits 0.
+agent_case() {
+    local tag=$1 mode=$2
+    shift 2
+    agent_setup
+    agent_run "$tag" --name "$tag" "$@" -- "$LIVE_APPS/agentcase" "$mode" "$LIVE_APPS"
+    live_go "$APID"
+    if [ "$mode" = dlopen ]; then
+        live_wait_line "$tag" '"at":"loaded"'
+        live_settle "$tag"
+        live_go "$APID"
+    fi
+    live_wait_line "$tag" '"done":true'
+    live_settle "$tag"
+    agent_sites "$tag" "$(live_truth "$tag")"
+    eq "$(ctl --json status "$tag" | live_lost)" 0 "$tag lost events"
+}
+
+# fork without --follow: the child runs untraced, never writes into the parent's ring; the
+# parent is traced on after the fork.
+case_agent_fork() {
+    agent_case agfork fork
+    eq "$(live_truth agfork | jget child_status)" 0 "child exit status"
+    eq "$(ctl --json status agfork | jget source_status.malformed)" 0 "malformed records"
+    eq "$(ctl --json ls | jget sessions.#)" 1 "sessions (no child session without --follow)"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
+
+# exec: the session ends with the data before it; the new program runs untraced, with neither
+# the agent in LD_PRELOAD nor its variables.
+case_agent_exec() {
+    agent_case agexec exec
+    live_go "$APID"
+    wait "$APID" || fail "exit code after the exec"
+    live_wait_line agexec child_env
+    eq "$(grep child_env "$T/agexec.out" | jget child_env)" "||" "the exec'd program's environment"
+    agent_ended agexec
+    agent_sites agexec "$(live_truth agexec)"
+    stop_clean
+}
+
+# dlopen/dlclose: a library's frames keep their names after it is unloaded (taken while it
+# was mapped: the app waits before its dlclose).
+case_agent_dlopen() {
+    agent_case agdl dlopen
+    ctl --json stacks agdl --type AIFO --require plug_alloc >"$T/j"
+    jget rows.0.frames <"$T/j" | grep -q 'libagentplug.so!plug_alloc' || fail "frames: $(jget rows.0.frames <"$T/j")"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
+
+# A signal handler that allocates: traced, attributed to the handler (the unwinder crosses the
+# signal frame).
+case_agent_signal() {
+    agent_case agsig signal
+    eq "$(live_truth agsig | jget sites.0.live_count)" 15 "signals handled"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
+
+# A non-root member of group heaptrace runs a program: the program runs as the member, the
+# session is the member's.
+case_agent_member() {
+    sec_group
+    [ -x "$LIVE_APPS/agentcase" ] || live_skip "test apps not built"
+    trap sec_cleanup EXIT
+    chmod 711 "$T"
+    agent_setup
+    trap sec_cleanup EXIT
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$HT_CTL" run --name agm -- \
+        "$LIVE_APPS/agentcase" fork "$LIVE_APPS" >"$T/agm.out" 2>"$T/agm.err" </dev/null &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    live_wait_line agm '"ready":true'
+    eq "$(stat -c %u /proc/"$APID")" 65534 "the program's uid"
+    eq "$(grep '"ready"' "$T/agm.out" | jget pid)" "$APID" "the program's pid is the ctl's"
+    live_go "$APID"
+    live_wait_line agm '"done":true'
+    live_settle agm
+    agent_sites agm "$(live_truth agm)"
+    ctl --json ls >"$T/j"
+    eq "$(jget sessions.0.pid <"$T/j")" "$APID" "session pid"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
+
+# The daemon killed (-9) under a running program: the program finishes normally.
+case_agent_daemon_killed() {
+    agent_setup
+    agent_run agk --name agk -- "$LIVE_APPS/agentcase" spin 1500
+    live_go "$APID"
+    sleep 0.3
+    kill -KILL "$DPID"
+    wait "$DPID" 2>/dev/null
+    DPID=
+    live_wait_line agk '"done":true'
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code after the daemon died"
+    [ "$(live_truth agk | jget pairs)" -gt 0 ] || fail "no work done"
+}
