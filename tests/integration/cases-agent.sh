@@ -203,3 +203,26 @@ case_agent_daemon_killed() {
     wait "$APID" || fail "agentcase exit code after the daemon died"
     [ "$(live_truth agk | jget pairs)" -gt 0 ] || fail "no work done"
 }
+
+# A hostile agent (tests/apps/agenthostile: a wrong token, an unsealed memfd, then garbage in the
+# shared memory, then a second agent): the daemon refuses and counts, takes what holds, never
+# crashes or stalls, and keeps serving.
+case_agent_hostile() {
+    agent_setup
+    [ -x "$LIVE_APPS/agenthostile" ] || live_skip "agenthostile not built"
+    "$HT_CTL" run --name hostile -- "$LIVE_APPS/agenthostile" >"$T/h.out" 2>"$T/h.err" </dev/null
+    eq "$?" 0 "agenthostile exit code ($(cat "$T/h.err"))"
+    agent_ended hostile
+    ctl --json status hostile >"$T/s" || fail "status"
+    echo "hostile: $(jget source_status <"$T/s")"
+    eq "$(jget source_status.refused.token <"$T/s")" 1 "refused for the token"
+    eq "$(jget source_status.refused.memfd <"$T/s")" 1 "refused for the memfd"
+    eq "$(jget source_status.refused.extra <"$T/s")" 1 "refused as a second agent"
+    [ "$(jget source_status.malformed <"$T/s")" -gt 1000 ] || fail "malformed records not counted"
+    [ "$(jget source_status.bad_stacks <"$T/s")" -gt 100 ] || fail "bad stacks not counted"
+    [ "$(jget source_status.stuck <"$T/s")" -gt 0 ] || fail "stuck records not counted"
+    ctl --json stacks hostile >/dev/null || fail "stacks on the hostile session"
+    ctl --json commits hostile >/dev/null || fail "commits on the hostile session"
+    ctl ping >/dev/null || fail "the daemon stopped serving"
+    stop_clean
+}

@@ -76,7 +76,9 @@ struct agent_source {
     void *map;
     uint32_t *ids;
     struct agent_dec dec;
+    uint64_t eof_end; /* at the end: the ring position past the last record there can be */
     unsigned stuck_ticks;
+    uint32_t stack_seen; /* the highest engine stack id queued for the symbolizer */
     uint64_t stuck_tail;
     uint64_t lost_seen[HTA_CNT_MAX]; /* the agent's counters as of the last lost event */
     uint64_t delivered, cut;
@@ -316,10 +318,9 @@ static void listen_cb(uv_poll_t *p, int status, int events)
     /* The hello comes with the connect; a peer that sends none in 2 s is refused. */
     struct timeval tv = {.tv_sec = 2};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (agent_accept(s, fd) == 0) {
-        uv_poll_stop(p);
+    /* Listening goes on: a later connection is refused and counted. */
+    if (agent_accept(s, fd) == 0)
         say_ready(s);
-    }
 }
 
 /* Anything the agent sends after the hello is read and dropped; the end
@@ -336,9 +337,20 @@ static void conn_cb(uv_poll_t *p, int status, int events)
     if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EINTR) && !(events & UV_DISCONNECT))
         return;
     uv_poll_stop(p);
+    s->eof_end = s->dec.tail + agent_dec_pending(&s->dec);
     s->eof = 1;
     snprintf(s->end_reason, sizeof(s->end_reason), "target exited (or exec'd: runs on untraced)");
     say_ready(s);
+}
+
+/* Records reserved, not taken yet. Once the process is gone no more can
+ * come: bounded by what was reserved then (the head is the target's word,
+ * and a hostile one never lets the tail reach it). */
+static uint64_t pending(struct agent_source *s)
+{
+    if (!s->eof)
+        return agent_dec_pending(&s->dec);
+    return s->eof_end > s->dec.tail ? s->eof_end - s->dec.tail : 0;
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -356,8 +368,7 @@ static void timer_cb(uv_timer_t *t)
     unsigned frames_waiting = s->nq;
     uv_mutex_unlock(&s->qmu);
     /* A drain, also for the frames waiting for the symbolizer (sym_sync follows a drain). */
-    if (s->eof || frames_waiting ||
-        (s->connected && (agent_dec_ready(&s->dec) || agent_dec_pending(&s->dec))))
+    if (s->eof || frames_waiting || (s->connected && (agent_dec_ready(&s->dec) || pending(s))))
         say_ready(s);
     else if (s->connected && s->sample_ns && mono_ns() >= s->next_sample)
         say_ready(s);
@@ -474,15 +485,15 @@ static int agent_start(struct source *base, char *err, size_t errsz)
 }
 
 /* New frames, for the symbolizer while the process is there to read. */
-static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n,
-                         uint32_t *seen)
+static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n)
 {
     uint64_t now = mono_ns();
     uv_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
-        if (!evs[i].stack || evs[i].stack <= *seen)
+        /* Engine ids grow: a stack past the highest seen is new. */
+        if (!evs[i].stack || evs[i].stack <= s->stack_seen)
             continue;
-        *seen = evs[i].stack;
+        s->stack_seen = evs[i].stack;
         unsigned depth;
         const uint64_t *f = stack_intern_frames(s->base.sink.si, evs[i].stack, &depth);
         for (unsigned k = 0; f && k < depth; k++) {
@@ -550,7 +561,7 @@ static size_t private_event(struct agent_source *s, struct ht_event *ev, uint64_
  * once the process is gone (nobody will complete them). */
 static void unstick(struct agent_source *s)
 {
-    if (agent_dec_ready(&s->dec) || !agent_dec_pending(&s->dec)) {
+    if (agent_dec_ready(&s->dec) || !pending(s)) {
         s->stuck_ticks = 0;
         return;
     }
@@ -576,7 +587,6 @@ static int agent_drain(struct source *base, size_t budget)
 {
     struct agent_source *s = (struct agent_source *)base;
     struct ht_event evs[256];
-    uint32_t seen = 0;
     if (s->ended)
         return 0;
     if (!s->connected)
@@ -584,24 +594,31 @@ static int agent_drain(struct source *base, size_t budget)
     uint64_t now = mono_ns();
     while (budget > 0) {
         size_t cap = budget < 254 ? budget : 254;
-        size_t n = agent_dec_take(&s->dec, evs, cap, now);
-        if (n == 0)
+        if (s->eof && pending(s) < cap)
+            cap = (size_t)pending(s); /* another process may hold the memfd and write on */
+        size_t n = cap ? agent_dec_take(&s->dec, evs, cap, now) : 0;
+        size_t skipped = 0;
+        if (n == 0 && pending(s)) {
+            uint64_t before = s->dec.st.stuck;
             unstick(s);
+            skipped = (size_t)(s->dec.st.stuck - before);
+        }
         n += lost_event(s, &evs[n]);
         n += private_event(s, &evs[n], now);
-        if (n == 0)
+        if (n == 0 && !skipped)
             break;
-        frames_queue(s, evs, n, &seen);
-        if (s->base.sink.events(s->base.sink.arg, evs, n) != 0)
-            return -1;
-        s->delivered += n;
+        if (n) {
+            frames_queue(s, evs, n);
+            if (s->base.sink.events(s->base.sink.arg, evs, n) != 0)
+                return -1;
+            s->delivered += n;
+        }
+        n += skipped; /* a skip is work too: the budget bounds a hostile ring's cost */
         budget = budget > n ? budget - n : 0;
     }
-    if (agent_dec_ready(&s->dec))
-        return 1;
-    if (s->eof && !agent_dec_pending(&s->dec))
-        return end_now(s);
-    return s->eof ? 1 : 0;
+    if (s->eof)
+        return pending(s) ? 1 : end_now(s);
+    return agent_dec_ready(&s->dec) ? 1 : 0;
 }
 
 static void agent_stop(struct source *base)
@@ -612,7 +629,7 @@ static void agent_stop(struct source *base)
     s->stopped = 1;
     if (s->map) {
         agent_dec_stop(&s->dec);
-        s->cut = agent_dec_pending(&s->dec);
+        s->cut = pending(s);
     }
     if (s->h) {
         if (s->started) {
