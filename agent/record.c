@@ -25,6 +25,7 @@ static struct hta_stack *ring_stacks;
 static enum agent_stacks stack_mode;
 static unsigned stack_depth = HTA_DEPTH;
 static uintptr_t self_lo, self_hi;
+static uint64_t tail_seen; /* the daemon's tail as last read */
 
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
 {
@@ -169,7 +170,13 @@ static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t 
 {
     uint64_t h = __atomic_load_n(&ring_hdr->head, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t tail = __atomic_load_n(&ring_hdr->tail, __ATOMIC_ACQUIRE);
+        /* The daemon's tail, read again only when the ring looks full: its
+         * cache line stays put while there is room. */
+        uint64_t tail = __atomic_load_n(&tail_seen, __ATOMIC_RELAXED);
+        if (h - tail >= HTA_RECORDS) {
+            tail = __atomic_load_n(&ring_hdr->tail, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&tail_seen, tail, __ATOMIC_RELAXED);
+        }
         if (h - tail >= HTA_RECORDS) {
             agent_count(HTA_CNT_RING_FULL);
             return -1;

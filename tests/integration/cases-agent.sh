@@ -226,3 +226,41 @@ case_agent_hostile() {
     ctl ping >/dev/null || fail "the daemon stopped serving"
     stop_clean
 }
+
+# MemoryTestApp (seed 000) under run: the commits (mmap) and the heap as the app says, with the
+# marks the lab zooms on (the same checks as the eBPF case, on the agent's records).
+case_agent_memorytestapp() {
+    agent_setup
+    [ -x "$LIVE_APPS/memorytestapp" ] || live_skip "memorytestapp not built"
+    agent_run mta --name agmta -- "$LIVE_APPS/memorytestapp"
+    local at truth
+    live_go "$APID"
+    for at in mid_before mid_after spikes_before; do
+        live_wait_line mta "\"at\":\"$at\""
+        live_settle agmta
+        ctl mark agmta "$at" >/dev/null || fail "mark $at"
+        live_go "$APID"
+    done
+    live_wait_line mta '"done":true'
+    live_settle agmta
+    ctl mark agmta done >/dev/null || fail "mark done"
+    truth=$(live_truth mta)
+    ctl --json commits agmta --range mid_before:mid_after --sort impact >"$T/j" || fail "commits mid"
+    eq "$(jget total.impacting <"$T/j")" "$(echo "$truth" | jget mid_window.impacting)" "halfway impacting"
+    ctl --json commits agmta --range spikes_before:done --type AIFI >"$T/j" || fail "commits spikes"
+    eq "$(jget total.count <"$T/j")" "$(echo "$truth" | jget last_four_spikes.count)" "spikes count"
+    eq "$(jget total.size <"$T/j")" "$(echo "$truth" | jget last_four_spikes.size)" "spikes size"
+    ctl --json commits agmta >"$T/j"
+    eq "$(jget total.count <"$T/j")" 12 "commits in the run"
+    eq "$(jget total.size <"$T/j")" 125829120 "whole-run commit size"
+    ctl --json commits agmta --type AIFO >"$T/j"
+    eq "$(jget total.size <"$T/j")" "$(echo "$truth" | jget commits.0.live_bytes)" "main's commits outstanding"
+    ctl --json stacks agmta --type AIFO --require InnerLoopOperation >"$T/j"
+    eq "$(jget total.count <"$T/j")" "$(echo "$truth" | jget heap.0.live_count)" "InnerLoopOperation blocks"
+    eq "$(jget total.size <"$T/j")" "$(echo "$truth" | jget heap.0.live_bytes)" "InnerLoopOperation bytes"
+    ctl --json stacks agmta --type AIFI --require Initialize >"$T/j"
+    eq "$(jget total.count <"$T/j")" "$(echo "$truth" | jget heap.1.count)" "Initialize blocks freed"
+    live_go "$APID"
+    wait "$APID" || fail "memorytestapp exit code"
+    stop_clean
+}

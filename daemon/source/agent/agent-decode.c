@@ -51,9 +51,16 @@ uint64_t agent_dec_pending(const struct agent_dec *d)
     return head - d->tail > HTA_RECORDS ? HTA_RECORDS : head - d->tail;
 }
 
+/* The tail is published to the agent once per batch (tail_publish): a
+ * store per record would bounce its cache line between the daemon and
+ * every producer. */
 static void tail_advance(struct agent_dec *d)
 {
     d->tail++;
+}
+
+static void tail_publish(struct agent_dec *d)
+{
     __atomic_store_n(&hdr(d)->tail, d->tail, __ATOMIC_RELEASE);
 }
 
@@ -61,6 +68,7 @@ void agent_dec_skip(struct agent_dec *d)
 {
     d->st.stuck++;
     tail_advance(d);
+    tail_publish(d);
 }
 
 void agent_dec_stop(struct agent_dec *d)
@@ -181,5 +189,6 @@ size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uin
         d->st.records++;
         n += (size_t)convert(d, &r, &out[n], now);
     }
+    tail_publish(d);
     return n;
 }
