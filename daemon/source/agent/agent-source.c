@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "agent-decode.h"
+#include "agent-source.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "procmem.h"
@@ -403,8 +404,9 @@ static int listen_make(struct agent_source *s, char *err, size_t errsz)
 
 static void agent_close(struct source *base);
 
-static int agent_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
-                      const struct source_sink *sink, char *err, size_t errsz)
+static int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                         const struct source_sink *sink, const char *agent_path, char *err,
+                         size_t errsz)
 {
     *out = NULL;
     if (p->mode != SOURCE_LAUNCH) {
@@ -429,16 +431,12 @@ static int agent_open(struct source **out, uv_loop_t *loop, const struct source_
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
     s->sample_ns = p->sample_ns;
+    snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
     uv_mutex_init(&s->qmu);
     mem_acct_init(&s->acct, p->budget);
     mem_acct_init(&s->sym_acct, p->budget);
-    int rc = agent_locate(s->agent_path, sizeof(s->agent_path));
-    if (rc) {
-        agent_available(err, errsz);
-        goto fail;
-    }
     /* The shared memory is mapped into the daemon for the session's life. */
-    rc = mem_acct_charge(&s->acct, MEM_source_buffers, HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4);
+    int rc = mem_acct_charge(&s->acct, MEM_source_buffers, HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4);
     if (rc) {
         snprintf(err, errsz,
                  "the memory budget cannot hold the agent's %llu KiB ring "
@@ -460,6 +458,37 @@ static int agent_open(struct source **out, uv_loop_t *loop, const struct source_
 fail:
     agent_close(&s->base);
     return rc;
+}
+
+static int agent_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                      const struct source_sink *sink, char *err, size_t errsz)
+{
+    char path[4096];
+    *out = NULL;
+    if (agent_locate(path, sizeof(path)) != 0)
+        return agent_available(err, errsz);
+    return agent_open_at(out, loop, p, sink, path, err, errsz);
+}
+
+int agent_source_open_test(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                           const struct source_sink *sink, char *err, size_t errsz)
+{
+    return agent_open_at(out, loop, p, sink, "/nonexistent/libheaptrace-agent.so", err, errsz);
+}
+
+void agent_source_set_t0(struct source *base, uint64_t t0)
+{
+    ((struct agent_source *)base)->t0 = t0;
+}
+
+const char *agent_source_socket(struct source *base)
+{
+    return ((struct agent_source *)base)->sockname;
+}
+
+const char *agent_source_token(struct source *base)
+{
+    return ((struct agent_source *)base)->token;
 }
 
 static int agent_start(struct source *base, char *err, size_t errsz)
