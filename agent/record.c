@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "agent-int.h"
 
+/* Local unwinding only: the fast path of libunwind (libunwind(3)). */
+#define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,6 +36,12 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
     ring_stacks = (struct hta_stack *)((char *)base + HTA_STACKS_OFFSET);
     stack_mode = stacks;
     stack_depth = depth && depth < HTA_DEPTH ? depth : HTA_DEPTH;
+    /* libunwind's default cache is global, behind a lock: one per thread
+     * instead, and larger than the default (unw_set_caching_policy(3)). */
+    if (stacks == AGENT_STACKS_DWARF) {
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        unw_set_cache_size(unw_local_addr_space, 1024, 0);
+    }
     ring_hdr->magic = HTA_MAGIC;
     ring_hdr->version = HTA_VERSION;
     ring_hdr->records = HTA_RECORDS;
