@@ -35,29 +35,43 @@ export HEAPTRACE_PIPE=$W/ht.sock
 DPID=$!
 trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do "$CTL" ping >/dev/null 2>&1 && break; sleep 0.05; done
-RUN=0 # the launching shell's pid: a session name of its own per run
+SEQ=0
 
-# launch CONFIG CMD...: CMD under CONFIG (in the background when $BG is set).
+# launch CONFIG NAME CMD...: CMD under CONFIG; NAME: the session's (agent configurations).
 launch() {
-    local c=$1
-    shift
-    RUN=$BASHPID
+    local c=$1 name=$2
+    shift 2
     case "$c" in
     plain) "$@" ;;
-    agent) "$CTL" run --name "r$RUN" -- "$@" ;;
-    agent_nostacks) "$CTL" run --name "r$RUN" --stacks none -- "$@" ;;
-    heaptrack) heaptrack -o "$W/ht$RUN" "$@" ;;
+    agent) "$CTL" run --name "$name" -- "$@" ;;
+    agent_nostacks) "$CTL" run --name "$name" --stacks none -- "$@" ;;
+    heaptrack) heaptrack -o "$W/$name" "$@" ;;
     esac
 }
 
-ab_run() { launch "$1" "$AB" --no-wait "$PAIRS" 1 </dev/null 2>/dev/null | sed -n 's/.*"ns_per_pair":\([0-9.]*\).*/\1/p'; }
+# What an agent session lost (printed with the figure), then the session dropped.
+session_done() {
+    local c=$1 name=$2
+    case "$c" in agent*) ;; *) return ;; esac
+    for _ in $(seq 100); do
+        "$CTL" --json status "$name" 2>/dev/null | grep -q '"state":[[:space:]]*"running"' || break
+        sleep 0.05
+    done
+    echo "  ($name: lost $("$CTL" --json status "$name" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1))"
+    "$CTL" drop "$name" >/dev/null
+}
+
+ab_run() {
+    launch "$1" "$2" "$AB" --no-wait "$PAIRS" 1 </dev/null 2>/dev/null | sed -n 's/.*"ns_per_pair":\([0-9.]*\).*/\1/p'
+}
 
 redis_run() {
-    local c=$1
-    launch "$c" redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    local c=$1 name=$2
+    launch "$c" "$name" redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
         --daemonize no >"$W/redis.out" 2>&1 </dev/null &
     local p=$!
     for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 || { echo "bench-agent: redis did not start: $(cat "$W/redis.out")" >&2; exit 1; }
     redis-benchmark -p "$PORT" -t set,get -P 16 -d 100 -n "$N" -q 2>/dev/null |
         tr '\r' '\n' | sed -n 's/^\(SET\|GET\): \([0-9.]*\) requests.*/\2/p' | paste -sd+ | bc
     redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1
@@ -72,9 +86,11 @@ for bench in allocbench redis; do
     for ((r = 0; r < REPS; r++)); do
         for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
             c=${CONFIGS[$(((k + r) % ${#CONFIGS[@]}))]}
-            if [ "$bench" = allocbench ]; then v=$(ab_run "$c"); else v=$(redis_run "$c"); fi
+            SEQ=$((SEQ + 1))
+            if [ "$bench" = allocbench ]; then v=$(ab_run "$c" "b$SEQ"); else v=$(redis_run "$c" "b$SEQ"); fi
             printf '%s\t%s\n' "$c" "$v" >>"$W/$bench.tsv"
             echo "$bench rep $r $c: $v"
+            session_done "$c" "b$SEQ"
         done
     done
 done

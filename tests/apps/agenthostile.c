@@ -4,6 +4,7 @@
  * statically, so the real agent is never loaded (the dynamic loader is what
  * reads LD_PRELOAD). It takes the session's socket and token from the
  * environment and:
+ *   0. connects and says nothing (refused after 2 s; the daemon serves meanwhile),
  *   1. connects with a wrong token (refused),
  *   2. with the token and a memfd that is not sealed (refused),
  *   3. with the token and a sealed memfd of the right size (accepted), then
@@ -145,6 +146,21 @@ int main(void)
     const char *name = getenv(HTA_ENV_SOCKET), *token = getenv(HTA_ENV_TOKEN);
     if (!name || !token)
         return 2;
+    /* A connection that says nothing: refused after the daemon's 2 s. */
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, name, strlen(name));
+    int quiet = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(quiet, (struct sockaddr *)&a,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))) != 0)
+        return 4;
+    printf("{\"quiet\":true}\n");
+    fflush(stdout);
+    char v;
+    if (recv(quiet, &v, 1, 0) > 0 && v == HTA_ACCEPT)
+        return 9;
+    close(quiet);
     int fd = memfd(1, (off_t)HTA_TOTAL_BYTES);
     if (hello(name, "0123456789abcdef0123456789abcdef", fd, NULL) == HTA_ACCEPT)
         return 5;

@@ -210,7 +210,16 @@ case_agent_daemon_killed() {
 case_agent_hostile() {
     agent_setup
     [ -x "$LIVE_APPS/agenthostile" ] || live_skip "agenthostile not built"
-    "$HT_CTL" run --name hostile -- "$LIVE_APPS/agenthostile" >"$T/h.out" 2>"$T/h.err" </dev/null
+    "$HT_CTL" run --name hostile -- "$LIVE_APPS/agenthostile" >"$T/h.out" 2>"$T/h.err" </dev/null &
+    local hp=$! t0 t1
+    LIVE_PIDS+=("$hp")
+    live_wait_line h '"quiet":true'
+    # The daemon serves while a connection of the program's keeps quiet.
+    t0=$(date +%s%N)
+    ctl ping >/dev/null || fail "ping while the agent keeps quiet"
+    t1=$(date +%s%N)
+    [ $(((t1 - t0) / 1000000)) -lt 1000 ] || fail "ping took $(((t1 - t0) / 1000000)) ms"
+    wait "$hp"
     eq "$?" 0 "agenthostile exit code ($(cat "$T/h.err"))"
     agent_ended hostile
     ctl --json status hostile >"$T/s" || fail "status"
@@ -218,6 +227,7 @@ case_agent_hostile() {
     eq "$(jget source_status.refused.token <"$T/s")" 1 "refused for the token"
     eq "$(jget source_status.refused.memfd <"$T/s")" 1 "refused for the memfd"
     eq "$(jget source_status.refused.extra <"$T/s")" 1 "refused as a second agent"
+    eq "$(jget source_status.refused.slow <"$T/s")" 1 "refused for no hello"
     [ "$(jget source_status.malformed <"$T/s")" -gt 1000 ] || fail "malformed records not counted"
     [ "$(jget source_status.bad_stacks <"$T/s")" -gt 100 ] || fail "bad stacks not counted"
     [ "$(jget source_status.stuck <"$T/s")" -gt 0 ] || fail "stuck records not counted"

@@ -54,6 +54,7 @@
 #define FRAME_RETRY_NS 1000000000ull
 
 struct agent_handles; /* the libuv handles: freed in their close callbacks */
+struct agent_pending;
 
 struct frameq_ent {
     uint64_t addr, first_ns;
@@ -83,7 +84,8 @@ struct agent_source {
     uint64_t stuck_tail;
     uint64_t lost_seen[HTA_CNT_MAX]; /* the agent's counters as of the last lost event */
     uint64_t delivered, cut;
-    uint64_t refused_peer, refused_token, refused_memfd, refused_extra, socket_bytes;
+    uint64_t refused_peer, refused_token, refused_memfd, refused_extra, refused_slow, socket_bytes;
+    struct agent_pending *pend; /* a connection waiting for its hello */
     char end_reason[160];
     struct mem_acct acct, sym_acct; /* the loop's; the symbol cache's (symbolizer lock) */
     /* Symbolizer side (the session's symbolizer lock), frames queued by the loop. */
@@ -199,8 +201,10 @@ static int hello_read(int fd, struct hta_hello *h)
     struct iovec iov = {.iov_base = h, .iov_len = sizeof(*h)};
     struct msghdr m = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     int got = -1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return -2; /* not here yet */
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     if (n == (ssize_t)sizeof(*h) && !(m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) && c &&
         c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -256,58 +260,109 @@ static void process_learned(struct agent_source *s)
         __atomic_store_n(&s->syms, sc, __ATOMIC_RELEASE);
 }
 
-/* The agent's hello on a connection from the right process. */
-static int agent_accept(struct agent_source *s, int fd)
+/* A connection from the right process, waiting for its hello: read when
+ * it comes (never waited for on the loop), refused after 2 s. Its handle
+ * is freed, and its descriptor closed, in the close callback. */
+struct agent_pending {
+    uv_poll_t poll;
+    int fd;
+    uint64_t since_ms;
+    struct agent_source *s;
+};
+
+#define HELLO_MS 2000
+
+static void pending_closed_cb(uv_handle_t *h)
 {
-    struct hta_hello h;
-    int mfd = hello_read(fd, &h);
-    if (mfd < 0 || h.magic != HTA_MAGIC || h.version != HTA_VERSION || h.bytes != HTA_TOTAL_BYTES ||
-        !token_eq(h.token, s->token)) {
-        if (mfd >= 0)
-            close(mfd);
-        refuse(fd, mfd < 0 ? &s->refused_memfd : &s->refused_token);
-        return -1;
-    }
-    void *map = memfd_map(mfd);
-    close(mfd);
-    if (!map || !agent_dec_header_ok(map)) {
-        if (map)
-            munmap(map, HTA_TOTAL_BYTES);
-        refuse(fd, &s->refused_memfd);
-        return -1;
-    }
+    struct agent_pending *pd = h->data;
+    close(pd->fd);
+    ht_free(pd);
+}
+
+static void pending_end(struct agent_source *s)
+{
+    struct agent_pending *pd = s->pend;
+    if (!pd)
+        return;
+    s->pend = NULL;
+    pd->poll.data = pd;
+    uv_close((uv_handle_t *)&pd->poll, pending_closed_cb);
+}
+
+/* The agent in: its memory mapped, its connection watched for the end. */
+static int agent_in(struct agent_source *s, int fd, void *map)
+{
     char yes = HTA_ACCEPT;
-    if (send(fd, &yes, 1, MSG_NOSIGNAL) != 1) {
+    int cfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (cfd < 0 || send(fd, &yes, 1, MSG_NOSIGNAL) != 1) {
+        if (cfd >= 0)
+            close(cfd);
         munmap(map, HTA_TOTAL_BYTES);
-        close(fd);
         return -1;
     }
     s->map = map;
     agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
-    s->cfd = fd;
+    s->cfd = cfd;
     s->connected = 1;
     process_learned(s);
-    uv_poll_init(s->loop, &s->h->cpoll, fd);
+    uv_poll_init(s->loop, &s->h->cpoll, cfd);
     s->h->open++;
     s->h->cpoll.data = s;
     uv_poll_start(&s->h->cpoll, UV_READABLE | UV_DISCONNECT, conn_cb);
     return 0;
 }
 
+/* The hello, once it is there: token, memfd, header. */
+static void pending_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_pending *pd = p->data;
+    struct agent_source *s = pd->s;
+    (void)events;
+    struct hta_hello h;
+    int mfd = status < 0 ? -1 : hello_read(pd->fd, &h);
+    if (mfd == -2)
+        return;
+    char no = HTA_REFUSE;
+    if (mfd < 0 || h.magic != HTA_MAGIC || h.version != HTA_VERSION || h.bytes != HTA_TOTAL_BYTES ||
+        !token_eq(h.token, s->token)) {
+        if (mfd >= 0)
+            close(mfd);
+        (*(mfd < 0 ? &s->refused_memfd : &s->refused_token))++;
+        (void)!send(pd->fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pending_end(s);
+        return;
+    }
+    void *map = memfd_map(mfd);
+    close(mfd);
+    if (!map || !agent_dec_header_ok(map)) {
+        if (map)
+            munmap(map, HTA_TOTAL_BYTES);
+        s->refused_memfd++;
+        (void)!send(pd->fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pending_end(s);
+        return;
+    }
+    int rc = agent_in(s, pd->fd, map);
+    pending_end(s);
+    if (rc == 0)
+        say_ready(s);
+}
+
 /* A connection: the expected process (SO_PEERCRED: the owner's uid and the
- * ctl's pid, which the exec kept), once. */
+ * ctl's pid, which the exec kept), one at a time, until one is in.
+ * Listening goes on: a later connection is refused and counted. */
 static void listen_cb(uv_poll_t *p, int status, int events)
 {
     struct agent_source *s = p->data;
     (void)events;
     if (status < 0)
         return;
-    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return;
     struct ucred cr;
     socklen_t len = sizeof(cr);
-    if (s->connected || s->stopped) {
+    if (s->connected || s->stopped || s->pend) {
         refuse(fd, &s->refused_extra);
         return;
     }
@@ -316,12 +371,18 @@ static void listen_cb(uv_poll_t *p, int status, int events)
         refuse(fd, &s->refused_peer);
         return;
     }
-    /* The hello comes with the connect; a peer that sends none in 2 s is refused. */
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    /* Listening goes on: a later connection is refused and counted. */
-    if (agent_accept(s, fd) == 0)
-        say_ready(s);
+    struct agent_pending *pd = ht_calloc(1, sizeof(*pd));
+    if (!pd) {
+        close(fd);
+        return;
+    }
+    pd->fd = fd;
+    pd->s = s;
+    pd->since_ms = uv_now(s->loop);
+    uv_poll_init(s->loop, &pd->poll, fd);
+    pd->poll.data = pd;
+    s->pend = pd;
+    uv_poll_start(&pd->poll, UV_READABLE, pending_cb);
 }
 
 /* Anything the agent sends after the hello is read and dropped; the end
@@ -359,6 +420,10 @@ static void timer_cb(uv_timer_t *t)
     struct agent_source *s = t->data;
     if (s->ended)
         return;
+    if (s->pend && uv_now(s->loop) - s->pend->since_ms > HELLO_MS) {
+        s->refused_slow++;
+        pending_end(s);
+    }
     if (!s->connected && !s->eof && uv_now(s->loop) - s->start_ms > CONNECT_MS) {
         s->eof = 1;
         snprintf(s->end_reason, sizeof(s->end_reason),
@@ -656,6 +721,7 @@ static void agent_stop(struct source *base)
     if (s->stopped)
         return;
     s->stopped = 1;
+    pending_end(s);
     if (s->map) {
         agent_dec_stop(&s->dec);
         s->cut = pending(s);
@@ -749,6 +815,7 @@ static struct cJSON *agent_status_json(struct source *base)
         cJSON_AddNumberToObject(r, "token", (double)s->refused_token);
         cJSON_AddNumberToObject(r, "memfd", (double)s->refused_memfd);
         cJSON_AddNumberToObject(r, "extra", (double)s->refused_extra);
+        cJSON_AddNumberToObject(r, "slow", (double)s->refused_slow);
     }
     cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
     agent_counters_json(s, o);
