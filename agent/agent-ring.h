@@ -99,6 +99,7 @@ struct hta_hello {
 #define HTA_ENV_TOKEN "HEAPTRACE_AGENT_TOKEN"
 #define HTA_ENV_STACKS "HEAPTRACE_AGENT_STACKS" /* fp, dwarf (default) or none */
 #define HTA_ENV_DEPTH "HEAPTRACE_AGENT_DEPTH"
+#define HTA_ENV_FOLLOW "HEAPTRACE_AGENT_FOLLOW" /* "1": children too (run --follow) */
 
 _Static_assert(sizeof(struct hta_rec) == 64, "one record per cache line");
 _Static_assert(sizeof(struct hta_header) <= HTA_HEADER_BYTES, "header fits its page");

@@ -20,6 +20,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -107,16 +108,58 @@ static void *watch_thread(void *arg)
     return NULL;
 }
 
+/* run --follow: the session's socket and token, kept for fork children. */
+static int follow;
+static char follow_name[108], follow_token[HTA_TOKEN_LEN + 1];
+static enum agent_stacks follow_stacks;
+static unsigned follow_depth;
+static void *ring_base;
+
+static int memfd_make(void);
+static int daemon_join(const char *name, const char *token, int fd);
+
+/* A followed fork child: a ring of its own, handed to the daemon, which
+ * makes the child a session of its own. No watcher thread (the child of a
+ * threaded program may only make async-signal-safe calls until it execs):
+ * should the daemon go, the ring fills and the child runs on. */
+static void follow_child(void)
+{
+    int fd = memfd_make();
+    if (fd < 0)
+        return;
+    void *base = agent_real.mmap(NULL, HTA_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    agent_map(base, follow_stacks, follow_depth);
+    sock = daemon_join(follow_name, follow_token, fd);
+    close(fd);
+    if (sock < 0) {
+        agent_real.munmap(base, HTA_TOTAL_BYTES);
+        return;
+    }
+    ring_base = base;
+    ring_base = base;
+    __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
+}
+
 static void fork_child(void)
 {
     /* The ring is the parent's: a child writing into it would mix its
-     * records with the parent's. Untraced, and the socket left to the
-     * parent so the daemon sees the parent's exit. */
+     * records with the parent's. Untraced (or, followed, a ring and a
+     * session of its own), and the parent's connection left to the parent
+     * so the daemon sees the parent's exit. */
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     agent_self.tid = 0;
     if (sock >= 0)
         close(sock);
     sock = -1;
+    if (ring_base)
+        agent_real.munmap(ring_base, HTA_TOTAL_BYTES);
+    ring_base = NULL;
+    if (follow)
+        follow_child();
 }
 
 static int self_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -134,14 +177,15 @@ static int self_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* Take VAR out of the environment, copied into buf first. */
-static const char *env_take(const char *var, char *buf, size_t sz)
+/* VAR copied into buf, and taken out of the environment unless keep. */
+static const char *env_take(const char *var, char *buf, size_t sz, int keep)
 {
     const char *v = getenv(var);
     if (!v || strlen(v) >= sz)
         return NULL;
     strcpy(buf, v);
-    unsetenv(var);
+    if (!keep)
+        unsetenv(var);
     return buf;
 }
 
@@ -257,11 +301,16 @@ __attribute__((constructor)) static void agent_start(void)
     char name[108], token[HTA_TOKEN_LEN + 1], stacks[16] = "", depth[16] = "";
     if (!agent_real.malloc)
         agent_resolve();
-    const char *sn = env_take(HTA_ENV_SOCKET, name, sizeof(name));
-    const char *tk = env_take(HTA_ENV_TOKEN, token, sizeof(token));
-    env_take(HTA_ENV_STACKS, stacks, sizeof(stacks));
-    env_take(HTA_ENV_DEPTH, depth, sizeof(depth));
-    preload_scrub();
+    /* --follow: the environment stays, so programs the program execs (in
+     * children) load the agent and connect as its descendants. */
+    const char *fo = getenv(HTA_ENV_FOLLOW);
+    follow = fo && !strcmp(fo, "1");
+    const char *sn = env_take(HTA_ENV_SOCKET, name, sizeof(name), follow);
+    const char *tk = env_take(HTA_ENV_TOKEN, token, sizeof(token), follow);
+    env_take(HTA_ENV_STACKS, stacks, sizeof(stacks), follow);
+    env_take(HTA_ENV_DEPTH, depth, sizeof(depth), follow);
+    if (!follow)
+        preload_scrub();
     if (!sn || !tk)
         return; /* not launched by heaptracectl run: stay out of the way */
     dl_iterate_phdr(self_phdr_cb, (void *)(uintptr_t)agent_start);
@@ -274,6 +323,12 @@ __attribute__((constructor)) static void agent_start(void)
         return;
     }
     agent_map(base, stacks_of(stacks), (unsigned)atoi(depth));
+    if (follow) {
+        snprintf(follow_name, sizeof(follow_name), "%s", sn);
+        snprintf(follow_token, sizeof(follow_token), "%s", tk);
+        follow_stacks = stacks_of(stacks);
+        follow_depth = (unsigned)atoi(depth);
+    }
     sock = daemon_join(sn, tk, fd);
     close(fd); /* the daemon has its own now, and the mapping stays */
     if (sock < 0 || pthread_atfork(NULL, NULL, fork_child) != 0 || watch_start() != 0) {

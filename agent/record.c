@@ -32,6 +32,7 @@ static uint64_t tail_seen; /* the daemon's tail as last read */
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
 {
     ring_hdr = base;
+    tail_seen = 0;
     ring_recs = (struct hta_rec *)((char *)base + HTA_RECS_OFFSET);
     ring_stacks = (struct hta_stack *)((char *)base + HTA_STACKS_OFFSET);
     stack_mode = stacks;

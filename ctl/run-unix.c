@@ -49,6 +49,9 @@ static int env_set(const cJSON *l)
     if (!agent || !sock || !tok)
         return -1;
     const char *st = field(l, "stacks");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "follow")) &&
+        setenv(HTA_ENV_FOLLOW, "1", 1))
+        return -1;
     return preload_set(agent) || setenv(HTA_ENV_SOCKET, sock, 1) || setenv(HTA_ENV_TOKEN, tok, 1) ||
                    setenv(HTA_ENV_STACKS, st ? st : "dwarf", 1) || setenv(HTA_ENV_DEPTH, num, 1)
                ? -1

@@ -240,6 +240,7 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     }
     if (mode == SOURCE_LAUNCH) {
         p.launcher_uid = ctx->c->uid;
+        p.follow = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "follow"));
         endpoint_peer_pid(&ctx->c->pipe, &p.launcher_pid);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");

@@ -101,6 +101,7 @@ struct source_params {
      * source): the client's pid (the program's, once it execs) and uid. */
     uint64_t launcher_pid;
     uint32_t launcher_uid;
+    int follow; /* run --follow: the program's children as sessions of their own */
     enum source_stacks stacks;
     uint32_t stack_depth; /* frames kept, 1..HT_STACK_MAX_DEPTH */
     int no_heap, no_virtual;

@@ -57,16 +57,19 @@ static void mode_fork(void)
     pid_t c = fork();
     if (c == 0) {
         child_leak(40, 200);
+        /* Alive a while: a traced child's frames are named from its
+         * /proc/PID while it lives (run --follow). */
+        app_sync_sleep_ms(300);
         _exit(0);
     }
     int st;
     waitpid(c, &st, 0);
     after_fork(10, 300);
     app_sync_say(
-        "{\"done\":true,\"child_status\":%d,\"sites\":[{\"site\":\"parent_leak\","
+        "{\"done\":true,\"child_pid\":%d,\"child_status\":%d,\"sites\":[{\"site\":\"parent_leak\","
         "\"live_count\":30,\"live_bytes\":3000},{\"site\":\"child_leak\",\"live_count\":0,"
         "\"live_bytes\":0},{\"site\":\"after_fork\",\"live_count\":10,\"live_bytes\":3000}]}",
-        st);
+        (int)c, st);
 }
 
 static void mode_exec(void)

@@ -128,6 +128,26 @@ case_agent_fork() {
     stop_clean
 }
 
+# fork with --follow: the child is a session of its own, NAME.PID, with the child's allocations;
+# the parent's session has none of them.
+case_agent_fork_follow() {
+    agent_case agff fork --follow
+    local child
+    child=$(live_truth agff | jget child_pid)
+    eq "$(live_truth agff | jget child_status)" 0 "child exit status"
+    ctl --json status "agff.$child" >"$T/s" || fail "no session agff.$child: $(ctl ls)"
+    eq "$(jget process.pid <"$T/s")" "$child" "the child session's pid"
+    ctl --json stacks "agff.$child" --type AIFO --require child_leak >"$T/j"
+    eq "$(jget total.count <"$T/j")" 40 "the child's blocks"
+    eq "$(jget total.size <"$T/j")" 8000 "the child's bytes"
+    eq "$(ctl --json stacks "agff.$child" --type AIFO --require after_fork | jget total.count)" 0 \
+        "the parent's later blocks in the child's session"
+    eq "$(ctl --json status agff | jget source_status.spawned)" 1 "sessions spawned"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
+
 # exec: the session ends with the data before it; the new program runs untraced, with neither
 # the agent in LD_PRELOAD nor its variables.
 case_agent_exec() {

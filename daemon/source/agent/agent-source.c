@@ -48,6 +48,8 @@
 #define STUCK_TICKS 40
 /* The program must connect within this time after the reply. */
 #define CONNECT_MS 30000
+/* Processes of a followed family whose children are taken. */
+#define FAMILY_MAX 256
 /* New frames waiting to be symbolized while the process lives. */
 #define FRAMEQ 4096
 /* A frame in no known module is tried again this long (ns). */
@@ -68,12 +70,18 @@ struct agent_source {
     char sockname[64], token[HTA_TOKEN_LEN + 1], agent_path[4096];
     uint64_t want_pid;
     uint32_t owner;
+    /* run --follow: a connection from a descendant of the program becomes a
+     * session of its own (sink.spawn), whose source adopts it. */
+    int follow, handoff_fd, adopt_fd;
+    uint64_t family[FAMILY_MAX]; /* the program and the descendants followed */
+    unsigned nfamily;
+    uint64_t spawned, refused_spawn;
     enum source_stacks stacks;
     uint32_t depth;
     uint64_t sample_ns, next_sample;
     uint64_t last_private, last_private_t;
     int private_sent;
-    int started, connected, eof, ended, stopped;
+    int started, connected, eof, ended, stopped, has_listener;
     uint64_t t0, start_ms;
     void *map;
     uint32_t *ids;
@@ -348,6 +356,67 @@ static void pending_cb(uv_poll_t *p, int status, int events)
         say_ready(s);
 }
 
+/* Wait for the hello on fd (nonblocking). */
+static void pending_begin(struct agent_source *s, int fd)
+{
+    struct agent_pending *pd = ht_calloc(1, sizeof(*pd));
+    if (!pd) {
+        close(fd);
+        return;
+    }
+    pd->fd = fd;
+    pd->s = s;
+    pd->since_ms = uv_now(s->loop);
+    uv_poll_init(s->loop, &pd->poll, fd);
+    pd->poll.data = pd;
+    s->pend = pd;
+    uv_poll_start(&pd->poll, UV_READABLE, pending_cb);
+}
+
+/* The parent's pid of a process (/proc/PID/stat: the field after the
+ * command name, which may hold spaces and parentheses: proc(5)), or 0. */
+static uint64_t parent_of(uint64_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    unsigned long long pp = 0;
+    if (!rp || sscanf(rp + 1, " %*c %llu", &pp) != 1)
+        return 0;
+    return pp;
+}
+
+static int in_family(const struct agent_source *s, uint64_t pid)
+{
+    for (unsigned i = 0; i < s->nfamily; i++)
+        if (s->family[i] == pid)
+            return 1;
+    return 0;
+}
+
+/* A descendant's connection (--follow): a session of its own, whose source
+ * adopts the connection (agent_open_at, mode SOURCE_PID). */
+static void descendant(struct agent_source *s, int fd, uint64_t pid)
+{
+    char err[256];
+    s->handoff_fd = fd;
+    int rc = s->base.sink.spawn ? s->base.sink.spawn(s->base.sink.arg, pid, err, sizeof(err)) : -1;
+    if (s->handoff_fd >= 0) { /* not adopted */
+        s->handoff_fd = -1;
+        refuse(fd, &s->refused_spawn);
+        return;
+    }
+    s->spawned += rc == 0;
+    if (s->nfamily < FAMILY_MAX)
+        s->family[s->nfamily++] = pid;
+}
+
 /* A connection: the expected process (SO_PEERCRED: the owner's uid and the
  * ctl's pid, which the exec kept), one at a time, until one is in.
  * Listening goes on: a later connection is refused and counted. */
@@ -362,27 +431,24 @@ static void listen_cb(uv_poll_t *p, int status, int events)
         return;
     struct ucred cr;
     socklen_t len = sizeof(cr);
-    if (s->connected || s->stopped || s->pend) {
+    if (s->stopped || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
         refuse(fd, &s->refused_extra);
         return;
     }
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
-        (uint64_t)cr.pid != s->want_pid || cr.uid != s->owner) {
+    if ((uint64_t)cr.pid != s->want_pid && s->follow && cr.uid == s->owner &&
+        in_family(s, parent_of((uint64_t)cr.pid)) && !in_family(s, (uint64_t)cr.pid)) {
+        descendant(s, fd, (uint64_t)cr.pid);
+        return;
+    }
+    if (s->connected || s->pend) {
+        refuse(fd, &s->refused_extra);
+        return;
+    }
+    if ((uint64_t)cr.pid != s->want_pid || cr.uid != s->owner) {
         refuse(fd, &s->refused_peer);
         return;
     }
-    struct agent_pending *pd = ht_calloc(1, sizeof(*pd));
-    if (!pd) {
-        close(fd);
-        return;
-    }
-    pd->fd = fd;
-    pd->s = s;
-    pd->since_ms = uv_now(s->loop);
-    uv_poll_init(s->loop, &pd->poll, fd);
-    pd->poll.data = pd;
-    s->pend = pd;
-    uv_poll_start(&pd->poll, UV_READABLE, pending_cb);
+    pending_begin(s, fd);
 }
 
 /* Anything the agent sends after the hello is read and dropped; the end
@@ -474,9 +540,17 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
                          size_t errsz)
 {
     *out = NULL;
-    if (p->mode != SOURCE_LAUNCH) {
+    struct agent_source *parent =
+        p->mode == SOURCE_PID && p->parent && p->parent->ops == &source_agent_ops
+            ? (struct agent_source *)p->parent
+            : NULL;
+    if (p->mode != SOURCE_LAUNCH && !parent) {
         snprintf(err, errsz, "the agent source launches programs (heaptracectl run)");
         return HT_ENOTSUP;
+    }
+    if (parent && parent->handoff_fd < 0) {
+        snprintf(err, errsz, "no connection of process %llu to adopt", (unsigned long long)p->pid);
+        return HT_EBADARG;
     }
     if (!p->launcher_pid) {
         snprintf(err, errsz, "the agent source needs the launching client's pid");
@@ -490,8 +564,10 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->base.ops = &source_agent_ops;
     s->base.sink = *sink;
     s->loop = loop;
-    s->lfd = s->cfd = -1;
-    s->want_pid = p->launcher_pid;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
+    s->want_pid = parent ? p->pid : p->launcher_pid;
+    s->follow = p->follow;
+    s->family[s->nfamily++] = s->want_pid;
     s->owner = p->launcher_uid;
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
@@ -516,8 +592,14 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
         rc = UV_ENOMEM;
         goto fail;
     }
-    if ((rc = listen_make(s, err, errsz)) != 0)
+    if (parent) {
+        /* The descendant's connection, on the parent's socket: adopted. */
+        memcpy(s->token, parent->token, sizeof(s->token));
+        s->adopt_fd = parent->handoff_fd;
+        parent->handoff_fd = -1;
+    } else if ((rc = listen_make(s, err, errsz)) != 0) {
         goto fail;
+    }
     *out = &s->base;
     return 0;
 fail:
@@ -570,11 +652,17 @@ static int agent_start(struct source *base, char *err, size_t errsz)
     s->h->open++;
     s->h->timer.data = s;
     uv_timer_start(&s->h->timer, timer_cb, DRAIN_MS, DRAIN_MS);
+    s->started = 1;
+    if (s->adopt_fd >= 0) { /* a descendant's session: its hello comes on the adopted connection */
+        pending_begin(s, s->adopt_fd);
+        s->adopt_fd = -1;
+        return 0;
+    }
     uv_poll_init(s->loop, &s->h->lpoll, s->lfd);
     s->h->open++;
     s->h->lpoll.data = s;
     uv_poll_start(&s->h->lpoll, UV_READABLE, listen_cb);
-    s->started = 1;
+    s->has_listener = 1;
     return 0;
 }
 
@@ -727,10 +815,10 @@ static void agent_stop(struct source *base)
         s->cut = pending(s);
     }
     if (s->h) {
-        if (s->started) {
+        if (s->started)
             handle_close(s->h, (uv_handle_t *)&s->h->timer);
+        if (s->has_listener)
             handle_close(s->h, (uv_handle_t *)&s->h->lpoll);
-        }
         if (s->connected)
             handle_close(s->h, (uv_handle_t *)&s->h->cpoll);
         if (!s->h->open)
@@ -742,6 +830,9 @@ static void agent_stop(struct source *base)
         close(s->cfd);
     if (s->lfd >= 0)
         close(s->lfd);
+    if (s->adopt_fd >= 0)
+        close(s->adopt_fd);
+    s->adopt_fd = -1;
     s->cfd = s->lfd = -1;
 }
 
@@ -816,8 +907,11 @@ static struct cJSON *agent_status_json(struct source *base)
         cJSON_AddNumberToObject(r, "memfd", (double)s->refused_memfd);
         cJSON_AddNumberToObject(r, "extra", (double)s->refused_extra);
         cJSON_AddNumberToObject(r, "slow", (double)s->refused_slow);
+        cJSON_AddNumberToObject(r, "spawn", (double)s->refused_spawn);
     }
     cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
+    cJSON_AddBoolToObject(o, "follow", s->follow);
+    cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
     agent_counters_json(s, o);
     /* What `heaptracectl run` needs to exec the program: the reply takes it
      * (cmd-start.c), and only until the agent is in. */
@@ -830,6 +924,7 @@ static struct cJSON *agent_status_json(struct source *base)
             cJSON_AddStringToObject(l, "stacks", stacks_name(s->stacks));
             cJSON_AddNumberToObject(l, "depth", s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH);
             cJSON_AddNumberToObject(l, "pid", (double)s->want_pid);
+            cJSON_AddBoolToObject(l, "follow", s->follow);
         }
     }
     return o;
