@@ -294,3 +294,21 @@ case_agent_memorytestapp() {
     wait "$APID" || fail "memorytestapp exit code"
     stop_clean
 }
+
+# --follow across fork+exec (posix_spawn, as Python's subprocess does): the program the child
+# execs loads the agent (the environment is kept) and is a session of its own, NAME.PID.
+case_agent_follow_exec() {
+    agent_setup
+    [ -x /usr/bin/python3 ] || live_skip "python3 missing"
+    "$HT_CTL" run --follow --name agfe -- /usr/bin/python3 -c \
+        "import subprocess; p = subprocess.Popen(['/usr/bin/python3', '-c', 'import time; x = [bytearray(5000) for i in range(300)]; time.sleep(0.5)']); print(p.pid, flush=True); p.wait()" \
+        >"$T/fe.out" 2>"$T/fe.err" </dev/null || fail "run: $(cat "$T/fe.err")"
+    local child
+    child=$(head -n 1 "$T/fe.out")
+    agent_ended agfe
+    ctl --json status "agfe.$child" >"$T/s" || fail "no session agfe.$child: $(ctl ls)"
+    eq "$(jget process.name <"$T/s")" python3 "the exec'd child's process"
+    [ "$(jget heap.peak <"$T/s")" -ge 1500000 ] || fail "the child's heap peak: $(jget heap.peak <"$T/s")"
+    eq "$(ctl --json status agfe | jget source_status.spawned)" 1 "sessions spawned"
+    stop_clean
+}
