@@ -312,3 +312,23 @@ case_agent_follow_exec() {
     eq "$(ctl --json status agfe | jget source_status.spawned)" 1 "sessions spawned"
     stop_clean
 }
+
+# stop under a running program: the agent stops writing (the daemon closes its socket and sets
+# the ring's stop flag), the program finishes normally, the session keeps what it took.
+case_agent_stop() {
+    agent_setup
+    agent_run ags --name ags -- "$LIVE_APPS/agentcase" spin 1200
+    live_go "$APID"
+    sleep 0.3
+    ctl stop ags >/dev/null || fail "stop"
+    local a b
+    a=$(ctl --json status ags | jget ingest.events)
+    live_wait_line ags '"done":true'
+    b=$(ctl --json status ags | jget ingest.events)
+    eq "$b" "$a" "events after the stop"
+    [ "$a" -gt 1000 ] || fail "events before the stop: $a"
+    eq "$(ctl --json status ags | jget state)" stopped "state"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code after the stop"
+    stop_clean
+}
