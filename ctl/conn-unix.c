@@ -51,7 +51,7 @@ static int conn_connect(const char *path, char *err, size_t errsz)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         snprintf(err, errsz, "cannot reach heaptraced at %s: %s%s", path, strerror(errno),
                  errno == ENOENT || errno == ECONNREFUSED ? " (is the daemon running?)"

@@ -48,5 +48,8 @@ int ctl_load(struct ctl *c);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);
 int ctl_top(struct ctl *c);
+/* run: the session, then (where the reply says how: the agent source) the
+ * program exec'd in this process with the agent preloaded (run-unix.c). */
+int ctl_run(struct ctl *c);
 
 #endif

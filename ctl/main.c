@@ -295,6 +295,10 @@ int main(int argc, char **argv)
     case HT_CMD_TOP:
         rc = ctl_top(&c);
         break;
+    case HT_CMD_RUN:
+        rc = ctl_run(&c);
+        c.args = NULL;
+        break;
     default: {
         cJSON *data = NULL;
         rc = ctl_call(&c, c.cmd->name, c.args, &data);

@@ -4,7 +4,9 @@
 # the program of the WPA lab in ../shared/seeds/000), attach to it by PID with
 # eBPF while it runs, and print the report the lab finds, from the live session.
 # Needs root (CAP_BPF) and a kernel with BTF. `scripts/demo.sh --replay` loads
-# the recorded stream of the original Windows run instead (no privileges).
+# the recorded stream of the original Windows run instead (no privileges);
+# `scripts/demo.sh --agent` starts the app under `heaptracectl run` (the
+# in-process agent: the app runs as the caller).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-live}
@@ -56,12 +58,20 @@ if [ "$mode" = --replay ]; then
     ctl load tests/data/memorytestapp.htev --name MemoryTestApp
     mid=14s:16s spikes=19s:29s step=3s
 else
-    [ "$(id -u)" -eq 0 ] || { echo "demo: live tracing needs root (or run scripts/demo.sh --replay)" >&2; exit 1; }
-    build/tests/apps/memorytestapp >"$tmp/app.out" 2>"$tmp/app.err" </dev/null &
-    app=$!
-    app_line '"ready":true'
-    echo "== MemoryTestApp is running as pid $app: attach to it"
-    ctl start --pid "$app" --name MemoryTestApp
+    if [ "$mode" = --agent ]; then
+        echo "== heaptracectl run --name MemoryTestApp -- build/tests/apps/memorytestapp"
+        build/ctl/heaptracectl run --name MemoryTestApp -- build/tests/apps/memorytestapp \
+            >"$tmp/app.out" 2>"$tmp/app.err" </dev/null &
+        app=$!
+        app_line '"ready":true'
+    else
+        [ "$(id -u)" -eq 0 ] || { echo "demo: live tracing needs root (or run scripts/demo.sh --replay or --agent)" >&2; exit 1; }
+        build/tests/apps/memorytestapp >"$tmp/app.out" 2>"$tmp/app.err" </dev/null &
+        app=$!
+        app_line '"ready":true'
+        echo "== MemoryTestApp is running as pid $app: attach to it"
+        ctl start --pid "$app" --name MemoryTestApp
+    fi
     kill -USR1 "$app"
     # The app stops at each phase so the marks fall where the lab zooms in.
     for at in mid_before mid_after spikes_before; do

@@ -121,6 +121,13 @@ static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct sourc
             cJSON_AddItemToObject(d, "notes", notes);
         else
             cJSON_Delete(notes);
+        /* run where the client execs the program (the agent source): what
+         * it needs to (agent library, socket, token), for this client only. */
+        cJSON *launch = cJSON_DetachItemFromObjectCaseSensitive(st, "launch");
+        if (cJSON_IsObject(launch))
+            cJSON_AddItemToObject(d, "launch", launch);
+        else
+            cJSON_Delete(launch);
         cJSON_Delete(st);
     }
     return cmd_reply(ctx, d);
@@ -233,6 +240,11 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
         int rc = ops->available(err, sizeof(err));
         if (rc != 0)
             return cmd_error(ctx, rc, "source %s cannot trace here: %s", ops->name, err);
+    }
+    if (mode == SOURCE_LAUNCH) {
+        p.launcher_uid = ctx->c->uid;
+        p.follow = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "follow"));
+        endpoint_peer_pid(&ctx->c->pipe, &p.launcher_pid);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");
     struct trace_who *who = NULL;

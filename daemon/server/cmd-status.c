@@ -108,6 +108,8 @@ int cmd_status(struct cmd_ctx *ctx)
     } else if (s->src_status_last) {
         sj = cJSON_Duplicate(s->src_status_last, 1);
     }
+    /* The launch details (the agent's token) are for run's reply only. */
+    cJSON_DeleteItemFromObjectCaseSensitive(sj, "launch");
     if (sj)
         cJSON_AddItemToObject(d, "source_status", sj);
     cJSON *h = cJSON_AddObjectToObject(d, "heap");

@@ -296,6 +296,19 @@ int endpoint_admit(uv_pipe_t *pipe, uint32_t *uid, char *err, size_t errsz)
     return HT_EPERM;
 }
 
+int endpoint_peer_pid(uv_pipe_t *client, uint64_t *pid)
+{
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    *pid = 0;
+    if (uv_fileno((uv_handle_t *)client, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return -errno;
+    *pid = (uint64_t)cred.pid;
+    return 0;
+}
+
 int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uint32_t cap,
                          uint32_t *n, char *err, size_t errsz)
 {

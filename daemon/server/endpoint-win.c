@@ -674,6 +674,13 @@ int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz)
 }
 
 /* Only the administrator traces on Windows (trace-access-win.c): no groups to act with. */
+int endpoint_peer_pid(uv_pipe_t *client, uint64_t *pid)
+{
+    (void)client;
+    *pid = 0;
+    return UV_ENOTSUP;
+}
+
 int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uint32_t cap,
                          uint32_t *n, char *err, size_t errsz)
 {

@@ -60,6 +60,9 @@ int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz);
  * groups (only the administrator traces there). */
 int endpoint_peer_groups(uv_pipe_t *client, uint32_t *gid, uint32_t *groups, uint32_t cap,
                          uint32_t *n, char *err, size_t errsz);
+/* The peer's pid as it was at its connect (the program `run` execs keeps
+ * it). Unix: SO_PEERCRED; Windows: UV_ENOTSUP. */
+int endpoint_peer_pid(uv_pipe_t *client, uint64_t *pid);
 /* 0 while the process can take one more client, else UV_EMFILE or UV_ENFILE:
  * the newest client (which took the last descriptor) is then refused, so the
  * next accept has one. Windows has no descriptor limit here: always 0. */

@@ -97,6 +97,11 @@ struct source_params {
     uint64_t pid;      /* SOURCE_PID */
     const char *image; /* SOURCE_IMAGE */
     char *const *argv; /* SOURCE_LAUNCH: NULL-terminated */
+    /* SOURCE_LAUNCH where the client starts the program itself (the agent
+     * source): the client's pid (the program's, once it execs) and uid. */
+    uint64_t launcher_pid;
+    uint32_t launcher_uid;
+    int follow; /* run --follow: the program's children as sessions of their own */
     enum source_stacks stacks;
     uint32_t stack_depth; /* frames kept, 1..HT_STACK_MAX_DEPTH */
     int no_heap, no_virtual;

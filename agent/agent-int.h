@@ -1,0 +1,75 @@
+/*
+ * libheaptrace-agent.so internals: the interposed allocator entry points
+ * (hooks.c), the ring and stack table writer (record.c), start-up, the
+ * daemon connection and fork (agent.c).
+ *
+ * The library links no libuv and no cJSON: it runs inside someone else's
+ * program, on its allocator's fast path. Nothing on that path takes a lock,
+ * makes a syscall (clock_gettime is the vDSO) or allocates.
+ */
+#ifndef AGENT_INT_H
+#define AGENT_INT_H
+
+#include "agent-ring.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_TLS __attribute__((tls_model("initial-exec")))
+#define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* Per thread. in_alloc: inside the real allocator or the unwinder (their
+ * own calls, such as libstdc++'s operator new calling malloc, jemalloc or
+ * libunwind calling mmap, are the outer call's business). in_hook: inside
+ * the agent's table and ring writes, which call nothing: a call then is a
+ * signal handler's, forwarded untraced and counted. A signal handler that
+ * allocates while its thread is inside the real allocator or the unwinder
+ * is not told apart from the allocator's own calls: untraced, not counted
+ * (glibc's malloc is not async-signal-safe anyway: signal-safety(7)). */
+struct agent_thread {
+    int in_alloc, in_hook;
+    uint32_t tid;
+    uintptr_t stack_lo, stack_hi; /* for the frame-pointer walk, 0: not read yet */
+};
+extern AGENT_HIDDEN __thread struct agent_thread agent_self AGENT_TLS;
+
+enum agent_stacks { AGENT_STACKS_DWARF, AGENT_STACKS_FP, AGENT_STACKS_NONE };
+
+/* The real entry points: the next definition after ours (RTLD_NEXT), so a
+ * program linked against jemalloc or tcmalloc keeps its allocator. */
+struct agent_real {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    void *(*mmap)(void *, size_t, int, int, int, long);
+    int (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    int (*brk)(void *);
+    void *(*sbrk)(intptr_t);
+};
+extern AGENT_HIDDEN struct agent_real agent_real;
+
+/* Resolve agent_real (once; allocations meanwhile come from a static arena). */
+AGENT_HIDDEN void agent_resolve(void);
+/* The bootstrap arena: dlsym may allocate before malloc is known. */
+AGENT_HIDDEN void *agent_boot_alloc(size_t n, size_t align);
+AGENT_HIDDEN int agent_boot_owns(const void *p);
+AGENT_HIDDEN size_t agent_boot_size(const void *p);
+
+/* Recording: 1 once connected and accepted, 0 otherwise (never connected,
+ * the daemon went away or asked to stop, a fork child). */
+extern AGENT_HIDDEN int agent_on;
+AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth);
+AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size);
+AGENT_HIDDEN void agent_count(enum hta_counter c);
+/* Our own code's address range: frames in it are cut from the stacks. */
+AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi);
+
+#endif

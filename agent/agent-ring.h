@@ -1,0 +1,107 @@
+/*
+ * The shared memory between the in-process agent (libheaptrace-agent.so)
+ * and the daemon's agent source: one memfd per traced process, made by the
+ * agent and handed to the daemon over the session's socket (SCM_RIGHTS).
+ *
+ * Layout: a header page, a ring of fixed records, a stack table. Producers
+ * (every thread of the target) reserve a record by advancing head and
+ * publish it by storing its seq last; the daemon takes records in order
+ * while a record's seq says it is the next one. Stacks are interned in the
+ * process into the table (hash, then frames, then state) and records carry
+ * table ids, so a stack crosses once.
+ *
+ * Everything here can be written by the target's user: the daemon copies a
+ * record or a stack out before it looks at it, checks every field and id,
+ * and trusts no counter of the agent's for anything but reporting.
+ *
+ * Fixed-size fields only: the same header is compiled into the agent (no
+ * libuv, no cJSON) and into the daemon.
+ */
+#ifndef AGENT_RING_H
+#define AGENT_RING_H
+
+#include <stdint.h>
+
+#define HTA_MAGIC 0x31415448u /* "HTA1" */
+#define HTA_VERSION 1u
+#define HTA_RECORDS (1u << 16) /* ring records, a power of two */
+#define HTA_STACKS (1u << 14)  /* stack table entries, a power of two */
+#define HTA_DEPTH 64u          /* frames kept per stack */
+#define HTA_TOKEN_LEN 32u      /* the session token, hex characters */
+
+/* Record kinds (the engine's event kinds are the daemon's business). */
+enum hta_kind {
+    HTA_ALLOC = 1, /* addr, size, stack */
+    HTA_FREE,      /* addr */
+    HTA_REALLOC,   /* addr (new), old_addr, size, stack */
+    HTA_COMMIT,    /* addr, size, stack: anonymous private writable memory mapped */
+    HTA_RELEASE,   /* addr, size: a range unmapped (mremap's old range too) */
+    HTA_KIND_MAX = HTA_RELEASE,
+};
+
+/* Record flags. */
+#define HTA_F_TRUNCATED 0x01 /* the stack was cut at the agent's depth */
+
+struct hta_rec {
+    uint64_t seq; /* position + 1 once the record is complete (stored last) */
+    uint64_t t;   /* CLOCK_MONOTONIC ns */
+    uint64_t addr, old_addr, size;
+    uint32_t stack; /* table id + 1, 0: none */
+    uint32_t tid;
+    uint8_t kind, flags;
+    uint8_t pad[14];
+};
+
+struct hta_stack {
+    uint64_t hash;  /* 0: free; claimed by the writer with a CAS */
+    uint32_t state; /* 1 once depth and frames are written (stored last) */
+    uint32_t depth;
+    uint64_t frames[HTA_DEPTH];
+};
+
+/* Counters the agent keeps (reported, never trusted). */
+enum hta_counter {
+    HTA_CNT_RING_FULL,     /* records dropped: the ring was full */
+    HTA_CNT_STACKS_FULL,   /* stacks not interned: the table was full */
+    HTA_CNT_REENTRANT,     /* calls made while the agent itself was running (a signal handler) */
+    HTA_CNT_UNWIND_FAILED, /* stacks the unwinder could not take */
+    HTA_CNT_MAX,
+};
+
+struct hta_header {
+    uint32_t magic, version;
+    uint32_t records, stacks, depth; /* as compiled: the daemon checks they match */
+    uint32_t pid;
+    uint64_t head __attribute__((aligned(64))); /* producers: next position to reserve */
+    uint64_t tail __attribute__((aligned(64))); /* the daemon: next position to take */
+    uint64_t counters[HTA_CNT_MAX] __attribute__((aligned(64)));
+    uint32_t stop __attribute__((aligned(64))); /* the daemon: write no more */
+};
+
+#define HTA_HEADER_BYTES 4096u
+#define HTA_RECS_OFFSET HTA_HEADER_BYTES
+#define HTA_STACKS_OFFSET (HTA_RECS_OFFSET + (uint64_t)HTA_RECORDS * sizeof(struct hta_rec))
+#define HTA_TOTAL_BYTES (HTA_STACKS_OFFSET + (uint64_t)HTA_STACKS * sizeof(struct hta_stack))
+
+/* The agent's first message on the socket, with the memfd as SCM_RIGHTS. */
+struct hta_hello {
+    uint32_t magic, version;
+    char token[HTA_TOKEN_LEN];
+    uint64_t bytes; /* the memfd's size */
+};
+
+/* The daemon's answer: one byte, HTA_ACCEPT or a refusal. */
+#define HTA_ACCEPT 'y'
+#define HTA_REFUSE 'n'
+
+/* The environment `heaptracectl run` gives the program. */
+#define HTA_ENV_SOCKET "HEAPTRACE_AGENT_SOCKET" /* abstract socket name, without the NUL */
+#define HTA_ENV_TOKEN "HEAPTRACE_AGENT_TOKEN"
+#define HTA_ENV_STACKS "HEAPTRACE_AGENT_STACKS" /* fp, dwarf (default) or none */
+#define HTA_ENV_DEPTH "HEAPTRACE_AGENT_DEPTH"
+#define HTA_ENV_FOLLOW "HEAPTRACE_AGENT_FOLLOW" /* "1": children too (run --follow) */
+
+_Static_assert(sizeof(struct hta_rec) == 64, "one record per cache line");
+_Static_assert(sizeof(struct hta_header) <= HTA_HEADER_BYTES, "header fits its page");
+
+#endif

@@ -1,0 +1,240 @@
+/*
+ * The agent's writer: records into the shared ring, stacks into the shared
+ * table (agent-ring.h). Lock-free: a record is reserved with a CAS on head
+ * and published by its seq; a stack entry is claimed with a CAS on its hash
+ * and published by its state. A full ring or table drops and counts, never
+ * waits: the target must not slow down because the daemon is slow.
+ */
+#define _GNU_SOURCE
+#include "agent-int.h"
+
+/* Local unwinding only: the fast path of libunwind (libunwind(3)). */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+AGENT_HIDDEN __thread struct agent_thread agent_self AGENT_TLS;
+AGENT_HIDDEN int agent_on;
+
+static struct hta_header *ring_hdr;
+static struct hta_rec *ring_recs;
+static struct hta_stack *ring_stacks;
+static enum agent_stacks stack_mode;
+static unsigned stack_depth = HTA_DEPTH;
+static uintptr_t self_lo, self_hi;
+static uint64_t tail_seen; /* the daemon's tail as last read */
+
+AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
+{
+    ring_hdr = base;
+    tail_seen = 0;
+    ring_recs = (struct hta_rec *)((char *)base + HTA_RECS_OFFSET);
+    ring_stacks = (struct hta_stack *)((char *)base + HTA_STACKS_OFFSET);
+    stack_mode = stacks;
+    stack_depth = depth && depth < HTA_DEPTH ? depth : HTA_DEPTH;
+    /* libunwind's default cache is global, behind a lock: one per thread
+     * instead, and larger than the default (unw_set_caching_policy(3)). */
+    if (stacks == AGENT_STACKS_DWARF) {
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        unw_set_cache_size(unw_local_addr_space, 1024, 0);
+    }
+    ring_hdr->magic = HTA_MAGIC;
+    ring_hdr->version = HTA_VERSION;
+    ring_hdr->records = HTA_RECORDS;
+    ring_hdr->stacks = HTA_STACKS;
+    ring_hdr->depth = HTA_DEPTH;
+    ring_hdr->pid = (uint32_t)getpid();
+    return 0;
+}
+
+AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi)
+{
+    self_lo = lo;
+    self_hi = hi;
+}
+
+AGENT_HIDDEN void agent_count(enum hta_counter c)
+{
+    if (ring_hdr)
+        __atomic_fetch_add(&ring_hdr->counters[c], 1, __ATOMIC_RELAXED);
+}
+
+static uint32_t thread_id(struct agent_thread *t)
+{
+    if (!t->tid)
+        t->tid = (uint32_t)syscall(SYS_gettid); /* once per thread */
+    return t->tid;
+}
+
+/* The thread's stack bounds, read once (pthread_getattr_np may allocate and
+ * read /proc/self/maps: marked as the allocator's own, so untraced). */
+static void stack_bounds(struct agent_thread *t)
+{
+    pthread_attr_t a;
+    void *lo;
+    size_t sz;
+    t->stack_hi = 1; /* tried */
+    t->in_alloc++;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        if (pthread_attr_getstack(&a, &lo, &sz) == 0) {
+            t->stack_lo = (uintptr_t)lo;
+            t->stack_hi = (uintptr_t)lo + sz;
+        }
+        pthread_attr_destroy(&a);
+    }
+    t->in_alloc--;
+}
+
+/* Frame-pointer walk (--stacks fp): right only where everything on the
+ * stack keeps rbp as a frame pointer; bounded by the thread's stack so a
+ * garbage rbp ends the walk instead of faulting. x86-64 and aarch64 frame
+ * records are {previous fp, return address} (System V psABI, AAPCS64). */
+static unsigned walk_fp(struct agent_thread *t, uint64_t *out, unsigned max)
+{
+    if (!t->stack_hi)
+        stack_bounds(t);
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    unsigned n = 0;
+    while (n < max && !(fp & 7) && fp >= t->stack_lo && fp + 16 <= t->stack_hi) {
+        const uintptr_t *f = (const uintptr_t *)fp;
+        if (!f[1])
+            break;
+        out[n++] = f[1];
+        if (f[0] <= fp)
+            break;
+        fp = f[0];
+    }
+    return n;
+}
+
+/* Frames of the caller, ours cut off. */
+static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max, int *cut)
+{
+    uint64_t raw[HTA_DEPTH + 8];
+    unsigned want = max + 8, n;
+    if (stack_mode == AGENT_STACKS_FP) {
+        n = walk_fp(t, raw, want);
+    } else {
+        int r = unw_backtrace((void **)raw, (int)want);
+        if (r <= 0) {
+            agent_count(HTA_CNT_UNWIND_FAILED);
+            return 0;
+        }
+        n = (unsigned)r;
+    }
+    unsigned i = 0;
+    while (i < n && raw[i] >= self_lo && raw[i] < self_hi)
+        i++;
+    unsigned k = n - i > max ? max : n - i;
+    *cut = n - i > max;
+    memcpy(out, raw + i, k * sizeof(*out));
+    return k;
+}
+
+static uint64_t frames_hash(const uint64_t *f, unsigned n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (unsigned i = 0; i < n; i++) {
+        h ^= f[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h | 1; /* 0 marks a free entry */
+}
+
+/* The table id + 1 of the stack, interned now if new (0: table full). */
+static uint32_t stack_intern(const uint64_t *f, unsigned n)
+{
+    uint64_t h = frames_hash(f, n);
+    for (uint32_t i = 0; i < 64; i++) {
+        uint32_t idx = (uint32_t)(h + i) & (HTA_STACKS - 1);
+        struct hta_stack *e = &ring_stacks[idx];
+        uint64_t cur = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
+        if (cur == 0) {
+            if (__atomic_compare_exchange_n(&e->hash, &cur, h, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                e->depth = n;
+                memcpy(e->frames, f, n * sizeof(*f));
+                __atomic_store_n(&e->state, 1, __ATOMIC_RELEASE);
+                return idx + 1;
+            }
+        }
+        /* Another thread may still be writing an entry of the same hash:
+         * then this stack takes another entry (interned twice, same frames). */
+        if (cur == h && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 1 && e->depth == n &&
+            memcmp(e->frames, f, n * sizeof(*f)) == 0)
+            return idx + 1;
+    }
+    agent_count(HTA_CNT_STACKS_FULL);
+    return 0;
+}
+
+static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t old, uint64_t size,
+                    uint32_t stack, int flags)
+{
+    uint64_t h = __atomic_load_n(&ring_hdr->head, __ATOMIC_RELAXED);
+    for (;;) {
+        /* The daemon's tail, read again only when the ring looks full: its
+         * cache line stays put while there is room. */
+        uint64_t tail = __atomic_load_n(&tail_seen, __ATOMIC_RELAXED);
+        if (h - tail >= HTA_RECORDS) {
+            tail = __atomic_load_n(&ring_hdr->tail, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&tail_seen, tail, __ATOMIC_RELAXED);
+        }
+        if (h - tail >= HTA_RECORDS) {
+            agent_count(HTA_CNT_RING_FULL);
+            return -1;
+        }
+        if (__atomic_compare_exchange_n(&ring_hdr->head, &h, h + 1, 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            break;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct hta_rec *r = &ring_recs[h & (HTA_RECORDS - 1)];
+    r->t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    r->addr = addr;
+    r->old_addr = old;
+    r->size = size;
+    r->stack = stack;
+    r->tid = thread_id(t);
+    r->kind = (uint8_t)kind;
+    r->flags = (uint8_t)flags;
+    __atomic_store_n(&r->seq, h + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size)
+{
+    struct agent_thread *t = &agent_self;
+    if (!__atomic_load_n(&agent_on, __ATOMIC_RELAXED))
+        return;
+    if (__atomic_load_n(&ring_hdr->stop, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
+        return;
+    }
+    uint32_t stack = 0;
+    int flags = 0;
+    if (kind != HTA_FREE && kind != HTA_RELEASE && stack_mode != AGENT_STACKS_NONE) {
+        uint64_t frames[HTA_DEPTH];
+        int cut = 0;
+        /* The unwinder maps memory for its caches (mmap): its own calls,
+         * like the allocator's, are not the program's. */
+        t->in_alloc++;
+        unsigned n = take_frames(t, frames, stack_depth, &cut);
+        t->in_alloc--;
+        t->in_hook = 1;
+        if (n)
+            stack = stack_intern(frames, n);
+        if (cut)
+            flags |= HTA_F_TRUNCATED;
+    }
+    t->in_hook = 1;
+    ring_put(t, kind, addr, old, size, stack, flags);
+    t->in_hook = 0;
+}

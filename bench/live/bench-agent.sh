@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The in-process agent (issue 22) against no tracer and heaptrack, each launching the program:
+#   allocbench  ns per malloc+free pair (tests/apps/allocbench, 1 thread): plain, agent (default
+#               stacks), agent --stacks none, heaptrack
+#   redis       Debian's redis-server (jemalloc) under redis-benchmark SET+GET, -P 16, 100-byte
+#               values, on 127.0.0.1: plain, agent, agent --stacks none, heaptrack; a fresh
+#               redis-server per run, started the way each tool launches it
+# Configurations are interleaved, each repetition in a rotated order; every value is printed,
+# then the medians and the ratios to plain. Not a timed test: figures for people.
+#
+# usage: bench/live/bench-agent.sh [--build DIR] [--reps R] [-n N] [--pairs P] [--port PORT]
+# Runtime with the defaults: about 2 minutes on these hosts.
+set -u
+BUILD=build REPS=5 N=200000 PAIRS=300000 PORT=16479
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    -n) N=$2; shift 2 ;;
+    --pairs) PAIRS=$2; shift 2 ;;
+    --port) PORT=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
+    *) echo "bench-agent: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
+CTL=$BUILD/ctl/heaptracectl
+AB=$BUILD/tests/apps/allocbench
+for c in redis-server redis-benchmark redis-cli heaptrack; do
+    command -v "$c" >/dev/null || { echo "bench-agent: $c missing (scripts/install-deps.sh --bench)" >&2; exit 2; }
+done
+W=$(mktemp -d /tmp/bench-agent.XXXXXX)
+export HEAPTRACE_PIPE=$W/ht.sock
+"$BUILD/daemon/heaptraced" --foreground --log-level warn 2>"$W/daemon.log" &
+DPID=$!
+trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$W"' EXIT
+for _ in $(seq 100); do "$CTL" ping >/dev/null 2>&1 && break; sleep 0.05; done
+SEQ=0
+
+# launch CONFIG NAME CMD...: CMD under CONFIG; NAME: the session's (agent configurations).
+launch() {
+    local c=$1 name=$2
+    shift 2
+    case "$c" in
+    plain) "$@" ;;
+    agent) "$CTL" run --name "$name" -- "$@" ;;
+    agent_nostacks) "$CTL" run --name "$name" --stacks none -- "$@" ;;
+    heaptrack) heaptrack -o "$W/$name" "$@" ;;
+    esac
+}
+
+# What an agent session lost (printed with the figure), then the session dropped.
+session_done() {
+    local c=$1 name=$2
+    case "$c" in agent*) ;; *) return ;; esac
+    for _ in $(seq 100); do
+        "$CTL" --json status "$name" 2>/dev/null | grep -q '"state":[[:space:]]*"running"' || break
+        sleep 0.05
+    done
+    echo "  ($name: lost $("$CTL" --json status "$name" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1))"
+    "$CTL" drop "$name" >/dev/null
+}
+
+ab_run() {
+    launch "$1" "$2" "$AB" --no-wait "$PAIRS" 1 </dev/null 2>/dev/null | sed -n 's/.*"ns_per_pair":\([0-9.]*\).*/\1/p'
+}
+
+redis_run() {
+    local c=$1 name=$2
+    launch "$c" "$name" redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
+        --daemonize no >"$W/redis.out" 2>&1 </dev/null &
+    local p=$!
+    for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 || { echo "bench-agent: redis did not start: $(cat "$W/redis.out")" >&2; exit 1; }
+    redis-benchmark -p "$PORT" -t set,get -P 16 -d 100 -n "$N" -q 2>/dev/null |
+        tr '\r' '\n' | sed -n 's/^\(SET\|GET\): \([0-9.]*\) requests.*/\2/p' | paste -sd+ | bc
+    redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1
+    wait "$p" 2>/dev/null
+}
+
+median() { sort -n | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+CONFIGS=(plain agent agent_nostacks heaptrack)
+for bench in allocbench redis; do
+    : >"$W/$bench.tsv"
+    for ((r = 0; r < REPS; r++)); do
+        for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
+            c=${CONFIGS[$(((k + r) % ${#CONFIGS[@]}))]}
+            SEQ=$((SEQ + 1))
+            if [ "$bench" = allocbench ]; then v=$(ab_run "$c" "b$SEQ"); else v=$(redis_run "$c" "b$SEQ"); fi
+            printf '%s\t%s\n' "$c" "$v" >>"$W/$bench.tsv"
+            echo "$bench rep $r $c: $v"
+            session_done "$c" "b$SEQ"
+        done
+    done
+done
+echo
+echo "allocbench: ns per malloc+free pair (median of $REPS), overhead = traced - plain"
+ab_plain=$(awk '$1=="plain"{print $2}' "$W/allocbench.tsv" | median)
+for c in "${CONFIGS[@]}"; do
+    m=$(awk -v c="$c" '$1==c{print $2}' "$W/allocbench.tsv" | median)
+    printf '  %-16s %8.1f ns  overhead %8.1f ns\n' "$c" "$m" "$(echo "$m - $ab_plain" | bc -l)"
+done
+echo "redis-benchmark SET+GET -P 16 -d 100 -n $N: requests/s (sum of SET and GET, median of $REPS)"
+rd_plain=$(awk '$1=="plain"{print $2}' "$W/redis.tsv" | median)
+for c in "${CONFIGS[@]}"; do
+    m=$(awk -v c="$c" '$1==c{print $2}' "$W/redis.tsv" | median)
+    printf '  %-16s %12.0f  ratio to plain %.3f\n' "$c" "$m" "$(echo "$m / $rd_plain" | bc -l)"
+done

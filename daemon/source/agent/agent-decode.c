@@ -1,0 +1,194 @@
+/* The reader of an agent's shared memory (agent-decode.h): hostile input. */
+#include "agent-decode.h"
+
+#include "stack-intern.h"
+
+#include <string.h>
+
+/* Addresses and sizes a user process can have (x86-64 and aarch64 with
+ * 5-level paging top out at 2^57). */
+#define ADDR_MAX (1ull << 57)
+
+static struct hta_header *hdr(const struct agent_dec *d)
+{
+    return d->base;
+}
+
+static struct hta_rec *rec_at(const struct agent_dec *d, uint64_t pos)
+{
+    return (struct hta_rec *)((char *)d->base + HTA_RECS_OFFSET) + (pos & (HTA_RECORDS - 1));
+}
+
+void agent_dec_init(struct agent_dec *d, void *base, uint32_t *ids, struct stack_intern *si,
+                    uint64_t t0, uint32_t depth)
+{
+    memset(d, 0, sizeof(*d));
+    d->base = base;
+    d->ids = ids;
+    d->si = si;
+    d->t0 = t0;
+    d->depth = depth && depth < HTA_DEPTH ? depth : HTA_DEPTH;
+}
+
+int agent_dec_header_ok(const void *base)
+{
+    struct hta_header h;
+    memcpy(&h, base, sizeof(h));
+    return h.magic == HTA_MAGIC && h.version == HTA_VERSION && h.records == HTA_RECORDS &&
+           h.stacks == HTA_STACKS && h.depth == HTA_DEPTH;
+}
+
+int agent_dec_ready(const struct agent_dec *d)
+{
+    return __atomic_load_n(&rec_at(d, d->tail)->seq, __ATOMIC_ACQUIRE) == d->tail + 1;
+}
+
+uint64_t agent_dec_pending(const struct agent_dec *d)
+{
+    uint64_t head = __atomic_load_n(&hdr(d)->head, __ATOMIC_RELAXED);
+    if (head <= d->tail)
+        return 0;
+    return head - d->tail > HTA_RECORDS ? HTA_RECORDS : head - d->tail;
+}
+
+/* The tail is published to the agent once per batch (tail_publish): a
+ * store per record would bounce its cache line between the daemon and
+ * every producer. */
+static void tail_advance(struct agent_dec *d)
+{
+    d->tail++;
+}
+
+static void tail_publish(struct agent_dec *d)
+{
+    __atomic_store_n(&hdr(d)->tail, d->tail, __ATOMIC_RELEASE);
+}
+
+void agent_dec_skip(struct agent_dec *d)
+{
+    d->st.stuck++;
+    tail_advance(d);
+    tail_publish(d);
+}
+
+void agent_dec_stop(struct agent_dec *d)
+{
+    __atomic_store_n(&hdr(d)->stop, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c)
+{
+    return __atomic_load_n(&hdr(d)->counters[c], __ATOMIC_RELAXED);
+}
+
+/* The engine's id for a table id, interned at its first use: copied out,
+ * then checked (complete, a depth in bounds). 0 with *bad set when the
+ * entry is not one. */
+static uint32_t stack_of(struct agent_dec *d, uint32_t id, int *flags)
+{
+    if (id == 0)
+        return 0;
+    if (id > HTA_STACKS) {
+        d->st.bad_stacks++;
+        return 0;
+    }
+    uint32_t known = d->ids[id];
+    if (known == UINT32_MAX) {
+        d->st.bad_stacks++;
+        return 0;
+    }
+    if (known)
+        return known;
+    const struct hta_stack *e =
+        (const struct hta_stack *)((const char *)d->base + HTA_STACKS_OFFSET) + (id - 1);
+    uint64_t frames[HTA_DEPTH];
+    uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+    uint32_t depth = __atomic_load_n(&e->depth, __ATOMIC_RELAXED);
+    if (state != 1 || depth == 0 || depth > HTA_DEPTH) {
+        d->ids[id] = UINT32_MAX;
+        d->st.bad_stacks++;
+        return 0;
+    }
+    memcpy(frames, e->frames, depth * sizeof(frames[0]));
+    unsigned keep = depth > d->depth ? d->depth : depth;
+    uint32_t sid = stack_intern_get(d->si, frames, keep);
+    if (!sid) {
+        d->st.stack_drops++; /* not cached: a later use may find room */
+        *flags |= HT_EVF_STACK_DROPPED;
+        return 0;
+    }
+    d->ids[id] = sid;
+    return sid;
+}
+
+/* Session time of a record: in order, never after now. */
+static uint64_t time_of(struct agent_dec *d, uint64_t t, uint64_t now)
+{
+    uint64_t rel = t > d->t0 ? t - d->t0 : 0;
+    uint64_t cap = now > d->t0 ? now - d->t0 : 0;
+    if (rel < d->last_t || rel > cap) {
+        d->st.clamped_time++;
+        rel = rel < d->last_t ? d->last_t : cap;
+    }
+    d->last_t = rel;
+    return rel;
+}
+
+static int rec_ok(const struct hta_rec *r)
+{
+    if (r->kind < HTA_ALLOC || r->kind > HTA_KIND_MAX)
+        return 0;
+    if (r->addr == 0 || r->addr >= ADDR_MAX || r->size >= ADDR_MAX)
+        return 0;
+    if (r->kind == HTA_REALLOC && (r->old_addr == 0 || r->old_addr >= ADDR_MAX))
+        return 0;
+    if ((r->kind == HTA_COMMIT || r->kind == HTA_RELEASE) && r->size == 0)
+        return 0;
+    return 1;
+}
+
+static const uint8_t kind_map[HTA_KIND_MAX + 1] = {
+    [HTA_ALLOC] = HT_EV_ALLOC,   [HTA_FREE] = HT_EV_FREE,       [HTA_REALLOC] = HT_EV_REALLOC,
+    [HTA_COMMIT] = HT_EV_COMMIT, [HTA_RELEASE] = HT_EV_RELEASE,
+};
+
+/* One record into ev: 1, or 0 when it is malformed. */
+static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event *ev, uint64_t now)
+{
+    if (!rec_ok(r)) {
+        d->st.malformed++;
+        return 0;
+    }
+    int flags = (r->flags & HTA_F_TRUNCATED) ? HT_EVF_TRUNCATED : 0;
+    memset(ev, 0, sizeof(*ev));
+    ev->t = time_of(d, r->t, now);
+    ev->kind = kind_map[r->kind];
+    ev->addr = r->addr;
+    ev->size = r->kind == HTA_FREE ? 0 : r->size;
+    ev->old_addr = r->kind == HTA_REALLOC ? r->old_addr : 0;
+    ev->tid = r->tid;
+    if (r->kind != HTA_FREE && r->kind != HTA_RELEASE)
+        ev->stack = stack_of(d, r->stack, &flags);
+    ev->flags = (uint8_t)flags;
+    return 1;
+}
+
+size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uint64_t now)
+{
+    size_t n = 0;
+    while (n < cap && agent_dec_ready(d)) {
+        struct hta_rec r;
+        memcpy(&r, rec_at(d, d->tail), sizeof(r));
+        /* Still the record we were told of (not rewritten meanwhile)? */
+        if (r.seq != d->tail + 1) {
+            d->st.malformed++;
+            tail_advance(d);
+            continue;
+        }
+        tail_advance(d);
+        d->st.records++;
+        n += (size_t)convert(d, &r, &out[n], now);
+    }
+    tail_publish(d);
+    return n;
+}

@@ -1,0 +1,67 @@
+/*
+ * The daemon's reader of an agent's shared memory (agent/agent-ring.h):
+ * records in ring order into engine events, stack table ids into the
+ * engine's interner. The memory is the target's: written by whoever runs
+ * as the target's user, at any time. So each record and stack entry is
+ * copied out before it is looked at, every field is checked, every id
+ * bounded; what does not hold is counted as malformed and skipped. Nothing
+ * in it can make the reader loop, wait or read outside the mapping.
+ *
+ * Threads: the loop's (the agent source's drain).
+ */
+#ifdef HT_IN_ENGINE
+#error "the engine includes no source or server header (daemon/CMakeLists.txt)"
+#endif
+#ifndef AGENT_DECODE_H
+#define AGENT_DECODE_H
+
+#include "agent-ring.h"
+#include "ht-event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct stack_intern;
+
+struct agent_dec_stats {
+    uint64_t records;      /* records taken */
+    uint64_t malformed;    /* records refused: kind, address, size out of bounds */
+    uint64_t bad_stacks;   /* stack ids out of range, or entries not complete or bad */
+    uint64_t stack_drops;  /* stacks the engine's interner refused (its caps) */
+    uint64_t stuck;        /* records given up on: reserved, never completed */
+    uint64_t clamped_time; /* records whose time was out of order or in the future */
+};
+
+struct agent_dec {
+    void *base; /* HTA_TOTAL_BYTES mapped */
+    uint64_t tail;
+    uint64_t t0;     /* CLOCK_MONOTONIC ns the session counts from */
+    uint64_t last_t; /* session ns of the last event handed out */
+    uint32_t depth;  /* frames kept (the session's stack depth) */
+    uint32_t *ids;   /* table id + 1 -> engine stack id (0: not seen, UINT32_MAX: bad) */
+    struct stack_intern *si;
+    struct agent_dec_stats st;
+};
+
+/* base: the mapping (HTA_TOTAL_BYTES); ids: HTA_STACKS + 1 entries, zeroed. */
+void agent_dec_init(struct agent_dec *d, void *base, uint32_t *ids, struct stack_intern *si,
+                    uint64_t t0, uint32_t depth);
+/* Does the header say this is a ring of ours (magic, version, sizes)? */
+int agent_dec_header_ok(const void *base);
+/* Up to cap events from complete records in order; now: CLOCK_MONOTONIC ns
+ * (no event is stamped later). New stacks are interned. Returns the count. */
+size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uint64_t now);
+/* Is the next record in order complete? */
+int agent_dec_ready(const struct agent_dec *d);
+/* Records reserved but not complete (the producer's head, bounded by the
+ * ring: the head is the target's word). */
+uint64_t agent_dec_pending(const struct agent_dec *d);
+/* Give up on the next record (reserved by a thread that never completed
+ * it, or the process is gone): counted as stuck. */
+void agent_dec_skip(struct agent_dec *d);
+/* Ask the agent to write no more. */
+void agent_dec_stop(struct agent_dec *d);
+/* The agent's own counter (untrusted: for reporting only). */
+uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c);
+
+#endif

@@ -1,0 +1,991 @@
+/*
+ * The agent source (source.h, mode SOURCE_LAUNCH): `heaptracectl run` asks
+ * for a session, gets the agent's path, this session's socket and a token,
+ * and execs the program itself (as the user, in the user's terminal) with
+ * the agent preloaded. The agent connects to the socket, presents the
+ * token and hands over its shared memory (agent/agent-ring.h); the peer's
+ * credentials must be the session owner's uid and the ctl's pid (exec
+ * keeps the pid). One agent per session: any other connection is refused
+ * and counted.
+ *
+ * Draining: a timer on the loop looks at the ring; records go to the engine
+ * through agent-decode.c (which treats the memory as hostile). The socket
+ * closing is the target's end (exit, or an exec: the agent's descriptors
+ * are close-on-exec); what it wrote is drained first.
+ *
+ * Threads: all on the loop, but symbolize and sym_sync (the session's
+ * symbolizer lock): they touch only the symbol cache and the frame queue.
+ */
+#define _GNU_SOURCE
+#include "agent-decode.h"
+#include "agent-source.h"
+#include "ht-alloc.h"
+#include "ht-error.h"
+#include "procmem.h"
+#include "source.h"
+#include "stack-intern.h"
+#include "symbols.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The ring is looked at this often. */
+#define DRAIN_MS 5
+/* A reserved record not completed after this many looks is given up on
+ * (its thread died, or the target is hostile): 200 ms. */
+#define STUCK_TICKS 40
+/* The program must connect within this time after the reply. */
+#define CONNECT_MS 30000
+/* Processes of a followed family whose children are taken. */
+#define FAMILY_MAX 256
+/* New frames waiting to be symbolized while the process lives. */
+#define FRAMEQ 4096
+/* A frame in no known module is tried again this long (ns). */
+#define FRAME_RETRY_NS 1000000000ull
+
+struct agent_handles; /* the libuv handles: freed in their close callbacks */
+struct agent_pending;
+
+struct frameq_ent {
+    uint64_t addr, first_ns;
+};
+
+struct agent_source {
+    struct source base;
+    uv_loop_t *loop;
+    struct agent_handles *h;
+    int lfd, cfd; /* listening socket, the agent's connection */
+    char sockname[64], token[HTA_TOKEN_LEN + 1], agent_path[4096];
+    uint64_t want_pid;
+    uint32_t owner;
+    /* run --follow: a connection from a descendant of the program becomes a
+     * session of its own (sink.spawn), whose source adopts it. */
+    int follow, handoff_fd, adopt_fd;
+    uint64_t family[FAMILY_MAX]; /* the program and the descendants followed */
+    unsigned nfamily;
+    uint64_t spawned, refused_spawn;
+    enum source_stacks stacks;
+    uint32_t depth;
+    uint64_t sample_ns, next_sample;
+    uint64_t last_private, last_private_t;
+    int private_sent;
+    int started, connected, eof, ended, stopped, has_listener;
+    uint64_t t0, start_ms;
+    void *map;
+    uint32_t *ids;
+    struct agent_dec dec;
+    uint64_t eof_end; /* at the end: the ring position past the last record there can be */
+    unsigned stuck_ticks;
+    uint32_t stack_seen; /* the highest engine stack id queued for the symbolizer */
+    uint64_t stuck_tail;
+    uint64_t lost_seen[HTA_CNT_MAX]; /* the agent's counters as of the last lost event */
+    uint64_t delivered, cut;
+    uint64_t refused_peer, refused_token, refused_memfd, refused_extra, refused_slow, socket_bytes;
+    struct agent_pending *pend; /* a connection waiting for its hello */
+    char end_reason[160];
+    struct mem_acct acct, sym_acct; /* the loop's; the symbol cache's (symbolizer lock) */
+    /* Symbolizer side (the session's symbolizer lock), frames queued by the loop. */
+    struct sym_cache *syms;
+    uv_mutex_t qmu;
+    struct frameq_ent q[FRAMEQ];
+    unsigned nq;
+    uint64_t q_drops;
+};
+
+struct agent_handles {
+    uv_timer_t timer;
+    uv_poll_t lpoll, cpoll;
+    int open;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void handle_closed_cb(uv_handle_t *h)
+{
+    struct agent_handles *hs = h->data;
+    if (--hs->open == 0)
+        ht_free(hs);
+}
+
+static void handle_close(struct agent_handles *hs, uv_handle_t *h)
+{
+    if (!uv_is_closing(h)) {
+        h->data = hs;
+        uv_close(h, handle_closed_cb);
+    }
+}
+
+/* The agent's library: next to the daemon (the build tree), or where
+ * `make install` puts it relative to sbin/. Never a name a client gave. */
+static int agent_locate(char *out, size_t sz)
+{
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return UV_ENOENT;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return UV_ENOENT;
+    *slash = '\0';
+    static const char *const rel[] = {"/libheaptrace-agent.so",
+                                      "/../lib/heaptrace/libheaptrace-agent.so"};
+    for (unsigned i = 0; i < 2; i++) {
+        snprintf(out, sz, "%s%s", exe, rel[i]);
+        char real[4096];
+        if (realpath(out, real) && access(real, R_OK) == 0) {
+            snprintf(out, sz, "%s", real);
+            return 0;
+        }
+    }
+    return UV_ENOENT;
+}
+
+static int agent_available(char *err, size_t errsz)
+{
+    char path[4096];
+    if (agent_locate(path, sizeof(path)) != 0) {
+        snprintf(err, errsz,
+                 "libheaptrace-agent.so is neither next to heaptraced nor in "
+                 "../lib/heaptrace");
+        return HT_ENOTSUP;
+    }
+    return 0;
+}
+
+static void say_ready(struct agent_source *s)
+{
+    if (s->base.sink.ready)
+        s->base.sink.ready(s->base.sink.arg);
+}
+
+/* A connection that is not our agent: closed, with any descriptor it sent. */
+static void refuse(int fd, uint64_t *counter)
+{
+    char no = HTA_REFUSE;
+    (void)!send(fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    (*counter)++;
+}
+
+static void close_fds(struct msghdr *m)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            close(fd);
+        }
+    }
+}
+
+/* The hello and the one descriptor it carries, or -1. */
+static int hello_read(int fd, struct hta_hello *h)
+{
+    union {
+        struct cmsghdr c;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } u;
+    struct iovec iov = {.iov_base = h, .iov_len = sizeof(*h)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    int got = -1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return -2; /* not here yet */
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (n == (ssize_t)sizeof(*h) && !(m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) && c &&
+        c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int)) && !CMSG_NXTHDR(&m, c)) {
+        memcpy(&got, CMSG_DATA(c), sizeof(int));
+        return got;
+    }
+    close_fds(&m);
+    return -1;
+}
+
+static int token_eq(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    for (unsigned i = 0; i < HTA_TOKEN_LEN; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* The memfd: a sealed memory file of exactly our size (F_GET_SEALS fails
+ * on anything but memfd/shmem; F_SEAL_SHRINK keeps our mapping's pages
+ * there: fcntl(2), memfd_create(2)). */
+static void *memfd_map(int fd)
+{
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size != HTA_TOTAL_BYTES)
+        return NULL;
+    void *p = mmap(NULL, HTA_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void conn_cb(uv_poll_t *p, int status, int events);
+
+static void process_learned(struct agent_source *s)
+{
+    char comm[64] = "", path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)s->want_pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+    }
+    struct source_process sp = {.pid = s->want_pid, .name = comm, .wall = ""};
+    if (s->base.sink.process)
+        s->base.sink.process(s->base.sink.arg, &sp);
+    struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = s->want_pid};
+    s->base.sink.events(s->base.sink.arg, &ev, 1);
+    struct sym_cache *sc = NULL;
+    if (sym_cache_new(&sc, s->want_pid, &s->sym_acct, MEM_symbols) == 0)
+        __atomic_store_n(&s->syms, sc, __ATOMIC_RELEASE);
+}
+
+/* A connection from the right process, waiting for its hello: read when
+ * it comes (never waited for on the loop), refused after 2 s. Its handle
+ * is freed, and its descriptor closed, in the close callback. */
+struct agent_pending {
+    uv_poll_t poll;
+    int fd;
+    uint64_t since_ms;
+    struct agent_source *s;
+};
+
+#define HELLO_MS 2000
+
+static void pending_closed_cb(uv_handle_t *h)
+{
+    struct agent_pending *pd = h->data;
+    close(pd->fd);
+    ht_free(pd);
+}
+
+static void pending_end(struct agent_source *s)
+{
+    struct agent_pending *pd = s->pend;
+    if (!pd)
+        return;
+    s->pend = NULL;
+    pd->poll.data = pd;
+    uv_close((uv_handle_t *)&pd->poll, pending_closed_cb);
+}
+
+/* The agent in: its memory mapped, its connection watched for the end. */
+static int agent_in(struct agent_source *s, int fd, void *map)
+{
+    char yes = HTA_ACCEPT;
+    int cfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (cfd < 0 || send(fd, &yes, 1, MSG_NOSIGNAL) != 1) {
+        if (cfd >= 0)
+            close(cfd);
+        munmap(map, HTA_TOTAL_BYTES);
+        return -1;
+    }
+    s->map = map;
+    agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
+    s->cfd = cfd;
+    s->connected = 1;
+    process_learned(s);
+    uv_poll_init(s->loop, &s->h->cpoll, cfd);
+    s->h->open++;
+    s->h->cpoll.data = s;
+    uv_poll_start(&s->h->cpoll, UV_READABLE | UV_DISCONNECT, conn_cb);
+    return 0;
+}
+
+/* The hello, once it is there: token, memfd, header. */
+static void pending_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_pending *pd = p->data;
+    struct agent_source *s = pd->s;
+    (void)events;
+    struct hta_hello h;
+    int mfd = status < 0 ? -1 : hello_read(pd->fd, &h);
+    if (mfd == -2)
+        return;
+    char no = HTA_REFUSE;
+    if (mfd < 0 || h.magic != HTA_MAGIC || h.version != HTA_VERSION || h.bytes != HTA_TOTAL_BYTES ||
+        !token_eq(h.token, s->token)) {
+        if (mfd >= 0)
+            close(mfd);
+        (*(mfd < 0 ? &s->refused_memfd : &s->refused_token))++;
+        (void)!send(pd->fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pending_end(s);
+        return;
+    }
+    void *map = memfd_map(mfd);
+    close(mfd);
+    if (!map || !agent_dec_header_ok(map)) {
+        if (map)
+            munmap(map, HTA_TOTAL_BYTES);
+        s->refused_memfd++;
+        (void)!send(pd->fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pending_end(s);
+        return;
+    }
+    int rc = agent_in(s, pd->fd, map);
+    pending_end(s);
+    if (rc == 0)
+        say_ready(s);
+}
+
+/* Wait for the hello on fd (nonblocking). */
+static void pending_begin(struct agent_source *s, int fd)
+{
+    struct agent_pending *pd = ht_calloc(1, sizeof(*pd));
+    if (!pd) {
+        close(fd);
+        return;
+    }
+    pd->fd = fd;
+    pd->s = s;
+    pd->since_ms = uv_now(s->loop);
+    uv_poll_init(s->loop, &pd->poll, fd);
+    pd->poll.data = pd;
+    s->pend = pd;
+    uv_poll_start(&pd->poll, UV_READABLE, pending_cb);
+}
+
+/* The parent's pid of a process (/proc/PID/stat: the field after the
+ * command name, which may hold spaces and parentheses: proc(5)), or 0. */
+static uint64_t parent_of(uint64_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    unsigned long long pp = 0;
+    if (!rp || sscanf(rp + 1, " %*c %llu", &pp) != 1)
+        return 0;
+    return pp;
+}
+
+static int in_family(const struct agent_source *s, uint64_t pid)
+{
+    for (unsigned i = 0; i < s->nfamily; i++)
+        if (s->family[i] == pid)
+            return 1;
+    return 0;
+}
+
+/* A descendant's connection (--follow): a session of its own, whose source
+ * adopts the connection (agent_open_at, mode SOURCE_PID). */
+static void descendant(struct agent_source *s, int fd, uint64_t pid)
+{
+    char err[256];
+    s->handoff_fd = fd;
+    int rc = s->base.sink.spawn ? s->base.sink.spawn(s->base.sink.arg, pid, err, sizeof(err)) : -1;
+    if (s->handoff_fd >= 0) { /* not adopted */
+        s->handoff_fd = -1;
+        refuse(fd, &s->refused_spawn);
+        return;
+    }
+    s->spawned += rc == 0;
+    if (s->nfamily < FAMILY_MAX)
+        s->family[s->nfamily++] = pid;
+}
+
+/* A connection: the expected process (SO_PEERCRED: the owner's uid and the
+ * ctl's pid, which the exec kept), one at a time, until one is in.
+ * Listening goes on: a later connection is refused and counted. */
+static void listen_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_source *s = p->data;
+    (void)events;
+    if (status < 0)
+        return;
+    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (s->stopped || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+        refuse(fd, &s->refused_extra);
+        return;
+    }
+    if ((uint64_t)cr.pid != s->want_pid && s->follow && cr.uid == s->owner &&
+        in_family(s, parent_of((uint64_t)cr.pid)) && !in_family(s, (uint64_t)cr.pid)) {
+        descendant(s, fd, (uint64_t)cr.pid);
+        return;
+    }
+    if (s->connected || s->pend) {
+        refuse(fd, &s->refused_extra);
+        return;
+    }
+    if ((uint64_t)cr.pid != s->want_pid || cr.uid != s->owner) {
+        refuse(fd, &s->refused_peer);
+        return;
+    }
+    pending_begin(s, fd);
+}
+
+/* Anything the agent sends after the hello is read and dropped; the end
+ * of the connection is the end of the target. */
+static void conn_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_source *s = p->data;
+    char buf[4096];
+    ssize_t n = status < 0 ? -1 : recv(s->cfd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+        s->socket_bytes += (uint64_t)n;
+        return;
+    }
+    if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EINTR) && !(events & UV_DISCONNECT))
+        return;
+    uv_poll_stop(p);
+    s->eof_end = s->dec.tail + agent_dec_pending(&s->dec);
+    s->eof = 1;
+    snprintf(s->end_reason, sizeof(s->end_reason), "target exited (or exec'd: runs on untraced)");
+    say_ready(s);
+}
+
+/* Records reserved, not taken yet. Once the process is gone no more can
+ * come: bounded by what was reserved then (the head is the target's word,
+ * and a hostile one never lets the tail reach it). */
+static uint64_t pending(struct agent_source *s)
+{
+    if (!s->eof)
+        return agent_dec_pending(&s->dec);
+    return s->eof_end > s->dec.tail ? s->eof_end - s->dec.tail : 0;
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    struct agent_source *s = t->data;
+    if (s->ended)
+        return;
+    if (s->pend && uv_now(s->loop) - s->pend->since_ms > HELLO_MS) {
+        s->refused_slow++;
+        pending_end(s);
+    }
+    if (!s->connected && !s->eof && uv_now(s->loop) - s->start_ms > CONNECT_MS) {
+        s->eof = 1;
+        snprintf(s->end_reason, sizeof(s->end_reason),
+                 "the program did not connect in %d s (not started, or the agent not loaded)",
+                 CONNECT_MS / 1000);
+    }
+    uv_mutex_lock(&s->qmu);
+    unsigned frames_waiting = s->nq;
+    uv_mutex_unlock(&s->qmu);
+    /* A drain, also for the frames waiting for the symbolizer (sym_sync follows a drain). */
+    if (s->eof || frames_waiting || (s->connected && (agent_dec_ready(&s->dec) || pending(s))))
+        say_ready(s);
+    else if (s->connected && s->sample_ns && mono_ns() >= s->next_sample)
+        say_ready(s);
+}
+
+static int listen_make(struct agent_source *s, char *err, size_t errsz)
+{
+    unsigned char rnd[HTA_TOKEN_LEN / 2 + 8];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+        snprintf(err, errsz, "getrandom: %s", strerror(errno));
+        return UV_EIO;
+    }
+    for (unsigned i = 0; i < HTA_TOKEN_LEN / 2; i++)
+        snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(s->sockname, sizeof(s->sockname), "heaptrace-agent-%d-%02x%02x%02x%02x%02x%02x",
+             getpid(), rnd[16], rnd[17], rnd[18], rnd[19], rnd[20], rnd[21]);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    size_t n = strlen(s->sockname);
+    memcpy(a.sun_path + 1, s->sockname, n); /* abstract namespace: unix(7) */
+    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->lfd < 0 ||
+        bind(s->lfd, (struct sockaddr *)&a,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+        listen(s->lfd, 4) != 0) {
+        snprintf(err, errsz, "cannot listen for the agent: %s", strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static void agent_close(struct source *base);
+
+static int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                         const struct source_sink *sink, const char *agent_path, char *err,
+                         size_t errsz)
+{
+    *out = NULL;
+    struct agent_source *parent =
+        p->mode == SOURCE_PID && p->parent && p->parent->ops == &source_agent_ops
+            ? (struct agent_source *)p->parent
+            : NULL;
+    if (p->mode != SOURCE_LAUNCH && !parent) {
+        snprintf(err, errsz, "the agent source launches programs (heaptracectl run)");
+        return HT_ENOTSUP;
+    }
+    if (parent && parent->handoff_fd < 0) {
+        snprintf(err, errsz, "no connection of process %llu to adopt", (unsigned long long)p->pid);
+        return HT_EBADARG;
+    }
+    if (!p->launcher_pid) {
+        snprintf(err, errsz, "the agent source needs the launching client's pid");
+        return HT_EBADARG;
+    }
+    struct agent_source *s = ht_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    s->base.ops = &source_agent_ops;
+    s->base.sink = *sink;
+    s->loop = loop;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
+    s->want_pid = parent ? p->pid : p->launcher_pid;
+    s->follow = p->follow;
+    s->family[s->nfamily++] = s->want_pid;
+    s->owner = p->launcher_uid;
+    s->stacks = p->stacks;
+    s->depth = p->stack_depth;
+    s->sample_ns = p->sample_ns;
+    snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
+    uv_mutex_init(&s->qmu);
+    mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    /* The shared memory is mapped into the daemon for the session's life. */
+    int rc = mem_acct_charge(&s->acct, MEM_source_buffers, HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4);
+    if (rc) {
+        snprintf(err, errsz,
+                 "the memory budget cannot hold the agent's %llu KiB ring "
+                 "(session_memory_budget, daemon_memory_budget)",
+                 (unsigned long long)(HTA_TOTAL_BYTES >> 10));
+        goto fail;
+    }
+    s->ids = ht_calloc(HTA_STACKS + 1, sizeof(*s->ids));
+    s->h = ht_calloc(1, sizeof(*s->h));
+    if (!s->ids || !s->h) {
+        snprintf(err, errsz, "out of memory");
+        rc = UV_ENOMEM;
+        goto fail;
+    }
+    if (parent) {
+        /* The descendant's connection, on the parent's socket: adopted. */
+        memcpy(s->token, parent->token, sizeof(s->token));
+        s->adopt_fd = parent->handoff_fd;
+        parent->handoff_fd = -1;
+    } else if ((rc = listen_make(s, err, errsz)) != 0) {
+        goto fail;
+    }
+    *out = &s->base;
+    return 0;
+fail:
+    agent_close(&s->base);
+    return rc;
+}
+
+static int agent_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                      const struct source_sink *sink, char *err, size_t errsz)
+{
+    char path[4096];
+    *out = NULL;
+    if (agent_locate(path, sizeof(path)) != 0)
+        return agent_available(err, errsz);
+    return agent_open_at(out, loop, p, sink, path, err, errsz);
+}
+
+int agent_source_open_test(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                           const struct source_sink *sink, char *err, size_t errsz)
+{
+    return agent_open_at(out, loop, p, sink, "/nonexistent/libheaptrace-agent.so", err, errsz);
+}
+
+void agent_source_set_t0(struct source *base, uint64_t t0)
+{
+    ((struct agent_source *)base)->t0 = t0;
+}
+
+const char *agent_source_socket(struct source *base)
+{
+    return ((struct agent_source *)base)->sockname;
+}
+
+const char *agent_source_token(struct source *base)
+{
+    return ((struct agent_source *)base)->token;
+}
+
+static int agent_start(struct source *base, char *err, size_t errsz)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    if (s->started)
+        return 0;
+    (void)err;
+    (void)errsz;
+    s->t0 = mono_ns();
+    s->start_ms = uv_now(s->loop);
+    s->next_sample = s->t0;
+    uv_timer_init(s->loop, &s->h->timer);
+    s->h->open++;
+    s->h->timer.data = s;
+    uv_timer_start(&s->h->timer, timer_cb, DRAIN_MS, DRAIN_MS);
+    s->started = 1;
+    if (s->adopt_fd >= 0) { /* a descendant's session: its hello comes on the adopted connection */
+        pending_begin(s, s->adopt_fd);
+        s->adopt_fd = -1;
+        return 0;
+    }
+    uv_poll_init(s->loop, &s->h->lpoll, s->lfd);
+    s->h->open++;
+    s->h->lpoll.data = s;
+    uv_poll_start(&s->h->lpoll, UV_READABLE, listen_cb);
+    s->has_listener = 1;
+    return 0;
+}
+
+/* New frames, for the symbolizer while the process is there to read. */
+static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n)
+{
+    uint64_t now = mono_ns();
+    uv_mutex_lock(&s->qmu);
+    for (size_t i = 0; i < n; i++) {
+        /* Engine ids grow: a stack past the highest seen is new. */
+        if (!evs[i].stack || evs[i].stack <= s->stack_seen)
+            continue;
+        s->stack_seen = evs[i].stack;
+        unsigned depth;
+        const uint64_t *f = stack_intern_frames(s->base.sink.si, evs[i].stack, &depth);
+        for (unsigned k = 0; f && k < depth; k++) {
+            if (s->nq < FRAMEQ)
+                s->q[s->nq++] = (struct frameq_ent){f[k], now};
+            else
+                s->q_drops++;
+        }
+    }
+    uv_mutex_unlock(&s->qmu);
+}
+
+/* Lost records the agent counted since the last look, as a lost event. */
+static size_t lost_event(struct agent_source *s, struct ht_event *ev)
+{
+    uint64_t lost = 0;
+    for (int c = HTA_CNT_RING_FULL; c <= HTA_CNT_REENTRANT; c++) {
+        if (c == HTA_CNT_STACKS_FULL)
+            continue; /* those records came, without a stack */
+        uint64_t v = agent_dec_counter(&s->dec, (enum hta_counter)c);
+        if (v > s->lost_seen[c]) {
+            lost += v - s->lost_seen[c];
+            s->lost_seen[c] = v;
+        }
+    }
+    uint64_t stuck = s->dec.st.stuck;
+    if (stuck > s->lost_seen[HTA_CNT_UNWIND_FAILED]) { /* slot reused for the stuck count */
+        lost += stuck - s->lost_seen[HTA_CNT_UNWIND_FAILED];
+        s->lost_seen[HTA_CNT_UNWIND_FAILED] = stuck;
+    }
+    if (!lost)
+        return 0;
+    memset(ev, 0, sizeof(*ev));
+    ev->kind = HT_EV_LOST;
+    ev->size = lost;
+    ev->t = s->dec.last_t;
+    return 1;
+}
+
+static size_t private_event(struct agent_source *s, struct ht_event *ev, uint64_t now)
+{
+    struct procmem pm;
+    if (!s->sample_ns || now < s->next_sample || s->eof)
+        return 0;
+    s->next_sample = now + s->sample_ns;
+    if (procmem_read(s->want_pid, &pm) != 0)
+        return 0;
+    /* Sent when it changed, else once per four samples (a heartbeat that
+     * moves the session's clock while the target is idle), as bpf does. */
+    if (s->private_sent && pm.private_bytes == s->last_private &&
+        now - s->last_private_t < 4 * s->sample_ns)
+        return 0;
+    s->private_sent = 1;
+    s->last_private = pm.private_bytes;
+    s->last_private_t = now;
+    memset(ev, 0, sizeof(*ev));
+    ev->kind = HT_EV_PRIVATE_BYTES;
+    ev->size = pm.private_bytes;
+    ev->t = now - s->t0 > s->dec.last_t ? now - s->t0 : s->dec.last_t;
+    s->dec.last_t = ev->t;
+    return 1;
+}
+
+/* Stuck records: a reserved one that stays incomplete, or every one left
+ * once the process is gone (nobody will complete them). */
+static void unstick(struct agent_source *s)
+{
+    if (agent_dec_ready(&s->dec) || !pending(s)) {
+        s->stuck_ticks = 0;
+        return;
+    }
+    if (s->dec.tail != s->stuck_tail) {
+        s->stuck_tail = s->dec.tail;
+        s->stuck_ticks = 0;
+    }
+    if (s->eof || ++s->stuck_ticks >= STUCK_TICKS) {
+        agent_dec_skip(&s->dec);
+        s->stuck_ticks = 0;
+    }
+}
+
+static int end_now(struct agent_source *s)
+{
+    s->ended = 1;
+    if (s->base.sink.ended)
+        s->base.sink.ended(s->base.sink.arg, s->end_reason[0] ? s->end_reason : "tracing stopped");
+    return 0;
+}
+
+static int agent_drain(struct source *base, size_t budget)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    struct ht_event evs[256];
+    if (s->ended)
+        return 0;
+    if (!s->connected)
+        return s->eof ? end_now(s) : 0;
+    uint64_t now = mono_ns();
+    while (budget > 0) {
+        size_t cap = budget < 254 ? budget : 254;
+        if (s->eof && pending(s) < cap)
+            cap = (size_t)pending(s); /* another process may hold the memfd and write on */
+        size_t n = cap ? agent_dec_take(&s->dec, evs, cap, now) : 0;
+        size_t skipped = 0;
+        if (n == 0 && pending(s)) {
+            uint64_t before = s->dec.st.stuck;
+            unstick(s);
+            skipped = (size_t)(s->dec.st.stuck - before);
+        }
+        n += lost_event(s, &evs[n]);
+        n += private_event(s, &evs[n], now);
+        if (n == 0 && !skipped)
+            break;
+        if (n) {
+            frames_queue(s, evs, n);
+            if (s->base.sink.events(s->base.sink.arg, evs, n) != 0)
+                return -1;
+            s->delivered += n;
+        }
+        n += skipped; /* a skip is work too: the budget bounds a hostile ring's cost */
+        budget = budget > n ? budget - n : 0;
+    }
+    if (s->eof)
+        return pending(s) ? 1 : end_now(s);
+    return agent_dec_ready(&s->dec) ? 1 : 0;
+}
+
+static void agent_stop(struct source *base)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    if (s->stopped)
+        return;
+    s->stopped = 1;
+    pending_end(s);
+    if (s->map) {
+        agent_dec_stop(&s->dec);
+        s->cut = pending(s);
+    }
+    if (s->h) {
+        if (s->started)
+            handle_close(s->h, (uv_handle_t *)&s->h->timer);
+        if (s->has_listener)
+            handle_close(s->h, (uv_handle_t *)&s->h->lpoll);
+        if (s->connected)
+            handle_close(s->h, (uv_handle_t *)&s->h->cpoll);
+        if (!s->h->open)
+            ht_free(s->h);
+        s->h = NULL; /* freed by the last close callback */
+    }
+    /* Closing the socket tells the agent (its watcher thread) to stop. */
+    if (s->cfd >= 0)
+        close(s->cfd);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->adopt_fd >= 0)
+        close(s->adopt_fd);
+    s->adopt_fd = -1;
+    s->cfd = s->lfd = -1;
+}
+
+static void agent_close(struct source *base)
+{
+    if (!base)
+        return;
+    struct agent_source *s = (struct agent_source *)base;
+    agent_stop(base);
+    if (s->map)
+        munmap(s->map, HTA_TOTAL_BYTES);
+    struct sym_cache *sc = __atomic_load_n(&s->syms, __ATOMIC_ACQUIRE);
+    if (sc)
+        sym_cache_free(sc);
+    ht_free(s->ids);
+    mem_acct_close(&s->sym_acct);
+    mem_acct_close(&s->acct);
+    uv_mutex_destroy(&s->qmu);
+    ht_free(s);
+}
+
+static void agent_stats(struct source *base, struct source_stats *st)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    memset(st, 0, sizeof(*st));
+    st->events = s->delivered;
+    st->lines = s->dec.st.records;
+    st->malformed = s->dec.st.malformed + s->dec.st.bad_stacks;
+    st->lost = s->cut; /* the rest went to the engine as lost events */
+    st->stack_table_drops = s->dec.st.stack_drops;
+    for (int k = 0; k < MEM_KINDS; k++) {
+        st->mem[k] = s->acct.bytes[k];
+        st->over_budget[k] = s->acct.over_budget[k];
+        st->no_memory[k] = s->acct.no_memory[k];
+    }
+}
+
+static const char *stacks_name(enum source_stacks st)
+{
+    return st == SOURCE_STACKS_FP ? "fp" : st == SOURCE_STACKS_NONE ? "none" : "dwarf";
+}
+
+static void agent_counters_json(struct agent_source *s, cJSON *o)
+{
+    static const char *const names[HTA_CNT_MAX] = {"ring_full", "stacks_full", "reentrant",
+                                                   "unwind_failed"};
+    cJSON *a = cJSON_AddObjectToObject(o, "agent");
+    for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
+        cJSON_AddNumberToObject(a, names[c],
+                                (double)agent_dec_counter(&s->dec, (enum hta_counter)c));
+}
+
+static struct cJSON *agent_status_json(struct source *base)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "stacks", stacks_name(s->stacks));
+    cJSON_AddBoolToObject(o, "connected", s->connected);
+    cJSON_AddNumberToObject(o, "records", (double)s->dec.st.records);
+    cJSON_AddNumberToObject(o, "malformed", (double)s->dec.st.malformed);
+    cJSON_AddNumberToObject(o, "bad_stacks", (double)s->dec.st.bad_stacks);
+    cJSON_AddNumberToObject(o, "stuck", (double)s->dec.st.stuck);
+    cJSON_AddNumberToObject(o, "clamped_time", (double)s->dec.st.clamped_time);
+    cJSON_AddNumberToObject(o, "cut_at_stop", (double)s->cut);
+    cJSON_AddNumberToObject(o, "socket_bytes", (double)s->socket_bytes);
+    cJSON *r = cJSON_AddObjectToObject(o, "refused");
+    if (r) {
+        cJSON_AddNumberToObject(r, "peer", (double)s->refused_peer);
+        cJSON_AddNumberToObject(r, "token", (double)s->refused_token);
+        cJSON_AddNumberToObject(r, "memfd", (double)s->refused_memfd);
+        cJSON_AddNumberToObject(r, "extra", (double)s->refused_extra);
+        cJSON_AddNumberToObject(r, "slow", (double)s->refused_slow);
+        cJSON_AddNumberToObject(r, "spawn", (double)s->refused_spawn);
+    }
+    cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
+    cJSON_AddBoolToObject(o, "follow", s->follow);
+    cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
+    agent_counters_json(s, o);
+    /* What `heaptracectl run` needs to exec the program: the reply takes it
+     * (cmd-start.c), and only until the agent is in. */
+    if (!s->connected && !s->stopped && !s->eof) {
+        cJSON *l = cJSON_AddObjectToObject(o, "launch");
+        if (l) {
+            cJSON_AddStringToObject(l, "agent", s->agent_path);
+            cJSON_AddStringToObject(l, "socket", s->sockname);
+            cJSON_AddStringToObject(l, "token", s->token);
+            cJSON_AddStringToObject(l, "stacks", stacks_name(s->stacks));
+            cJSON_AddNumberToObject(l, "depth", s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH);
+            cJSON_AddNumberToObject(l, "pid", (double)s->want_pid);
+            cJSON_AddBoolToObject(l, "follow", s->follow);
+        }
+    }
+    return o;
+}
+
+/* Under the symbolizer lock: the queued frames resolved while the process
+ * lives (its files are read through /proc/PID). A frame in no module the
+ * cache knows yet is tried again for a while: the cache re-reads the maps
+ * at most every 100 ms (symbols-linux.c), and a library dlopen'd since may
+ * be unloaded soon. */
+static void agent_sym_sync(struct source *base)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    struct sym_cache *sc = __atomic_load_n(&s->syms, __ATOMIC_ACQUIRE);
+    struct frameq_ent q[256], again[256];
+    unsigned nagain = 0;
+    char buf[256];
+    uint64_t now = mono_ns();
+    for (;;) {
+        uv_mutex_lock(&s->qmu);
+        unsigned n = s->nq < 256 ? s->nq : 256;
+        s->nq -= n;
+        memcpy(q, s->q + s->nq, n * sizeof(q[0]));
+        uv_mutex_unlock(&s->qmu);
+        if (!n || !sc)
+            break;
+        for (unsigned i = 0; i < n; i++)
+            if (!sym_cache_resolve(sc, q[i].addr, 1, buf, sizeof(buf)) &&
+                now - q[i].first_ns < FRAME_RETRY_NS && nagain < 256)
+                again[nagain++] = q[i];
+    }
+    uv_mutex_lock(&s->qmu);
+    for (unsigned i = 0; i < nagain && s->nq < FRAMEQ; i++)
+        s->q[s->nq++] = again[i];
+    uv_mutex_unlock(&s->qmu);
+}
+
+/* Frames are return addresses: looked up as addr - 1. */
+static const char *agent_symbolize(struct source *base, uint64_t addr, char *buf, size_t bufsz)
+{
+    struct agent_source *s = (struct agent_source *)base;
+    struct sym_cache *sc = __atomic_load_n(&s->syms, __ATOMIC_ACQUIRE);
+    if (!sc)
+        return NULL;
+    agent_sym_sync(base);
+    return sym_cache_resolve(sc, addr, 1, buf, bufsz);
+}
+
+const struct source_ops source_agent_ops = {
+    .name = "agent",
+    .modes = SOURCE_LAUNCH,
+    .summary = "an in-process agent preloaded into a program heaptracectl run starts "
+               "(Linux; the program runs as the user)",
+    .available = agent_available,
+    .open = agent_open,
+    .start = agent_start,
+    .drain = agent_drain,
+    .stop = agent_stop,
+    .close = agent_close,
+    .stats = agent_stats,
+    .status_json = agent_status_json,
+    .symbolize = agent_symbolize,
+    .sym_sync = agent_sym_sync,
+};
