@@ -52,16 +52,13 @@ stacks_wait_line() {
 }
 
 # The session's records taken and converted: status' records stop moving.
-# The quiet interval scales with the sanitizers' time factor: 0.1 s was too short under
-# ThreadSanitizer, where a slow unwind pass settled before a redis zset's conversion came in.
 stacks_settle() {
-    local prev=-1 cur nap
-    nap=$(awk -v f="${HT_TIME_FACTOR:-1}" 'BEGIN { print 0.1 * f }')
+    local prev=-1 cur
     for _ in $(seq 100); do
         cur=$(ctl --json status "$1" | jget source_status.records)
         [ "$cur" = "$prev" ] && [ "$cur" != 0 ] && return 0
         prev=$cur
-        sleep "$nap"
+        sleep 0.1
     done
 }
 
