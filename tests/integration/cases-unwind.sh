@@ -91,6 +91,11 @@ unwind_redis_once() {
         echo "SADD s $((i * 31))"
         echo "ZADD z $i m$i"
     done | redis-cli -s "$T/redis.sock" >/dev/null || fail "redis-cli"
+    # redis' own timers keep allocating, so records never stay put for long; a slow pass
+    # (libdwfl under ThreadSanitizer) settled before the zset's conversion came in: a pause
+    # scaled by the sanitizers' time factor, then settle again.
+    stacks_settle redis
+    sleep "${HT_TIME_FACTOR:-1}"
     stacks_settle redis
     ctl --json stacks redis --require processCommand --top 10000 --no-default-cull \
         >"$T/redis-$how.json" || fail "stacks --require processCommand"
