@@ -72,4 +72,13 @@ AGENT_HIDDEN void agent_count(enum hta_counter c);
 /* Our own code's address range: frames in it are cut from the stacks. */
 AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi);
 
+/* Attach (attach.c, got.c): agent.c's connection pieces, the lookup
+ * handle of the C++ hooks (RTLD_NEXT preloaded, RTLD_DEFAULT attached),
+ * and the GOT pass (the number of malloc slots pointing at our hook). */
+AGENT_HIDDEN int agent_memfd_make(void);
+AGENT_HIDDEN int agent_hello_send(int s, int fd, const char *token);
+AGENT_HIDDEN enum agent_stacks agent_stacks_of(const char *v);
+extern AGENT_HIDDEN void *agent_next_handle;
+AGENT_HIDDEN unsigned agent_got_patch_all(void);
+
 #endif

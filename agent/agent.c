@@ -340,3 +340,19 @@ __attribute__((constructor)) static void agent_start(void)
     }
     __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
 }
+
+/* For attach.c: the same memfd, hello and stacks names as a launch. */
+AGENT_HIDDEN int agent_memfd_make(void)
+{
+    return memfd_make();
+}
+
+AGENT_HIDDEN int agent_hello_send(int s, int fd, const char *token)
+{
+    return send_hello(s, fd, token);
+}
+
+AGENT_HIDDEN enum agent_stacks agent_stacks_of(const char *v)
+{
+    return stacks_of(v);
+}

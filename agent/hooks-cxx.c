@@ -22,12 +22,16 @@ typedef void (*del_fn)(void *);
 typedef void (*del_x_fn)(void *, size_t);
 typedef void (*del_xy_fn)(void *, size_t, size_t);
 
+/* Where the next definition is looked up: after us when preloaded; the
+ * global scope when attached (attach.c), where this library is not. */
+AGENT_HIDDEN void *agent_next_handle = RTLD_NEXT;
+
 static void *next_sym(void **slot, const char *name)
 {
     void *f = __atomic_load_n(slot, __ATOMIC_RELAXED);
     if (!f) {
         agent_self.in_alloc++; /* dlsym may allocate: not the program's */
-        f = dlsym(RTLD_NEXT, name);
+        f = dlsym(agent_next_handle, name);
         agent_self.in_alloc--;
         __atomic_store_n(slot, f, __ATOMIC_RELAXED);
     }

@@ -21,6 +21,7 @@
 #include "agent-source.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "inject.h"
 #include "procmem.h"
 #include "source.h"
 #include "stack-intern.h"
@@ -82,6 +83,8 @@ struct agent_source {
     uint64_t last_private, last_private_t;
     int private_sent;
     int started, connected, eof, ended, stopped, has_listener;
+    int attach; /* start --pid: the agent is loaded into the running process */
+    uint64_t attach_ns; /* how long loading it took */
     uint64_t t0, start_ms;
     void *map;
     uint32_t *ids;
@@ -535,6 +538,23 @@ static int listen_make(struct agent_source *s, char *err, size_t errsz)
 
 static void agent_close(struct source *base);
 
+/* The uid the attached agent connects with (SO_PEERCRED's: the effective
+ * one), from /proc/PID/status; UINT32_MAX (nobody's) if it cannot be read. */
+static uint32_t target_euid(uint64_t pid)
+{
+    char path[64], line[256];
+    unsigned r, e;
+    uint32_t uid = UINT32_MAX;
+    snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Uid: %u %u", &r, &e) == 2)
+            uid = e;
+    if (f)
+        fclose(f);
+    return uid;
+}
+
 static int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_params *p,
                          const struct source_sink *sink, const char *agent_path, char *err,
                          size_t errsz)
@@ -544,15 +564,17 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
         p->mode == SOURCE_PID && p->parent && p->parent->ops == &source_agent_ops
             ? (struct agent_source *)p->parent
             : NULL;
-    if (p->mode != SOURCE_LAUNCH && !parent) {
-        snprintf(err, errsz, "the agent source launches programs (heaptracectl run)");
+    int attach = p->mode == SOURCE_PID && !p->parent;
+    if (p->mode != SOURCE_LAUNCH && !parent && !attach) {
+        snprintf(err, errsz, "the agent source launches programs (heaptracectl run) and attaches "
+                             "to running ones (start --pid)");
         return HT_ENOTSUP;
     }
     if (parent && parent->handoff_fd < 0) {
         snprintf(err, errsz, "no connection of process %llu to adopt", (unsigned long long)p->pid);
         return HT_EBADARG;
     }
-    if (!p->launcher_pid) {
+    if (!p->launcher_pid && !attach) {
         snprintf(err, errsz, "the agent source needs the launching client's pid");
         return HT_EBADARG;
     }
@@ -565,10 +587,11 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->base.sink = *sink;
     s->loop = loop;
     s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
-    s->want_pid = parent ? p->pid : p->launcher_pid;
+    s->want_pid = parent || attach ? p->pid : p->launcher_pid;
+    s->attach = attach;
     s->follow = p->follow;
     s->family[s->nfamily++] = s->want_pid;
-    s->owner = p->launcher_uid;
+    s->owner = attach ? target_euid(p->pid) : p->launcher_uid;
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
     s->sample_ns = p->sample_ns;
@@ -638,13 +661,30 @@ const char *agent_source_token(struct source *base)
     return ((struct agent_source *)base)->token;
 }
 
+static const char *stacks_name(enum source_stacks st);
+
+/* start --pid: the running process made to load the agent (inject-linux.c),
+ * which connects to the socket listened on now. The loop takes the
+ * connection once this returns. */
+static int agent_attach(struct agent_source *s, char *err, size_t errsz)
+{
+    struct inject_req r = {.pid = s->want_pid,
+                           .lib = s->agent_path,
+                           .socket = s->sockname,
+                           .token = s->token,
+                           .stacks = stacks_name(s->stacks),
+                           .depth = s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH};
+    uint64_t t = mono_ns();
+    int rc = inject_agent(&r, err, errsz);
+    s->attach_ns = mono_ns() - t;
+    return rc;
+}
+
 static int agent_start(struct source *base, char *err, size_t errsz)
 {
     struct agent_source *s = (struct agent_source *)base;
     if (s->started)
         return 0;
-    (void)err;
-    (void)errsz;
     s->t0 = mono_ns();
     s->start_ms = uv_now(s->loop);
     s->next_sample = s->t0;
@@ -663,7 +703,7 @@ static int agent_start(struct source *base, char *err, size_t errsz)
     s->h->lpoll.data = s;
     uv_poll_start(&s->h->lpoll, UV_READABLE, listen_cb);
     s->has_listener = 1;
-    return 0;
+    return s->attach ? agent_attach(s, err, errsz) : 0;
 }
 
 /* New frames, for the symbolizer while the process is there to read. */
@@ -915,7 +955,9 @@ static struct cJSON *agent_status_json(struct source *base)
     agent_counters_json(s, o);
     /* What `heaptracectl run` needs to exec the program: the reply takes it
      * (cmd-start.c), and only until the agent is in. */
-    if (!s->connected && !s->stopped && !s->eof) {
+    if (s->attach)
+        cJSON_AddNumberToObject(o, "attach_ms", (double)s->attach_ns / 1e6);
+    if (!s->connected && !s->stopped && !s->eof && !s->attach) {
         cJSON *l = cJSON_AddObjectToObject(o, "launch");
         if (l) {
             cJSON_AddStringToObject(l, "agent", s->agent_path);
@@ -975,9 +1017,9 @@ static const char *agent_symbolize(struct source *base, uint64_t addr, char *buf
 
 const struct source_ops source_agent_ops = {
     .name = "agent",
-    .modes = SOURCE_LAUNCH,
-    .summary = "an in-process agent preloaded into a program heaptracectl run starts "
-               "(Linux; the program runs as the user)",
+    .modes = SOURCE_LAUNCH | SOURCE_PID,
+    .summary = "an in-process agent preloaded into a program heaptracectl run starts, or "
+               "loaded into a running one (start --pid N --source agent; Linux x86-64)",
     .available = agent_available,
     .open = agent_open,
     .start = agent_start,
