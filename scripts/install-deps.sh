@@ -34,6 +34,9 @@ pkgs+=(openssh-client redis-server python3)
 # script(1): integration.ctl_* run the ctl on a pseudo-terminal (essential in Debian, named
 # here as the tests need it).
 pkgs+=(bsdutils)
+# tests/integration/cases-attach.sh: a target under strace (another tracer), and a 32-bit
+# target (gcc -m32) the agent must refuse.
+pkgs+=(strace gcc-multilib)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi

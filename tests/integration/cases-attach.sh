@@ -1,0 +1,262 @@
+# Issue 23: `start --pid N --source agent` loads the agent into a running process (ptrace, dlopen,
+# GOT slots). tests/apps/attachee checks for itself that the attach left no trace (errno, an
+# EINTR, a lost byte, a stray signal) while it waits in epoll_wait (the borrowed thread) and read,
+# with SIGALRM every 2 ms. redis-server (Debian's, jemalloc) attached mid-run. Each refusal names
+# its reason and leaves the target as it was. Sourced by run.sh; live_* from cases-live.sh,
+# redis_start from cases-stacks.sh.
+
+attach_setup() {
+    [ "$(id -u)" -eq 0 ] || live_skip "attaching needs root"
+    [ -n "$LIVE_APPS" ] && [ -x "$LIVE_APPS/attachee" ] || live_skip "test apps not built"
+    trap live_cleanup EXIT
+    start_daemon "$@"
+}
+
+# attachee_start TAG: the app reading commands from the fifo $T/TAG.in (kept open on fd 7).
+attachee_start() {
+    local tag=$1
+    mkfifo "$T/$tag.in"
+    "$LIVE_APPS/${2:-attachee}" <"$T/$tag.in" >"$T/$tag.out" 2>"$T/$tag.err" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 7>"$T/$tag.in"
+    live_wait_line "$tag" '"ready":true'
+}
+
+# attachee_cmd TAG COMMAND PATTERN: a command, and wait for its answer.
+attachee_cmd() {
+    local before
+    before=$(grep -c "$3" "$T/$1.out")
+    echo "$2" >&7
+    for ((i = 0; i < LIVE_WAIT * 20; i++)); do
+        [ "$(grep -c "$3" "$T/$1.out")" -gt "$before" ] && return 0
+        sleep 0.05
+    done
+    fail "$1: no answer to $2"
+}
+
+attachee_ok() {
+    attachee_cmd "$1" check '"ok"'
+    grep '"ok"' "$T/$1.out" | tail -n 1 | grep -q '"ok":true' ||
+        fail "the target saw the attach: $(grep '"ok"' "$T/$1.out" | tail -n 1)"
+}
+
+# attach_wait NAME FIELD VALUE: wait until status NAME's FIELD reads VALUE.
+attach_wait() {
+    local v
+    for ((i = 0; i < LIVE_WAIT * 10; i++)); do
+        v=$(ctl --json status "$1" | jget "$2")
+        [ "$v" = "$3" ] && return 0
+        sleep 0.1
+    done
+    fail "status $1 $2: got '$v', expected '$3'"
+}
+
+# Blocks allocated before the attach and freed after: unknown frees, never negative totals;
+# those allocated after are counted exactly; the target sees nothing.
+case_attach_agent_counts() {
+    attach_setup
+    attachee_start a
+    attachee_cmd a "alloc 50" '"kept":50'
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 ||
+        fail "start --pid --source agent: $(cat "$T/start.out")"
+    ctl --json status a >"$T/s"
+    eq "$(jget source <"$T/s")" agent "source"
+    attach_wait a source_status.connected true
+    attachee_cmd a "alloc 30" '"kept":80'
+    attachee_cmd a "free" '"freed":80'
+    attachee_cmd a "alloc 20" '"kept":20'
+    attach_wait a heap.outstanding_count 20
+    ctl --json status a >"$T/s"
+    eq "$(jget heap.outstanding <"$T/s")" 2000 "outstanding bytes"
+    eq "$(jget quality.unknown_frees <"$T/s")" 50 "frees of blocks from before the attach"
+    attachee_ok a
+}
+
+# stop turns the hooks into pass-throughs and ends the agent's thread; a second attach works.
+case_attach_agent_detach_reattach() {
+    attach_setup
+    attachee_start a
+    local threads
+    threads=$(ls "/proc/$APID/task" | wc -l)
+    ctl start --pid "$APID" --source agent --name a1 >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait a1 source_status.connected true
+    eq "$(ls "/proc/$APID/task" | wc -l)" $((threads + 1)) "the agent's thread"
+    attachee_cmd a "alloc 10" '"kept":10'
+    attach_wait a1 heap.outstanding_count 10
+    ctl stop a1 >/dev/null || fail "stop"
+    for ((i = 0; i < 50; i++)); do
+        [ "$(ls "/proc/$APID/task" | wc -l)" = "$threads" ] && break
+        sleep 0.1
+    done
+    eq "$(ls "/proc/$APID/task" | wc -l)" "$threads" "threads after stop"
+    attachee_cmd a "alloc 5" '"kept":15'
+    ctl start --pid "$APID" --source agent --name a2 >"$T/start.out" 2>&1 ||
+        fail "second attach: $(cat "$T/start.out")"
+    attach_wait a2 source_status.connected true
+    attachee_cmd a "alloc 7" '"kept":22'
+    attach_wait a2 heap.outstanding_count 7
+    eq "$(ctl --json status a1 | jget heap.outstanding_count)" 10 "the stopped session kept its data"
+    attachee_ok a
+}
+
+attach_redis_sets() {
+    local from=$1 n=$2 i
+    for ((i = from; i < from + n; i++)); do
+        echo "SET key:$i $(printf 'v%099d' "$i")"
+    done | redis-cli -s "$T/redis.sock" >/dev/null || fail "redis-cli"
+}
+
+# redis-server attached mid-run: N keys SET after the attach are 4 blocks each (value, object,
+# dict entry, key: values over 44 bytes are not embedded); 200 keys before it size the keyspace's
+# table (256 buckets) so no rehash happens meanwhile. stop leaves redis answering with every key.
+case_attach_agent_redis() {
+    attach_setup
+    stacks_need_redis
+    redis_start
+    attach_redis_sets 0 200
+    ctl start --pid "$RPID" --source agent --name r >"$T/start.out" 2>&1 ||
+        fail "start --pid redis: $(cat "$T/start.out")"
+    attach_wait r source_status.connected true
+    # What redis holds besides the keys (a client's buffers kept across connections) is
+    # there after a first connection: counted from then on.
+    attach_redis_sets 0 1
+    sleep 0.3
+    local c0
+    c0=$(ctl --json status r | jget heap.outstanding_count)
+    attach_redis_sets 200 40
+    attach_wait r heap.outstanding_count $((c0 + 160))
+    eq "$(redis-cli -s "$T/redis.sock" dbsize)" 240 "dbsize"
+    ctl stop r >/dev/null || fail "stop"
+    local c1
+    c1=$(ctl --json status r | jget heap.outstanding_count)
+    attach_redis_sets 240 10
+    eq "$(redis-cli -s "$T/redis.sock" ping)" PONG "ping after stop"
+    eq "$(redis-cli -s "$T/redis.sock" dbsize)" 250 "every key after stop"
+    eq "$(redis-cli -s "$T/redis.sock" get key:7)" "$(printf 'v%099d' 7)" "a key's value"
+    eq "$(ctl --json status r | jget heap.outstanding_count)" "$c1" "no record after stop"
+}
+
+# kill -9 of the daemon under an attached redis: redis keeps serving.
+case_attach_agent_daemon_killed() {
+    attach_setup
+    stacks_need_redis
+    redis_start
+    ctl start --pid "$RPID" --source agent --name r >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait r source_status.connected true
+    kill -KILL "$DPID"
+    wait "$DPID" 2>/dev/null
+    DPID=
+    attach_redis_sets 0 100
+    eq "$(redis-cli -s "$T/redis.sock" dbsize)" 100 "redis serves after the daemon died"
+    eq "$(redis-cli -s "$T/redis.sock" ping)" PONG "ping"
+}
+
+# attach_refused PID PATTERN: start --pid --source agent fails naming the reason; nothing of the
+# agent is in the process.
+attach_refused() {
+    ctl start --pid "$1" --source agent --name x >"$T/start.out" 2>&1 &&
+        fail "attach to $1 accepted: $(cat "$T/start.out")"
+    grep -q "$2" "$T/start.out" || fail "refusal without its reason ($2): $(cat "$T/start.out")"
+    grep -q libheaptrace-agent "/proc/$1/maps" && fail "the agent is loaded in $1 after a refusal"
+    ctl --json ls | grep -q '"x"' && fail "a session was left behind"
+    return 0
+}
+
+case_attach_agent_refuse_tracer() {
+    attach_setup
+    command -v strace >/dev/null || live_skip "no strace"
+    attachee_start a
+    strace -p "$APID" -o /dev/null &
+    local spid=$!
+    for ((i = 0; i < 100; i++)); do
+        grep -q "TracerPid:[[:space:]]*$spid" "/proc/$APID/status" && break
+        sleep 0.05
+    done
+    attach_refused "$APID" "already traced by process $spid"
+    kill "$spid"
+    wait "$spid" 2>/dev/null
+    # (strace's own stops make the app's epoll_wait fail with EINTR: not checked here.)
+    kill -0 "$APID" || fail "the target is gone"
+}
+
+case_attach_agent_refuse_static() {
+    attach_setup
+    attachee_start s attachstatic
+    attach_refused "$APID" "statically linked"
+    attachee_ok s
+}
+
+# A program defining malloc itself (its allocator linked in), one under a seccomp filter, one
+# 32-bit, one with no glibc (no libc.so.6 mapped): each refused with its reason.
+attach_build() {
+    local out=$1
+    shift
+    cc "$@" -o "$T/$out" 2>"$T/cc.err" || return 1
+}
+
+case_attach_agent_refuse_own_malloc() {
+    attach_setup
+    cat >"$T/own.c" <<'EOF'
+#include <stddef.h>
+#include <unistd.h>
+static char pool[1 << 20];
+static size_t used;
+void *malloc(size_t n) { void *p = pool + used; used += (n + 15) & ~(size_t)15; return p; }
+void free(void *p) { (void)p; }
+void *calloc(size_t n, size_t m) { return malloc(n * m); }
+void *realloc(void *p, size_t n) { (void)p; return malloc(n); }
+int main(void) { for (;;) pause(); }
+EOF
+    attach_build own "$T/own.c" -rdynamic || fail "cc: $(cat "$T/cc.err")"
+    "$T/own" &
+    LIVE_PIDS+=($!)
+    sleep 0.2
+    attach_refused "$!" "linked statically into its executable"
+}
+
+case_attach_agent_refuse_seccomp() {
+    attach_setup
+    cat >"$T/sc.c" <<'EOF'
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(void) {
+    struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    struct sock_fprog p = {1, f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p))
+        return 1;
+    puts("ready"); fflush(stdout);
+    for (;;) pause();
+}
+EOF
+    attach_build sc "$T/sc.c" || fail "cc: $(cat "$T/cc.err")"
+    "$T/sc" >"$T/sc.out" &
+    LIVE_PIDS+=($!)
+    live_wait_line sc ready
+    attach_refused "$!" "runs under seccomp"
+}
+
+case_attach_agent_refuse_32bit() {
+    attach_setup
+    printf 'int main(void){for(;;)__builtin_ia32_pause();}\n' >"$T/m32.c"
+    # gcc-multilib (scripts/install-deps.sh).
+    attach_build m32 -m32 -O0 "$T/m32.c" || live_skip "no 32-bit toolchain: $(cat "$T/cc.err")"
+    "$T/m32" &
+    LIVE_PIDS+=($!)
+    sleep 0.2
+    attach_refused "$!" "32-bit program"
+}
+
+case_attach_agent_refuse_no_glibc() {
+    attach_setup
+    # Dynamically linked (the loader maps it) but with no libc: nothing has dlopen.
+    printf 'void _start(void){for(;;)__asm__ volatile("pause");}\n' >"$T/nolibc.c"
+    attach_build nolibc -nostdlib -fPIE -pie -O1 -Wl,-e,_start "$T/nolibc.c" || fail "cc: $(cat "$T/cc.err")"
+    "$T/nolibc" &
+    LIVE_PIDS+=($!)
+    sleep 0.2
+    attach_refused "$!" "maps no glibc libc.so.6"
+}
