@@ -39,15 +39,43 @@ static void *(*real_dlopen)(const char *, int);
 static void *attach_dlopen(const char *file, int mode);
 
 /* Every name the agent defines (hooks.c, hooks-cxx.c), dlopen last. */
-static const char *const hook_names[] = {
-    "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap", "mremap", "sbrk", "brk",
-    "_Znwm", "_Znam", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZnwmRKSt9nothrow_t",
-    "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_tRKSt9nothrow_t",
-    "_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
-    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t",
-    "_ZdaPvmSt11align_val_t", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
-    "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t", "dlopen"};
+static const char *const hook_names[] = {"malloc",
+                                         "free",
+                                         "calloc",
+                                         "realloc",
+                                         "reallocarray",
+                                         "posix_memalign",
+                                         "aligned_alloc",
+                                         "memalign",
+                                         "valloc",
+                                         "pvalloc",
+                                         "mmap",
+                                         "mmap64",
+                                         "munmap",
+                                         "mremap",
+                                         "sbrk",
+                                         "brk",
+                                         "_Znwm",
+                                         "_Znam",
+                                         "_ZnwmSt11align_val_t",
+                                         "_ZnamSt11align_val_t",
+                                         "_ZnwmRKSt9nothrow_t",
+                                         "_ZnamRKSt9nothrow_t",
+                                         "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                         "_ZnamSt11align_val_tRKSt9nothrow_t",
+                                         "_ZdlPv",
+                                         "_ZdaPv",
+                                         "_ZdlPvm",
+                                         "_ZdaPvm",
+                                         "_ZdlPvSt11align_val_t",
+                                         "_ZdaPvSt11align_val_t",
+                                         "_ZdlPvmSt11align_val_t",
+                                         "_ZdaPvmSt11align_val_t",
+                                         "_ZdlPvRKSt9nothrow_t",
+                                         "_ZdaPvRKSt9nothrow_t",
+                                         "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+                                         "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+                                         "dlopen"};
 
 /* Our definitions, looked up in this library (its handle searches it
  * first), and the program's, in the global scope. Once, on the first
@@ -77,9 +105,9 @@ static void hooks_table(void)
 }
 
 struct module {
-    uintptr_t base, lo, hi;          /* load bias; its mapped extent */
-    uintptr_t relro_lo, relro_hi;    /* page-rounded PT_GNU_RELRO, 0 if none */
-    const ElfW(Sym) *symtab;
+    uintptr_t base, lo, hi;       /* load bias; its mapped extent */
+    uintptr_t relro_lo, relro_hi; /* page-rounded PT_GNU_RELRO, 0 if none */
+    const ElfW(Sym) * symtab;
     const char *strtab;
     unsigned patched_malloc;
 };
@@ -108,7 +136,7 @@ static int slot_write(const struct module *m, uintptr_t *slot, uintptr_t v)
     return 0;
 }
 
-static void reloc_one(struct module *m, const ElfW(Rela) *r)
+static void reloc_one(struct module *m, const ElfW(Rela) * r)
 {
     unsigned type = ELF64_R_TYPE(r->r_info);
     if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64)
@@ -174,12 +202,24 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
     uint64_t relasz = 0, pltrelsz = 0;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
-        case DT_SYMTAB: m.symtab = (const ElfW(Sym) *)dyn_ptr(&m, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: m.strtab = (const char *)dyn_ptr(&m, dyn->d_un.d_ptr); break;
-        case DT_RELA: rela = dyn_ptr(&m, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
-        case DT_JMPREL: jmprel = dyn_ptr(&m, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: pltrelsz = dyn->d_un.d_val; break;
+        case DT_SYMTAB:
+            m.symtab = (const ElfW(Sym) *)dyn_ptr(&m, dyn->d_un.d_ptr);
+            break;
+        case DT_STRTAB:
+            m.strtab = (const char *)dyn_ptr(&m, dyn->d_un.d_ptr);
+            break;
+        case DT_RELA:
+            rela = dyn_ptr(&m, dyn->d_un.d_ptr);
+            break;
+        case DT_RELASZ:
+            relasz = dyn->d_un.d_val;
+            break;
+        case DT_JMPREL:
+            jmprel = dyn_ptr(&m, dyn->d_un.d_ptr);
+            break;
+        case DT_PLTRELSZ:
+            pltrelsz = dyn->d_un.d_val;
+            break;
         }
     }
     if (!m.symtab || !m.strtab)

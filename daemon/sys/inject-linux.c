@@ -93,8 +93,8 @@ static int exe_check(uint64_t pid, char *err, size_t errsz)
     snprintf(path, sizeof(path), "/proc/%llu/exe", (unsigned long long)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errsz, "cannot read process %llu's executable: %s",
-                 (unsigned long long)pid, strerror(errno));
+        snprintf(err, errsz, "cannot read process %llu's executable: %s", (unsigned long long)pid,
+                 strerror(errno));
         return errno == ENOENT ? UV_ESRCH : HT_EPERM;
     }
     unsigned char id[EI_NIDENT];
@@ -113,8 +113,10 @@ static int exe_check(uint64_t pid, char *err, size_t errsz)
     Elf *e = rc ? NULL : elf_begin(fd, ELF_C_READ, NULL);
     GElf_Ehdr eh;
     if (!rc && (!e || !gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64)) {
-        snprintf(err, errsz, "process %llu is not an x86-64 program: the agent attaches to "
-                 "x86-64 programs only", (unsigned long long)pid);
+        snprintf(err, errsz,
+                 "process %llu is not an x86-64 program: the agent attaches to "
+                 "x86-64 programs only",
+                 (unsigned long long)pid);
         rc = HT_ENOTSUP;
     }
     int interp = 0;
@@ -197,8 +199,8 @@ static const char *base_name(const char *p)
 static int unsafe_module(const char *path)
 {
     const char *b = base_name(path);
-    return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8) ||
-           !strncmp(b, "libgcc_s", 8) || !strncmp(b, "libunwind", 9) || strstr(b, "malloc") ||
+    return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8) || !strncmp(b, "libgcc_s", 8) ||
+           !strncmp(b, "libunwind", 9) || strstr(b, "malloc") ||
            !strncmp(b, "libheaptrace-agent", 18);
 }
 
@@ -461,13 +463,20 @@ static const char *attach_reason(uint64_t rc)
 {
     /* agent/attach.c's results. */
     switch (rc) {
-    case 1: return "the agent in it is attached to another session, or still detaching";
-    case 2: return "the agent found no malloc in the program's global scope";
-    case 3: return "the agent could not make its shared memory (memfd_create, mmap)";
-    case 4: return "the agent could not connect to the daemon";
-    case 5: return "the agent could not start its thread";
-    case 6: return "no module has a GOT slot for malloc: the allocator is linked statically";
-    default: return "an unknown result";
+    case 1:
+        return "the agent in it is attached to another session, or still detaching";
+    case 2:
+        return "the agent found no malloc in the program's global scope";
+    case 3:
+        return "the agent could not make its shared memory (memfd_create, mmap)";
+    case 4:
+        return "the agent could not connect to the daemon";
+    case 5:
+        return "the agent could not start its thread";
+    case 6:
+        return "no module has a GOT slot for malloc: the allocator is linked statically";
+    default:
+        return "an unknown result";
     }
 }
 

@@ -83,7 +83,7 @@ struct agent_source {
     uint64_t last_private, last_private_t;
     int private_sent;
     int started, connected, eof, ended, stopped, has_listener;
-    int attach; /* start --pid: the agent is loaded into the running process */
+    int attach;         /* start --pid: the agent is loaded into the running process */
     uint64_t attach_ns; /* how long loading it took */
     uint64_t t0, start_ms;
     void *map;
@@ -566,8 +566,9 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
             : NULL;
     int attach = p->mode == SOURCE_PID && !p->parent;
     if (p->mode != SOURCE_LAUNCH && !parent && !attach) {
-        snprintf(err, errsz, "the agent source launches programs (heaptracectl run) and attaches "
-                             "to running ones (start --pid)");
+        snprintf(err, errsz,
+                 "the agent source launches programs (heaptracectl run) and attaches "
+                 "to running ones (start --pid)");
         return HT_ENOTSUP;
     }
     if (parent && parent->handoff_fd < 0) {
