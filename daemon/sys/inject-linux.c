@@ -26,6 +26,7 @@
 #include "procmaps.h"
 
 #include <dlfcn.h>
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +47,7 @@
 #include <uv.h>
 
 #define CALL_TIMEOUT_MS 10000 /* dlopen of the agent and its libunwind */
-#define SAFE_TRIES 200        /* stops per thread looking for a safe point */
+#define SAFE_TRIES 50         /* stops per thread looking for a safe point */
 #define XSTATE_MAX 16384      /* NT_X86_XSTATE, AMX included */
 #define UNSAFE_MAX 64
 
@@ -532,6 +533,17 @@ static int calls_make(struct thread *th, const struct target *t, const struct in
 
 /* Seize tid and stop it at a safe point: 0 (stopped, registers saved),
  * 1 (no safe point in time: let go), or an error. */
+/* Let a seized thread go, stopped or running, untouched. */
+static void thread_release(pid_t tid)
+{
+    int st;
+    if (ptrace(PTRACE_DETACH, tid, 0, 0) == 0)
+        return;
+    ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+    stop_wait(tid, &st, 1000);
+    ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
 static int thread_take(struct thread *th, const struct target *t)
 {
     if (ptrace(PTRACE_SEIZE, th->tid, 0, 0) != 0)
@@ -540,20 +552,80 @@ static int thread_take(struct thread *th, const struct target *t)
         int rc = thread_interrupt(th->tid);
         if (rc == 0)
             rc = regs_save(th);
-        if (rc)
+        if (rc) {
+            thread_release(th->tid);
             return rc;
+        }
         if (safe_point(t, &th->regs))
             return 0;
-        if (ptrace(PTRACE_CONT, th->tid, 0, 0) != 0)
-            return -errno;
+        if (ptrace(PTRACE_CONT, th->tid, 0, 0) != 0) {
+            rc = -errno;
+            thread_release(th->tid);
+            return rc;
+        }
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
-    int st;
-    stop_wait(th->tid, &st, 1000);
-    ptrace(PTRACE_DETACH, th->tid, 0, 0);
+    thread_release(th->tid);
     return 1;
+}
+
+/* A thread the calls may return through: SIGSEGV neither blocked by it
+ * nor ignored. The kernel forces a fault's signal through a block or an
+ * ignore by resetting the action to default and unblocking it
+ * (kernel/signal.c, force_sig_info_to_task): the program would keep
+ * that change. Zombie threads (exited, the main one after pthread_exit)
+ * run nothing. */
+static int thread_usable(uint64_t pid, pid_t tid)
+{
+    char path[96], line[256];
+    snprintf(path, sizeof(path), "/proc/%llu/task/%d/status", (unsigned long long)pid, (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    unsigned long long blk = 0, ign = 0;
+    char state = '?';
+    while (fgets(line, sizeof(line), f)) {
+        sscanf(line, "State: %c", &state);
+        sscanf(line, "SigBlk: %llx", &blk);
+        sscanf(line, "SigIgn: %llx", &ign);
+    }
+    fclose(f);
+    unsigned long long segv = 1ull << (SIGSEGV - 1);
+    return state != 'Z' && state != 'X' && !(blk & segv) && !(ign & segv);
+}
+
+/* The main thread first, then the others (as many as THREADS_TRIED):
+ * 0 with th stopped at a safe point, 1 if none was, or an error. */
+#define THREADS_TRIED 16
+static int thread_pick(struct thread *th, const struct target *t, uint64_t pid)
+{
+    pid_t tids[THREADS_TRIED];
+    unsigned n = 0;
+    tids[n++] = (pid_t)pid;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/task", (unsigned long long)pid);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && n < THREADS_TRIED && (de = readdir(d))) {
+        long tid = strtol(de->d_name, NULL, 10);
+        if (tid > 0 && (uint64_t)tid != pid)
+            tids[n++] = (pid_t)tid;
+    }
+    if (d)
+        closedir(d);
+    int rc = 1;
+    for (unsigned i = 0; i < n && rc == 1; i++) {
+        if (!thread_usable(pid, tids[i]))
+            continue;
+        th->tid = tids[i];
+        rc = thread_take(th, t);
+        if (rc < 0 && rc != UV_ESRCH && rc != UV_EPERM && i == 0)
+            return rc;
+        if (rc < 0 && i > 0)
+            rc = 1; /* a thread that went away meanwhile: the next */
+    }
+    return rc;
 }
 
 int inject_agent(const struct inject_req *r, char *err, size_t errsz)
@@ -568,13 +640,13 @@ int inject_agent(const struct inject_req *r, char *err, size_t errsz)
         return UV_ENOMEM;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%llu/mem", (unsigned long long)r->pid);
-    th->tid = (pid_t)r->pid;
     th->mem = open(path, O_RDWR | O_CLOEXEC);
-    rc = th->mem < 0 ? -errno : thread_take(th, &t);
+    rc = th->mem < 0 ? -errno : thread_pick(th, &t, r->pid);
     if (rc == 1) {
         snprintf(err, errsz,
-                 "process %llu's main thread was never at a safe point (outside libc, the "
-                 "loader and the allocator, or in a system call other than a lock wait)",
+                 "no thread of process %llu was at a safe point (outside libc, the loader and "
+                 "the allocator, or in a system call other than a lock wait) with SIGSEGV "
+                 "neither blocked nor ignored",
                  (unsigned long long)r->pid);
         rc = UV_EBUSY;
     } else if (rc < 0) {

@@ -6,6 +6,10 @@
  * writer thread fills with a counting byte sequence; a SIGALRM timer
  * (every 2 ms, blocked on the main thread) interrupts the other threads.
  *
+ * With "segv-main" the main thread blocks SIGSEGV, with "segv-all" every
+ * thread does (the daemon's calls return through a fault: such a thread is
+ * not borrowed).
+ *
  * Commands on stdin, one per line:
  *   alloc N   malloc N blocks of 100 bytes, kept ("alloc" line out)
  *   free      free every block kept (before and after the attach alike)
@@ -111,11 +115,19 @@ static void command(char *line)
     fflush(stdout);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (pipe(pipefd) != 0)
         return 1;
     signals_set();
+    /* "segv-main": the main thread blocks SIGSEGV (the attach must borrow
+     * another); "segv-all": every thread does (it must refuse). */
+    const char *mode = argc > 1 ? argv[1] : "";
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    if (!strcmp(mode, "segv-all"))
+        pthread_sigmask(SIG_BLOCK, &segv, NULL);
     sigset_t alrm;
     sigemptyset(&alrm);
     sigaddset(&alrm, SIGALRM);
@@ -123,6 +135,8 @@ int main(void)
     pthread_create(&r, NULL, reader, NULL);
     pthread_create(&w, NULL, writer, NULL);
     pthread_sigmask(SIG_BLOCK, &alrm, NULL); /* after the threads: theirs stays open */
+    if (!strcmp(mode, "segv-main"))
+        pthread_sigmask(SIG_BLOCK, &segv, NULL);
     struct itimerval it = {{0, 2000}, {0, 2000}};
     setitimer(ITIMER_REAL, &it, NULL);
     int ep = epoll_create1(EPOLL_CLOEXEC);

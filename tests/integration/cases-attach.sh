@@ -16,7 +16,7 @@ attach_setup() {
 attachee_start() {
     local tag=$1
     mkfifo "$T/$tag.in"
-    "$LIVE_APPS/${2:-attachee}" <"$T/$tag.in" >"$T/$tag.out" 2>"$T/$tag.err" &
+    "$LIVE_APPS/${2:-attachee}" ${3:-} <"$T/$tag.in" >"$T/$tag.out" 2>"$T/$tag.err" &
     APID=$!
     LIVE_PIDS+=("$APID")
     exec 7>"$T/$tag.in"
@@ -259,4 +259,30 @@ case_attach_agent_refuse_no_glibc() {
     LIVE_PIDS+=($!)
     sleep 0.2
     attach_refused "$!" "maps no glibc libc.so.6"
+}
+
+# A main thread that blocks SIGSEGV is not borrowed (the calls return through a fault the kernel
+# would force through the block, unblocking it for good): another thread is, and the app sees
+# nothing. With every thread blocking it: refused.
+case_attach_agent_other_thread() {
+    attach_setup
+    attachee_start a attachee segv-main
+    attachee_cmd a "alloc 3" '"kept":3'
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 ||
+        fail "start: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    attachee_cmd a "alloc 4" '"kept":7'
+    attach_wait a heap.outstanding_count 4
+    grep -q "SigBlk:.*" "/proc/$APID/status" || fail "no status"
+    # The main thread's mask is as it was.
+    [ $((0x$(awk '/^SigBlk/ {print $2}' "/proc/$APID/status") & (1 << 10))) -ne 0 ] ||
+        fail "the main thread's SIGSEGV block was lost"
+    attachee_ok a
+}
+
+case_attach_agent_refuse_segv_blocked() {
+    attach_setup
+    attachee_start a attachee segv-all
+    attach_refused "$APID" "SIGSEGV"
+    attachee_ok a
 }
