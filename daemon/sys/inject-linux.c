@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "inject.h"
+#include "inject-int.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -57,6 +58,7 @@ struct target {
     uint64_t fn_errno, fn_dlopen, fn_dlsym, fn_dlerror;
     uint64_t unsafe[UNSAFE_MAX][2];
     unsigned nunsafe;
+    int seccomp; /* filters to run before the calls */
 };
 
 /* Symbol values of a file's .dynsym by name (0: absent or undefined). */
@@ -152,7 +154,7 @@ static int exe_check(uint64_t pid, char *err, size_t errsz)
 }
 
 /* /proc/PID/status: another tracer, a seccomp filter. */
-static int status_check(uint64_t pid, char *err, size_t errsz)
+static int status_check(uint64_t pid, int *filtered, char *err, size_t errsz)
 {
     char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
@@ -161,11 +163,10 @@ static int status_check(uint64_t pid, char *err, size_t errsz)
         snprintf(err, errsz, "no process %llu", (unsigned long long)pid);
         return UV_ESRCH;
     }
-    long tracer = 0, seccomp = 0, filters = 0;
+    long tracer = 0, seccomp = 0;
     while (fgets(line, sizeof(line), f)) {
         sscanf(line, "TracerPid: %ld", &tracer);
         sscanf(line, "Seccomp: %ld", &seccomp);
-        sscanf(line, "Seccomp_filters: %ld", &filters);
     }
     fclose(f);
     if (tracer) {
@@ -175,17 +176,16 @@ static int status_check(uint64_t pid, char *err, size_t errsz)
                  (unsigned long long)pid, tracer);
         return UV_EBUSY;
     }
-    /* Seccomp 2 (filter): the calls the injection makes (mmap, openat,
-     * memfd_create, socket, connect, clone3...) may be denied or kill the
-     * process; it is not risked. Seccomp 1 (strict) allows none of them. */
-    if (seccomp) {
+    /* Strict mode allows none of the calls loading the agent makes; a
+     * filter is read and run once a thread is stopped (inject-seccomp-linux.c). */
+    if (seccomp == 1) {
         snprintf(err, errsz,
-                 "process %llu runs under seccomp (%s, %ld filter(s)): the calls loading the "
-                 "agent makes could be refused or kill it (heaptracectl start --pid N "
-                 "--source bpf traces it)",
-                 (unsigned long long)pid, seccomp == 1 ? "strict mode" : "filter mode", filters);
+                 "process %llu runs under seccomp strict mode: none of the calls loading the "
+                 "agent makes is allowed (heaptracectl start --pid N --source bpf traces it)",
+                 (unsigned long long)pid);
         return HT_EPERM;
     }
+    *filtered = seccomp == 2;
     return 0;
 }
 
@@ -266,7 +266,7 @@ static int lib_visible(const struct inject_req *r, char *err, size_t errsz)
 static int target_check(const struct inject_req *r, struct target *t, char *err, size_t errsz)
 {
     memset(t, 0, sizeof(*t));
-    int rc = status_check(r->pid, err, errsz);
+    int rc = status_check(r->pid, &t->seccomp, err, errsz);
     if (!rc)
         rc = exe_check(r->pid, err, errsz);
     if (!rc)
@@ -654,7 +654,9 @@ int inject_agent(const struct inject_req *r, char *err, size_t errsz)
                  uv_strerror(rc));
     } else {
         eintr_undo(&th->regs);
-        rc = calls_make(th, &t, r, err, errsz);
+        rc = t.seccomp ? inject_seccomp_check(r->pid, th->tid, err, errsz) : 0;
+        if (rc == 0)
+            rc = calls_make(th, &t, r, err, errsz);
         int rrc = regs_restore(th);
         ptrace(PTRACE_DETACH, th->tid, 0, 0);
         if (rrc && !rc) {

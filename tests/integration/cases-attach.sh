@@ -215,28 +215,77 @@ EOF
     attach_refused "$!" "linked statically into its executable"
 }
 
-case_attach_agent_refuse_seccomp() {
-    attach_setup
+# attach_seccomp_app MODE: a program under a seccomp filter (MODE allow: allows everything;
+# kill-socket: kills the process on socket(2); args-mmap: decides mmap on its arguments), with
+# the usual arch check first; APID.
+attach_seccomp_app() {
     cat >"$T/sc.c" <<'EOF'
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
-int main(void) {
-    struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
-    struct sock_fprog p = {1, f};
+#define NR offsetof(struct seccomp_data, nr)
+#define ARCH offsetof(struct seccomp_data, arch)
+#define ARG2 offsetof(struct seccomp_data, args[2])
+int main(int argc, char **argv) {
+    const char *m = argc > 1 ? argv[1] : "allow";
+    long nr = !strcmp(m, "kill-socket") ? SYS_socket : !strcmp(m, "args-mmap") ? SYS_mmap : -1;
+    int args = !strcmp(m, "args-mmap");
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARCH),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, NR),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG2), /* mmap's prot */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    if (!args) /* no look at the arguments: straight to the verdict */
+        f[5] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    struct sock_fprog p = {sizeof(f) / sizeof(f[0]), f};
+    puts("ready");
+    fflush(stdout);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p))
         return 1;
-    puts("ready"); fflush(stdout);
-    for (;;) pause();
+    for (;;)
+        pause();
 }
 EOF
-    attach_build sc "$T/sc.c" || fail "cc: $(cat "$T/cc.err")"
-    "$T/sc" >"$T/sc.out" &
-    LIVE_PIDS+=($!)
-    live_wait_line sc ready
-    attach_refused "$!" "runs under seccomp"
+    [ -x "$T/sc" ] || attach_build sc "$T/sc.c" || fail "cc: $(cat "$T/cc.err")"
+    "$T/sc" "$1" >"$T/sc-$1.out" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    live_wait_line "sc-$1" ready
+    for ((i = 0; i < 100; i++)); do
+        grep -q "^Seccomp:[[:space:]]*2" "/proc/$APID/status" && return 0
+        sleep 0.02
+    done
+    fail "no seccomp filter on $APID"
+}
+
+# seccomp: the filters are read and run on each call loading the agent makes: one allowing
+# them all is attached to; one that would kill on socket(2), or look at mmap's arguments, is
+# refused with the call named, and the process lives on.
+case_attach_agent_seccomp() {
+    attach_setup
+    attach_seccomp_app allow
+    ctl start --pid "$APID" --source agent --name ok >"$T/start.out" 2>&1 ||
+        fail "attach under an allow-all filter: $(cat "$T/start.out")"
+    attach_wait ok source_status.connected true
+    attach_seccomp_app kill-socket
+    attach_refused "$APID" "seccomp filter by which socket would be killed"
+    kill -0 "$APID" || fail "the process was killed"
+    attach_seccomp_app args-mmap
+    attach_refused "$APID" "mmap would be decided on its arguments"
+    kill -0 "$APID" || fail "the process was killed"
 }
 
 case_attach_agent_refuse_32bit() {
