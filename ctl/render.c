@@ -582,6 +582,8 @@ static void render_started(const cJSON *d)
     if (cJSON_GetObjectItemCaseSensitive(d, "pid"))
         printf(", pid %.0f", num(d, "pid"));
     printf("\n");
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "source_choice")))
+        printf("  source: %s\n", ctl_text(str(d, "source_choice")));
     const cJSON *n;
     cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(d, "notes")) if (cJSON_IsString(n))
         printf("  note: %s\n", ctl_text(n->valuestring));

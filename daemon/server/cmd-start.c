@@ -102,12 +102,15 @@ static void session_id_unuse(struct server *srv, uint32_t id)
         srv->next_session_id--;
 }
 
-static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p)
+static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p,
+                      const char *choice)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "session", s->id);
     cJSON_AddStringToObject(d, "name", s->name);
     cJSON_AddStringToObject(d, "source", s->source);
+    if (choice && choice[0])
+        cJSON_AddStringToObject(d, "source_choice", choice);
     cJSON_AddStringToObject(d, "state", session_state_name(s->state));
     if (p->mode == SOURCE_PID)
         cJSON_AddNumberToObject(d, "pid", (double)p->pid);
@@ -155,7 +158,7 @@ static int pid_access(struct cmd_ctx *ctx, uint64_t pid, struct trace_who *who, 
  * one checked, and still the client's to trace (no setuid exec meanwhile;
  * from the attach on, an exec ends the trace). */
 static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struct source_params *p,
-                        const struct trace_who *who, int handle)
+                        const struct trace_who *who, int handle, const char *choice)
 {
     const cJSON *args = ctx->req->args;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(args, "name");
@@ -216,7 +219,30 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         session_id_unuse(ctx->srv, id);
         return cmd_error(ctx, rc, "%s", err);
     }
-    return live_reply(ctx, s, p);
+    return live_reply(ctx, s, p, choice);
+}
+
+/* --source auto with --pid: the agent where it can attach, else the first
+ * source serving pid (eBPF); choice says which and why. After the access
+ * check: who may not trace the process learns nothing of it. */
+static const struct source_ops *pick_auto(uint64_t pid, char *choice, size_t sz)
+{
+    char why[512] = "";
+    const struct source_ops *a = source_pick(SOURCE_PID, "agent", why, sizeof(why));
+    int rc = a && a->can_attach ? 0 : HT_ENOTSUP;
+    if (rc == 0 && a->available)
+        rc = a->available(why, sizeof(why));
+    if (rc == 0)
+        rc = a->can_attach(pid, why, sizeof(why));
+    if (rc == 0) {
+        snprintf(choice, sz, "agent: it can attach to process %llu", (unsigned long long)pid);
+        return a;
+    }
+    const struct source_ops *o = source_pick(SOURCE_PID, NULL, why, sizeof(why));
+    if (o)
+        snprintf(choice, sz, "%s: the agent cannot attach (%.400s)", o->name,
+                 why[0] ? why : "not in this build");
+    return o;
 }
 
 int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
@@ -228,7 +254,10 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     p.mode = (enum source_mode)mode;
     if (parse_stacks(cJSON_GetObjectItemCaseSensitive(args, "stacks"), &p.stacks) != 0)
         return cmd_error(ctx, HT_EBADARG, "--stacks takes fp, dwarf or none");
-    char err[512];
+    char err[512], choice[600] = "";
+    int autopick = want && mode == SOURCE_PID && strcmp(want->valuestring, "auto") == 0;
+    if (autopick)
+        want = NULL; /* chosen once the access is checked */
     const struct source_ops *ops =
         source_pick(mode, want ? want->valuestring : NULL, err, sizeof(err));
     if (!ops)
@@ -260,7 +289,13 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
             return cmd_error(ctx, prc, "%s", err);
         }
     }
-    int rc = live_session(ctx, ops, &p, handle >= 0 ? who : NULL, handle);
+    if (autopick && (ops = pick_auto(p.pid, choice, sizeof(choice))) == NULL) {
+        trace_access_close(handle);
+        ht_free(who);
+        return cmd_error(ctx, HT_ENOTSUP, "no source can attach to process %llu",
+                         (unsigned long long)p.pid);
+    }
+    int rc = live_session(ctx, ops, &p, handle >= 0 ? who : NULL, handle, choice);
     trace_access_close(handle);
     ht_free(who);
     return rc;

@@ -144,6 +144,10 @@ struct source_ops {
     /* Can this backend work here and now (privileges, kernel support)? 0, or
      * an HT_E* / UV_E* error with why in err. NULL: always. */
     int (*available)(char *err, size_t errsz);
+    /* Optional, SOURCE_PID: could this source attach to pid? Checked
+     * without touching the process (start --pid --source auto). 0, or an
+     * error with why in err. */
+    int (*can_attach)(uint64_t pid, char *err, size_t errsz);
     /* Check params and prepare; nothing is attached and no thread runs yet.
      * 0, or an error with a message for people in err (nothing left behind). */
     int (*open)(struct source **out, uv_loop_t *loop, const struct source_params *p,

@@ -173,6 +173,16 @@ static int agent_available(char *err, size_t errsz)
     return 0;
 }
 
+/* start --source auto: the target could take the agent (inject_check). */
+static int agent_can_attach(uint64_t pid, char *err, size_t errsz)
+{
+    char path[4096];
+    if (agent_locate(path, sizeof(path)) != 0)
+        return agent_available(err, errsz);
+    struct inject_req r = {.pid = pid, .lib = path, .socket = "", .token = "", .stacks = ""};
+    return inject_check(&r, err, errsz);
+}
+
 static void say_ready(struct agent_source *s)
 {
     if (s->base.sink.ready)
@@ -1022,6 +1032,7 @@ const struct source_ops source_agent_ops = {
     .summary = "an in-process agent preloaded into a program heaptracectl run starts, or "
                "loaded into a running one (start --pid N --source agent; Linux x86-64)",
     .available = agent_available,
+    .can_attach = agent_can_attach,
     .open = agent_open,
     .start = agent_start,
     .drain = agent_drain,
