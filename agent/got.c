@@ -78,30 +78,35 @@ static const char *const hook_names[] = {"malloc",
                                          "dlopen"};
 
 /* Our definitions, looked up in this library (its handle searches it
- * first), and the program's, in the global scope. Once, on the first
- * attach; the C++ ones of a program that loads libstdc++ later are found
- * by a later table (hooks_table runs again in each patch pass). */
-static void hooks_table(void)
+ * first; taken once, and kept), and the program's, in the global scope,
+ * into t: the C++ ones of a program that loads libstdc++ later are found
+ * by a later pass. Called with no lock of ours held: dlsym and dlopen
+ * take the loader's lock, which a thread in dlopen holds while a
+ * constructor it runs may call our dlopen wrapper (a lock order the other
+ * way round would deadlock). */
+static unsigned hooks_table(struct hook *t)
 {
+    static void *self;
     Dl_info di;
-    if (!dladdr((void *)hooks_table, &di) || !di.dli_fname)
-        return;
-    self_base = (uintptr_t)di.dli_fbase;
-    void *self = dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (!self && dladdr((void *)hooks_table, &di) && di.dli_fname) {
+        self_base = (uintptr_t)di.dli_fbase;
+        self = dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    }
+    if (!self)
+        return 0;
     if (!real_dlopen)
         *(void **)&real_dlopen = dlsym(RTLD_DEFAULT, "dlopen");
-    nhooks = 0;
+    unsigned n = 0;
     for (unsigned i = 0; i < sizeof(hook_names) / sizeof(hook_names[0]); i++) {
-        struct hook *h = &hooks[nhooks];
+        struct hook *h = &t[n];
         h->name = hook_names[i];
         h->real = (uintptr_t)dlsym(RTLD_DEFAULT, h->name);
-        h->mine = strcmp(h->name, "dlopen") ? (uintptr_t)(self ? dlsym(self, h->name) : NULL)
-                                            : (uintptr_t)attach_dlopen;
+        h->mine =
+            strcmp(h->name, "dlopen") ? (uintptr_t)dlsym(self, h->name) : (uintptr_t)attach_dlopen;
         if (h->real && h->mine && h->real != h->mine)
-            nhooks++;
+            n++;
     }
-    if (self)
-        dlclose(self); /* the NOLOAD reference only: the library stays */
+    return n;
 }
 
 struct module {
@@ -235,9 +240,12 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 AGENT_HIDDEN unsigned agent_got_patch_all(void)
 {
     unsigned total = 0;
+    struct hook t[HOOK_MAX];
+    unsigned n = hooks_table(t);
     while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
         sched_yield();
-    hooks_table();
+    memcpy(hooks, t, n * sizeof(t[0]));
+    nhooks = n;
     dl_iterate_phdr(module_cb, &total);
     __atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
     return total;

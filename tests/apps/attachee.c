@@ -13,12 +13,15 @@
  * Commands on stdin, one per line:
  *   alloc N   malloc N blocks of 100 bytes, kept ("alloc" line out)
  *   free      free every block kept (before and after the attach alike)
+ *   dlopen P  dlopen library P and allocate 6 blocks of 100 bytes through its
+ *             plug_alloc (tests/apps/agentplug.c), kept
  *   check     one JSON line: the counts below; ok is true when none is off
  * Checked: the main thread's epoll_wait never fails with EINTR (no signal
  * is meant for it), errno is the sentinel after each successful wait, no
  * byte of the sequence is lost or changed, no signal but SIGALRM arrives.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -104,6 +107,15 @@ static void command(char *line)
             free(keep[i]);
         printf("{\"freed\":%d}\n", nkeep);
         nkeep = 0;
+#ifndef ATTACHEE_STATIC /* (no dlopen in a static program) */
+    } else if (strncmp(line, "dlopen ", 7) == 0) {
+        /* A library loaded now, and n blocks allocated through its PLT. */
+        void *h = dlopen(line + 7, RTLD_NOW);
+        void *(*plug)(size_t) = h ? (void *(*)(size_t))dlsym(h, "plug_alloc") : NULL;
+        for (int i = 0; plug && i < 6 && nkeep < KEEP_MAX; i++)
+            keep[nkeep++] = plug(100);
+        printf("{\"plugged\":%s,\"kept\":%d}\n", plug ? "true" : "false", nkeep);
+#endif
     } else if (strncmp(line, "check", 5) == 0) {
         long sb = __atomic_load_n(&seq_bytes, __ATOMIC_RELAXED);
         long bad = __atomic_load_n(&seq_bad, __ATOMIC_RELAXED);

@@ -358,3 +358,18 @@ case_attach_agent_source_auto() {
         fail "no reason for the choice: $(cat "$T/start.out")"
     eq "$(ctl --json status s | jget source)" bpf "status source"
 }
+
+# A library dlopen'ed after the attach: its slots are redirected as it loads (the wrapper in
+# dlopen's slots), so its allocations count.
+case_attach_agent_dlopen_later() {
+    attach_setup
+    [ -f "$LIVE_APPS/libagentplug.so" ] || live_skip "agentplug not built"
+    attachee_start a
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    grep -q libagentplug "/proc/$APID/maps" && fail "the library is loaded already"
+    attachee_cmd a "dlopen $LIVE_APPS/libagentplug.so" '"plugged"'
+    grep '"plugged"' "$T/a.out" | grep -q '"plugged":true' || fail "dlopen: $(cat "$T/a.out")"
+    attach_wait a heap.outstanding_count 6
+    attachee_ok a
+}
