@@ -162,30 +162,57 @@ static int connect_to(const char *name)
     return s;
 }
 
+/* One ring for every attach of the process's life: made at the first,
+ * reset and handed over again at the next (a ring per attach would stay
+ * mapped for good: a thread may still be finishing a record in an old
+ * one). Reset: no record (their seq would look current to the new
+ * session), head, tail, counters and the stop flag at 0; the stack table
+ * stays (its entries are this process's stacks, read by id). */
+static int ring_fd = -1;
+static void *ring_mem;
+
+static void ring_reset(void *base)
+{
+    struct hta_header *h = base;
+    memset((char *)base + HTA_RECS_OFFSET, 0, (size_t)HTA_RECORDS * sizeof(struct hta_rec));
+    memset(h->counters, 0, sizeof(h->counters));
+    __atomic_store_n(&h->tail, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->stop, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->head, 0, __ATOMIC_RELEASE);
+}
+
+static int ring_get(void)
+{
+    if (ring_mem) {
+        ring_reset(ring_mem);
+        return 0;
+    }
+    int fd = agent_memfd_make();
+    if (fd < 0)
+        return -1;
+    void *base = agent_real.mmap(NULL, HTA_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    ring_fd = fd;
+    ring_mem = base;
+    return 0;
+}
+
 /* The ring and the connection; the verdict is the watcher's to wait for
  * (the daemon answers once this call has returned and the thread it runs
  * on is the program's again). */
 static int session_open(const char *name, const char *token, const char *stacks, unsigned depth)
 {
-    int fd = agent_memfd_make();
-    if (fd < 0)
+    if (ring_get() != 0)
         return ATTACH_MEMFD;
-    /* A ring of an earlier attach stays mapped: a thread may still be
-     * finishing a record in it. */
-    void *base = agent_real.mmap(NULL, HTA_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        close(fd);
-        return ATTACH_MEMFD;
-    }
-    agent_map(base, agent_stacks_of(stacks), depth);
+    agent_map(ring_mem, agent_stacks_of(stacks), depth);
     attach_sock = connect_to(name);
-    int rc = attach_sock < 0 || agent_hello_send(attach_sock, fd, token) != 0;
-    close(fd);
-    if (rc) {
+    if (attach_sock < 0 || agent_hello_send(attach_sock, ring_fd, token) != 0) {
         if (attach_sock >= 0)
             close(attach_sock);
         attach_sock = -1;
-        agent_real.munmap(base, HTA_TOTAL_BYTES);
         return ATTACH_CONNECT;
     }
     if (watch_begin() != 0) {

@@ -97,6 +97,14 @@ case_attach_agent_detach_reattach() {
     attachee_cmd a "alloc 7" '"kept":22'
     attach_wait a2 heap.outstanding_count 7
     eq "$(ctl --json status a1 | jget heap.outstanding_count)" 10 "the stopped session kept its data"
+    # A third attach: still one ring in the process, reused.
+    ctl stop a2 >/dev/null || fail "stop a2"
+    ctl start --pid "$APID" --source agent --name a3 >"$T/start.out" 2>&1 ||
+        fail "third attach: $(cat "$T/start.out")"
+    attach_wait a3 source_status.connected true
+    attachee_cmd a "alloc 2" '"kept":24'
+    attach_wait a3 heap.outstanding_count 2
+    eq "$(grep -c 'memfd:heaptrace-agent' "/proc/$APID/maps")" 1 "the agent's rings mapped in the process"
     attachee_ok a
 }
 
