@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -25,6 +26,33 @@
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438 /* include/uapi/asm-generic/unistd.h, Linux 5.6 */
 #endif
+
+/* Yama's word in a refusal: ptrace_scope 1 lets a process be traced only by
+ * its ancestors (or a tracer it named), 2 only by CAP_SYS_PTRACE, 3 by
+ * nobody (Documentation/admin-guide/LSM/Yama.rst); the kernel check above
+ * applies it. "" when Yama is not there or allows what the DAC allows. */
+static const char *yama_note(char *buf, size_t sz)
+{
+    const char *path = "/proc/sys/kernel/yama/ptrace_scope";
+#ifdef HEAPTRACE_TEST_KNOBS
+    /* Tests on a kernel without Yama: the scope read from this file. */
+    if (getenv("HEAPTRACED_TEST_YAMA_SCOPE_FILE"))
+        path = getenv("HEAPTRACED_TEST_YAMA_SCOPE_FILE");
+#endif
+    FILE *f = fopen(path, "re");
+    int scope = 0;
+    if (!f)
+        return "";
+    if (fscanf(f, "%d", &scope) != 1)
+        scope = 0;
+    fclose(f);
+    static const char *const what[] = {"", "only its ancestors may trace it",
+                                       "only CAP_SYS_PTRACE may trace it", "nobody may trace it"};
+    if (scope < 1 || scope > 3)
+        return "";
+    snprintf(buf, sz, "; or Yama: kernel.yama.ptrace_scope is %d, %s", scope, what[scope]);
+    return buf;
+}
 
 /* A descriptor number no process can hold: fs/file.c caps fs.nr_open at
  * INT_MAX rounded down to a multiple of BITS_PER_LONG (sysctl_nr_open_max),
@@ -221,11 +249,13 @@ static int access_ask(const struct trace_who *w, int pidfd, uint64_t pid, char *
         return UV_ESRCH;
     }
     if (a.err == EPERM || a.err == EACCES) {
+        char yama[200];
         snprintf(err, errsz,
                  "uid %u may not trace process %llu: the kernel would not let uid %u ptrace it "
                  "(another user's process, a setuid or setgid program, or one that is not "
-                 "dumpable); only root traces it",
-                 (unsigned)w->uid, (unsigned long long)pid, (unsigned)w->uid);
+                 "dumpable%s); only root traces it",
+                 (unsigned)w->uid, (unsigned long long)pid, (unsigned)w->uid,
+                 yama_note(yama, sizeof(yama)));
         return HT_EPERM;
     }
     snprintf(err, errsz, "cannot check whether uid %u may trace process %llu (%s): refused",

@@ -381,3 +381,23 @@ case_attach_agent_dlopen_later() {
     attach_wait a heap.outstanding_count 6
     attachee_ok a
 }
+
+# Yama named in a refusal (the kernel check applies it; this kernel has no Yama, so the scope
+# comes from a file the test daemon reads instead of /proc/sys/kernel/yama/ptrace_scope): a
+# member's attach to root's process says what the scope allows. (sec_: runs alone, it makes the
+# heaptrace group.)
+case_sec_attach_yama_named() {
+    sec_group
+    attach_setup
+    ctl shutdown >/dev/null
+    wait "$DPID"
+    trap sec_cleanup EXIT
+    echo 2 >"$T/yama"
+    HEAPTRACED_TEST_YAMA_SCOPE_FILE=$T/yama sec_daemon
+    sleep 300 &
+    LIVE_PIDS+=($!)
+    as_member 65534 "$HT_CTL" start --pid "$!" --source agent >"$T/start.out" 2>&1 &&
+        fail "uid 65534 attached to root's process"
+    grep -q "may not trace.*Yama: kernel.yama.ptrace_scope is 2, only CAP_SYS_PTRACE may trace it" \
+        "$T/start.out" || fail "Yama not named: $(cat "$T/start.out")"
+}
