@@ -61,8 +61,9 @@ static void attach_fork_child(void)
     attach_busy = 0;
 }
 
-/* The daemon's verdict, then the connection until it closes: recording is
- * on in between. All signals blocked (the program's are for its threads). */
+/* The daemon's verdict, then the connection until it closes: recording
+ * (on since the attach) ends then, or at a refusal. All signals blocked
+ * (the program's are for its threads). */
 static void *attach_watch(void *arg)
 {
     (void)arg;
@@ -72,7 +73,6 @@ static void *attach_watch(void *arg)
         n = recv(attach_sock, &c, 1, 0);
     while (n < 0 && errno == EINTR);
     if (n == 1 && c == HTA_ACCEPT) {
-        __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
         do
             n = recv(attach_sock, buf, sizeof(buf), 0);
         while (n > 0 || (n < 0 && errno == EINTR));
@@ -246,9 +246,14 @@ EXPORT int heaptrace_agent_attach(const char *name, const char *token, const cha
         attach_busy = 0;
         return rc;
     }
-    /* Slots last: from here on the program's calls reach the hooks, which
-     * record once the daemon accepted. */
+    /* Recording from now, before the daemon's answer: the program runs on
+     * as soon as this returns (start --exe: its main), and the ring is
+     * drained from its start once accepted; refused, nobody reads it and
+     * the watcher turns recording off. Slots last: from here on the
+     * program's calls reach the hooks. */
+    __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
     if (agent_got_patch_all() == 0) {
+        __atomic_store_n(&agent_on, 0, __ATOMIC_RELEASE);
         /* Nothing to redirect (an allocator without PLT slots): no session. */
         shutdown(attach_sock, SHUT_RDWR);
         return ATTACH_NOSLOT;

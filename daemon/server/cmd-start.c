@@ -270,6 +270,8 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
         if (rc != 0)
             return cmd_error(ctx, rc, "source %s cannot trace here: %s", ops->name, err);
     }
+    if (mode == SOURCE_IMAGE)
+        p.launcher_uid = ctx->c->uid; /* whose the image's processes may be (a source's rule) */
     if (mode == SOURCE_LAUNCH) {
         p.launcher_uid = ctx->c->uid;
         p.follow = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "follow"));

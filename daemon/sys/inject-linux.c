@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -48,6 +49,7 @@
 #include <uv.h>
 
 #define CALL_TIMEOUT_MS 10000 /* dlopen of the agent and its libunwind */
+#define ENTRY_TIMEOUT_MS 500  /* the loader's work up to the entry point */
 #define SAFE_TRIES 50         /* stops per thread looking for a safe point */
 #define XSTATE_MAX 16384      /* NT_X86_XSTATE, AMX included */
 #define UNSAFE_MAX 64
@@ -169,7 +171,8 @@ static int status_check(uint64_t pid, int *filtered, char *err, size_t errsz)
         sscanf(line, "Seccomp: %ld", &seccomp);
     }
     fclose(f);
-    if (tracer) {
+    /* Ourselves: a process inject_hold stopped (start --exe). */
+    if (tracer && tracer != (long)getpid() && tracer != (long)gettid()) {
         snprintf(err, errsz,
                  "process %llu is already traced by process %ld (a debugger or strace): a "
                  "process has one tracer at a time (ptrace(2)); the agent cannot be loaded",
@@ -628,11 +631,222 @@ static int thread_pick(struct thread *th, const struct target *t, uint64_t pid)
     return rc;
 }
 
-int inject_agent(const struct inject_req *r, char *err, size_t errsz)
+/* The program's entry point (AT_ENTRY in /proc/PID/auxv: getauxval(3)). */
+static uint64_t entry_of(uint64_t pid)
+{
+    char path[64];
+    uint64_t av[2], entry = 0;
+    snprintf(path, sizeof(path), "/proc/%llu/auxv", (unsigned long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != AT_NULL)
+        if (av[0] == AT_ENTRY)
+            entry = av[1];
+    if (fd >= 0)
+        close(fd);
+    return entry;
+}
+
+/* Is ip in the dynamic loader (ld-linux)? 1, 0, or -1 (no maps). Before
+ * the entry point the main thread runs nothing else. */
+static int in_loader(uint64_t pid, uint64_t ip)
+{
+    struct procmaps_module *mods = NULL;
+    size_t n = 0;
+    int found = 0;
+    if (procmaps_modules(pid, &mods, &n) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(base_name(mods[i].path), "ld-linux", 8) && ip >= mods[i].start &&
+            ip < mods[i].end)
+            found = 1;
+    ht_free(mods);
+    return found;
+}
+
+/* Run the stopped main thread of a process still in the dynamic loader to
+ * its entry point: an int3 (0xcc) there, the stop it makes (SIGTRAP with
+ * rip one past it), the byte put back and rip moved back onto it. The
+ * loader has then mapped and initialized every library: libc's dlopen
+ * can be called. 0, or an error (the byte is restored either way). */
+static int entry_run(struct thread *th, uint64_t entry)
+{
+    unsigned char orig, trap = 0xcc;
+    if (pread(th->mem, &orig, 1, (off_t)entry) != 1 || pwrite(th->mem, &trap, 1, (off_t)entry) != 1)
+        return UV_EFAULT;
+    int rc = ptrace(PTRACE_CONT, th->tid, 0, 0) == 0 ? 0 : -errno;
+    uint64_t end = now_ms() + ENTRY_TIMEOUT_MS;
+    while (rc == 0) {
+        int st;
+        rc = stop_wait(th->tid, &st, (unsigned)(end > now_ms() ? end - now_ms() : 1));
+        if (rc)
+            break;
+        struct user_regs_struct r;
+        if (WSTOPSIG(st) == SIGTRAP && (st >> 16) == 0 &&
+            ptrace(PTRACE_GETREGS, th->tid, 0, &r) == 0 && r.rip == entry + 1)
+            break;
+        rc = ptrace(PTRACE_CONT, th->tid, 0, (void *)(uintptr_t)((st >> 16) ? 0 : WSTOPSIG(st)))
+                 ? -errno
+                 : 0;
+    }
+    if (rc == UV_ETIMEDOUT) {
+        /* Past the entry already (the loader was only resolving a lazy
+         * symbol): stopped again, the byte put back below, attached where
+         * it is. Its registers are saved afresh by the caller's path. */
+        int st;
+        ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+        stop_wait(th->tid, &st, 1000);
+        rc = 1;
+    }
+    if (pwrite(th->mem, &orig, 1, (off_t)entry) != 1 && rc == 0)
+        rc = UV_EFAULT;
+    if (rc == 1)
+        return 1;
+    if (rc == 0 && (rc = regs_save(th)) == 0) {
+        th->regs.rip = entry;
+        th->regs.orig_rax = (unsigned long long)-1;
+    }
+    return rc;
+}
+
+/* Processes stopped by inject_hold, not yet taken by inject_agent. */
+#define HELD_MAX 64
+static uint64_t held[HELD_MAX];
+
+static int held_take(uint64_t pid)
+{
+    for (unsigned i = 0; i < HELD_MAX; i++)
+        if (held[i] == pid) {
+            held[i] = 0;
+            return 1;
+        }
+    return 0;
+}
+
+int inject_hold(uint64_t pid)
+{
+    unsigned i = 0;
+    while (i < HELD_MAX && held[i])
+        i++;
+    if (i == HELD_MAX)
+        return UV_EBUSY;
+    if (ptrace(PTRACE_SEIZE, (pid_t)pid, 0, 0) != 0)
+        return -errno;
+    int rc = thread_interrupt((pid_t)pid);
+    if (rc) {
+        thread_release((pid_t)pid);
+        return rc;
+    }
+    held[i] = pid;
+    return 0;
+}
+
+void inject_unhold(uint64_t pid)
+{
+    if (held_take(pid))
+        ptrace(PTRACE_DETACH, (pid_t)pid, 0, 0);
+}
+
+/* start --exe: the main thread stopped now, run to the entry point if the
+ * loader is not done, then the calls. *late = 1 when it was past it. */
+static int entry_take(const struct inject_req *r, struct thread *th, int *late, char *err,
+                      size_t errsz)
+{
+    uint64_t entry = entry_of(r->pid);
+    th->tid = (pid_t)r->pid;
+    int was_held = held_take(r->pid);
+    if (!entry || (!was_held && ptrace(PTRACE_SEIZE, th->tid, 0, 0) != 0)) {
+        int e = errno;
+        if (was_held)
+            thread_release(th->tid);
+        snprintf(err, errsz, "cannot stop process %llu at its start: %s",
+                 (unsigned long long)r->pid, entry ? strerror(e) : "no AT_ENTRY");
+        return entry ? -e : UV_EINVAL;
+    }
+    int rc = was_held ? 0 : thread_interrupt(th->tid);
+    if (rc == 0)
+        rc = regs_save(th);
+    int loader = rc == 0 ? in_loader(r->pid, th->regs.rip) : -1;
+    if (loader == 0) { /* let go as it was, an EINTR of ours undone */
+        eintr_undo(&th->regs);
+        ptrace(PTRACE_SETREGS, th->tid, 0, &th->regs);
+    }
+    if (rc == 0 && loader == 1)
+        rc = entry_run(th, entry);
+    *late = loader == 0 || rc == 1;
+    if (rc == 1)
+        rc = 0;
+    if (rc || *late || loader < 0) {
+        thread_release(th->tid);
+        if (rc)
+            snprintf(err, errsz, "cannot run process %llu to its entry point: %s",
+                     (unsigned long long)r->pid, uv_strerror(rc));
+        return rc ? rc : (loader < 0 && !*late ? UV_ESRCH : 0);
+    }
+    return 0;
+}
+
+static int calls_and_restore(struct thread *th, struct target *t, const struct inject_req *r,
+                             char *err, size_t errsz)
+{
+    eintr_undo(&th->regs);
+    int rc = t->seccomp ? inject_seccomp_check(r->pid, th->tid, err, errsz) : 0;
+    if (rc == 0)
+        rc = calls_make(th, t, r, err, errsz);
+    int rrc = regs_restore(th);
+    ptrace(PTRACE_DETACH, th->tid, 0, 0);
+    if (rrc && !rc) {
+        snprintf(err, errsz, "cannot restore process %llu's registers: %s",
+                 (unsigned long long)r->pid, uv_strerror(rrc));
+        rc = rrc;
+    }
+    return rc;
+}
+
+static int inject_entry(const struct inject_req *r, struct thread *th, char *err, size_t errsz)
+{
+    struct target t;
+    memset(&t, 0, sizeof(t));
+    int rc = status_check(r->pid, &t.seccomp, err, errsz);
+    if (!rc)
+        rc = exe_check(r->pid, err, errsz);
+    if (!rc)
+        rc = lib_visible(r, err, errsz);
+    int late = 0;
+    if (!rc)
+        rc = entry_take(r, th, &late, err, errsz);
+    if (rc || late)
+        return rc ? rc : 1;
+    rc = target_check(r, &t, err, errsz);
+    if (rc) {
+        regs_restore(th);
+        ptrace(PTRACE_DETACH, th->tid, 0, 0);
+        return rc;
+    }
+    return calls_and_restore(th, &t, r, err, errsz);
+}
+
+int inject_agent(struct inject_req *r, char *err, size_t errsz)
 {
     struct target t;
     err[0] = '\0';
-    int rc = target_check(r, &t, err, errsz);
+    int rc = 0;
+    if (r->at_entry) {
+        struct thread *th = ht_calloc(1, sizeof(*th));
+        char path[64];
+        if (!th)
+            return UV_ENOMEM;
+        snprintf(path, sizeof(path), "/proc/%llu/mem", (unsigned long long)r->pid);
+        th->mem = open(path, O_RDWR | O_CLOEXEC);
+        rc = th->mem < 0 ? -errno : inject_entry(r, th, err, errsz);
+        r->entered = rc == 0;
+        if (th->mem >= 0)
+            close(th->mem);
+        ht_free(th);
+        if (rc != 1)
+            return rc;
+        err[0] = '\0'; /* past its entry already: attached where it is */
+    }
+    rc = target_check(r, &t, err, errsz);
     if (rc)
         return rc;
     struct thread *th = ht_calloc(1, sizeof(*th));
@@ -653,17 +867,7 @@ int inject_agent(const struct inject_req *r, char *err, size_t errsz)
         snprintf(err, errsz, "cannot stop process %llu (ptrace): %s", (unsigned long long)r->pid,
                  uv_strerror(rc));
     } else {
-        eintr_undo(&th->regs);
-        rc = t.seccomp ? inject_seccomp_check(r->pid, th->tid, err, errsz) : 0;
-        if (rc == 0)
-            rc = calls_make(th, &t, r, err, errsz);
-        int rrc = regs_restore(th);
-        ptrace(PTRACE_DETACH, th->tid, 0, 0);
-        if (rrc && !rc) {
-            snprintf(err, errsz, "cannot restore process %llu's registers: %s",
-                     (unsigned long long)r->pid, uv_strerror(rrc));
-            rc = rrc;
-        }
+        rc = calls_and_restore(th, &t, r, err, errsz);
     }
     if (th->mem >= 0)
         close(th->mem);

@@ -12,6 +12,12 @@ struct inject_req {
     const char *lib; /* the daemon's own agent path, never a client's */
     const char *socket, *token, *stacks;
     unsigned depth;
+    /* A process that has just exec'd (start --exe): run it to its entry
+     * point first, so the agent is in before main and the libraries'
+     * later allocations (a process already past it is attached where it
+     * is). */
+    int at_entry;
+    int entered; /* out: it was stopped at its entry point (else attached where it was) */
 };
 
 /* Every reason the target cannot take the agent, checked before anything
@@ -20,6 +26,11 @@ int inject_check(const struct inject_req *r, char *err, size_t errsz);
 /* inject_check, then the calls; the thread used is left as it was found
  * (registers, FPU state, errno, a syscall it was in restarted). 0, or an
  * error with the reason in err. */
-int inject_agent(const struct inject_req *r, char *err, size_t errsz);
+int inject_agent(struct inject_req *r, char *err, size_t errsz);
+/* start --exe: stop a process that has just exec'd now, while it may be
+ * in the loader still, for the inject_agent (at_entry) that follows; or
+ * let it go when none does. 0 or an error (then inject_agent stops it). */
+int inject_hold(uint64_t pid);
+void inject_unhold(uint64_t pid);
 
 #endif

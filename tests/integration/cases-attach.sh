@@ -401,3 +401,51 @@ case_sec_attach_yama_named() {
     grep -q "may not trace.*Yama: kernel.yama.ptrace_scope is 2, only CAP_SYS_PTRACE may trace it" \
         "$T/start.out" || fail "Yama not named: $(cat "$T/start.out")"
 }
+
+# start --exe NAME (Linux, the agent): a process of that image started after the command is a
+# session NAME.PID. Stopped as soon as its exec is seen (the process events connector) and, when
+# still in the loader then, run to its entry point and attached before main: then no free of a
+# block it did not see (0 unknown frees). The event comes while the process runs on, so a busy
+# machine may see it in main already: attached there ("running"), its earlier blocks unknown.
+# The app sees nothing either way; stop ends the process's session with the image's.
+case_attach_agent_exe() {
+    attach_setup
+    ctl start --exe attachee --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    attachee_start a
+    local kid=img.$APID at
+    attach_wait "$kid" source_status.connected true
+    at=$(ctl --json status "$kid" | jget source_status.attached_at)
+    echo "attached at: $at"
+    attachee_cmd a "alloc 10" '"kept":10'
+    attachee_cmd a "free" '"freed":10'
+    attachee_cmd a "alloc 4" '"kept":4'
+    # From the entry point, stdout's buffer (its first printf, in main) is one more block.
+    if [ "$at" = "entry point" ]; then
+        attach_wait "$kid" heap.outstanding_count 5
+        eq "$(ctl --json status "$kid" | jget quality.unknown_frees)" 0 "frees of blocks not seen"
+    else
+        attach_wait "$kid" quality.unknown_frees 0
+        local c
+        c=$(ctl --json status "$kid" | jget heap.outstanding_count)
+        [ "$c" = 4 ] || [ "$c" = 5 ] || fail "outstanding after the attach in main: $c"
+    fi
+    attachee_ok a
+    ctl stop img >/dev/null || fail "stop img"
+    attach_wait "$kid" state ended
+    attachee_cmd a "alloc 3" '"kept":7'
+    attachee_ok a
+}
+
+# start --exe is root's (it traces every user's processes of the image). (sec_: runs alone.)
+case_sec_attach_exe_root_only() {
+    sec_group
+    attach_setup
+    ctl shutdown >/dev/null
+    wait "$DPID"
+    trap sec_cleanup EXIT
+    sec_daemon
+    as_member 65534 "$HT_CTL" start --exe attachee --source agent >"$T/start.out" 2>&1 &&
+        fail "uid 65534 watches an image"
+    grep -q "EPERM.*root only" "$T/start.out" || fail "not refused as root's: $(cat "$T/start.out")"
+}

@@ -21,6 +21,7 @@
 #include "agent-source.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "execwatch.h"
 #include "inject.h"
 #include "procmem.h"
 #include "source.h"
@@ -85,6 +86,15 @@ struct agent_source {
     int started, connected, eof, ended, stopped, has_listener;
     int attach;         /* start --pid: the agent is loaded into the running process */
     uint64_t attach_ns; /* how long loading it took */
+    /* start --exe: execs watched (xfd), each process of the image a session
+     * of its own (sink.spawn) whose source is one of kids; a kid knows its
+     * image source while both live. */
+    int image_mode, xfd;
+    char image[PATH_MAX];
+    struct agent_source *kids[FAMILY_MAX], *image_src;
+    unsigned nkids;
+    uint64_t exec_lost, execs_seen;
+    int entered; /* a process of the image attached at its entry point */
     uint64_t t0, start_ms;
     void *map;
     uint32_t *ids;
@@ -109,7 +119,7 @@ struct agent_source {
 
 struct agent_handles {
     uv_timer_t timer;
-    uv_poll_t lpoll, cpoll;
+    uv_poll_t lpoll, cpoll, xpoll;
     int open;
 };
 
@@ -548,6 +558,122 @@ static int listen_make(struct agent_source *s, char *err, size_t errsz)
 
 static void agent_close(struct source *base);
 
+static void agent_close(struct source *base);
+static void say_ready(struct agent_source *s);
+
+/* start --exe: traces every user's processes of the image, so root's. */
+static int image_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
+                      const struct source_sink *sink, const char *agent_path, char *err,
+                      size_t errsz)
+{
+    if (p->launcher_uid != 0) {
+        snprintf(err, errsz, "start --exe traces every user's processes of an image: root only");
+        return HT_EPERM;
+    }
+    if (!p->image || !p->image[0] || strlen(p->image) >= PATH_MAX) {
+        snprintf(err, errsz, "start --exe needs an image name or path");
+        return HT_EBADARG;
+    }
+    struct agent_source *s = ht_calloc(1, sizeof(*s));
+    if (!s || !(s->h = ht_calloc(1, sizeof(*s->h)))) {
+        ht_free(s);
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    s->base.ops = &source_agent_ops;
+    s->base.sink = *sink;
+    s->loop = loop;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
+    s->image_mode = 1;
+    s->stacks = p->stacks;
+    s->depth = p->stack_depth;
+    snprintf(s->image, sizeof(s->image), "%s", p->image);
+    snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
+    uv_mutex_init(&s->qmu);
+    mem_acct_init(&s->acct, p->budget);
+    mem_acct_init(&s->sym_acct, p->budget);
+    s->xfd = execwatch_open();
+    if (s->xfd < 0) {
+        int rc = s->xfd;
+        snprintf(err, errsz, "cannot watch execs (the process events connector): %s",
+                 uv_strerror(rc));
+        s->xfd = -1;
+        agent_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}
+
+/* Is pid's executable the image: the same path when one was given, else
+ * the same file name. */
+static int image_is(const struct agent_source *s, uint64_t pid)
+{
+    char link[64], exe[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/%llu/exe", (unsigned long long)pid);
+    ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = '\0';
+    if (strchr(s->image, '/'))
+        return strcmp(exe, s->image) == 0;
+    const char *b = strrchr(exe, '/');
+    return strcmp(b ? b + 1 : exe, s->image) == 0;
+}
+
+static void exec_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_source *s = p->data;
+    uint64_t pids[256];
+    (void)events;
+    int n = status < 0 ? 0 : execwatch_read(s->xfd, pids, 256, &s->exec_lost);
+    for (int i = 0; i < n && !s->stopped; i++) {
+        s->execs_seen++;
+        char err[512];
+        if (!image_is(s, pids[i]) || !s->base.sink.spawn)
+            continue;
+        /* Stopped first, while the loader may still be at work: its
+         * session's source takes it at the entry point. */
+        int held = inject_hold(pids[i]) == 0;
+        if (s->base.sink.spawn(s->base.sink.arg, pids[i], err, sizeof(err)) == 0) {
+            s->spawned++;
+        } else {
+            s->refused_spawn++;
+            if (held)
+                inject_unhold(pids[i]);
+        }
+    }
+}
+
+/* A process of the image whose session the image's stop ends: its agent
+ * told (the connection shut), what it wrote drained, then ended. */
+static void kid_end(struct agent_source *k)
+{
+    k->image_src = NULL;
+    if (k->eof || k->stopped)
+        return;
+    if (k->connected) {
+        uv_poll_stop(&k->h->cpoll);
+        shutdown(k->cfd, SHUT_RDWR);
+        k->eof_end = k->dec.tail + agent_dec_pending(&k->dec);
+    }
+    k->eof = 1;
+    snprintf(k->end_reason, sizeof(k->end_reason), "the start --exe session stopped");
+    say_ready(k);
+}
+
+/* A kid leaving: out of its image source's list. */
+static void kids_forget(struct agent_source *s)
+{
+    struct agent_source *img = s->image_src;
+    for (unsigned i = 0; img && i < img->nkids; i++)
+        if (img->kids[i] == s) {
+            img->kids[i] = img->kids[--img->nkids];
+            break;
+        }
+    s->image_src = NULL;
+}
+
 /* The uid the attached agent connects with (SO_PEERCRED's: the effective
  * one), from /proc/PID/status; UINT32_MAX (nobody's) if it cannot be read. */
 static uint32_t target_euid(uint64_t pid)
@@ -574,7 +700,13 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
         p->mode == SOURCE_PID && p->parent && p->parent->ops == &source_agent_ops
             ? (struct agent_source *)p->parent
             : NULL;
-    int attach = p->mode == SOURCE_PID && !p->parent;
+    /* A process of an image (start --exe): attached at its entry point. */
+    struct agent_source *image_src = parent && parent->image_mode ? parent : NULL;
+    if (image_src)
+        parent = NULL;
+    int attach = p->mode == SOURCE_PID && (!p->parent || image_src);
+    if (p->mode == SOURCE_IMAGE)
+        return image_open(out, loop, p, sink, agent_path, err, errsz);
     if (p->mode != SOURCE_LAUNCH && !parent && !attach) {
         snprintf(err, errsz,
                  "the agent source launches programs (heaptracectl run) and attaches "
@@ -600,6 +732,11 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
     s->want_pid = parent || attach ? p->pid : p->launcher_pid;
     s->attach = attach;
+    s->xfd = -1;
+    if (image_src && image_src->nkids < FAMILY_MAX) {
+        s->image_src = image_src;
+        image_src->kids[image_src->nkids++] = s;
+    }
     s->follow = p->follow;
     s->family[s->nfamily++] = s->want_pid;
     s->owner = attach ? target_euid(p->pid) : p->launcher_uid;
@@ -684,10 +821,12 @@ static int agent_attach(struct agent_source *s, char *err, size_t errsz)
                            .socket = s->sockname,
                            .token = s->token,
                            .stacks = stacks_name(s->stacks),
-                           .depth = s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH};
+                           .depth = s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH,
+                           .at_entry = s->image_src != NULL};
     uint64_t t = mono_ns();
     int rc = inject_agent(&r, err, errsz);
     s->attach_ns = mono_ns() - t;
+    s->entered = r.entered;
     return rc;
 }
 
@@ -696,6 +835,14 @@ static int agent_start(struct source *base, char *err, size_t errsz)
     struct agent_source *s = (struct agent_source *)base;
     if (s->started)
         return 0;
+    if (s->image_mode) {
+        uv_poll_init(s->loop, &s->h->xpoll, s->xfd);
+        s->h->open++;
+        s->h->xpoll.data = s;
+        uv_poll_start(&s->h->xpoll, UV_READABLE, exec_cb);
+        s->started = 1;
+        return 0;
+    }
     s->t0 = mono_ns();
     s->start_ms = uv_now(s->loop);
     s->next_sample = s->t0;
@@ -865,8 +1012,14 @@ static void agent_stop(struct source *base)
         agent_dec_stop(&s->dec);
         s->cut = pending(s);
     }
+    for (unsigned i = 0; i < s->nkids; i++)
+        kid_end(s->kids[i]);
+    s->nkids = 0;
+    kids_forget(s);
     if (s->h) {
-        if (s->started)
+        if (s->started && s->image_mode)
+            handle_close(s->h, (uv_handle_t *)&s->h->xpoll);
+        else if (s->started)
             handle_close(s->h, (uv_handle_t *)&s->h->timer);
         if (s->has_listener)
             handle_close(s->h, (uv_handle_t *)&s->h->lpoll);
@@ -884,6 +1037,8 @@ static void agent_stop(struct source *base)
     if (s->adopt_fd >= 0)
         close(s->adopt_fd);
     s->adopt_fd = -1;
+    execwatch_close(s->xfd);
+    s->xfd = -1;
     s->cfd = s->lfd = -1;
 }
 
@@ -968,6 +1123,13 @@ static struct cJSON *agent_status_json(struct source *base)
      * (cmd-start.c), and only until the agent is in. */
     if (s->attach)
         cJSON_AddNumberToObject(o, "attach_ms", (double)s->attach_ns / 1e6);
+    if (s->attach)
+        cJSON_AddStringToObject(o, "attached_at", s->entered ? "entry point" : "running");
+    if (s->image_mode) {
+        cJSON_AddStringToObject(o, "image", s->image);
+        cJSON_AddNumberToObject(o, "execs_seen", (double)s->execs_seen);
+        cJSON_AddNumberToObject(o, "exec_events_lost", (double)s->exec_lost);
+    }
     if (!s->connected && !s->stopped && !s->eof && !s->attach) {
         cJSON *l = cJSON_AddObjectToObject(o, "launch");
         if (l) {
@@ -1028,7 +1190,7 @@ static const char *agent_symbolize(struct source *base, uint64_t addr, char *buf
 
 const struct source_ops source_agent_ops = {
     .name = "agent",
-    .modes = SOURCE_LAUNCH | SOURCE_PID,
+    .modes = SOURCE_LAUNCH | SOURCE_PID | SOURCE_IMAGE,
     .summary = "an in-process agent preloaded into a program heaptracectl run starts, or "
                "loaded into a running one (start --pid N --source agent; Linux x86-64)",
     .available = agent_available,
