@@ -449,3 +449,23 @@ case_sec_attach_exe_root_only() {
         fail "uid 65534 watches an image"
     grep -q "EPERM.*root only" "$T/start.out" || fail "not refused as root's: $(cat "$T/start.out")"
 }
+
+# The daemon's exit (shutdown) detaches too: the agent's thread ends, the app runs on untouched.
+case_attach_agent_daemon_exit() {
+    attach_setup
+    attachee_start a
+    local threads
+    threads=$(ls "/proc/$APID/task" | wc -l)
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    attachee_cmd a "alloc 5" '"kept":5'
+    stop_clean
+    for ((i = 0; i < 50; i++)); do
+        [ "$(ls "/proc/$APID/task" | wc -l)" = "$threads" ] && break
+        sleep 0.1
+    done
+    eq "$(ls "/proc/$APID/task" | wc -l)" "$threads" "threads after the daemon's exit"
+    attachee_cmd a "free" '"freed":5'
+    attachee_cmd a "alloc 5" '"kept":5'
+    attachee_ok a
+}
