@@ -469,3 +469,22 @@ case_attach_agent_daemon_exit() {
     attachee_cmd a "alloc 5" '"kept":5'
     attachee_ok a
 }
+
+# A process in another mount namespace where the agent's path is not the same file (a container
+# with its own root): refused with the reason, left as it was.
+case_attach_agent_refuse_other_mount_ns() {
+    attach_setup
+    command -v unshare >/dev/null || live_skip "no unshare"
+    local libdir
+    libdir=$(dirname "$HT_DAEMON")
+    [ -f "$libdir/libheaptrace-agent.so" ] || live_skip "the agent is not next to the daemon"
+    mkfifo "$T/ns.in"
+    unshare -m --propagation private sh -c "mount -t tmpfs none '$libdir' && exec '$LIVE_APPS/attachee'" \
+        <"$T/ns.in" >"$T/ns.out" 2>"$T/ns.err" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 7>"$T/ns.in"
+    live_wait_line ns '"ready":true'
+    attach_refused "$APID" "is not the same file in process $APID's mount namespace"
+    attachee_ok ns
+}
