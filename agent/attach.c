@@ -50,15 +50,27 @@ static int attach_sock = -1;
 static int attach_busy; /* from an attach to the watcher's exit */
 static int attach_resolved, attach_atfork;
 
+static int ring_fd = -1;
+static void *ring_mem;
+
 static void attach_fork_child(void)
 {
-    /* The ring and the connection are the parent's (agent.c fork_child). */
+    /* The ring and the connection are the parent's (agent.c fork_child):
+     * the child lets go of both, so an attach to it makes its own ring
+     * (a reset of the shared one would wipe the parent's). munmap and
+     * close only: async-signal-safe, as a threaded parent's child needs. */
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     agent_self.tid = 0;
     if (attach_sock >= 0)
         close(attach_sock);
     attach_sock = -1;
     attach_busy = 0;
+    if (ring_mem)
+        agent_real.munmap(ring_mem, HTA_TOTAL_BYTES);
+    if (ring_fd >= 0)
+        close(ring_fd);
+    ring_mem = NULL;
+    ring_fd = -1;
 }
 
 /* The daemon's verdict, then the connection until it closes: recording
@@ -95,6 +107,16 @@ static int watch_begin(void)
     if (rc == 0)
         pthread_detach(th);
     return rc;
+}
+
+/* Preloaded (a program heaptracectl run started, whose session ended):
+ * the global malloc is ours already, agent_real the next one (agent.c),
+ * and no slot needs a rewrite. */
+static int preloaded(void)
+{
+    Dl_info g, me;
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    return m && dladdr(m, &g) && dladdr((void *)preloaded, &me) && g.dli_fbase == me.dli_fbase;
 }
 
 /* The program's definitions (the global scope), not the next after us. */
@@ -168,9 +190,6 @@ static int connect_to(const char *name)
  * one). Reset: no record (their seq would look current to the new
  * session), head, tail, counters and the stop flag at 0; the stack table
  * stays (its entries are this process's stacks, read by id). */
-static int ring_fd = -1;
-static void *ring_mem;
-
 static void ring_reset(void *base)
 {
     struct hta_header *h = base;
@@ -231,7 +250,12 @@ EXPORT int heaptrace_agent_attach(const char *name, const char *token, const cha
 {
     if (__atomic_exchange_n(&attach_busy, 1, __ATOMIC_ACQ_REL))
         return ATTACH_BUSY;
-    if (!attach_resolved) {
+    int pre = preloaded();
+    if (pre && __atomic_load_n(&agent_on, __ATOMIC_ACQUIRE)) {
+        attach_busy = 0; /* a launch's agent still records (heaptracectl run) */
+        return ATTACH_BUSY;
+    }
+    if (!attach_resolved && !pre) {
         if (resolve_global() != 0) {
             attach_busy = 0;
             return ATTACH_NOREAL;
@@ -252,6 +276,8 @@ EXPORT int heaptrace_agent_attach(const char *name, const char *token, const cha
      * the watcher turns recording off. Slots last: from here on the
      * program's calls reach the hooks. */
     __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
+    if (pre)
+        return ATTACH_OK; /* the hooks are the program's malloc already */
     if (agent_got_patch_all() == 0) {
         __atomic_store_n(&agent_on, 0, __ATOMIC_RELEASE);
         /* Nothing to redirect (an allocator without PLT slots): no session. */

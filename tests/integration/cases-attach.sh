@@ -488,3 +488,29 @@ case_attach_agent_refuse_other_mount_ns() {
     attach_refused "$APID" "is not the same file in process $APID's mount namespace"
     attachee_ok ns
 }
+
+# A program heaptracectl run started, its session stopped: the agent is preloaded already (its
+# malloc is the program's); an attach opens a new session on it, without a GOT rewrite.
+case_attach_agent_after_run() {
+    attach_setup
+    mkfifo "$T/a.in"
+    "$HT_CTL" run --name r -- "$LIVE_APPS/attachee" <"$T/a.in" >"$T/a.out" 2>"$T/a.err" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 7>"$T/a.in"
+    live_wait_line a '"ready":true'
+    attach_wait r source_status.connected true
+    sleep 0.2
+    local c0
+    c0=$(ctl --json status r | jget heap.outstanding_count)
+    attachee_cmd a "alloc 3" '"kept":3'
+    attach_wait r heap.outstanding_count $((c0 + 3))
+    ctl stop r >/dev/null || fail "stop r"
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 ||
+        fail "attach after run: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    attachee_cmd a "alloc 4" '"kept":7'
+    attach_wait a heap.outstanding_count 4
+    eq "$(ctl --json status r | jget heap.outstanding_count)" $((c0 + 3)) "the run session after its stop"
+    attachee_ok a
+}
