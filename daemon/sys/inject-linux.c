@@ -407,7 +407,8 @@ static int remote_call(struct thread *th, uint64_t fn, const uint64_t *args, uns
     /* The System V x86-64 ABI: arguments in rdi, rsi, rdx, rcx; rsp + 8
      * 16-byte aligned at entry, the return address at [rsp]. */
     uint64_t a[4] = {0, 0, 0, 0};
-    memcpy(a, args, nargs * sizeof(uint64_t));
+    if (nargs)
+        memcpy(a, args, nargs * sizeof(uint64_t));
     r.rdi = a[0];
     r.rsi = a[1];
     r.rdx = a[2];
