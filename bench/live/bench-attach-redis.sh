@@ -55,7 +55,8 @@ attach() {
     agent) "$CTL" start --pid "$RP" --source agent --name "s$2" >/dev/null ;;
     agent-none) "$CTL" start --pid "$RP" --source agent --stacks none --name "s$2" >/dev/null ;;
     heaptrack)
-        heaptrack -p "$RP" >"$W/ht.log" 2>&1 &
+        # (Its output file goes to the current directory: the scratch one.)
+        (cd "$W" && exec heaptrack -p "$RP") >"$W/ht.log" 2>&1 &
         HP=$!
         # Attached once its gdb is gone and the library is in the server.
         for _ in $(seq 600); do grep -q libheaptrack "/proc/$RP/maps" && ! pgrep -P "$HP" gdb >/dev/null && return 0; sleep 0.05; done
