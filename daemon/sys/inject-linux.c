@@ -624,9 +624,7 @@ static int thread_pick(struct thread *th, const struct target *t, uint64_t pid)
             continue;
         th->tid = tids[i];
         rc = thread_take(th, t);
-        if (rc < 0 && rc != UV_ESRCH && rc != UV_EPERM && i == 0)
-            return rc;
-        if (rc < 0 && i > 0)
+        if (rc == UV_ESRCH)
             rc = 1; /* a thread that went away meanwhile: the next */
     }
     return rc;
