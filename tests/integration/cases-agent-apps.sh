@@ -170,3 +170,40 @@ case_agent_app_redis_keys() {
     agent_ended ardb
     stop_clean
 }
+
+# python3 (Debian's, no frame pointers) against its own tracemalloc: 300 bytearrays of distinct
+# sizes above pymalloc's small-object limit are each one malloc of size + 1 that tracemalloc
+# traces too; the session's live blocks in that size range are tracemalloc's, count and bytes,
+# and their stacks go through PyByteArray_Resize.
+case_agent_app_python_tracemalloc() {
+    agent_setup
+    [ -x /usr/bin/python3 ] || live_skip "no /usr/bin/python3 (Debian's python3)"
+    cat >"$T/tm.py" <<'PY'
+import json, sys, tracemalloc
+tracemalloc.start()
+keep = [bytearray(100000 + 7 * i) for i in range(300)]
+traces = [t.size for t in tracemalloc.take_snapshot().traces if 100001 <= t.size < 102200]
+print(json.dumps({"done": True, "count": len(traces), "bytes": sum(traces)}, separators=(",", ":")), flush=True)
+sys.stdin.readline()
+PY
+    mkfifo "$T/pin"
+    "$HT_CTL" run --name apy -- /usr/bin/python3 "$T/tm.py" <"$T/pin" >"$T/apy.out" 2>"$T/apy.err" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 8>"$T/pin"
+    live_wait_line apy '"done"'
+    live_settle apy
+    local truth
+    truth=$(live_truth apy)
+    eq "$(echo "$truth" | jget count)" 300 "tracemalloc's count"
+    ctl --json stacks apy --type AIFO --size 100001:102200 >"$T/j" || fail stacks
+    eq "$(jget total.count <"$T/j")" 300 "live blocks of the bytearrays' sizes"
+    eq "$(jget total.size <"$T/j")" "$(echo "$truth" | jget bytes)" "bytes (tracemalloc's)"
+    ctl --json stacks apy --type AIFO --size 100001:102200 --require PyByteArray_Resize >"$T/k" || fail stacks
+    eq "$(jget total.count <"$T/k")" 300 "blocks under PyByteArray_Resize"
+    eq "$(ctl --json status apy | live_lost)" 0 "lost events"
+    echo >&8
+    exec 8>&-
+    wait "$APID" || fail "python3 exit code"
+    stop_clean
+}
