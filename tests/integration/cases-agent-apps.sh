@@ -175,7 +175,8 @@ case_agent_app_redis_keys() {
 # sizes above pymalloc's small-object limit are each one malloc of size + 1 that tracemalloc
 # traces too; the session's live blocks in that size range are tracemalloc's, count and bytes,
 # and their stacks go through PyByteArray_Resize.
-case_agent_app_python_tracemalloc() {
+agent_python_tracemalloc() {
+    local wrap=("$@")
     agent_setup
     [ -x /usr/bin/python3 ] || live_skip "no /usr/bin/python3 (Debian's python3)"
     cat >"$T/tm.py" <<'PY'
@@ -187,7 +188,7 @@ print(json.dumps({"done": True, "count": len(traces), "bytes": sum(traces)}, sep
 sys.stdin.readline()
 PY
     mkfifo "$T/pin"
-    "$HT_CTL" run --name apy -- /usr/bin/python3 "$T/tm.py" <"$T/pin" >"$T/apy.out" 2>"$T/apy.err" &
+    "$HT_CTL" run --name apy -- "${wrap[@]}" /usr/bin/python3 "$T/tm.py" <"$T/pin" >"$T/apy.out" 2>"$T/apy.err" &
     APID=$!
     LIVE_PIDS+=("$APID")
     exec 8>"$T/pin"
@@ -202,8 +203,36 @@ PY
     ctl --json stacks apy --type AIFO --size 100001:102200 --require PyByteArray_Resize >"$T/k" || fail stacks
     eq "$(jget total.count <"$T/k")" 300 "blocks under PyByteArray_Resize"
     eq "$(ctl --json status apy | live_lost)" 0 "lost events"
+    if [ ${#wrap[@]} -gt 0 ]; then
+        eq "$(ctl --json status apy | jget source_status.execs)" 1 "execs"
+        eq "$(ctl --json status apy | jget process.name)" python3 "the process's program"
+    fi
     echo >&8
     exec 8>&-
     wait "$APID" || fail "python3 exit code"
+    stop_clean
+}
+case_agent_app_python_tracemalloc() { agent_python_tracemalloc; }
+
+# The same through a wrapper that execs python3 (as pyenv's shims and service scripts do): the
+# session follows the process into the program it execs.
+case_agent_app_python_via_wrapper() {
+    agent_python_tracemalloc /bin/sh -c 'exec "$@"' wrapper
+}
+
+# A program that lives a moment (ls): its frames are named, though it is gone before the
+# session's symbolizer would have read its modules on its own (the agent flushes at exit and
+# waits for the daemon to take its records and read its modules).
+case_agent_app_short_lived() {
+    agent_setup
+    "$HT_CTL" run --name als -- /bin/ls -l / >"$T/als.out" 2>"$T/als.err" </dev/null || fail "ls: $(cat "$T/als.err")"
+    agent_ended als
+    ctl --json status als >"$T/s"
+    [ "$(jget source_status.flushes <"$T/s")" -ge 1 ] || fail "no flush at exit"
+    eq "$(jget source_status.flushes_late <"$T/s")" 0 "late flushes"
+    [ "$(jget quality.events <"$T/s")" -gt 100 ] || fail "only $(jget quality.events <"$T/s") events"
+    stacks_frames als
+    eq "$(stacks_bare_frames)" 0 "frames outside every module: $(grep '^0x' "$T/frames.txt" | head -3)"
+    grep -q '^libc.so.6!' "$T/frames.txt" || fail "no libc frame: $(sort -u "$T/frames.txt" | head)"
     stop_clean
 }
