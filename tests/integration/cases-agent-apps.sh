@@ -45,12 +45,7 @@ case_agent_app_mremap() {
     live_go "$APID"
     live_wait_line amg '"done":true'
     live_settle amg
-    ctl --json commits amg --size 196608:196609 >"$T/j" || fail "commits"
-    eq "$(jget total.count <"$T/j")" 1 "commits of the grown size"
-    case "$(live_first_app_frame "$T/j" 0 mapgrow)" in
-    *'!grow_mapping') ;;
-    *) fail "the mremap commit is attributed to $(live_first_app_frame "$T/j" 0 mapgrow): $(jget rows.0.frames <"$T/j")" ;;
-    esac
+    check_mremap_commit amg
     live_go "$APID"
     wait "$APID" || fail "mapgrow exit code"
     stop_clean
@@ -63,22 +58,7 @@ case_agent_app_cxx_function() {
     live_go "$APID"
     live_wait_line afs '"done":true'
     live_settle afs
-    local truth n i f rows=0 count=0 bytes=0
-    truth=$(live_truth afs)
-    ctl --json stacks afs --type AIFO --by frame >"$T/j" || fail "stacks --by frame"
-    n=$(jget rows.# <"$T/j")
-    for ((i = 0; i < n; i++)); do
-        f=$(jget "rows.$i.frame" <"$T/j")
-        case "$f" in
-        *'!Parser::build'*)
-            rows=$((rows + 1))
-            count=$((count + $(jget "rows.$i.count" <"$T/j")))
-            bytes=$((bytes + $(jget "rows.$i.size" <"$T/j"))) ;;
-        esac
-    done
-    eq "$rows" 1 "rows for Parser::build"
-    eq "$count" "$(echo "$truth" | jget count)" "Parser::build blocks"
-    eq "$bytes" "$(echo "$truth" | jget bytes)" "Parser::build bytes"
+    check_parser_build_rows afs
     live_go "$APID"
     wait "$APID" || fail "fnsites exit code"
     stop_clean
@@ -88,7 +68,7 @@ case_agent_app_cxx_function() {
 # live block, no unknown free (the agent stops writing at the stop; nothing after it is applied).
 case_agent_app_stop_pairs() {
     agent_setup
-    local app st= i
+    local app
     app="$(dirname "$HT_DAEMON")/../tests/apps/pairloop"
     [ -x "$app" ] || fail "no pairloop at $app"
     "$HT_CTL" run --name apl -- "$app" 50000000 >"$T/apl.out" 2>"$T/apl.err" </dev/null &
@@ -96,24 +76,7 @@ case_agent_app_stop_pairs() {
     LIVE_PIDS+=("$APID")
     live_wait_line apl ready
     kill -USR1 "$APID"
-    for _ in $(seq 400); do
-        [ "$(ctl --json status apl | jget quality.events)" -gt 20000 ] && break
-        sleep 0.01
-    done
-    ctl stop apl >/dev/null || fail stop
-    for i in $(seq $((400 * ${HT_TIME_FACTOR:-1}))); do
-        ctl --json status apl >"$T/s" || fail status
-        st=$(jget state <"$T/s")
-        [ "$st" != running ] && ! grep -q '"draining"' "$T/s" && break
-        sleep 0.05
-    done
-    eq "$st" stopped "state after the stop"
-    grep -q '"done"' "$T/apl.out" && fail "pairloop ended before the stop: no cut to check"
-    ctl --json stacks apl --require pairs --by type >"$T/j" || fail stacks
-    [ "$(jget total.count <"$T/j")" -gt 10000 ] || fail "too few pairs traced: $(jget total.count <"$T/j")"
-    eq "$(jget quality.unknown_frees <"$T/s")" 0 "unknown frees after the stop"
-    [ "$(jget total.outstanding_count <"$T/j")" -le 1 ] ||
-        fail "$(jget total.outstanding_count <"$T/j") blocks live: a malloc kept without its free"
+    check_stop_cut apl "$T/apl.out"
     kill "$APID" 2>/dev/null
     wait "$APID" 2>/dev/null
     stop_clean

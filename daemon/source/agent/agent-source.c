@@ -273,7 +273,8 @@ static void conn_cb(uv_poll_t *p, int status, int events);
 static void conn_ended(struct agent_source *s);
 static int conn_hung_up(int fd);
 
-static void process_learned(struct agent_source *s)
+/* The process's name as the kernel has it now (/proc/PID/comm), to the session. */
+static void process_named(struct agent_source *s)
 {
     char comm[64] = "", path[64];
     snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)s->want_pid);
@@ -286,6 +287,11 @@ static void process_learned(struct agent_source *s)
     struct source_process sp = {.pid = s->want_pid, .name = comm, .wall = ""};
     if (s->base.sink.process)
         s->base.sink.process(s->base.sink.arg, &sp);
+}
+
+static void process_learned(struct agent_source *s)
+{
+    process_named(s);
     struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = s->want_pid};
     s->base.sink.events(s->base.sink.arg, &ev, 1);
     struct sym_cache *sc = NULL;
@@ -400,18 +406,7 @@ static void exec_switch(struct agent_source *s)
     __atomic_store_n(&s->maps_changed, 1, __ATOMIC_RELEASE);
     s->eof = s->exec_wait = 0;
     s->execs++;
-    /* The new program's name (the pid is the same). */
-    char comm[64] = "", path[64];
-    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)s->want_pid);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-    }
-    struct source_process sp = {.pid = s->want_pid, .name = comm, .wall = ""};
-    if (s->base.sink.process)
-        s->base.sink.process(s->base.sink.arg, &sp);
+    process_named(s); /* the new program's name (the pid is the same) */
 }
 
 /* The agent in: its memory mapped, its connection watched for the end. */
