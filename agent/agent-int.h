@@ -69,6 +69,11 @@ extern AGENT_HIDDEN int agent_on;
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth);
 AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size);
 AGENT_HIDDEN void agent_count(enum hta_counter c);
+/* At load, before the environment is cleaned: what an exec of this process
+ * must give the next program so that it stays traced (exec.c). */
+AGENT_HIDDEN void agent_exec_save(const char *self_path, int follow);
+/* Before exit or exec: wait (a while) for the daemon to take what was written. */
+AGENT_HIDDEN void agent_flush(void);
 /* Our own code's address range: frames in it are cut from the stacks. */
 AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi);
 

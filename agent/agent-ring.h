@@ -94,6 +94,13 @@ struct hta_hello {
 #define HTA_ACCEPT 'y'
 #define HTA_REFUSE 'n'
 
+/* After the answer, on the same socket: the agent asks for a flush before
+ * its image goes (exit, exec); the daemon acknowledges once it took every
+ * record written before the ask and named their frames. */
+#define HTA_FLUSH 'F'
+#define HTA_FLUSH_ACK 'A'
+#define HTA_FLUSH_MS 1000u /* the agent waits this long at most */
+
 /* The environment `heaptracectl run` gives the program. */
 #define HTA_ENV_SOCKET "HEAPTRACE_AGENT_SOCKET" /* abstract socket name, without the NUL */
 #define HTA_ENV_TOKEN "HEAPTRACE_AGENT_TOKEN"

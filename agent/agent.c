@@ -4,8 +4,9 @@
  *
  * `heaptracectl run` preloads the library with the session's socket and
  * token in the environment (agent-ring.h). At load the agent takes them out
- * of the environment (and itself out of LD_PRELOAD), so programs it execs
- * run untraced; makes a sealed memfd, maps it, and hands it to the daemon
+ * of the environment (and itself out of LD_PRELOAD), so that programs its
+ * children exec run untraced (an exec of the process itself keeps it
+ * traced: exec.c); makes a sealed memfd, maps it, and hands it to the daemon
  * with the token. It records only once the daemon accepted. A thread of
  * its own waits on the socket: when the daemon goes away the agent stops
  * writing and the program runs on untraced. A fork child stops too (it
@@ -26,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 AGENT_HIDDEN struct agent_real agent_real;
@@ -93,19 +95,53 @@ AGENT_HIDDEN void agent_resolve(void)
 }
 
 static int sock = -1;
+static pid_t sock_pid; /* the process the connection is of (a fork child closes it) */
+static int watching;   /* a watcher thread reads the socket (not in a followed fork child) */
+static int flush_acked;
 
 /* The daemon closed the socket (it stopped the session, or died): no more
- * records. Every signal blocked: the program's signals are for its threads. */
+ * records. It may also acknowledge a flush (HTA_FLUSH_ACK). Every signal
+ * blocked: the program's signals are for its threads. */
 static void *watch_thread(void *arg)
 {
     (void)arg;
     char buf[64];
     ssize_t n;
-    do
+    for (;;) {
         n = recv(sock, buf, sizeof(buf), 0);
-    while (n > 0 || (n < 0 && errno == EINTR));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (memchr(buf, HTA_FLUSH_ACK, (size_t)n))
+            __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE); /* nobody to wait for */
     return NULL;
+}
+
+/* Before the program's image goes (exit, exec): the daemon takes what was
+ * written and names its frames while the modules are there to read, then
+ * acknowledges; waited for HTA_FLUSH_MS at most. */
+AGENT_HIDDEN void agent_flush(void)
+{
+    if (!__atomic_load_n(&agent_on, __ATOMIC_ACQUIRE) || !watching || sock < 0 || getpid() != sock_pid)
+        return;
+    __atomic_store_n(&flush_acked, 0, __ATOMIC_RELEASE);
+    char f = HTA_FLUSH;
+    if (send(sock, &f, 1, MSG_NOSIGNAL) != 1)
+        return;
+    struct timespec ms = {0, 1000000};
+    for (unsigned i = 0; i < HTA_FLUSH_MS && !__atomic_load_n(&flush_acked, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&ms, NULL);
+}
+
+/* At exit: the last library's destructor to run (preloaded, so the first
+ * initialized), after the program's atexit handlers. */
+__attribute__((destructor)) static void agent_end(void)
+{
+    agent_flush();
 }
 
 /* run --follow: the session's socket and token, kept for fork children. */
@@ -151,6 +187,7 @@ static void fork_child(void)
      * session of its own), and the parent's connection left to the parent
      * so the daemon sees the parent's exit. */
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
+    watching = 0; /* threads are not inherited */
     agent_self.tid = 0;
     if (sock >= 0)
         close(sock);
@@ -305,6 +342,10 @@ __attribute__((constructor)) static void agent_start(void)
      * children) load the agent and connect as its descendants. */
     const char *fo = getenv(HTA_ENV_FOLLOW);
     follow = fo && !strcmp(fo, "1");
+    /* Kept for an exec of this process (exec.c), before they leave the environment. */
+    Dl_info di;
+    if (getenv(HTA_ENV_SOCKET) && dladdr((void *)agent_start, &di))
+        agent_exec_save(di.dli_fname, follow);
     const char *sn = env_take(HTA_ENV_SOCKET, name, sizeof(name), follow);
     const char *tk = env_take(HTA_ENV_TOKEN, token, sizeof(token), follow);
     env_take(HTA_ENV_STACKS, stacks, sizeof(stacks), follow);
@@ -331,6 +372,7 @@ __attribute__((constructor)) static void agent_start(void)
     }
     sock = daemon_join(sn, tk, fd);
     close(fd); /* the daemon has its own now, and the mapping stays */
+    sock_pid = getpid();
     if (sock < 0 || pthread_atfork(NULL, NULL, fork_child) != 0 || watch_start() != 0) {
         if (sock >= 0)
             close(sock);
@@ -338,6 +380,7 @@ __attribute__((constructor)) static void agent_start(void)
         agent_real.munmap(base, HTA_TOTAL_BYTES);
         return;
     }
+    watching = 1;
     __atomic_store_n(&agent_on, 1, __ATOMIC_RELEASE);
 }
 

@@ -33,6 +33,9 @@ enum ht_event_kind {
 /* The event had a stack that could not be interned (a stack or name cap, or
  * the memory budget): stack is 0, counted as stack_drops, not no_stack. */
 #define HT_EVF_STACK_DROPPED 0x02
+/* A release of every mapping in the range, whatever is there (the process
+ * exec'd): the range's bytes that were not committed are not unknown. */
+#define HT_EVF_WHOLE_SPACE 0x04
 
 /*
  * One event. Which fields mean something depends on kind:

@@ -523,7 +523,8 @@ static void apply_decommit(struct engine *e, const struct ht_event *ev, uint64_t
 {
     if (!range_ok(e, ev))
         return;
-    if (commit_map_decommit(&e->commits, ev->addr, ev->addr + ev->size, t, commit_done_cb, e))
+    if (commit_map_decommit(&e->commits, ev->addr, ev->addr + ev->size, t, commit_done_cb, e) &&
+        !(ev->flags & HT_EVF_WHOLE_SPACE))
         e->q.decommit_unknown++;
 }
 

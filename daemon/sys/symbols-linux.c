@@ -311,6 +311,17 @@ void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
         mod_drop(c, i - 1);
 }
 
+void sym_cache_maps_changed(struct sym_cache *c)
+{
+    c->last_scan_ns = 0;
+}
+
+void sym_cache_keep_modules(struct sym_cache *c)
+{
+    for (size_t i = 0; i < c->nmods; i++)
+        c->mods[i].from_maps = 0;
+}
+
 /* Re-read the process's modules: those of an earlier scan go, the source's stay. */
 static void mods_rescan(struct sym_cache *c)
 {

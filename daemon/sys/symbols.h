@@ -50,6 +50,15 @@ int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint
 /* The module at start was unmapped (module_unload): its addresses no longer
  * resolve (its symbols stay cached by build id). */
 void sym_cache_remove_module(struct sym_cache *c, uint64_t start);
+#ifndef _WIN32
+/* The process exec'd: the modules known now stay for the addresses taken
+ * before (a re-read of the maps no longer drops them; a module mapped over
+ * one of them replaces it). Linux only. */
+void sym_cache_keep_modules(struct sym_cache *c);
+/* The maps changed (an exec), or are about to go (an exit): the next
+ * address in no known module re-reads them at once. Linux only. */
+void sym_cache_maps_changed(struct sym_cache *c);
+#endif
 
 /* Text of the code address addr (a return address: looked up as addr - 1
  * when is_return), "module!function" with the module's file name (its

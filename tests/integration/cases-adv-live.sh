@@ -141,6 +141,16 @@ case_adv_live_other_user() {
     stop_clean
 }
 
+# check_mremap_commit NAME: mapgrow's mapping grown to 192 KiB is one commit, grow_mapping's.
+check_mremap_commit() {
+    ctl --json commits "$1" --size 196608:196609 >"$T/j" || fail "commits"
+    eq "$(jget total.count <"$T/j")" 1 "commits of the grown size"
+    case "$(live_first_app_frame "$T/j" 0 mapgrow)" in
+    *'!grow_mapping') ;;
+    *) fail "the mremap commit is attributed to $(live_first_app_frame "$T/j" 0 mapgrow): $(jget rows.0.frames <"$T/j")" ;;
+    esac
+}
+
 # A mapping grown with mremap by a named function: the commit of the grown range is that
 # function's (glibc's mremap has a frame but no frame pointer, so the walk from the syscall
 # started at its caller's caller).
@@ -152,12 +162,7 @@ case_adv_live_mremap_caller() {
     live_go "$pid"
     live_wait_line mg '"done":true'
     live_settle mg
-    ctl --json commits mg --size 196608:196609 >"$T/j" || fail "commits"
-    eq "$(jget total.count <"$T/j")" 1 "commits of the grown size"
-    case "$(live_first_app_frame "$T/j" 0 mapgrow)" in
-    *'!grow_mapping') ;;
-    *) fail "the mremap commit is attributed to $(live_first_app_frame "$T/j" 0 mapgrow): $(jget rows.0.frames <"$T/j")" ;;
-    esac
+    check_mremap_commit mg
     live_go "$pid"
     wait "$pid" || fail "mapgrow exit code"
     stop_clean

@@ -148,8 +148,10 @@ case_agent_fork_follow() {
     stop_clean
 }
 
-# exec: the session ends with the data before it; the new program runs untraced, with neither
-# the agent in LD_PRELOAD nor its variables.
+# exec: the process stays traced in the program it execs (the same pid, the same session); the
+# old program's blocks end at the exec (freed with its address space), the new program's
+# environment has neither the agent in LD_PRELOAD nor its variables (taken out again at load), and
+# the session ends when the process exits.
 case_agent_exec() {
     agent_case agexec exec
     live_go "$APID"
@@ -157,7 +159,20 @@ case_agent_exec() {
     live_wait_line agexec child_env
     eq "$(grep child_env "$T/agexec.out" | jget child_env)" "||" "the exec'd program's environment"
     agent_ended agexec
-    agent_sites agexec "$(live_truth agexec)"
+    ctl --json status agexec >"$T/s"
+    eq "$(jget source_status.execs <"$T/s")" 1 "execs"
+    eq "$(jget stop_reason <"$T/s")" "target exited" "stop reason"
+    eq "$(jget process.name <"$T/s")" sh "the process's program after the exec"
+    eq "$(jget quality.decommit_unknown <"$T/s")" 0 "unknown decommits"
+    ctl --json stacks agexec --require before_exec >"$T/j"
+    eq "$(jget total.count <"$T/j")" 25 "the old program's blocks"
+    eq "$(jget total.outstanding_count <"$T/j")" 0 "the old program's blocks live after the exec"
+    # The new program (Debian's /bin/sh, named as it was started) allocated under its own frames,
+    # named though it lived a moment: it flushed before its _exit.
+    # (dash is named by its file or by the name it was started by, sh.)
+    ctl --json stacks agexec --require 'sh!' >"$T/k"
+    ctl --json stacks agexec --require 'dash!' >"$T/k2"
+    [ "$(($(jget total.count <"$T/k") + $(jget total.count <"$T/k2")))" -gt 0 ] || fail "no block of the exec'd sh: $(ctl stacks agexec --top 5 --no-default-cull)"
     stop_clean
 }
 

@@ -184,20 +184,12 @@ libxml2.so.2!xmlDictCreate 2 1100 " "rows by function"
     stop_clean
 }
 
-# Live, a C++ function that calls new at four places: --by frame shows it as
-# one row (its four return addresses are one function), with every block.
-# It used to show four rows named fnsites!Parser::build.
-case_live_by_frame_cxx_function() {
-    live_setup
-    live_app fs fnsites 200
-    local pid=$APID
-    live_attach fs "$pid"
-    live_go "$pid"
-    live_wait_line fs '"done":true'
-    live_settle fs
+# check_parser_build_rows NAME: fnsites' Parser::build is one row of --by frame with every block
+# and byte the program counted (its ground truth line in $T/NAME.out).
+check_parser_build_rows() {
     local truth n i f rows=0 count=0 bytes=0
-    truth=$(live_truth fs)
-    ctl --json stacks fs --type AIFO --by frame >"$T/j" || fail "stacks --by frame"
+    truth=$(live_truth "$1")
+    ctl --json stacks "$1" --type AIFO --by frame >"$T/j" || fail "stacks --by frame"
     n=$(jget rows.# <"$T/j")
     for ((i = 0; i < n; i++)); do
         f=$(jget "rows.$i.frame" <"$T/j")
@@ -212,6 +204,20 @@ case_live_by_frame_cxx_function() {
     eq "$rows" 1 "rows for Parser::build"
     eq "$count" "$(echo "$truth" | jget count)" "Parser::build blocks"
     eq "$bytes" "$(echo "$truth" | jget bytes)" "Parser::build bytes"
+}
+
+# Live, a C++ function that calls new at four places: --by frame shows it as
+# one row (its four return addresses are one function), with every block.
+# It used to show four rows named fnsites!Parser::build.
+case_live_by_frame_cxx_function() {
+    live_setup
+    live_app fs fnsites 200
+    local pid=$APID
+    live_attach fs "$pid"
+    live_go "$pid"
+    live_wait_line fs '"done":true'
+    live_settle fs
+    check_parser_build_rows fs
     live_go "$pid"
     wait "$pid" || fail "fnsites exit code"
     stop_clean

@@ -35,8 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -52,8 +54,13 @@
 #define CONNECT_MS 30000
 /* Processes of a followed family whose children are taken. */
 #define FAMILY_MAX 256
-/* New frames waiting to be symbolized while the process lives. */
-#define FRAMEQ 4096
+/* After the connection's end, a new program of the same process (an exec)
+ * has this long to join (ms): its agent joins from its constructor. */
+#define EXEC_JOIN_MS 10000
+/* New frames waiting to be symbolized while the process lives, and the
+ * frames queued so far, remembered to queue each once. */
+#define FRAMEQ 16384
+#define QSEEN (1u << 16)
 /* A frame in no known module is tried again this long (ns). */
 #define FRAME_RETRY_NS 1000000000ull
 
@@ -69,6 +76,21 @@ struct agent_source {
     uv_loop_t *loop;
     struct agent_handles *h;
     int lfd, cfd; /* listening socket, the agent's connection */
+    int pidfd;    /* the process, from its first connection: readable once it exited */
+    /* The connection ended while the process lives: an exec, whose new
+     * program may join (exec_switch) until exec_deadline_ms. */
+    int exec_wait;
+    uint64_t exec_deadline_ms, execs, last_exec_t;
+    int keep_mods;    /* the symbolizer keeps the modules it knows (sym_sync) */
+    int maps_changed; /* an exec: the symbolizer re-reads the maps at the next miss */
+    /* A flush the agent asked for (HTA_FLUSH) before its image goes: 1 until
+     * the ring is taken to flush_to, 2 until the symbolizer had the frames,
+     * 3 to acknowledge. */
+    int flush_stage;
+    uint64_t flush_to, flush_ms, flushes, flushes_late;
+    /* Frames queued once each (an open-addressing set; 0 is no frame). */
+    uint64_t *qseen;
+    uint32_t qseen_n;
     char sockname[64], token[HTA_TOKEN_LEN + 1], agent_path[4096];
     uint64_t want_pid;
     uint32_t owner;
@@ -119,7 +141,8 @@ struct agent_source {
 
 struct agent_handles {
     uv_timer_t timer;
-    uv_poll_t lpoll, cpoll, xpoll;
+    uv_poll_t lpoll, xpoll; /* xpoll: start --exe's exec watch */
+    uv_poll_t *cpoll;       /* the connection's: one per program the process ran (exec) */
     int open;
 };
 
@@ -270,8 +293,11 @@ static void *memfd_map(int fd)
 }
 
 static void conn_cb(uv_poll_t *p, int status, int events);
+static void conn_ended(struct agent_source *s);
+static int conn_hung_up(int fd);
 
-static void process_learned(struct agent_source *s)
+/* The process's name as the kernel has it now (/proc/PID/comm), to the session. */
+static void process_named(struct agent_source *s)
 {
     char comm[64] = "", path[64];
     snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)s->want_pid);
@@ -284,6 +310,11 @@ static void process_learned(struct agent_source *s)
     struct source_process sp = {.pid = s->want_pid, .name = comm, .wall = ""};
     if (s->base.sink.process)
         s->base.sink.process(s->base.sink.arg, &sp);
+}
+
+static void process_learned(struct agent_source *s)
+{
+    process_named(s);
     struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = s->want_pid};
     s->base.sink.events(s->base.sink.arg, &ev, 1);
     struct sym_cache *sc = NULL;
@@ -320,6 +351,87 @@ static void pending_end(struct agent_source *s)
     uv_close((uv_handle_t *)&pd->poll, pending_closed_cb);
 }
 
+static void cpoll_freed_cb(uv_handle_t *h)
+{
+    ht_free(h);
+}
+
+static void cpoll_close(struct agent_source *s)
+{
+    if (s->h && s->h->cpoll) {
+        uv_close((uv_handle_t *)s->h->cpoll, cpoll_freed_cb);
+        s->h->cpoll = NULL;
+    }
+}
+
+/* Has the process exited? (Its pidfd polls readable then: pidfd_open(2).) */
+static int process_gone(const struct agent_source *s)
+{
+    struct pollfd pf = {.fd = s->pidfd, .events = POLLIN};
+    return s->pidfd < 0 || poll(&pf, 1, 0) != 0;
+}
+
+static size_t lost_event(struct agent_source *s, struct ht_event *ev);
+static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n);
+static uint64_t pending(struct agent_source *s);
+
+/* The process exec'd and the new program's agent joined. What the old
+ * program wrote is taken to its end (nobody writes there any more: what
+ * stays incomplete is skipped, counted stuck), then its heap and its
+ * mappings are gone at this instant: the exec freed them. The symbolizer
+ * is kept: it reads the new program's modules from /proc/PID/maps when a
+ * frame is in none it knows, and the old program's stay known for the
+ * stacks taken before (an old module the new program maps over is
+ * replaced: its frames then read as the new one's). */
+static void exec_switch(struct agent_source *s)
+{
+    struct ht_event evs[256];
+    uint64_t now = mono_ns();
+    for (;;) {
+        uint64_t left = pending(s);
+        size_t n = left ? agent_dec_take(&s->dec, evs, left < 254 ? (size_t)left : 254, now) : 0;
+        if (n == 0 && left) {
+            agent_dec_skip(&s->dec);
+            continue;
+        }
+        n += lost_event(s, &evs[n]);
+        if (n == 0)
+            break;
+        frames_queue(s, evs, n);
+        s->base.sink.events(s->base.sink.arg, evs, n);
+        s->delivered += n;
+    }
+    uint64_t t = now - s->t0 > s->dec.last_t ? now - s->t0 : s->dec.last_t;
+    memset(evs, 0, 2 * sizeof(evs[0]));
+    evs[0].kind = HT_EV_HEAP_DESTROY; /* the agent's one heap, 0 */
+    evs[0].t = t;
+    /* Every mapping of the old program: the whole user address space
+     * (48 bits, the engine's size limit). */
+    evs[1].kind = HT_EV_RELEASE;
+    evs[1].flags = HT_EVF_WHOLE_SPACE;
+    evs[1].size = (1ull << 48) - 1;
+    evs[1].t = t;
+    s->base.sink.events(s->base.sink.arg, evs, 2);
+    s->delivered += 2;
+    s->last_exec_t = t;
+    cpoll_close(s);
+    close(s->cfd);
+    s->cfd = -1;
+    munmap(s->map, HTA_TOTAL_BYTES);
+    s->map = NULL;
+    memset(s->ids, 0, (HTA_STACKS + 1) * sizeof(*s->ids));
+    memset(s->qseen, 0, QSEEN * sizeof(*s->qseen)); /* the new program's frames are new */
+    s->qseen_n = 0;
+    s->flush_stage = 0;
+    memset(s->lost_seen, 0, sizeof(s->lost_seen));
+    s->stuck_ticks = 0;
+    s->stuck_tail = 0;
+    __atomic_store_n(&s->maps_changed, 1, __ATOMIC_RELEASE);
+    s->eof = s->exec_wait = 0;
+    s->execs++;
+    process_named(s); /* the new program's name (the pid is the same) */
+}
+
 /* The agent in: its memory mapped, its connection watched for the end. */
 static int agent_in(struct agent_source *s, int fd, void *map)
 {
@@ -331,15 +443,27 @@ static int agent_in(struct agent_source *s, int fd, void *map)
         munmap(map, HTA_TOTAL_BYTES);
         return -1;
     }
+    uv_poll_t *cp = ht_calloc(1, sizeof(*cp));
+    if (!cp) {
+        close(cfd);
+        munmap(map, HTA_TOTAL_BYTES);
+        return -1;
+    }
+    if (s->connected)
+        exec_switch(s);
     s->map = map;
     agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
+    s->dec.last_t = s->last_exec_t;
     s->cfd = cfd;
+    if (!s->connected) {
+        s->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)s->want_pid, 0);
+        process_learned(s);
+    }
     s->connected = 1;
-    process_learned(s);
-    uv_poll_init(s->loop, &s->h->cpoll, cfd);
-    s->h->open++;
-    s->h->cpoll.data = s;
-    uv_poll_start(&s->h->cpoll, UV_READABLE | UV_DISCONNECT, conn_cb);
+    uv_poll_init(s->loop, cp, cfd);
+    cp->data = s;
+    s->h->cpoll = cp;
+    uv_poll_start(cp, UV_READABLE | UV_DISCONNECT, conn_cb);
     return 0;
 }
 
@@ -463,7 +587,15 @@ static void listen_cb(uv_poll_t *p, int status, int events)
         descendant(s, fd, (uint64_t)cr.pid);
         return;
     }
-    if (s->connected || s->pend) {
+    /* One connection at a time; after its end, while the process lives,
+     * its next program's (an exec). The kernel closed the old one before
+     * the new program ran (close-on-exec), but the loop may see the new
+     * connection first. */
+    if (s->connected && !s->eof && (uint64_t)cr.pid == s->want_pid && conn_hung_up(s->cfd)) {
+        uv_poll_stop(s->h->cpoll);
+        conn_ended(s);
+    }
+    if ((s->connected && !s->exec_wait) || s->pend) {
         refuse(fd, &s->refused_extra);
         return;
     }
@@ -474,8 +606,32 @@ static void listen_cb(uv_poll_t *p, int status, int events)
     pending_begin(s, fd);
 }
 
+/* The connection's end: the process exited, or exec'd (its next program
+ * may join), or closed it. */
+static void conn_ended(struct agent_source *s)
+{
+    s->eof_end = s->dec.tail + agent_dec_pending(&s->dec);
+    s->eof = 1;
+    /* An attached process's next program has no agent (none is preloaded):
+     * its exec ends the session. */
+    s->exec_wait = !s->stopped && !s->attach;
+    s->exec_deadline_ms = uv_now(s->loop) + EXEC_JOIN_MS;
+    /* Whether it exited or exec'd, the frames taken so far are the old
+     * program's: its modules stay known when the maps change. */
+    __atomic_store_n(&s->keep_mods, 1, __ATOMIC_RELEASE);
+    say_ready(s);
+}
+
+/* Has the peer closed the connection? (Its end may not have been seen on
+ * the loop yet when the next program's connection is.) */
+static int conn_hung_up(int fd)
+{
+    struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+    return fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* Anything the agent sends after the hello is read and dropped; the end
- * of the connection is the end of the target. */
+ * of the connection is the end of the program (conn_ended). */
 static void conn_cb(uv_poll_t *p, int status, int events)
 {
     struct agent_source *s = p->data;
@@ -483,15 +639,18 @@ static void conn_cb(uv_poll_t *p, int status, int events)
     ssize_t n = status < 0 ? -1 : recv(s->cfd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
         s->socket_bytes += (uint64_t)n;
+        if (memchr(buf, HTA_FLUSH, (size_t)n) && !s->flush_stage) {
+            s->flush_stage = 1;
+            s->flush_to = s->dec.tail + agent_dec_pending(&s->dec);
+            s->flush_ms = uv_now(s->loop);
+            say_ready(s);
+        }
         return;
     }
     if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EINTR) && !(events & UV_DISCONNECT))
         return;
     uv_poll_stop(p);
-    s->eof_end = s->dec.tail + agent_dec_pending(&s->dec);
-    s->eof = 1;
-    snprintf(s->end_reason, sizeof(s->end_reason), "target exited (or exec'd: runs on untraced)");
-    say_ready(s);
+    conn_ended(s);
 }
 
 /* Records reserved, not taken yet. Once the process is gone no more can
@@ -523,7 +682,8 @@ static void timer_cb(uv_timer_t *t)
     unsigned frames_waiting = s->nq;
     uv_mutex_unlock(&s->qmu);
     /* A drain, also for the frames waiting for the symbolizer (sym_sync follows a drain). */
-    if (s->eof || frames_waiting || (s->connected && (agent_dec_ready(&s->dec) || pending(s))))
+    if (s->eof || frames_waiting || s->flush_stage ||
+        (s->connected && (agent_dec_ready(&s->dec) || pending(s))))
         say_ready(s);
     else if (s->connected && s->sample_ns && mono_ns() >= s->next_sample)
         say_ready(s);
@@ -583,7 +743,7 @@ static int image_open(struct source **out, uv_loop_t *loop, const struct source_
     s->base.ops = &source_agent_ops;
     s->base.sink = *sink;
     s->loop = loop;
-    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = s->pidfd = -1;
     s->image_mode = 1;
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
@@ -652,8 +812,8 @@ static void kid_end(struct agent_source *k)
     k->image_src = NULL;
     if (k->eof || k->stopped)
         return;
-    if (k->connected) {
-        uv_poll_stop(&k->h->cpoll);
+    if (k->connected && k->h && k->h->cpoll) {
+        uv_poll_stop(k->h->cpoll);
         shutdown(k->cfd, SHUT_RDWR);
         k->eof_end = k->dec.tail + agent_dec_pending(&k->dec);
     }
@@ -729,7 +889,7 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->base.ops = &source_agent_ops;
     s->base.sink = *sink;
     s->loop = loop;
-    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = -1;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = s->pidfd = -1;
     s->want_pid = parent || attach ? p->pid : p->launcher_pid;
     s->attach = attach;
     s->xfd = -1;
@@ -748,7 +908,8 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     mem_acct_init(&s->acct, p->budget);
     mem_acct_init(&s->sym_acct, p->budget);
     /* The shared memory is mapped into the daemon for the session's life. */
-    int rc = mem_acct_charge(&s->acct, MEM_source_buffers, HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4);
+    int rc = mem_acct_charge(&s->acct, MEM_source_buffers,
+                             HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4 + QSEEN * 8);
     if (rc) {
         snprintf(err, errsz,
                  "the memory budget cannot hold the agent's %llu KiB ring "
@@ -757,8 +918,9 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
         goto fail;
     }
     s->ids = ht_calloc(HTA_STACKS + 1, sizeof(*s->ids));
+    s->qseen = ht_calloc(QSEEN, sizeof(*s->qseen));
     s->h = ht_calloc(1, sizeof(*s->h));
-    if (!s->ids || !s->h) {
+    if (!s->ids || !s->h || !s->qseen) {
         snprintf(err, errsz, "out of memory");
         rc = UV_ENOMEM;
         goto fail;
@@ -864,6 +1026,25 @@ static int agent_start(struct source *base, char *err, size_t errsz)
     return s->attach ? agent_attach(s, err, errsz) : 0;
 }
 
+/* Is addr new to the queue? (Remembered; once the set is three quarters
+ * full every frame counts as new: queued again, never lost.) */
+static int qseen_add(struct agent_source *s, uint64_t addr)
+{
+    if (!s->qseen || !addr || s->qseen_n >= QSEEN / 4 * 3)
+        return 1;
+    uint64_t h = addr * 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = (uint32_t)(h >> 40);; i++) {
+        uint64_t *e = &s->qseen[i & (QSEEN - 1)];
+        if (*e == addr)
+            return 0;
+        if (!*e) {
+            *e = addr;
+            s->qseen_n++;
+            return 1;
+        }
+    }
+}
+
 /* New frames, for the symbolizer while the process is there to read. */
 static void frames_queue(struct agent_source *s, const struct ht_event *evs, size_t n)
 {
@@ -877,6 +1058,8 @@ static void frames_queue(struct agent_source *s, const struct ht_event *evs, siz
         unsigned depth;
         const uint64_t *f = stack_intern_frames(s->base.sink.si, evs[i].stack, &depth);
         for (unsigned k = 0; f && k < depth; k++) {
+            if (!qseen_add(s, f[k]))
+                continue;
             if (s->nq < FRAMEQ)
                 s->q[s->nq++] = (struct frameq_ent){f[k], now};
             else
@@ -955,12 +1138,53 @@ static void unstick(struct agent_source *s)
     }
 }
 
+/* After the connection's end: is the wait for an exec'd program over (the
+ * process exited, the time is up, or the session stops)? The reason is said. */
+static int exec_waited(struct agent_source *s)
+{
+    if (!s->exec_wait || s->stopped) {
+        s->exec_wait = 0;
+        return 1;
+    }
+    if (process_gone(s)) {
+        s->exec_wait = 0;
+        snprintf(s->end_reason, sizeof(s->end_reason), "target exited");
+        return 1;
+    }
+    if (uv_now(s->loop) < s->exec_deadline_ms)
+        return 0;
+    s->exec_wait = 0;
+    snprintf(s->end_reason, sizeof(s->end_reason),
+             "the program closed the agent's connection, or exec'd a program that did not load "
+             "the agent in %d s (static, setuid, or LD_PRELOAD dropped): it runs on untraced",
+             EXEC_JOIN_MS / 1000);
+    return 1;
+}
+
 static int end_now(struct agent_source *s)
 {
     s->ended = 1;
     if (s->base.sink.ended)
         s->base.sink.ended(s->base.sink.arg, s->end_reason[0] ? s->end_reason : "tracing stopped");
     return 0;
+}
+
+/* The flush: taken to where the agent asked (or past what will never come),
+ * then the symbolizer's turn (sym_sync), then the answer. Late: after the
+ * agent stopped waiting (HTA_FLUSH_MS). */
+static void flush_step(struct agent_source *s)
+{
+    int st = __atomic_load_n(&s->flush_stage, __ATOMIC_ACQUIRE);
+    if (st == 1 && (s->dec.tail >= s->flush_to || s->eof))
+        __atomic_store_n(&s->flush_stage, 2, __ATOMIC_RELEASE);
+    if (st != 3)
+        return;
+    char a = HTA_FLUSH_ACK;
+    if (s->cfd >= 0 && !s->eof)
+        (void)!send(s->cfd, &a, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    s->flushes++;
+    s->flushes_late += uv_now(s->loop) - s->flush_ms > HTA_FLUSH_MS;
+    __atomic_store_n(&s->flush_stage, 0, __ATOMIC_RELEASE);
 }
 
 static int agent_drain(struct source *base, size_t budget)
@@ -971,6 +1195,8 @@ static int agent_drain(struct source *base, size_t budget)
         return 0;
     if (!s->connected)
         return s->eof ? end_now(s) : 0;
+    if (s->exec_wait && s->pend)
+        return 0; /* the next program's hello is on its way */
     uint64_t now = mono_ns();
     while (budget > 0) {
         size_t cap = budget < 254 ? budget : 254;
@@ -996,9 +1222,10 @@ static int agent_drain(struct source *base, size_t budget)
         n += skipped; /* a skip is work too: the budget bounds a hostile ring's cost */
         budget = budget > n ? budget - n : 0;
     }
+    flush_step(s);
     if (s->eof)
-        return pending(s) ? 1 : end_now(s);
-    return agent_dec_ready(&s->dec) ? 1 : 0;
+        return pending(s) ? 1 : exec_waited(s) ? end_now(s) : 0;
+    return agent_dec_ready(&s->dec) || s->flush_stage ? 1 : 0;
 }
 
 static void agent_stop(struct source *base)
@@ -1023,8 +1250,7 @@ static void agent_stop(struct source *base)
             handle_close(s->h, (uv_handle_t *)&s->h->timer);
         if (s->has_listener)
             handle_close(s->h, (uv_handle_t *)&s->h->lpoll);
-        if (s->connected)
-            handle_close(s->h, (uv_handle_t *)&s->h->cpoll);
+        cpoll_close(s);
         if (!s->h->open)
             ht_free(s->h);
         s->h = NULL; /* freed by the last close callback */
@@ -1050,10 +1276,13 @@ static void agent_close(struct source *base)
     agent_stop(base);
     if (s->map)
         munmap(s->map, HTA_TOTAL_BYTES);
+    if (s->pidfd >= 0)
+        close(s->pidfd);
     struct sym_cache *sc = __atomic_load_n(&s->syms, __ATOMIC_ACQUIRE);
     if (sc)
         sym_cache_free(sc);
     ht_free(s->ids);
+    ht_free(s->qseen);
     mem_acct_close(&s->sym_acct);
     mem_acct_close(&s->acct);
     uv_mutex_destroy(&s->qmu);
@@ -1118,6 +1347,12 @@ static struct cJSON *agent_status_json(struct source *base)
     cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
     cJSON_AddBoolToObject(o, "follow", s->follow);
     cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
+    /* Programs the process exec'd into and went on being traced in. */
+    cJSON_AddNumberToObject(o, "execs", (double)s->execs);
+    /* Flushes the agent asked for before exit or exec; late: answered after
+     * it stopped waiting (frames of that program may stay unnamed). */
+    cJSON_AddNumberToObject(o, "flushes", (double)s->flushes);
+    cJSON_AddNumberToObject(o, "flushes_late", (double)s->flushes_late);
     agent_counters_json(s, o);
     /* What `heaptracectl run` needs to exec the program: the reply takes it
      * (cmd-start.c), and only until the agent is in. */
@@ -1158,6 +1393,14 @@ static void agent_sym_sync(struct source *base)
     unsigned nagain = 0;
     char buf[256];
     uint64_t now = mono_ns();
+    if (sc && __atomic_exchange_n(&s->keep_mods, 0, __ATOMIC_ACQ_REL))
+        sym_cache_keep_modules(sc);
+    /* A flush: the program's modules are read now, whatever the last read's
+     * age, while it waits (a program that lives less than the rescan
+     * interval, such as one a wrapper execs, would have none). */
+    if (sc && (__atomic_load_n(&s->flush_stage, __ATOMIC_ACQUIRE) == 2 ||
+               __atomic_exchange_n(&s->maps_changed, 0, __ATOMIC_ACQ_REL)))
+        sym_cache_maps_changed(sc);
     for (;;) {
         uv_mutex_lock(&s->qmu);
         unsigned n = s->nq < 256 ? s->nq : 256;
@@ -1175,6 +1418,9 @@ static void agent_sym_sync(struct source *base)
     for (unsigned i = 0; i < nagain && s->nq < FRAMEQ; i++)
         s->q[s->nq++] = again[i];
     uv_mutex_unlock(&s->qmu);
+    /* Every frame queued by the flush's drain had its turn. */
+    int two = 2;
+    __atomic_compare_exchange_n(&s->flush_stage, &two, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* Frames are return addresses: looked up as addr - 1. */
