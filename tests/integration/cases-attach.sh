@@ -514,3 +514,30 @@ case_attach_agent_after_run() {
     eq "$(ctl --json status r | jget heap.outstanding_count)" $((c0 + 3)) "the run session after its stop"
     attachee_ok a
 }
+
+# An attached process that execs: its next program has no agent, the session ends (it does not
+# wait for one to join, as a run's does), the program runs.
+case_attach_agent_exec_ends() {
+    attach_setup
+    mkfifo "$T/x.in"
+    python3 -c 'import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+os.execv("/bin/sleep", ["sleep", "100"])' <"$T/x.in" >"$T/x.out" 2>&1 &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 7>"$T/x.in"
+    live_wait_line x ready
+    ctl start --pid "$APID" --source agent --name x >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait x source_status.connected true
+    echo go >&7
+    # Well within the 10 s a run's session gives a next program to join (EXEC_JOIN_MS).
+    local st
+    for ((i = 0; i < 30 * ${HT_TIME_FACTOR:-1}; i++)); do
+        st=$(ctl --json status x | jget state)
+        [ "$st" = ended ] && break
+        sleep 0.1
+    done
+    eq "$st" ended "the session after the exec"
+    [ "$(cat "/proc/$APID/comm")" = sleep ] || fail "the program after the exec: $(cat "/proc/$APID/comm")"
+}
