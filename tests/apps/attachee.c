@@ -6,7 +6,8 @@
  * writer thread fills with a counting byte sequence; a SIGALRM timer
  * (every 2 ms, blocked on the main thread) interrupts the other threads.
  *
- * With "segv-main" the main thread blocks SIGSEGV, with "segv-all" every
+ * With "churn" a thread makes malloc/free pairs all along. With
+ * "segv-main" the main thread blocks SIGSEGV, with "segv-all" every
  * thread does (the daemon's calls return through a fault: such a thread is
  * not borrowed).
  *
@@ -70,6 +71,22 @@ static void *reader(void *arg)
     }
 }
 
+/* "churn": malloc/free pairs all along (10,000 a second), so an attach
+ * rewrites the slots under calls in flight. */
+static long churned;
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        void *volatile p = malloc(32);
+        free(p);
+        __atomic_fetch_add(&churned, 1, __ATOMIC_RELAXED);
+        usleep(100);
+    }
+    return NULL;
+}
+
 static void *writer(void *arg)
 {
     (void)arg;
@@ -121,8 +138,9 @@ static void command(char *line)
         long bad = __atomic_load_n(&seq_bad, __ATOMIC_RELAXED);
         int ok = !eintr_main && !errno_bad && !bad && !stray && sb > 0 && alarms > 0;
         printf("{\"ok\":%s,\"eintr_main\":%ld,\"errno_bad\":%ld,\"seq_bad\":%ld,\"seq_bytes\":%ld,"
-               "\"alarms\":%d,\"stray\":%d}\n",
-               ok ? "true" : "false", eintr_main, errno_bad, bad, sb, (int)alarms, (int)stray);
+               "\"alarms\":%d,\"stray\":%d,\"churned\":%ld}\n",
+               ok ? "true" : "false", eintr_main, errno_bad, bad, sb, (int)alarms, (int)stray,
+               __atomic_load_n(&churned, __ATOMIC_RELAXED));
     }
     fflush(stdout);
 }
@@ -146,6 +164,8 @@ int main(int argc, char **argv)
     pthread_t r, w;
     pthread_create(&r, NULL, reader, NULL);
     pthread_create(&w, NULL, writer, NULL);
+    if (!strcmp(mode, "churn"))
+        pthread_create(&w, NULL, churn, NULL);
     pthread_sigmask(SIG_BLOCK, &alrm, NULL); /* after the threads: theirs stays open */
     if (!strcmp(mode, "segv-main"))
         pthread_sigmask(SIG_BLOCK, &segv, NULL);

@@ -541,3 +541,29 @@ os.execv("/bin/sleep", ["sleep", "100"])' <"$T/x.in" >"$T/x.out" 2>&1 &
     eq "$st" ended "the session after the exec"
     [ "$(cat "/proc/$APID/comm")" = sleep ] || fail "the program after the exec: $(cat "/proc/$APID/comm")"
 }
+
+# Under load: a thread makes malloc/free pairs all along while the slots are rewritten. Nothing
+# breaks, the pairs go on, and what the main thread keeps after the attach is counted (plus at
+# most the one pair in flight; a pair straddling the attach is at most one unknown free).
+case_attach_agent_under_load() {
+    attach_setup
+    attachee_start a attachee churn
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    attachee_cmd a "alloc 20" '"kept":20'
+    sleep 0.3
+    local c u
+    c=$(ctl --json status a | jget heap.outstanding_count)
+    u=$(ctl --json status a | jget quality.unknown_frees)
+    [ "$c" -ge 20 ] && [ "$c" -le 21 ] || fail "outstanding under load: $c (20 kept, at most 1 in flight)"
+    [ "$u" -le 1 ] || fail "unknown frees under load: $u"
+    local n0 n1
+    attachee_ok a
+    n0=$(grep '"ok"' "$T/a.out" | tail -n 1 | jget churned)
+    sleep 0.3
+    attachee_ok a
+    n1=$(grep '"ok"' "$T/a.out" | tail -n 1 | jget churned)
+    [ "$n1" -gt "$n0" ] || fail "the pairs stopped: $n0 then $n1"
+    ctl stop a >/dev/null
+    attachee_ok a
+}
