@@ -857,10 +857,10 @@ int inject_agent(struct inject_req *r, char *err, size_t errsz)
     rc = th->mem < 0 ? -errno : thread_pick(th, &t, r->pid);
     if (rc == 1) {
         snprintf(err, errsz,
-                 "no thread of process %llu was at a safe point (outside libc, the loader and "
-                 "the allocator, or in a system call other than a lock wait) with SIGSEGV "
-                 "neither blocked nor ignored",
-                 (unsigned long long)r->pid);
+                 "no thread of process %llu (of the first %d tried, %d stops each) was at a "
+                 "safe point (outside libc, the loader and the allocator, or in a system call "
+                 "other than a lock wait) with SIGSEGV neither blocked nor ignored",
+                 (unsigned long long)r->pid, THREADS_TRIED, SAFE_TRIES);
         rc = UV_EBUSY;
     } else if (rc < 0) {
         snprintf(err, errsz, "cannot stop process %llu (ptrace): %s", (unsigned long long)r->pid,
