@@ -64,12 +64,20 @@ struct sym_image {
     char unsym_path[256];
 };
 
+/* Where a module came from: the source added it; a maps scan found it (the
+ * next scan replaces it); or a scan found it in a program the process ran
+ * before an exec (sym_cache_keep_modules): kept to name that program's
+ * frames, but the running program's mappings win over it, and the oldest
+ * go first when the list is full. */
+enum { MOD_SOURCE, MOD_SCAN, MOD_KEPT };
+
 struct sym_module {
     uint64_t start, end, bias, first_map_end; /* first_map_end 0: not known yet */
     char *path;
     char build_id[2 * PROCMAPS_BUILD_ID_MAX + 1];
     int image;      /* index in images; -1 not loaded; -2 failed to load */
-    int from_maps;  /* found by a maps scan, not added by the source */
+    int from_maps;  /* MOD_SOURCE, MOD_SCAN or MOD_KEPT */
+    uint64_t kept_gen; /* MOD_KEPT: the keep that made it one (older ones go first) */
     uint64_t inode; /* of the file, once known (keys an image without build id) */
     int deleted;    /* the maps said " (deleted)": never open it by path */
 };
@@ -83,6 +91,7 @@ struct sym_cache {
     struct sym_image **images;
     size_t nimages, capimages;
     uint64_t last_scan_ns;
+    uint64_t keeps; /* sym_cache_keep_modules calls so far */
     struct sym_stats st;
     /* The main executable's file (as the maps name it) and the name the
      * process knows itself by: frames in that file are named so. */
@@ -318,8 +327,38 @@ void sym_cache_maps_changed(struct sym_cache *c)
 
 void sym_cache_keep_modules(struct sym_cache *c)
 {
+    c->keeps++;
     for (size_t i = 0; i < c->nmods; i++)
-        c->mods[i].from_maps = 0;
+        if (c->mods[i].from_maps == MOD_SCAN) {
+            c->mods[i].from_maps = MOD_KEPT;
+            c->mods[i].kept_gen = c->keeps;
+        }
+}
+
+/* Kept modules [start, end) overlaps go: the running program maps there now. */
+static void kept_drop_overlaps(struct sym_cache *c, uint64_t start, uint64_t end)
+{
+    for (size_t i = c->nmods; i-- > 0;)
+        if (c->mods[i].from_maps == MOD_KEPT && c->mods[i].start < end && c->mods[i].end > start) {
+            mod_drop(c, i);
+            c->st.kept_replaced++;
+        }
+}
+
+/* The list full: the oldest kept module goes (its program's frames are
+ * unnamed from then on, counted). 0 when there was one. */
+static int kept_drop_oldest(struct sym_cache *c)
+{
+    size_t at = c->nmods;
+    for (size_t i = 0; i < c->nmods; i++)
+        if (c->mods[i].from_maps == MOD_KEPT &&
+            (at == c->nmods || c->mods[i].kept_gen < c->mods[at].kept_gen))
+            at = i;
+    if (at == c->nmods)
+        return -1;
+    mod_drop(c, at);
+    c->st.kept_dropped++;
+    return 0;
 }
 
 /* Re-read the process's modules: those of an earlier scan go, the source's stay. */
@@ -331,9 +370,12 @@ static void mods_rescan(struct sym_cache *c)
     if (procmaps_modules(c->pid, &v, &n) != 0)
         return;
     for (size_t i = c->nmods; i-- > 0;)
-        if (c->mods[i].from_maps)
+        if (c->mods[i].from_maps == MOD_SCAN)
             mod_drop(c, i);
     for (size_t i = 0; i < n; i++) {
+        kept_drop_overlaps(c, v[i].start, v[i].end);
+        if (c->nmods >= SYM_MODULES_MAX)
+            (void)kept_drop_oldest(c);
         struct sym_module m = {.start = v[i].start,
                                .end = v[i].end,
                                .bias = v[i].bias,
@@ -342,9 +384,10 @@ static void mods_rescan(struct sym_cache *c)
                                .deleted = v[i].deleted,
                                .path = v[i].path,
                                .image = -1,
-                               .from_maps = 1};
+                               .from_maps = MOD_SCAN};
         memcpy(m.build_id, v[i].build_id, sizeof m.build_id);
-        mod_insert(c, &m, 0);
+        if (mod_insert(c, &m, 0) != 0)
+            c->st.modules_not_added++;
     }
     ht_free(v);
 }
@@ -709,7 +752,10 @@ static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr
 static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
 {
     struct sym_module *m = mod_at(c, addr);
-    if (!m && (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
+    /* In a kept module (a program before an exec) the running program may
+     * have mapped something since: looked at as for an address in none. */
+    if ((!m || m->from_maps == MOD_KEPT) &&
+        (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
         mods_rescan(c);
         m = mod_at(c, addr);
     }

@@ -92,6 +92,11 @@ struct sym_stats {
      * file: "module!+0xOFF"), and what would name them: the debug symbol
      * package of the file most of them are in, "" when there were none. */
     uint64_t unsymbolized;
+    /* Modules of a program the process ran before an exec: replaced by the
+     * running program's mappings where they overlap, dropped (oldest first)
+     * when the module list is full; and mappings a scan could not add (the
+     * list full, out of memory, a module of the source's there). */
+    uint64_t kept_replaced, kept_dropped, modules_not_added;
     char hint[320];
 };
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);

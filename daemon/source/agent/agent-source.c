@@ -124,6 +124,9 @@ struct agent_source {
     struct frameq_ent q[FRAMEQ];
     unsigned nq;
     uint64_t q_drops;
+    /* The symbolizer's module counts (symbols.h), copied under its lock for
+     * status, which never takes it. */
+    uint64_t sym_kept_replaced, sym_kept_dropped, sym_not_added;
 };
 
 struct agent_handles {
@@ -1137,6 +1140,18 @@ static struct cJSON *agent_status_json(struct source *base)
         cJSON_AddNumberToObject(r, "spawn", (double)s->refused_spawn);
     }
     cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
+    /* Modules of programs before an exec the running one mapped over, or
+     * dropped for room (their frames unnamed from then on); mappings the
+     * symbolizer could not add. */
+    cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
+    if (sy) {
+        cJSON_AddNumberToObject(sy, "kept_replaced",
+                                (double)__atomic_load_n(&s->sym_kept_replaced, __ATOMIC_RELAXED));
+        cJSON_AddNumberToObject(sy, "kept_dropped",
+                                (double)__atomic_load_n(&s->sym_kept_dropped, __ATOMIC_RELAXED));
+        cJSON_AddNumberToObject(sy, "modules_not_added",
+                                (double)__atomic_load_n(&s->sym_not_added, __ATOMIC_RELAXED));
+    }
     cJSON_AddBoolToObject(o, "follow", s->follow);
     cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
     /* Programs the process exec'd into and went on being traced in. */
@@ -1201,6 +1216,13 @@ static void agent_sym_sync(struct source *base)
     for (unsigned i = 0; i < nagain && s->nq < FRAMEQ; i++)
         s->q[s->nq++] = again[i];
     uv_mutex_unlock(&s->qmu);
+    if (sc) {
+        struct sym_stats ss;
+        sym_cache_stats(sc, &ss);
+        __atomic_store_n(&s->sym_kept_replaced, ss.kept_replaced, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_kept_dropped, ss.kept_dropped, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_not_added, ss.modules_not_added, __ATOMIC_RELAXED);
+    }
     /* Every frame queued by the flush's drain had its turn. */
     int two = 2;
     __atomic_compare_exchange_n(&s->flush_stage, &two, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);

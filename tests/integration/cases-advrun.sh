@@ -1,0 +1,67 @@
+# Adversarial cases for `heaptracectl run` across exec (the session follows its process into the
+# programs it execs), found by attacking it: each failed on the code before its fix. Sourced by
+# run.sh; the agent helpers (agent_setup, agent_run, agent_ended, ...) come from cases-agent.sh.
+
+# advrun_named NAME PATTERN...: the live (AIFO) blocks whose stack names any PATTERN.
+advrun_named() {
+    local name=$1 p n=0
+    shift
+    for p in "$@"; do
+        n=$((n + $(ctl --json stacks "$name" --type AIFO --require "$p" | jget total.count)))
+    done
+    echo "$n"
+}
+
+# Without address randomization (setarch -R, as under gdb) every PIE program's executable is
+# mapped at the same address: the program exec'd (dash) maps over where agentcase was. Its frames
+# must be named by its own file, not by the kept modules of the program before the exec (they were
+# named agentcase!..., the kept module winning over the running program's mapping).
+case_advrun_exec_same_address() {
+    agent_setup
+    command -v setarch >/dev/null || live_skip "no setarch"
+    setarch -R true 2>/dev/null || live_skip "setarch -R not permitted here"
+    setarch -R "$HT_CTL" run --name asame -- "$LIVE_APPS/agentcase" exec "$LIVE_APPS" \
+        >"$T/asame.out" 2>"$T/asame.err" </dev/null &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    live_wait_line asame '"ready":true'
+    live_go "$APID"
+    live_wait_line asame '"done":true'
+    live_settle asame
+    live_go "$APID"
+    wait "$APID" || fail "exit code after the exec"
+    agent_ended asame
+    eq "$(ctl --json status asame | jget source_status.execs)" 1 "execs"
+    [ "$(advrun_named asame 'sh!' 'dash!')" -gt 0 ] ||
+        fail "the exec'd sh's live blocks are not named by sh: $(ctl stacks asame --type AIFO --top 3 --no-default-cull)"
+    eq "$(advrun_named asame 'agentcase!')" 0 "live blocks (all the exec'd sh's) named by agentcase"
+    [ "$(ctl --json status asame | jget source_status.symbols.kept_replaced)" -gt 0 ] ||
+        fail "kept modules replaced not counted"
+    stop_clean
+}
+
+# 1,000 execs in a row (dash exec'ing itself): the modules of every earlier program were kept
+# until the symbolizer's module list was full (4096), and from then on the running program's
+# mappings were not added: the last program's frames stayed bare addresses. The oldest kept ones
+# make room now (counted).
+case_advrun_exec_loop() {
+    agent_setup
+    printf '%s\n' 'i=$1' '[ "$i" -gt 0 ] && exec /bin/sh "$0" $((i - 1))' 'echo "{\"last\":true}"' \
+        >"$T/loop.sh"
+    local t0 t1
+    t0=$(date +%s)
+    timeout 120 "$HT_CTL" run --name aloop -- /bin/sh "$T/loop.sh" 1000 >"$T/aloop.out" \
+        2>"$T/aloop.err" </dev/null || fail "the exec loop failed: $(tail -3 "$T/aloop.err")"
+    t1=$(date +%s)
+    grep -q '"last":true' "$T/aloop.out" || fail "the loop did not end"
+    agent_ended aloop
+    ctl --json status aloop >"$T/s"
+    echo "1000 execs: $((t1 - t0)) s; $(jget source_status.symbols <"$T/s")"
+    eq "$(jget source_status.execs <"$T/s")" 1000 "execs"
+    eq "$(jget stop_reason <"$T/s")" "target exited" "stop reason"
+    eq "$(jget source_status.flushes_late <"$T/s")" 0 "late flushes"
+    [ "$(advrun_named aloop 'sh!' 'dash!')" -gt 0 ] ||
+        fail "the last program's live blocks are not named: $(ctl stacks aloop --type AIFO --top 3 --no-default-cull)"
+    [ "$(jget source_status.symbols.kept_dropped <"$T/s")" -gt 0 ] || fail "kept modules dropped not counted"
+    stop_clean
+}
