@@ -65,3 +65,30 @@ case_advrun_exec_loop() {
     [ "$(jget source_status.symbols.kept_dropped <"$T/s")" -gt 0 ] || fail "kept modules dropped not counted"
     stop_clean
 }
+
+# A hostile program (tests/apps/agenthostile: garbage in its ring) that then execs a real program:
+# the session follows the process, and what was counted of the first program's ring (malformed
+# records, bad stacks, stuck ones, the agent's counters) must stay counted. The decoder's counts
+# and the agent's were the new program's only (reset at the exec): status said 0 malformed.
+case_advrun_exec_counts_kept() {
+    agent_setup
+    [ -x "$LIVE_APPS/agenthostile" ] || live_skip "agenthostile not built"
+    "$HT_CTL" run --name ahx -- "$LIVE_APPS/agenthostile" /bin/sh -c 'echo "{\"execd\":true}"' \
+        >"$T/ahx.out" 2>"$T/ahx.err" </dev/null &
+    local hp=$!
+    LIVE_PIDS+=("$hp")
+    wait "$hp"
+    eq "$?" 0 "exit code after the exec ($(cat "$T/ahx.err"))"
+    grep -q '"execd":true' "$T/ahx.out" || fail "the exec'd program did not run"
+    agent_ended ahx
+    ctl --json status ahx >"$T/s" || fail "status"
+    echo "hostile then exec: $(jget source_status <"$T/s")"
+    eq "$(jget source_status.execs <"$T/s")" 1 "execs"
+    [ "$(jget source_status.malformed <"$T/s")" -gt 1000 ] || fail "malformed records forgotten at the exec"
+    [ "$(jget source_status.bad_stacks <"$T/s")" -gt 100 ] || fail "bad stacks forgotten at the exec"
+    [ "$(jget source_status.stuck <"$T/s")" -gt 0 ] || fail "stuck records forgotten at the exec"
+    [ "$(jget source_status.records <"$T/s")" -gt 1000 ] || fail "records forgotten at the exec"
+    [ "$(jget source_status.agent.ring_full <"$T/s")" != 0 ] || fail "the first ring's ring_full forgotten"
+    ctl ping >/dev/null || fail "the daemon stopped serving"
+    stop_clean
+}

@@ -127,6 +127,9 @@ struct agent_source {
     /* The symbolizer's module counts (symbols.h), copied under its lock for
      * status, which never takes it. */
     uint64_t sym_kept_replaced, sym_kept_dropped, sym_not_added;
+    /* The counters of the rings of programs before an exec (agent-ring.h):
+     * status shows the process's totals. */
+    uint64_t agent_before[HTA_CNT_MAX];
 };
 
 struct agent_handles {
@@ -397,6 +400,8 @@ static void exec_switch(struct agent_source *s)
     cpoll_close(s);
     close(s->cfd);
     s->cfd = -1;
+    for (int c = 0; c < HTA_CNT_MAX; c++)
+        s->agent_before[c] += agent_dec_counter(&s->dec, (enum hta_counter)c);
     munmap(s->map, HTA_TOTAL_BYTES);
     s->map = NULL;
     memset(s->ids, 0, (HTA_STACKS + 1) * sizeof(*s->ids));
@@ -432,7 +437,11 @@ static int agent_in(struct agent_source *s, int fd, void *map)
     if (s->connected)
         exec_switch(s);
     s->map = map;
+    /* The counts are the process's, whatever programs it ran: kept. */
+    struct agent_dec_stats before = s->dec.st;
     agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
+    s->dec.st = before;
+    s->lost_seen[HTA_CNT_UNWIND_FAILED] = before.stuck; /* those went as lost events already */
     s->dec.last_t = s->last_exec_t;
     s->cfd = cfd;
     if (!s->connected) {
@@ -1111,8 +1120,9 @@ static void agent_counters_json(struct agent_source *s, cJSON *o)
                                                    "unwind_failed"};
     cJSON *a = cJSON_AddObjectToObject(o, "agent");
     for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
-        cJSON_AddNumberToObject(a, names[c],
-                                (double)agent_dec_counter(&s->dec, (enum hta_counter)c));
+        cJSON_AddNumberToObject(
+            a, names[c],
+            (double)(s->agent_before[c] + agent_dec_counter(&s->dec, (enum hta_counter)c)));
 }
 
 static struct cJSON *agent_status_json(struct source *base)
