@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -97,6 +98,10 @@ struct sym_cache {
      * process knows itself by: frames in that file are named so. */
     char exe_path[PROCMAPS_PATH_MAX];
     char exe_name[256];
+    /* sym_cache_set_owner: the uid the process must be of for its /proc to
+     * be read; not_owner once it was not (never read again). */
+    int has_owner, not_owner;
+    uint32_t owner;
 };
 
 static char *debuginfo_path = "/usr/lib/debug";
@@ -237,6 +242,32 @@ void sym_cache_free(struct sym_cache *c)
     ht_free(c);
 }
 
+void sym_cache_set_owner(struct sym_cache *c, uint32_t uid)
+{
+    c->has_owner = 1;
+    c->owner = uid;
+}
+
+/* May the process's maps and files be read for the owner? /proc/PID is
+ * owned by the process's effective uid while it is dumpable, by root once
+ * not (a setuid or setgid exec, prctl): task_dump_owner, fs/proc/base.c.
+ * Once no, never again: the process is not the one the owner started. */
+static int owner_ok(struct sym_cache *c)
+{
+    if (!c->has_owner)
+        return 1;
+    if (c->not_owner)
+        return 0;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%" PRIu64, c->pid);
+    if (stat(path, &st) == 0 && st.st_uid == c->owner)
+        return 1;
+    c->not_owner = 1;
+    c->st.not_owner++;
+    return 0;
+}
+
 /* ---- the module list ---- */
 
 _Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
@@ -367,8 +398,12 @@ static void mods_rescan(struct sym_cache *c)
     struct procmaps_module *v;
     size_t n;
     c->last_scan_ns = now_ns();
-    if (procmaps_modules(c->pid, &v, &n) != 0)
+    if (!owner_ok(c) || procmaps_modules(c->pid, &v, &n) != 0)
         return;
+    if (!owner_ok(c)) { /* it changed hands while its maps were read */
+        ht_free(v);
+        return;
+    }
     for (size_t i = c->nmods; i-- > 0;)
         if (c->mods[i].from_maps == MOD_SCAN)
             mod_drop(c, i);
@@ -419,6 +454,8 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
                                  .first_map_end = m->first_map_end,
                                  .inode = m->inode,
                                  .deleted = m->deleted};
+    if (!owner_ok(c))
+        return UV_EPERM;
     if (!m->first_map_end) {
         /* A module from the source names its range, not its first mapping's. */
         struct find_map f = {.start = m->start};
@@ -432,7 +469,14 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
         m->deleted = pm.deleted = f.deleted;
     }
     snprintf(pm.path, sizeof pm.path, "%s", m->path);
-    return procmaps_open_module(c->pid, &pm);
+    if (!owner_ok(c))
+        return UV_EPERM;
+    int fd = procmaps_open_module(c->pid, &pm);
+    if (fd >= 0 && !owner_ok(c)) { /* it changed hands meanwhile */
+        close(fd);
+        return UV_EPERM;
+    }
+    return fd;
 }
 
 /* A Dwfl holding the module's file at bias 0 (addresses are ELF virtual

@@ -92,3 +92,51 @@ case_advrun_exec_counts_kept() {
     ctl ping >/dev/null || fail "the daemon stopped serving"
     stop_clean
 }
+
+# A member's program execs a setuid-root program (the kernel runs it as root; the loader ignores
+# LD_PRELOAD there, so it is never traced). The session's symbolizer went on naming the session's
+# frames from /proc/PID of the process, now root's: a member's forged frame (agentforge) at an
+# address of the setuid program was named by its symbols, from a file only root may read (and
+# the same leaks where the libraries of a root process are mapped: its address layout). Once the
+# process is not the member's the symbolizer reads nothing more of it (counted).
+case_advrun_exec_setuid() {
+    sec_group
+    [ -x "$LIVE_APPS/agentforge" ] || live_skip "agentforge not built"
+    command -v cc >/dev/null || live_skip "no C compiler"
+    chmod 711 "$T"
+    agent_setup
+    trap sec_cleanup EXIT
+    mkdir -p "$T/sec" && chmod 711 "$T/sec"
+    printf '%s\n' '#include <unistd.h>' \
+        '__attribute__((noinline)) void root_only_name_zz(void) { __asm__ volatile("nop"); }' \
+        'int main(void) { root_only_name_zz(); sleep(4); return 0; }' >"$T/sec/suid.c"
+    cc -O1 -no-pie -o "$T/sec/suid" "$T/sec/suid.c" || fail "cc"
+    chmod 4711 "$T/sec/suid"
+    as_member 65534 cat "$T/sec/suid" >/dev/null 2>&1 && fail "the member can read the setuid program"
+    local a
+    a=$(nm "$T/sec/suid" | awk '/ root_only_name_zz$/ {print $1}')
+    [ -n "$a" ] || fail "no symbol in the setuid program"
+    a=$(printf '%x' $((0x$a + 1)))
+    setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$HT_CTL" run --name asu -- \
+        "$LIVE_APPS/agentforge" "$a" -- "$T/sec/suid" >"$T/asu.out" 2>"$T/asu.err" </dev/null &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [ "$(readlink "/proc/$APID/exe")" = "$T/sec/suid" ] && break
+        sleep 0.1
+    done
+    eq "$(readlink "/proc/$APID/exe")" "$T/sec/suid" "the program exec'd ($(cat "$T/asu.err"))"
+    eq "$(stat -c %u "/proc/$APID")" 0 "the setuid program runs as root"
+    sleep 0.5
+    timeout 20 setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$HT_CTL" stacks asu \
+        --no-default-cull >"$T/asu.stacks" 2>&1 || fail "stacks: $(cat "$T/asu.stacks")"
+    cat "$T/asu.stacks"
+    grep -q 4242 "$T/asu.stacks" || grep -q '4.1 KiB' "$T/asu.stacks" || fail "the forged block is not in the session"
+    grep -q root_only_name_zz "$T/asu.stacks" && fail "a symbol of a root process's file only root may read was shown"
+    wait "$APID"
+    agent_ended asu
+    [ "$(ctl --json status asu | jget source_status.symbols.not_owner)" -gt 0 ] ||
+        fail "the symbolizer's refusal is not counted"
+    stop_clean
+}

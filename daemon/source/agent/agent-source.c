@@ -126,7 +126,7 @@ struct agent_source {
     uint64_t q_drops;
     /* The symbolizer's module counts (symbols.h), copied under its lock for
      * status, which never takes it. */
-    uint64_t sym_kept_replaced, sym_kept_dropped, sym_not_added;
+    uint64_t sym_kept_replaced, sym_kept_dropped, sym_not_added, sym_not_owner;
     /* The counters of the rings of programs before an exec (agent-ring.h):
      * status shows the process's totals. */
     uint64_t agent_before[HTA_CNT_MAX];
@@ -301,8 +301,10 @@ static void process_learned(struct agent_source *s)
     struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = s->want_pid};
     s->base.sink.events(s->base.sink.arg, &ev, 1);
     struct sym_cache *sc = NULL;
-    if (sym_cache_new(&sc, s->want_pid, &s->sym_acct, MEM_symbols) == 0)
+    if (sym_cache_new(&sc, s->want_pid, &s->sym_acct, MEM_symbols) == 0) {
+        sym_cache_set_owner(sc, s->owner);
         __atomic_store_n(&s->syms, sc, __ATOMIC_RELEASE);
+    }
 }
 
 /* A connection from the right process, waiting for its hello: read when
@@ -1161,6 +1163,9 @@ static struct cJSON *agent_status_json(struct source *base)
                                 (double)__atomic_load_n(&s->sym_kept_dropped, __ATOMIC_RELAXED));
         cJSON_AddNumberToObject(sy, "modules_not_added",
                                 (double)__atomic_load_n(&s->sym_not_added, __ATOMIC_RELAXED));
+        /* The process became another's (a setuid exec): not read since. */
+        cJSON_AddNumberToObject(sy, "not_owner",
+                                (double)__atomic_load_n(&s->sym_not_owner, __ATOMIC_RELAXED));
     }
     cJSON_AddBoolToObject(o, "follow", s->follow);
     cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
@@ -1232,6 +1237,7 @@ static void agent_sym_sync(struct source *base)
         __atomic_store_n(&s->sym_kept_replaced, ss.kept_replaced, __ATOMIC_RELAXED);
         __atomic_store_n(&s->sym_kept_dropped, ss.kept_dropped, __ATOMIC_RELAXED);
         __atomic_store_n(&s->sym_not_added, ss.modules_not_added, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_not_owner, ss.not_owner, __ATOMIC_RELAXED);
     }
     /* Every frame queued by the flush's drain had its turn. */
     int two = 2;
