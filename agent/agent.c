@@ -284,6 +284,9 @@ static int send_hello(int s, int fd, const char *token)
     return sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(h) ? 0 : -1;
 }
 
+/* Seconds each step of joining the session may take. */
+#define JOIN_S 2
+
 /* Connect to the session's socket, hand over the memfd, wait for the verdict. */
 static int daemon_join(const char *name, const char *token, int fd)
 {
@@ -297,7 +300,13 @@ static int daemon_join(const char *name, const char *token, int fd)
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -1;
-    struct timeval tv = {.tv_sec = 10};
+    /* Bounded, each step: a daemon that is stopped or stalled must not hold
+     * the program. connect blocks while the listening socket's backlog is
+     * full, up to SO_SNDTIMEO (net/unix/af_unix.c, unix_stream_connect);
+     * the verdict waits SO_RCVTIMEO. The daemon refuses a hello that takes
+     * longer than this too. Past it the program runs untraced. */
+    struct timeval tv = {.tv_sec = JOIN_S};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char verdict = 0;
     if (connect(s, (struct sockaddr *)&a,

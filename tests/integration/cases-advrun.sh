@@ -140,3 +140,39 @@ case_advrun_exec_setuid() {
         fail "the symbolizer's refusal is not counted"
     stop_clean
 }
+
+# The daemon stopped (SIGSTOP: a stalled daemon) while a --follow shell starts 8 children at once:
+# each child's agent connects to the session's socket, whose backlog (4) fills, and the next
+# connect blocked with no bound: the shell never finished. Joining is bounded now (2 s a step);
+# the children run untraced; the program exits.
+case_advrun_follow_daemon_stopped() {
+    agent_setup
+    "$HT_CTL" run --follow --name afs -- /bin/sh -c \
+        'while [ ! -e "$1" ]; do sleep 0.05; done; for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; echo "{\"done\":true}"' \
+        sh "$T/go" >"$T/afs.out" 2>"$T/afs.err" </dev/null &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    local i t0 t1 rc
+    for ((i = 0; i < 100; i++)); do
+        [ "$(ctl --json status afs 2>/dev/null | jget source_status.connected)" = true ] && break
+        sleep 0.1
+    done
+    kill -STOP "$DPID"
+    t0=$(date +%s)
+    touch "$T/go"
+    for ((i = 0; i < 300; i++)); do
+        kill -0 "$APID" 2>/dev/null || break
+        sleep 0.1
+    done
+    t1=$(date +%s)
+    kill -CONT "$DPID"
+    kill -0 "$APID" 2>/dev/null && fail "the program still runs $((t1 - t0)) s after the daemon stopped"
+    wait "$APID"
+    rc=$?
+    eq "$rc" 0 "exit code ($(cat "$T/afs.err"))"
+    grep -q '"done":true' "$T/afs.out" || fail "the shell did not finish"
+    echo "8 children with the daemon stopped: $((t1 - t0)) s"
+    [ $((t1 - t0)) -le 15 ] || fail "took $((t1 - t0)) s"
+    ctl ping >/dev/null || fail "the daemon does not answer after SIGCONT"
+    stop_clean
+}
