@@ -176,3 +176,26 @@ case_advrun_follow_daemon_stopped() {
     ctl ping >/dev/null || fail "the daemon does not answer after SIGCONT"
     stop_clean
 }
+
+# A program that closes every descriptor past stderr (close_range, as daemons do) and opens its
+# own under the same numbers (tests/apps/closeall): the agent took the number for its connection
+# still: its fork handler closed the program's descriptor in the child, and its flush at exit
+# wrote an 'F' into the program's socket. The agent now checks the number is still its socket.
+case_advrun_close_all_fds() {
+    agent_setup
+    [ -x "$LIVE_APPS/closeall" ] || live_skip "closeall not built"
+    timeout 30 "$HT_CTL" run --name aca -- "$LIVE_APPS/closeall" >"$T/aca.out" 2>"$T/aca.err" </dev/null ||
+        fail "closeall failed: $(cat "$T/aca.err")"
+    local i
+    for ((i = 0; i < 50; i++)); do
+        grep -q child_closed "$T/aca.out" && break
+        sleep 0.1
+    done
+    grep child_closed "$T/aca.out" >"$T/j" || fail "the child said nothing"
+    eq "$(jget child_closed <"$T/j")" 0 "the program's descriptors closed in its fork child"
+    eq "$(jget stray_bytes <"$T/j")" 0 "bytes written into the program's sockets"
+    agent_ended aca
+    ctl --json stacks aca --type AIFO >"$T/k" || fail "stacks"
+    [ "$(jget total.count <"$T/k")" -gt 0 ] || fail "the program's blocks before the close are not there"
+    stop_clean
+}
