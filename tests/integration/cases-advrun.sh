@@ -199,3 +199,18 @@ case_advrun_close_all_fds() {
     [ "$(jget total.count <"$T/k")" -gt 0 ] || fail "the program's blocks before the close are not there"
     stop_clean
 }
+
+# The traced process execs a 32-bit program (the agent is 64-bit: its loader cannot take it). The
+# agent was put in its LD_PRELOAD all the same, and the 32-bit loader said so on the program's
+# stderr ("ERROR: ld.so: object ... wrong ELF class: ELFCLASS64"). An exec of a program of another
+# ELF class goes on with the program's own environment now.
+case_advrun_exec_32bit() {
+    agent_setup
+    printf 'int main(void) { return 0; }\n' >"$T/t32.c"
+    cc -m32 -o "$T/t32" "$T/t32.c" 2>/dev/null && "$T/t32" || live_skip "no 32-bit toolchain or loader"
+    timeout 30 "$HT_CTL" run --name a32 -- /bin/sh -c 'exec "$1"' sh "$T/t32" >"$T/a32.out" \
+        2>"$T/a32.err" </dev/null || fail "exit code ($(cat "$T/a32.err"))"
+    grep -q 'ELF class\|ld.so' "$T/a32.err" && fail "the loader's complaint on the program's stderr: $(cat "$T/a32.err")"
+    agent_ended a32
+    stop_clean
+}
