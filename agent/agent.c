@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +99,28 @@ static int sock = -1;
 static pid_t sock_pid; /* the process the connection is of (a fork child closes it) */
 static int watching;   /* a watcher thread reads the socket (not in a followed fork child) */
 static int flush_acked;
+static dev_t sock_dev; /* the connection's socket, to know it under its number */
+static ino_t sock_ino;
+
+static void sock_remember(void)
+{
+    struct stat st;
+    if (sock >= 0 && fstat(sock, &st) == 0) {
+        sock_dev = st.st_dev;
+        sock_ino = st.st_ino;
+    }
+}
+
+/* Is the descriptor still our connection? A program may close every
+ * descriptor past stderr (close_range, closefrom: daemons do) and open its
+ * own under the same number: a flush would write into it, a fork child
+ * close it. (The watcher's recv, under way, keeps the socket itself open.) */
+static int sock_ours(void)
+{
+    struct stat st;
+    return sock >= 0 && fstat(sock, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == sock_dev &&
+           st.st_ino == sock_ino;
+}
 
 /* The daemon closed the socket (it stopped the session, or died): no more
  * records. It may also acknowledge a flush (HTA_FLUSH_ACK). Every signal
@@ -115,6 +138,8 @@ static void *watch_thread(void *arg)
             break;
         if (memchr(buf, HTA_FLUSH_ACK, (size_t)n))
             __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE);
+        if (!sock_ours())
+            return NULL; /* the number is the program's now: never read it */
     }
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE); /* nobody to wait for */
@@ -126,7 +151,8 @@ static void *watch_thread(void *arg)
  * acknowledges; waited for HTA_FLUSH_MS at most. */
 AGENT_HIDDEN void agent_flush(void)
 {
-    if (!__atomic_load_n(&agent_on, __ATOMIC_ACQUIRE) || !watching || sock < 0 || getpid() != sock_pid)
+    if (!__atomic_load_n(&agent_on, __ATOMIC_ACQUIRE) || !watching || sock < 0 ||
+        getpid() != sock_pid || !sock_ours())
         return;
     __atomic_store_n(&flush_acked, 0, __ATOMIC_RELEASE);
     char f = HTA_FLUSH;
@@ -170,6 +196,7 @@ static void follow_child(void)
     }
     agent_map(base, follow_stacks, follow_depth);
     sock = daemon_join(follow_name, follow_token, fd);
+    sock_remember();
     close(fd);
     if (sock < 0) {
         agent_real.munmap(base, HTA_TOTAL_BYTES);
@@ -189,7 +216,7 @@ static void fork_child(void)
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     watching = 0; /* threads are not inherited */
     agent_self.tid = 0;
-    if (sock >= 0)
+    if (sock_ours())
         close(sock);
     sock = -1;
     if (ring_base)
@@ -284,6 +311,9 @@ static int send_hello(int s, int fd, const char *token)
     return sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(h) ? 0 : -1;
 }
 
+/* Seconds each step of joining the session may take. */
+#define JOIN_S 2
+
 /* Connect to the session's socket, hand over the memfd, wait for the verdict. */
 static int daemon_join(const char *name, const char *token, int fd)
 {
@@ -297,7 +327,13 @@ static int daemon_join(const char *name, const char *token, int fd)
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -1;
-    struct timeval tv = {.tv_sec = 10};
+    /* Bounded, each step: a daemon that is stopped or stalled must not hold
+     * the program. connect blocks while the listening socket's backlog is
+     * full, up to SO_SNDTIMEO (net/unix/af_unix.c, unix_stream_connect);
+     * the verdict waits SO_RCVTIMEO. The daemon refuses a hello that takes
+     * longer than this too. Past it the program runs untraced. */
+    struct timeval tv = {.tv_sec = JOIN_S};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char verdict = 0;
     if (connect(s, (struct sockaddr *)&a,
@@ -371,6 +407,7 @@ __attribute__((constructor)) static void agent_start(void)
         follow_depth = (unsigned)atoi(depth);
     }
     sock = daemon_join(sn, tk, fd);
+    sock_remember();
     close(fd); /* the daemon has its own now, and the mapping stays */
     sock_pid = getpid();
     if (sock < 0 || pthread_atfork(NULL, NULL, fork_child) != 0 || watch_start() != 0) {

@@ -23,10 +23,13 @@
 #include "agent-int.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -112,6 +115,35 @@ static char **env_with_agent(char *const envp[], size_t *len)
     return out;
 }
 
+/* Would the program's loader take the agent? Not in a program of another
+ * ELF class (a 32-bit one): its loader would say "wrong ELF class" on the
+ * program's stderr and go on without it. Unknown (a script, a name looked
+ * up on PATH, a file it cannot read): yes. (ELF header: elf.h, e_ident.) */
+static int same_class_fd(int fd)
+{
+    unsigned char id[EI_NIDENT];
+    if (pread(fd, id, sizeof(id), 0) != (ssize_t)sizeof(id) || memcmp(id, ELFMAG, SELFMAG) != 0)
+        return 1;
+    return id[EI_CLASS] == (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32);
+}
+
+static int same_class_at(int dirfd, const char *path, int flags)
+{
+    struct stat st;
+    if ((flags & AT_EMPTY_PATH) && path && !*path)
+        return same_class_fd(dirfd);
+    int nofollow = flags & AT_SYMLINK_NOFOLLOW;
+    /* Only a regular file is opened (a FIFO's open would block). */
+    if (!path || fstatat(dirfd, path, &st, nofollow) != 0 || !S_ISREG(st.st_mode))
+        return 1;
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+    if (fd < 0)
+        return 1;
+    int same = same_class_fd(fd);
+    close(fd);
+    return same;
+}
+
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
@@ -123,11 +155,11 @@ static void *next(const char *name)
 
 /* Each exec: the real one with the environment the agent wants, or the
  * program's own when the process is not to stay traced. */
-#define EXEC_WITH(envp, call)                                                                      \
+#define EXEC_WITH(envp, loads, call)                                                               \
     do {                                                                                           \
         size_t len_ = 0;                                                                           \
         agent_flush();                                                                             \
-        char **env_ = exec_traced() ? env_with_agent(envp, &len_) : NULL;                          \
+        char **env_ = exec_traced() && (loads) ? env_with_agent(envp, &len_) : NULL;               \
         char *const *use_ = env_ ? (char *const *)env_ : (envp);                                   \
         int rc_ = (call);                                                                          \
         if (env_) {                                                                                \
@@ -145,7 +177,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
-    EXEC_WITH(envp, f(path, argv, use_));
+    EXEC_WITH(envp, same_class_at(AT_FDCWD, path, 0), f(path, argv, use_));
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
@@ -155,7 +187,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
-    EXEC_WITH(envp, f(file, argv, use_));
+    EXEC_WITH(envp, !strchr(file, '/') || same_class_at(AT_FDCWD, file, 0), f(file, argv, use_));
 }
 
 EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
@@ -165,7 +197,7 @@ EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const
         errno = ENOSYS;
         return -1;
     }
-    EXEC_WITH(envp, f(dirfd, path, argv, use_, flags));
+    EXEC_WITH(envp, same_class_at(dirfd, path, flags), f(dirfd, path, argv, use_, flags));
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
@@ -175,7 +207,7 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
-    EXEC_WITH(envp, f(fd, argv, use_));
+    EXEC_WITH(envp, same_class_fd(fd), f(fd, argv, use_));
 }
 
 EXPORT int execv(const char *path, char *const argv[])

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -64,12 +65,20 @@ struct sym_image {
     char unsym_path[256];
 };
 
+/* Where a module came from: the source added it; a maps scan found it (the
+ * next scan replaces it); or a scan found it in a program the process ran
+ * before an exec (sym_cache_keep_modules): kept to name that program's
+ * frames, but the running program's mappings win over it, and the oldest
+ * go first when the list is full. */
+enum { MOD_SOURCE, MOD_SCAN, MOD_KEPT };
+
 struct sym_module {
     uint64_t start, end, bias, first_map_end; /* first_map_end 0: not known yet */
     char *path;
     char build_id[2 * PROCMAPS_BUILD_ID_MAX + 1];
     int image;      /* index in images; -1 not loaded; -2 failed to load */
-    int from_maps;  /* found by a maps scan, not added by the source */
+    int from_maps;  /* MOD_SOURCE, MOD_SCAN or MOD_KEPT */
+    uint64_t kept_gen; /* MOD_KEPT: the keep that made it one (older ones go first) */
     uint64_t inode; /* of the file, once known (keys an image without build id) */
     int deleted;    /* the maps said " (deleted)": never open it by path */
 };
@@ -83,11 +92,16 @@ struct sym_cache {
     struct sym_image **images;
     size_t nimages, capimages;
     uint64_t last_scan_ns;
+    uint64_t keeps; /* sym_cache_keep_modules calls so far */
     struct sym_stats st;
     /* The main executable's file (as the maps name it) and the name the
      * process knows itself by: frames in that file are named so. */
     char exe_path[PROCMAPS_PATH_MAX];
     char exe_name[256];
+    /* sym_cache_set_owner: the uid the process must be of for its /proc to
+     * be read; not_owner once it was not (never read again). */
+    int has_owner, not_owner;
+    uint32_t owner;
 };
 
 static char *debuginfo_path = "/usr/lib/debug";
@@ -228,6 +242,32 @@ void sym_cache_free(struct sym_cache *c)
     ht_free(c);
 }
 
+void sym_cache_set_owner(struct sym_cache *c, uint32_t uid)
+{
+    c->has_owner = 1;
+    c->owner = uid;
+}
+
+/* May the process's maps and files be read for the owner? /proc/PID is
+ * owned by the process's effective uid while it is dumpable, by root once
+ * not (a setuid or setgid exec, prctl): task_dump_owner, fs/proc/base.c.
+ * Once no, never again: the process is not the one the owner started. */
+static int owner_ok(struct sym_cache *c)
+{
+    if (!c->has_owner)
+        return 1;
+    if (c->not_owner)
+        return 0;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%" PRIu64, c->pid);
+    if (stat(path, &st) == 0 && st.st_uid == c->owner)
+        return 1;
+    c->not_owner = 1;
+    c->st.not_owner++;
+    return 0;
+}
+
 /* ---- the module list ---- */
 
 _Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
@@ -318,8 +358,38 @@ void sym_cache_maps_changed(struct sym_cache *c)
 
 void sym_cache_keep_modules(struct sym_cache *c)
 {
+    c->keeps++;
     for (size_t i = 0; i < c->nmods; i++)
-        c->mods[i].from_maps = 0;
+        if (c->mods[i].from_maps == MOD_SCAN) {
+            c->mods[i].from_maps = MOD_KEPT;
+            c->mods[i].kept_gen = c->keeps;
+        }
+}
+
+/* Kept modules [start, end) overlaps go: the running program maps there now. */
+static void kept_drop_overlaps(struct sym_cache *c, uint64_t start, uint64_t end)
+{
+    for (size_t i = c->nmods; i-- > 0;)
+        if (c->mods[i].from_maps == MOD_KEPT && c->mods[i].start < end && c->mods[i].end > start) {
+            mod_drop(c, i);
+            c->st.kept_replaced++;
+        }
+}
+
+/* The list full: the oldest kept module goes (its program's frames are
+ * unnamed from then on, counted). 0 when there was one. */
+static int kept_drop_oldest(struct sym_cache *c)
+{
+    size_t at = c->nmods;
+    for (size_t i = 0; i < c->nmods; i++)
+        if (c->mods[i].from_maps == MOD_KEPT &&
+            (at == c->nmods || c->mods[i].kept_gen < c->mods[at].kept_gen))
+            at = i;
+    if (at == c->nmods)
+        return -1;
+    mod_drop(c, at);
+    c->st.kept_dropped++;
+    return 0;
 }
 
 /* Re-read the process's modules: those of an earlier scan go, the source's stay. */
@@ -328,12 +398,19 @@ static void mods_rescan(struct sym_cache *c)
     struct procmaps_module *v;
     size_t n;
     c->last_scan_ns = now_ns();
-    if (procmaps_modules(c->pid, &v, &n) != 0)
+    if (!owner_ok(c) || procmaps_modules(c->pid, &v, &n) != 0)
         return;
+    if (!owner_ok(c)) { /* it changed hands while its maps were read */
+        ht_free(v);
+        return;
+    }
     for (size_t i = c->nmods; i-- > 0;)
-        if (c->mods[i].from_maps)
+        if (c->mods[i].from_maps == MOD_SCAN)
             mod_drop(c, i);
     for (size_t i = 0; i < n; i++) {
+        kept_drop_overlaps(c, v[i].start, v[i].end);
+        if (c->nmods >= SYM_MODULES_MAX)
+            (void)kept_drop_oldest(c);
         struct sym_module m = {.start = v[i].start,
                                .end = v[i].end,
                                .bias = v[i].bias,
@@ -342,9 +419,10 @@ static void mods_rescan(struct sym_cache *c)
                                .deleted = v[i].deleted,
                                .path = v[i].path,
                                .image = -1,
-                               .from_maps = 1};
+                               .from_maps = MOD_SCAN};
         memcpy(m.build_id, v[i].build_id, sizeof m.build_id);
-        mod_insert(c, &m, 0);
+        if (mod_insert(c, &m, 0) != 0)
+            c->st.modules_not_added++;
     }
     ht_free(v);
 }
@@ -376,6 +454,8 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
                                  .first_map_end = m->first_map_end,
                                  .inode = m->inode,
                                  .deleted = m->deleted};
+    if (!owner_ok(c))
+        return UV_EPERM;
     if (!m->first_map_end) {
         /* A module from the source names its range, not its first mapping's. */
         struct find_map f = {.start = m->start};
@@ -389,7 +469,14 @@ static int mod_open(struct sym_cache *c, struct sym_module *m)
         m->deleted = pm.deleted = f.deleted;
     }
     snprintf(pm.path, sizeof pm.path, "%s", m->path);
-    return procmaps_open_module(c->pid, &pm);
+    if (!owner_ok(c))
+        return UV_EPERM;
+    int fd = procmaps_open_module(c->pid, &pm);
+    if (fd >= 0 && !owner_ok(c)) { /* it changed hands meanwhile */
+        close(fd);
+        return UV_EPERM;
+    }
+    return fd;
 }
 
 /* A Dwfl holding the module's file at bias 0 (addresses are ELF virtual
@@ -709,7 +796,10 @@ static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr
 static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
 {
     struct sym_module *m = mod_at(c, addr);
-    if (!m && (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
+    /* In a kept module (a program before an exec) the running program may
+     * have mapped something since: looked at as for an address in none. */
+    if ((!m || m->from_maps == MOD_KEPT) &&
+        (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
         mods_rescan(c);
         m = mod_at(c, addr);
     }

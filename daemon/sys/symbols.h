@@ -58,6 +58,10 @@ void sym_cache_keep_modules(struct sym_cache *c);
 /* The maps changed (an exec), or are about to go (an exit): the next
  * address in no known module re-reads them at once. Linux only. */
 void sym_cache_maps_changed(struct sym_cache *c);
+/* The process's maps and files are read only while it is uid's (and
+ * dumpable): a traced process that exec'd a setuid program is root's, whose
+ * layout and files are not for uid. Linux only. */
+void sym_cache_set_owner(struct sym_cache *c, uint32_t uid);
 #endif
 
 /* Text of the code address addr (a return address: looked up as addr - 1
@@ -92,6 +96,14 @@ struct sym_stats {
      * file: "module!+0xOFF"), and what would name them: the debug symbol
      * package of the file most of them are in, "" when there were none. */
     uint64_t unsymbolized;
+    /* Modules of a program the process ran before an exec: replaced by the
+     * running program's mappings where they overlap, dropped (oldest first)
+     * when the module list is full; and mappings a scan could not add (the
+     * list full, out of memory, a module of the source's there). */
+    uint64_t kept_replaced, kept_dropped, modules_not_added;
+    /* Linux: reads of the process refused once it was no longer its owner's
+     * (sym_cache_set_owner): 1 when that happened. */
+    uint64_t not_owner;
     char hint[320];
 };
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st);

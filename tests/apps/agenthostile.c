@@ -12,7 +12,10 @@
  *      of range, stack entries with bad depths, records rewritten after
  *      being published, a head far ahead (records reserved, never done);
  *   4. connects once more (refused: one agent per session).
- * Prints {"done":true,"records":N} and exits 0. No app-sync: it never waits.
+ * Prints {"done":true,"records":N} and exits 0, or, given a program and its
+ * arguments, closes its connection and execs it (the session follows the
+ * process into it: what was counted of the hostile ring must stay counted).
+ * No app-sync: it never waits.
  */
 #define _GNU_SOURCE
 #include "../../agent/agent-ring.h"
@@ -141,7 +144,7 @@ static uint64_t garbage(void *base, unsigned n)
     return n;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const char *name = getenv(HTA_ENV_SOCKET), *token = getenv(HTA_ENV_TOKEN);
     if (!name || !token)
@@ -181,5 +184,10 @@ int main(void)
     printf("{\"done\":true,\"records\":%llu}\n", (unsigned long long)n);
     fflush(stdout);
     usleep(300000);
+    if (argc > 1) {
+        close(s); /* the daemon drains the ring to where it was reserved then */
+        execv(argv[1], argv + 1);
+        return 10;
+    }
     return 0;
 }

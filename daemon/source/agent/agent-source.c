@@ -137,6 +137,12 @@ struct agent_source {
     struct frameq_ent q[FRAMEQ];
     unsigned nq;
     uint64_t q_drops;
+    /* The symbolizer's module counts (symbols.h), copied under its lock for
+     * status, which never takes it. */
+    uint64_t sym_kept_replaced, sym_kept_dropped, sym_not_added, sym_not_owner;
+    /* The counters of the rings of programs before an exec (agent-ring.h):
+     * status shows the process's totals. */
+    uint64_t agent_before[HTA_CNT_MAX];
 };
 
 struct agent_handles {
@@ -318,8 +324,10 @@ static void process_learned(struct agent_source *s)
     struct ht_event ev = {.t = 0, .kind = HT_EV_PROCESS, .size = s->want_pid};
     s->base.sink.events(s->base.sink.arg, &ev, 1);
     struct sym_cache *sc = NULL;
-    if (sym_cache_new(&sc, s->want_pid, &s->sym_acct, MEM_symbols) == 0)
+    if (sym_cache_new(&sc, s->want_pid, &s->sym_acct, MEM_symbols) == 0) {
+        sym_cache_set_owner(sc, s->owner);
         __atomic_store_n(&s->syms, sc, __ATOMIC_RELEASE);
+    }
 }
 
 /* A connection from the right process, waiting for its hello: read when
@@ -417,6 +425,8 @@ static void exec_switch(struct agent_source *s)
     cpoll_close(s);
     close(s->cfd);
     s->cfd = -1;
+    for (int c = 0; c < HTA_CNT_MAX; c++)
+        s->agent_before[c] += agent_dec_counter(&s->dec, (enum hta_counter)c);
     munmap(s->map, HTA_TOTAL_BYTES);
     s->map = NULL;
     memset(s->ids, 0, (HTA_STACKS + 1) * sizeof(*s->ids));
@@ -452,7 +462,11 @@ static int agent_in(struct agent_source *s, int fd, void *map)
     if (s->connected)
         exec_switch(s);
     s->map = map;
+    /* The counts are the process's, whatever programs it ran: kept. */
+    struct agent_dec_stats before = s->dec.st;
     agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
+    s->dec.st = before;
+    s->lost_seen[HTA_CNT_UNWIND_FAILED] = before.stuck; /* those went as lost events already */
     s->dec.last_t = s->last_exec_t;
     s->cfd = cfd;
     if (!s->connected) {
@@ -1316,8 +1330,9 @@ static void agent_counters_json(struct agent_source *s, cJSON *o)
                                                    "unwind_failed"};
     cJSON *a = cJSON_AddObjectToObject(o, "agent");
     for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
-        cJSON_AddNumberToObject(a, names[c],
-                                (double)agent_dec_counter(&s->dec, (enum hta_counter)c));
+        cJSON_AddNumberToObject(
+            a, names[c],
+            (double)(s->agent_before[c] + agent_dec_counter(&s->dec, (enum hta_counter)c)));
 }
 
 static struct cJSON *agent_status_json(struct source *base)
@@ -1345,6 +1360,21 @@ static struct cJSON *agent_status_json(struct source *base)
         cJSON_AddNumberToObject(r, "spawn", (double)s->refused_spawn);
     }
     cJSON_AddNumberToObject(o, "symbol_queue_drops", (double)s->q_drops);
+    /* Modules of programs before an exec the running one mapped over, or
+     * dropped for room (their frames unnamed from then on); mappings the
+     * symbolizer could not add. */
+    cJSON *sy = cJSON_AddObjectToObject(o, "symbols");
+    if (sy) {
+        cJSON_AddNumberToObject(sy, "kept_replaced",
+                                (double)__atomic_load_n(&s->sym_kept_replaced, __ATOMIC_RELAXED));
+        cJSON_AddNumberToObject(sy, "kept_dropped",
+                                (double)__atomic_load_n(&s->sym_kept_dropped, __ATOMIC_RELAXED));
+        cJSON_AddNumberToObject(sy, "modules_not_added",
+                                (double)__atomic_load_n(&s->sym_not_added, __ATOMIC_RELAXED));
+        /* The process became another's (a setuid exec): not read since. */
+        cJSON_AddNumberToObject(sy, "not_owner",
+                                (double)__atomic_load_n(&s->sym_not_owner, __ATOMIC_RELAXED));
+    }
     cJSON_AddBoolToObject(o, "follow", s->follow);
     cJSON_AddNumberToObject(o, "spawned", (double)s->spawned);
     /* Programs the process exec'd into and went on being traced in. */
@@ -1418,6 +1448,14 @@ static void agent_sym_sync(struct source *base)
     for (unsigned i = 0; i < nagain && s->nq < FRAMEQ; i++)
         s->q[s->nq++] = again[i];
     uv_mutex_unlock(&s->qmu);
+    if (sc) {
+        struct sym_stats ss;
+        sym_cache_stats(sc, &ss);
+        __atomic_store_n(&s->sym_kept_replaced, ss.kept_replaced, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_kept_dropped, ss.kept_dropped, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_not_added, ss.modules_not_added, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->sym_not_owner, ss.not_owner, __ATOMIC_RELAXED);
+    }
     /* Every frame queued by the flush's drain had its turn. */
     int two = 2;
     __atomic_compare_exchange_n(&s->flush_stage, &two, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
