@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "agent-int.h"
+#include "unwind-fast.h"
 
 /* Local unwinding only: the fast path of libunwind (libunwind(3)). */
 #define UNW_LOCAL_ONLY
@@ -42,6 +43,7 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
     if (stacks == AGENT_STACKS_DWARF) {
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
+        fu_init();
     }
     ring_hdr->magic = HTA_MAGIC;
     ring_hdr->version = HTA_VERSION;
@@ -112,11 +114,64 @@ static unsigned walk_fp(struct agent_thread *t, uint64_t *out, unsigned max)
     return n;
 }
 
+/* The unwinder's reentrancy guard (unwind-fast.h): its calls, like the
+ * allocator's, are not the program's. */
+AGENT_HIDDEN void fu_untraced(int delta)
+{
+    agent_self.in_alloc += delta;
+}
+
+/* Where the program called us: the first return address out of our code,
+ * with the caller's stack pointer after the return and its rbp, from our
+ * own frame records (the agent is built with frame pointers). */
+static int agent_caller(struct agent_thread *t, uintptr_t *pc, uintptr_t *sp, uintptr_t *rbp)
+{
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    for (unsigned i = 0; i < 16; i++) {
+        if ((fp & 7) || fp < t->stack_lo || fp + 16 > t->stack_hi)
+            return -1;
+        const uintptr_t *f = (const uintptr_t *)fp;
+        if (f[1] < self_lo || f[1] >= self_hi) {
+            *pc = f[1];
+            *sp = fp + 16; /* past the saved rbp and the return address */
+            *rbp = f[0];
+            return 0;
+        }
+        if (f[0] <= fp)
+            return -1;
+        fp = f[0];
+    }
+    return -1;
+}
+
+/* The default stacks: the cached-rule unwinder, or -1 for libunwind. One
+ * frame more than max tells a cut stack. */
+static int walk_fast(struct agent_thread *t, uint64_t *out, unsigned max, int *cut)
+{
+    uintptr_t pc, sp, rbp;
+    if (!t->stack_hi)
+        stack_bounds(t);
+    if (agent_caller(t, &pc, &sp, &rbp))
+        return -1;
+    int n = fu_walk(pc, sp, rbp, t->stack_hi, out, max + 1);
+    if (n < 0)
+        return -1;
+    *cut = (unsigned)n > max;
+    return *cut ? (int)max : n;
+}
+
 /* Frames of the caller, ours cut off. */
 static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max, int *cut)
 {
     uint64_t raw[HTA_DEPTH + 8];
     unsigned want = max + 8, n;
+    if (stack_mode == AGENT_STACKS_DWARF) {
+        int k = walk_fast(t, raw, max, cut);
+        if (k >= 0) {
+            memcpy(out, raw, (unsigned)k * sizeof(*out));
+            return (unsigned)k;
+        }
+    }
     if (stack_mode == AGENT_STACKS_FP) {
         n = walk_fp(t, raw, want);
     } else {
