@@ -12,12 +12,17 @@
 /* Local unwinding only: the fast path of libunwind (libunwind(3)). */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 AGENT_HIDDEN __thread struct agent_thread agent_self AGENT_TLS;
 AGENT_HIDDEN int agent_on;
@@ -29,6 +34,46 @@ static enum agent_stacks stack_mode;
 static unsigned stack_depth = HTA_DEPTH;
 static uintptr_t self_lo, self_hi;
 static uint64_t tail_seen; /* the daemon's tail as last read */
+static int use_tsc;        /* records stamped with rdtsc (HTA_CLOCK_TSC) */
+
+/* rdtsc takes a third of clock_gettime's time here, where the vDSO reads
+ * the TSC itself. Only when the kernel's clocksource is tsc (agent-ring.h
+ * HTA_CLOCK_TSC) and this process may run rdtsc (prctl(2) PR_GET_TSC).
+ * Read once, at start: a fork child's agent_map finds it known. */
+static int tsc_usable(void)
+{
+#if defined(__x86_64__)
+    static int known, ok;
+    if (known)
+        return ok;
+    known = 1;
+    int mode = 0;
+    if (prctl(PR_GET_TSC, &mode, 0, 0, 0) != 0 || mode != PR_TSC_ENABLE)
+        return 0;
+    char buf[16] = {0};
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    ok = n >= 3 && memcmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+static uint64_t now_stamp(void)
+{
+#if defined(__x86_64__)
+    if (use_tsc)
+        return __rdtsc();
+#endif
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
 {
@@ -51,6 +96,8 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
     ring_hdr->stacks = HTA_STACKS;
     ring_hdr->depth = HTA_DEPTH;
     ring_hdr->pid = (uint32_t)getpid();
+    use_tsc = tsc_usable();
+    ring_hdr->clock = use_tsc ? HTA_CLOCK_TSC : HTA_CLOCK_MONO;
     return 0;
 }
 
@@ -249,10 +296,8 @@ static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t 
                                         __ATOMIC_RELAXED))
             break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     struct hta_rec *r = &ring_recs[h & (HTA_RECORDS - 1)];
-    r->t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    r->t = now_stamp();
     r->addr = addr;
     r->old_addr = old;
     r->size = size;

@@ -4,10 +4,23 @@
 #include "stack-intern.h"
 
 #include <string.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 /* Addresses and sizes a user process can have (x86-64 and aarch64 with
  * 5-level paging top out at 2^57). */
 #define ADDR_MAX (1ull << 57)
+
+#if defined(__x86_64__)
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+#endif
 
 static struct hta_header *hdr(const struct agent_dec *d)
 {
@@ -28,6 +41,16 @@ void agent_dec_init(struct agent_dec *d, void *base, uint32_t *ids, struct stack
     d->si = si;
     d->t0 = t0;
     d->depth = depth && depth < HTA_DEPTH ? depth : HTA_DEPTH;
+    struct hta_header h;
+    memcpy(&h, base, sizeof(h));
+#if defined(__x86_64__)
+    /* The agent is in this machine: its TSC is ours (agent-ring.h). */
+    if (h.clock == HTA_CLOCK_TSC) {
+        d->tsc = 1;
+        d->ns_a = mono_now();
+        d->tsc_a = __rdtsc();
+    }
+#endif
 }
 
 int agent_dec_header_ok(const void *base)
@@ -121,9 +144,25 @@ static uint32_t stack_of(struct agent_dec *d, uint32_t id, int *flags)
     return sid;
 }
 
+/* A TSC stamp in CLOCK_MONOTONIC ns: on the line through the pairs a and
+ * b (records are stamped between them, so the error is the pairs' own, a
+ * few ns, however short the span). Any stamp converts (it is the target's
+ * word): time_of clamps what is out of order. */
+static uint64_t tsc_ns(const struct agent_dec *d, uint64_t t)
+{
+    if (d->tsc_b <= d->tsc_a || d->ns_b <= d->ns_a)
+        return d->ns_b;
+    __int128 dt = (__int128)t - (__int128)d->tsc_a;
+    __int128 ns = (__int128)d->ns_a + dt * (__int128)(d->ns_b - d->ns_a) /
+                                          (__int128)(d->tsc_b - d->tsc_a);
+    return ns < 0 ? 0 : ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
+}
+
 /* Session time of a record: in order, never after now. */
 static uint64_t time_of(struct agent_dec *d, uint64_t t, uint64_t now)
 {
+    if (d->tsc)
+        t = tsc_ns(d, t);
     uint64_t rel = t > d->t0 ? t - d->t0 : 0;
     uint64_t cap = now > d->t0 ? now - d->t0 : 0;
     if (rel < d->last_t || rel > cap) {
@@ -176,6 +215,12 @@ static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event
 size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uint64_t now)
 {
     size_t n = 0;
+#if defined(__x86_64__)
+    if (d->tsc) {
+        d->tsc_b = __rdtsc();
+        d->ns_b = now;
+    }
+#endif
     while (n < cap && agent_dec_ready(d)) {
         struct hta_rec r;
         memcpy(&r, rec_at(d, d->tail), sizeof(r));
