@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "agent-int.h"
+#include "stack-cache.h"
 #include "unwind-fast.h"
 
 /* Local unwinding only: the fast path of libunwind (libunwind(3)). */
@@ -35,6 +36,7 @@ static unsigned stack_depth = HTA_DEPTH;
 static uintptr_t self_lo, self_hi;
 static uint64_t tail_seen; /* the daemon's tail as last read */
 static int use_tsc;        /* records stamped with rdtsc (HTA_CLOCK_TSC) */
+static uint32_t ring_epoch; /* rings mapped: stack ids are a ring's (stack-cache.h tag) */
 
 /* rdtsc takes a third of clock_gettime's time here, where the vDSO reads
  * the TSC itself. Only when the kernel's clocksource is tsc (agent-ring.h
@@ -79,6 +81,7 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
 {
     ring_hdr = base;
     tail_seen = 0;
+    ring_epoch++;
     ring_recs = (struct hta_rec *)((char *)base + HTA_RECS_OFFSET);
     ring_stacks = (struct hta_stack *)((char *)base + HTA_STACKS_OFFSET);
     stack_mode = stacks;
@@ -191,20 +194,32 @@ static int agent_caller(struct agent_thread *t, uintptr_t *pc, uintptr_t *sp, ui
     return -1;
 }
 
-/* The default stacks: the cached-rule unwinder, or -1 for libunwind. One
- * frame more than max tells a cut stack. */
-static int walk_fast(struct agent_thread *t, uint64_t *out, unsigned max, int *cut)
-{
+/* Where a fast walk started and what it read (the stack cache's key). */
+struct walk {
     uintptr_t pc, sp, rbp;
+    uint64_t tag;
+    struct fu_trace tr;
+};
+
+/* The default stacks with the cached-rule unwinder: 1 and *stack, *cut
+ * from the thread's stack cache; 0 and the frames (*n) walked, w kept for
+ * sc_store; -1 for libunwind. One frame more than max tells a cut stack. */
+static int walk_fast(struct agent_thread *t, struct walk *w, uint64_t *out, unsigned max,
+                     unsigned *n, uint32_t *stack, int *cut)
+{
     if (!t->stack_hi)
         stack_bounds(t);
-    if (agent_caller(t, &pc, &sp, &rbp))
+    if (agent_caller(t, &w->pc, &w->sp, &w->rbp))
         return -1;
-    int n = fu_walk(pc, sp, rbp, t->stack_hi, out, max + 1);
-    if (n < 0)
+    w->tag = fu_generation() << 32 | ring_epoch;
+    if (sc_lookup(w->pc, w->sp, w->rbp, w->tag, stack, cut))
+        return 1;
+    int k = fu_walk(w->pc, w->sp, w->rbp, t->stack_hi, out, max + 1, &w->tr);
+    if (k < 0)
         return -1;
-    *cut = (unsigned)n > max;
-    return *cut ? (int)max : n;
+    *cut = (unsigned)k > max;
+    *n = *cut ? max : (unsigned)k;
+    return 0;
 }
 
 /* Frames of the caller, ours cut off. */
@@ -212,13 +227,6 @@ static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max,
 {
     uint64_t raw[HTA_DEPTH + 8];
     unsigned want = max + 8, n;
-    if (stack_mode == AGENT_STACKS_DWARF) {
-        int k = walk_fast(t, raw, max, cut);
-        if (k >= 0) {
-            memcpy(out, raw, (unsigned)k * sizeof(*out));
-            return (unsigned)k;
-        }
-    }
     if (stack_mode == AGENT_STACKS_FP) {
         n = walk_fp(t, raw, want);
     } else {
@@ -321,16 +329,23 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
     uint32_t stack = 0;
     int flags = 0;
     if (kind != HTA_FREE && kind != HTA_RELEASE && stack_mode != AGENT_STACKS_NONE) {
-        uint64_t frames[HTA_DEPTH];
-        int cut = 0;
-        /* The unwinder maps memory for its caches (mmap): its own calls,
-         * like the allocator's, are not the program's. */
+        uint64_t frames[HTA_DEPTH + 1];
+        struct walk w;
+        int cut = 0, fast = -1;
+        unsigned n = 0;
+        /* The unwinders map memory for their caches (mmap) and read CFI:
+         * their own calls, like the allocator's, are not the program's. */
         t->in_alloc++;
-        unsigned n = take_frames(t, frames, stack_depth, &cut);
+        if (stack_mode == AGENT_STACKS_DWARF)
+            fast = walk_fast(t, &w, frames, stack_depth, &n, &stack, &cut);
+        if (fast < 0)
+            n = take_frames(t, frames, stack_depth, &cut);
         t->in_alloc--;
         t->in_hook = 1;
-        if (n)
+        if (fast != 1 && n)
             stack = stack_intern(frames, n);
+        if (fast == 0 && stack)
+            sc_store(w.pc, w.sp, w.rbp, w.tag, &w.tr, stack, cut);
         if (cut)
             flags |= HTA_F_TRUNCATED;
     }

@@ -237,21 +237,37 @@ static uint64_t rule_slow(uint64_t pc)
     return v;
 }
 
-/* A read of the stack, only inside [lo, hi). */
-static int stack_read(uintptr_t lo, uintptr_t hi, uintptr_t a, uintptr_t *v)
+/* A read of the stack, only inside [lo, hi), kept in tr. */
+static int stack_read(uintptr_t lo, uintptr_t hi, uintptr_t a, uintptr_t *v, struct fu_trace *tr)
 {
     if (a < lo || a > hi - 8 || (a & 7))
         return 0;
     *v = *(const uintptr_t *)a;
+    if (tr) {
+        if (tr->n < FU_TRACE_MAX) {
+            tr->off[tr->n] = (uint32_t)(a - lo);
+            tr->val[tr->n] = *v;
+        }
+        if (tr->n <= FU_TRACE_MAX)
+            tr->n++;
+    }
     return 1;
 }
 
-int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max)
+int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max,
+            struct fu_trace *tr)
 {
 #if defined(__x86_64__)
     uintptr_t lo = sp;
-    int rbp_ok = 1;
+    int rbp_ok = 1, rbp_start = 1; /* rbp is still the starting one */
     unsigned n = 0;
+    if (tr) {
+        tr->n = 0;
+        tr->rbp_used = 0;
+    }
+    /* Offsets from sp fit the trace's 32 bits. */
+    if (hi - sp > UINT32_MAX)
+        return -1;
     while (n < max) {
         if (pc == 0) /* as libunwind: no frame there */
             return (int)n;
@@ -265,16 +281,19 @@ int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *o
             r = rule_slow(pc - 1);
         if (!(r & R_SIMPLE) || ((r & R_CFA_RBP) && !rbp_ok))
             return -1;
+        if ((r & R_CFA_RBP) && rbp_start && tr)
+            tr->rbp_used = 1;
         uintptr_t cfa = ((r & R_CFA_RBP) ? rbp : sp) + (uintptr_t)(int64_t)(int16_t)r;
         if (r & R_RA_UNDEF) /* the outermost frame (_start, clone) */
             return (int)n;
         /* The stack only grows down: a CFA at or below sp is a bad rule or
          * a corrupt rbp, libunwind's business. */
-        if (cfa <= sp || !stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 16), &pc))
+        if (cfa <= sp || !stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 16), &pc, tr))
             return -1;
         if (r & R_RBP_SAVED) {
-            if (!stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 32), &rbp))
+            if (!stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 32), &rbp, tr))
                 return -1;
+            rbp_start = 0;
         } else if (r & R_RBP_UNDEF) {
             rbp_ok = 0;
         }
@@ -282,7 +301,7 @@ int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *o
     }
     return (int)n;
 #else
-    (void)pc, (void)sp, (void)rbp, (void)hi, (void)out, (void)max;
+    (void)pc, (void)sp, (void)rbp, (void)hi, (void)out, (void)max, (void)tr;
     return -1;
 #endif
 }

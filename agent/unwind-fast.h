@@ -25,10 +25,24 @@ struct fu_stats {
     uint64_t invalidated; /* dlclose calls: every rule and module forgotten */
 };
 
+/* What a walk read: the stack slots (as offsets from its starting sp) and
+ * their values, and whether a rule used the starting rbp. The walk is a
+ * function of its start (pc, sp, rbp if used) and of these slots: the same
+ * start and slot values give the same frames (a stack cache's check). */
+#define FU_TRACE_MAX 48u
+struct fu_trace {
+    unsigned n;   /* slots read; FU_TRACE_MAX + 1: more than kept */
+    int rbp_used; /* a CFA came from the starting rbp */
+    uint32_t off[FU_TRACE_MAX];
+    uint64_t val[FU_TRACE_MAX];
+};
+
 /* The frames from a return address pc into a caller whose stack pointer is
  * sp (after the return) and whose rbp is rbp, reading only [sp, hi):
- * pc first, at most max; -1 when a frame needs libunwind. */
-int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max);
+ * pc first, at most max; -1 when a frame needs libunwind. tr (or NULL):
+ * what it read. */
+int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max,
+            struct fu_trace *tr);
 
 /* Forget every rule and module (a module was unloaded: another may be
  * loaded at its address). */

@@ -148,7 +148,7 @@ static __attribute__((noinline)) void check(void)
     uintptr_t pc, sp, rbp;
     if (!stack_hi)
         bounds();
-    int na = caller(&pc, &sp, &rbp) ? -1 : fu_walk(pc, sp, rbp, stack_hi, a, DEPTH);
+    int na = caller(&pc, &sp, &rbp) ? -1 : fu_walk(pc, sp, rbp, stack_hi, a, DEPTH, NULL);
     /* libunwind's cache outlives dlclose: flushed when a module went. */
     static uint64_t gen_seen;
     uint64_t gen = fu_generation();
