@@ -237,21 +237,26 @@ static uint64_t rule_slow(uint64_t pc)
     return v;
 }
 
-/* A read of the stack, only inside [lo, hi), kept in tr. */
-static int stack_read(uintptr_t lo, uintptr_t hi, uintptr_t a, uintptr_t *v, struct fu_trace *tr)
+/* A read of the stack, only inside [lo, hi). */
+static int stack_read(uintptr_t lo, uintptr_t hi, uintptr_t a, uintptr_t *v)
 {
     if (a < lo || a > hi - 8 || (a & 7))
         return 0;
     *v = *(const uintptr_t *)a;
-    if (tr) {
-        if (tr->n < FU_TRACE_MAX) {
-            tr->off[tr->n] = (uint32_t)(a - lo);
-            tr->val[tr->n] = *v;
-        }
-        if (tr->n <= FU_TRACE_MAX)
-            tr->n++;
-    }
     return 1;
+}
+
+/* A slot the walk depends on, into tr (past FU_TRACE_MAX: counted only). */
+static void trace_slot(struct fu_trace *tr, uintptr_t lo, uintptr_t a, uintptr_t v)
+{
+    if (!tr)
+        return;
+    if (tr->n < FU_TRACE_MAX) {
+        tr->off[tr->n] = (uint32_t)(a - lo);
+        tr->val[tr->n] = v;
+    }
+    if (tr->n <= FU_TRACE_MAX)
+        tr->n++;
 }
 
 int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max,
@@ -259,7 +264,13 @@ int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *o
 {
 #if defined(__x86_64__)
     uintptr_t lo = sp;
-    int rbp_ok = 1, rbp_start = 1; /* rbp is still the starting one */
+    int rbp_ok = 1;
+    /* Where rbp came from: the start (rbp_at 0) or a stack slot. A saved
+     * rbp is in the trace only once a rule takes the CFA from it: code
+     * without frame pointers saves rbp as any callee-saved register, with
+     * a value that differs from call to call and changes no frame. */
+    uintptr_t rbp_at = 0;
+    int rbp_traced = 0;
     unsigned n = 0;
     if (tr) {
         tr->n = 0;
@@ -281,19 +292,27 @@ int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *o
             r = rule_slow(pc - 1);
         if (!(r & R_SIMPLE) || ((r & R_CFA_RBP) && !rbp_ok))
             return -1;
-        if ((r & R_CFA_RBP) && rbp_start && tr)
-            tr->rbp_used = 1;
+        if ((r & R_CFA_RBP) && tr && !rbp_traced) {
+            if (rbp_at)
+                trace_slot(tr, lo, rbp_at, rbp);
+            else
+                tr->rbp_used = 1;
+            rbp_traced = 1;
+        }
         uintptr_t cfa = ((r & R_CFA_RBP) ? rbp : sp) + (uintptr_t)(int64_t)(int16_t)r;
         if (r & R_RA_UNDEF) /* the outermost frame (_start, clone) */
             return (int)n;
         /* The stack only grows down: a CFA at or below sp is a bad rule or
          * a corrupt rbp, libunwind's business. */
-        if (cfa <= sp || !stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 16), &pc, tr))
+        uintptr_t ra_at = cfa + (uintptr_t)(int64_t)(int16_t)(r >> 16);
+        if (cfa <= sp || !stack_read(lo, hi, ra_at, &pc))
             return -1;
+        trace_slot(tr, lo, ra_at, pc);
         if (r & R_RBP_SAVED) {
-            if (!stack_read(lo, hi, cfa + (uintptr_t)(int64_t)(int16_t)(r >> 32), &rbp, tr))
+            rbp_at = cfa + (uintptr_t)(int64_t)(int16_t)(r >> 32);
+            if (!stack_read(lo, hi, rbp_at, &rbp))
                 return -1;
-            rbp_start = 0;
+            rbp_traced = 0;
         } else if (r & R_RBP_UNDEF) {
             rbp_ok = 0;
         }

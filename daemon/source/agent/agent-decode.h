@@ -42,6 +42,7 @@ struct agent_dec {
      * between the pair taken at init (a) and one taken at each take (b). */
     int tsc;
     uint64_t tsc_a, ns_a, tsc_b, ns_b;
+    uint64_t tsc_mult; /* ns per tick, 32.32 fixed point (0: not known yet) */
     uint32_t *ids;   /* table id + 1 -> engine stack id (0: not seen, UINT32_MAX: bad) */
     struct stack_intern *si;
     struct agent_dec_stats st;
