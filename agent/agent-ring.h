@@ -76,6 +76,10 @@ enum hta_counter {
     HTA_CNT_STACKS_FULL,   /* stacks not interned: the table was full */
     HTA_CNT_REENTRANT,     /* calls made while the agent itself was running (a signal handler) */
     HTA_CNT_UNWIND_FAILED, /* stacks the unwinder could not take */
+    /* Not losses: where the default stacks' fast path gave way. */
+    HTA_CNT_UNWIND_SLOW,   /* stacks left to libunwind (a signal frame, CFI of another shape) */
+    HTA_CNT_RULES_EVICTED, /* unwind rules dropped at the table's cap (learned again) */
+    HTA_CNT_MODULES_FULL,  /* rule lookups past the unwinder's cap of modules (to libunwind) */
     HTA_CNT_MAX,
 };
 

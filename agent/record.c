@@ -171,6 +171,11 @@ AGENT_HIDDEN void fu_untraced(int delta)
     agent_self.in_alloc += delta;
 }
 
+AGENT_HIDDEN void fu_note(enum fu_event e)
+{
+    agent_count(e == FU_RULE_EVICTED ? HTA_CNT_RULES_EVICTED : HTA_CNT_MODULES_FULL);
+}
+
 /* Where the program called us: the first return address out of our code,
  * with the caller's stack pointer after the return and its rbp, from our
  * own frame records (the agent is built with frame pointers). */
@@ -338,6 +343,8 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
         t->in_alloc++;
         if (stack_mode == AGENT_STACKS_DWARF)
             fast = walk_fast(t, &w, frames, stack_depth, &n, &stack, &cut);
+        if (fast < 0 && stack_mode == AGENT_STACKS_DWARF)
+            agent_count(HTA_CNT_UNWIND_SLOW);
         if (fast < 0)
             n = take_frames(t, frames, stack_depth, &cut);
         t->in_alloc--;

@@ -107,6 +107,7 @@ static void table_put(uint64_t pc, uint64_t rule)
         }
     }
     stats.evicted++;
+    fu_note(FU_RULE_EVICTED);
     slot_write(&table[(i + evict_next++ % FU_PROBE) & (FU_SLOTS - 1)], pc, rule);
 }
 
@@ -178,8 +179,10 @@ static struct fu_module *module_of(uintptr_t pc)
     for (unsigned i = 0; i < n_modules; i++)
         if (pc >= modules[i].lo && pc < modules[i].hi)
             return &modules[i];
-    if (n_modules == FU_MODULES)
+    if (n_modules == FU_MODULES) {
+        fu_note(FU_MODULES_FULL);
         return NULL;
+    }
     static struct find f; /* under lock: 4 KiB off the target's stack */
     struct fu_module *m = &modules[n_modules];
     memset(m, 0, sizeof(*m));

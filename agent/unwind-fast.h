@@ -61,4 +61,8 @@ void fu_stats(struct fu_stats *out);
  * calls, -1 after. */
 void fu_untraced(int delta);
 
+/* The user's count of a cap met (under the table's lock). */
+enum fu_event { FU_RULE_EVICTED, FU_MODULES_FULL };
+void fu_note(enum fu_event e);
+
 #endif

@@ -17,3 +17,18 @@ case_agent_stack_cache_same_sp() {
     wait "$APID" || fail "samesp exit code"
     stop_clean
 }
+
+# A signal handler that allocates: its stacks pass a signal frame, which the fast unwinder leaves
+# to libunwind; each such stack is counted (status: source_status.agent.unwind_slow), and the
+# blocks are under the handler's site all the same.
+case_agent_unwind_slow_counted() {
+    agent_case agslow signal
+    eq "$(live_truth agslow | jget sites.0.live_count)" 15 "signals handled"
+    local slow
+    slow=$(ctl --json status agslow | jget source_status.agent.unwind_slow)
+    [ -n "$slow" ] && [ "$slow" -ge 15 ] || fail "unwind_slow: got '$slow', expected >= 15"
+    eq "$(ctl --json status agslow | jget source_status.agent.modules_full)" 0 "modules_full"
+    live_go "$APID"
+    wait "$APID" || fail "agentcase exit code"
+    stop_clean
+}
