@@ -5,12 +5,14 @@
  * reference, and counts where they differ. At exit it appends one line to
  * $UNWIND_CHECK_OUT:
  *   pid=P checked=C fast=F fallback=S differ=D [first difference]
- * fast: stacks the fast unwinder took itself; fallback: stacks it left to
- * libunwind (the agent then uses libunwind's); differ: fast stacks unequal
- * to libunwind's. UNWIND_CHECK_MAX (default 200000) bounds the checks
+ * fast: stacks the fast unwinder took itself (cached: of those, from the
+ * agent's stack cache, stack-cache.h, as the agent takes them); fallback:
+ * stacks it left to libunwind (the agent then uses libunwind's); differ:
+ * fast stacks unequal to libunwind's. UNWIND_CHECK_MAX (default 200000) bounds the checks
  * (counted past it as skipped).
  */
 #define _GNU_SOURCE
+#include "stack-cache.h"
 #include "unwind-fast.h"
 
 #define UNW_LOCAL_ONLY
@@ -30,7 +32,12 @@
 static __thread int guard;
 static __thread uintptr_t stack_hi;
 static uintptr_t self_lo, self_hi;
-static unsigned long checked, fast, fallback, differ, skipped, max_checks = 200000;
+static unsigned long checked, fast, cached, fallback, differ, skipped, max_checks = 200000;
+/* The stacks the cache's ids stand for (id - 1), under lock. */
+#define SAVED 16384
+static uint64_t saved[SAVED][DEPTH];
+static int saved_n[SAVED];
+static unsigned n_saved;
 static char first[512];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -147,16 +154,51 @@ static int reference(uint64_t *out, int max)
     return n;
 }
 
+/* The stack as the agent takes it: from the thread's stack cache, else
+ * walked (and cached under a new id). -1: left to libunwind. */
+static int fast_stack(uint64_t *a, uint64_t gen, int *hit)
+{
+    uintptr_t pc, sp, rbp;
+    uint32_t id;
+    int cut, na;
+    struct fu_trace tr;
+    *hit = 0;
+    if (caller(&pc, &sp, &rbp))
+        return -1;
+    if (sc_lookup(pc, sp, rbp, gen, &id, &cut)) {
+        pthread_mutex_lock(&lock);
+        na = id <= n_saved ? saved_n[id - 1] : -1;
+        if (na >= 0)
+            memcpy(a, saved[id - 1], (size_t)na * sizeof(*a));
+        pthread_mutex_unlock(&lock);
+        *hit = na >= 0;
+        return na;
+    }
+    na = fu_walk(pc, sp, rbp, stack_hi, a, DEPTH, &tr);
+    if (na < 0)
+        return -1;
+    pthread_mutex_lock(&lock);
+    id = n_saved < SAVED ? ++n_saved : 0;
+    if (id) {
+        saved_n[id - 1] = na;
+        memcpy(saved[id - 1], a, (size_t)na * sizeof(*a));
+    }
+    pthread_mutex_unlock(&lock);
+    if (id)
+        sc_store(pc, sp, rbp, gen, &tr, id, 0);
+    return na;
+}
+
 static __attribute__((noinline)) void check(void)
 {
     uint64_t a[DEPTH], raw[DEPTH + 16];
-    uintptr_t pc, sp, rbp;
+    int hit;
     if (!stack_hi)
         bounds();
-    int na = caller(&pc, &sp, &rbp) ? -1 : fu_walk(pc, sp, rbp, stack_hi, a, DEPTH, NULL);
+    uint64_t gen = fu_generation();
+    int na = fast_stack(a, gen, &hit);
     /* libunwind's cache outlives dlclose: flushed when a module went. */
     static uint64_t gen_seen;
-    uint64_t gen = fu_generation();
     if (gen != __atomic_load_n(&gen_seen, __ATOMIC_RELAXED)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         __atomic_store_n(&gen_seen, gen, __ATOMIC_RELAXED);
@@ -171,6 +213,7 @@ static __attribute__((noinline)) void check(void)
         fallback++;
     } else {
         fast++;
+        cached += hit;
         if (na != nb || memcmp(a, raw + i, (size_t)na * sizeof(*a))) {
             differ++;
             note(a, na, raw + i, nb);
@@ -221,12 +264,12 @@ static __attribute__((destructor)) void report(void)
     struct fu_stats st;
     fu_stats(&st);
     char line[1024];
-    int n =
-        snprintf(line, sizeof(line),
-                 "pid=%d checked=%lu fast=%lu fallback=%lu differ=%lu skipped=%lu learned=%lu "
-                 "evicted=%lu invalidated=%lu %s\n",
-                 (int)getpid(), checked, fast, fallback, differ, skipped, (unsigned long)st.learned,
-                 (unsigned long)st.evicted, (unsigned long)st.invalidated, first);
+    int n = snprintf(
+        line, sizeof(line),
+        "pid=%d checked=%lu fast=%lu cached=%lu fallback=%lu differ=%lu skipped=%lu learned=%lu "
+        "evicted=%lu invalidated=%lu %s\n",
+        (int)getpid(), checked, fast, cached, fallback, differ, skipped, (unsigned long)st.learned,
+        (unsigned long)st.evicted, (unsigned long)st.invalidated, first);
     int fd = open(out, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
         if (write(fd, line, (size_t)n) < 0)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # unwind-check.sh CASE CHECK_SO DLRELOAD LIBA LIBB XMLLEAK: runs a real program with
 # unwind-check.so preloaded (every malloc's stack taken by the agent's fast unwinder
-# and by libunwind) and fails when a stack differs, or when the fast unwinder took
-# too few stacks itself for the comparison to mean anything.
+# and by libunwind; the fast one through the agent's stack cache, as the agent takes
+# it) and fails when a stack differs, or when the fast unwinder or the cache took too
+# few stacks for the comparison to mean anything.
 set -u
 CASE=$1 SO=$2 DLRELOAD=$3 LIBA=$4 LIBB=$5 XMLLEAK=$6
 T=$(mktemp -d)
@@ -60,8 +61,9 @@ cat "$T/out"
 # Every process's report: no difference, and most stacks taken fast (a test in
 # which everything fell back to libunwind would compare nothing).
 awk '{for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      if (v["differ"] != 0) bad = 1; fast += v["fast"]; all += v["checked"] }
+      if (v["differ"] != 0) bad = 1; fast += v["fast"]; all += v["checked"]; cached += v["cached"] }
      END { if (bad) { print "differences"; exit 1 }
-           if (all < 8 || fast * 10 < all * 8) { print "fast " fast " of " all ": too few to compare"; exit 1 } }' "$T/out" ||
+           if (all < 8 || fast * 10 < all * 8) { print "fast " fast " of " all ": too few to compare"; exit 1 }
+           if (cached == 0) { print "no stack from the stack cache: it was not checked"; exit 1 } }' "$T/out" ||
     fail "fast unwinder against libunwind"
 echo "ok"
