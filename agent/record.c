@@ -92,6 +92,7 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
         fu_init();
+        sc_init();
     }
     ring_hdr->magic = HTA_MAGIC;
     ring_hdr->version = HTA_VERSION;
@@ -217,7 +218,7 @@ static int walk_fast(struct agent_thread *t, struct walk *w, uint64_t *out, unsi
     if (agent_caller(t, &w->pc, &w->sp, &w->rbp))
         return -1;
     w->tag = fu_generation() << 32 | ring_epoch;
-    if (sc_lookup(w->pc, w->sp, w->rbp, w->tag, stack, cut))
+    if (sc_ready() && sc_lookup(w->pc, w->sp, w->rbp, w->tag, stack, cut))
         return 1;
     int k = fu_walk(w->pc, w->sp, w->rbp, t->stack_hi, out, max + 1, &w->tr);
     if (k < 0)

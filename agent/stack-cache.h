@@ -8,7 +8,7 @@
  * rule lookup, no hashing of frames and no table probe. A different call
  * path at the same sp differs in a return address slot: a miss.
  *
- * Per thread (static TLS): no atomics, no lock. A signal handler's calls
+ * Per thread (40 KiB mapped at its first walk): no atomics, no lock. A signal handler's calls
  * while the thread is in the agent are not recorded (agent-int.h), so they
  * never touch it.
  */
@@ -19,6 +19,11 @@
 
 #include <stdint.h>
 
+/* Once, before any thread's first sc_ready. */
+int sc_init(void);
+/* The thread's cache mapped (once; 0: it could not be, the stacks are
+ * walked each time). With the user's guard up (fu_untraced). */
+int sc_ready(void);
 /* tag: what else the entry depends on (the rules' generation, the ring). */
 int sc_lookup(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uint64_t tag, uint32_t *id, int *cut);
 void sc_store(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uint64_t tag, const struct fu_trace *tr,

@@ -86,6 +86,7 @@ static void resolve(void)
     if (s)
         max_checks = strtoul(s, NULL, 10);
     fu_init();
+    sc_init();
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     __atomic_store_n(&real_malloc, (void *(*)(size_t))m, __ATOMIC_RELEASE);
 }
@@ -165,7 +166,7 @@ static int fast_stack(uint64_t *a, uint64_t gen, int *hit)
     *hit = 0;
     if (caller(&pc, &sp, &rbp))
         return -1;
-    if (sc_lookup(pc, sp, rbp, gen, &id, &cut)) {
+    if (sc_ready() && sc_lookup(pc, sp, rbp, gen, &id, &cut)) {
         pthread_mutex_lock(&lock);
         na = id <= n_saved ? saved_n[id - 1] : -1;
         if (na >= 0)
