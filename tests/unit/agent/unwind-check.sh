@@ -10,6 +10,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export UNWIND_CHECK_OUT=$T/out
 fail() { echo "FAIL: $*"; cat "$T/out" 2>/dev/null; exit 1; }
+# The fast unwinder is x86-64's (elsewhere every stack goes to libunwind).
+[ "$(uname -m)" = x86_64 ] || { echo "SKIP: not x86-64"; exit 77; }
 pre() { LD_PRELOAD=$SO "$@"; }
 
 case $CASE in
