@@ -281,5 +281,41 @@ static void test_tsc_clock(void)
 #endif
 }
 
+/* As the agent source drains: now read once, then takes while the target
+ * writes on (records stamped after now). No record of a TSC ring is read
+ * as stamped in the future or out of order (clamped_time), and times never
+ * go back across takes. */
+static void test_tsc_takes(void)
+{
+#if defined(__x86_64__)
+    struct fixture f;
+    void *ring = ring_new();
+    ((struct hta_header *)ring)->clock = HTA_CLOCK_TSC;
+    f.ring = ring;
+    f.ids = calloc(HTA_STACKS + 1, sizeof(*f.ids));
+    if (!f.ids || stack_intern_init(&f.si, 1000, 100) != 0)
+        abort();
+    uint64_t t0 = mono();
+    agent_dec_init(&f.d, f.ring, f.ids, &f.si, t0, 32);
+    uint64_t last = 0, pos = 0;
+    for (int drain = 0; drain < 40; drain++) {
+        uint64_t now = mono(); /* the drain's, read before the records below */
+        for (int k = 0; k < 5; k++, pos++) {
+            struct timespec pause = {0, 20000}; /* 20 us */
+            nanosleep(&pause, NULL);
+            put(ring, pos, HTA_ALLOC, 0x10000 + 0x100 * pos, 0, 16, 0, __rdtsc());
+            struct ht_event ev[2];
+            CHECK_EQ(agent_dec_take(&f.d, ev, 2, now), 1);
+            CHECK(ev[0].t >= last);
+            last = ev[0].t;
+        }
+    }
+    CHECK_EQ(f.d.st.clamped_time, 0);
+    fx_close(&f);
+#else
+    exit(HT_TEST_SKIP); /* no TSC clock there */
+#endif
+}
+
 HT_TEST_MAIN(T(records_in_order), T(hostile_fields), T(stuck_and_rewritten), T(random_garbage),
-             T(tsc_clock))
+             T(tsc_clock), T(tsc_takes))

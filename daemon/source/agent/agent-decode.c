@@ -145,11 +145,11 @@ static uint32_t stack_of(struct agent_dec *d, uint32_t id, int *flags)
 }
 
 /* A TSC stamp in CLOCK_MONOTONIC ns: on the line through the pairs a and
- * b (records are stamped between them, so the error is the pairs' own, a
- * few ns, however short the span), with the slope in 32.32 fixed point
- * made once a take (a division per record was 7% of the daemon's time
- * under redis). Any stamp converts (it is the target's word): time_of
- * clamps what is out of order. */
+ * b (tsc_line), the slope in 32.32 fixed point made when the line moves (a
+ * division per record was 7% of the daemon's time under redis). The TSC
+ * is constant (agent-ring.h): the error is the pairs' own, a few ns, and
+ * shrinks as the span grows. Any stamp converts (it is the target's word):
+ * time_of clamps what is out of order. */
 static uint64_t tsc_ns(const struct agent_dec *d, uint64_t t)
 {
     if (!d->tsc_mult)
@@ -158,6 +158,30 @@ static uint64_t tsc_ns(const struct agent_dec *d, uint64_t t)
     __int128 ns = (__int128)d->ns_a + ((dt * (__int128)d->tsc_mult) >> 32);
     return ns < 0 ? 0 : ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
 }
+
+#if defined(__x86_64__)
+/* At a take: a pair (TSC, CLOCK_MONOTONIC) read here, together (the
+ * caller's now is older than records stamped since: paired with a fresh
+ * TSC it bent the line at each take, and records of consecutive takes
+ * came out of order). The line through a and b moves only when the span
+ * has doubled, so consecutive takes convert on one line. Returns the
+ * fresher now (no record is stamped after it). */
+static uint64_t tsc_line(struct agent_dec *d, uint64_t now)
+{
+    uint64_t ns = mono_now(), tsc = __rdtsc();
+    if (tsc > d->tsc_a && ns > d->ns_a &&
+        (!d->tsc_mult || tsc - d->tsc_a >= 2 * (d->tsc_b - d->tsc_a))) {
+        d->tsc_b = tsc;
+        d->ns_b = ns;
+        unsigned __int128 m =
+            ((unsigned __int128)(d->ns_b - d->ns_a) << 32) / (d->tsc_b - d->tsc_a);
+        /* Bounded so any 64-bit stamp's product fits 128 bits: below 256
+         * ns a tick (any TSC runs faster than 4 MHz). */
+        d->tsc_mult = m < (1ull << 40) ? (uint64_t)m : 0;
+    }
+    return ns > now ? ns : now;
+}
+#endif
 
 /* Session time of a record: in order, never after now. */
 static uint64_t time_of(struct agent_dec *d, uint64_t t, uint64_t now)
@@ -217,19 +241,8 @@ size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uin
 {
     size_t n = 0;
 #if defined(__x86_64__)
-    if (d->tsc) {
-        d->tsc_b = __rdtsc();
-        d->ns_b = now;
-        /* 0 (stamps read as now) until the pairs are apart. */
-        d->tsc_mult = 0;
-        if (d->tsc_b > d->tsc_a && d->ns_b > d->ns_a) {
-            unsigned __int128 m =
-                ((unsigned __int128)(d->ns_b - d->ns_a) << 32) / (d->tsc_b - d->tsc_a);
-            /* Bounded so any 64-bit stamp's product fits 128 bits: below
-             * 256 ns a tick (any TSC runs faster than 4 MHz). */
-            d->tsc_mult = m < (1ull << 40) ? (uint64_t)m : 0;
-        }
-    }
+    if (d->tsc)
+        now = tsc_line(d, now);
 #endif
     while (n < cap && agent_dec_ready(d)) {
         struct hta_rec r;
@@ -242,6 +255,12 @@ size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uin
         }
         tail_advance(d);
         d->st.records++;
+#if defined(__x86_64__)
+        /* Stamped after now: published since the take began (the target
+         * writes on); now read again rather than the record clamped. */
+        if (d->tsc && tsc_ns(d, r.t) > now)
+            now = tsc_line(d, now);
+#endif
         n += (size_t)convert(d, &r, &out[n], now);
     }
     tail_publish(d);

@@ -38,8 +38,9 @@ struct agent_dec {
     uint64_t t0;     /* CLOCK_MONOTONIC ns the session counts from */
     uint64_t last_t; /* session ns of the last event handed out */
     uint32_t depth;  /* frames kept (the session's stack depth) */
-    /* HTA_CLOCK_TSC: records count TSC ticks, converted by interpolation
-     * between the pair taken at init (a) and one taken at each take (b). */
+    /* HTA_CLOCK_TSC: records count TSC ticks, converted on the line through
+     * the pair (TSC, CLOCK_MONOTONIC) taken at init (a) and a later one (b),
+     * moved at a take when the span has doubled. */
     int tsc;
     uint64_t tsc_a, ns_a, tsc_b, ns_b;
     uint64_t tsc_mult; /* ns per tick, 32.32 fixed point (0: not known yet) */
