@@ -154,9 +154,13 @@ static uint64_t tsc_ns(const struct agent_dec *d, uint64_t t)
 {
     if (!d->tsc_mult)
         return d->ns_b;
-    __int128 dt = (__int128)t - (__int128)d->tsc_a;
-    __int128 ns = (__int128)d->ns_a + ((dt * (__int128)d->tsc_mult) >> 32);
-    return ns < 0 ? 0 : ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
+    if (t < d->tsc_a)
+        return d->ns_a;
+    unsigned __int128 p = (unsigned __int128)(t - d->tsc_a) * d->tsc_mult;
+    if ((uint64_t)(p >> 96))
+        return UINT64_MAX;
+    uint64_t add = (uint64_t)(p >> 32);
+    return add > UINT64_MAX - d->ns_a ? UINT64_MAX : d->ns_a + add;
 }
 
 #if defined(__x86_64__)
@@ -183,11 +187,10 @@ static uint64_t tsc_line(struct agent_dec *d, uint64_t now)
 }
 #endif
 
-/* Session time of a record: in order, never after now. */
+/* Session time of a record stamped t (CLOCK_MONOTONIC ns): in order,
+ * never after now. */
 static uint64_t time_of(struct agent_dec *d, uint64_t t, uint64_t now)
 {
-    if (d->tsc)
-        t = tsc_ns(d, t);
     uint64_t rel = t > d->t0 ? t - d->t0 : 0;
     uint64_t cap = now > d->t0 ? now - d->t0 : 0;
     if (rel < d->last_t || rel > cap) {
@@ -256,10 +259,18 @@ size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uin
         tail_advance(d);
         d->st.records++;
 #if defined(__x86_64__)
-        /* Stamped after now: published since the take began (the target
-         * writes on); now read again rather than the record clamped. */
-        if (d->tsc && tsc_ns(d, r.t) > now)
-            now = tsc_line(d, now);
+        /* In ns from here (converted once: the daemon's time per record is
+         * what keeps it up with the target). Stamped after now: published
+         * since the take began (the target writes on); now read again
+         * rather than the record clamped. */
+        if (d->tsc) {
+            uint64_t stamp = r.t;
+            r.t = tsc_ns(d, stamp);
+            if (r.t > now) {
+                now = tsc_line(d, now);
+                r.t = tsc_ns(d, stamp);
+            }
+        }
 #endif
         n += (size_t)convert(d, &r, &out[n], now);
     }
