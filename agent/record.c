@@ -236,7 +236,7 @@ static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max,
     if (stack_mode == AGENT_STACKS_FP) {
         n = walk_fp(t, raw, want);
     } else {
-        int r = unw_backtrace((void **)raw, (int)want);
+        int r = fu_backtrace(raw, (int)want);
         if (r <= 0) {
             agent_count(HTA_CNT_UNWIND_FAILED);
             return 0;

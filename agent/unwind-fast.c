@@ -10,7 +10,10 @@
 
 #include "ht-cfi-rule.h"
 
+/* Local unwinding only (libunwind(3)). */
+#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <libunwind.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <libelf.h>
@@ -326,6 +329,38 @@ int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *o
     (void)pc, (void)sp, (void)rbp, (void)hi, (void)out, (void)max, (void)tr;
     return -1;
 #endif
+}
+
+/* unw_step(3) from here: what unw_backtrace gives, without its cache. */
+static int step_walk(uint64_t *out, int max)
+{
+    unw_context_t uc;
+    unw_cursor_t c;
+    unw_word_t ip;
+    int n = 0;
+    if (unw_getcontext(&uc) || unw_init_local(&c, &uc))
+        return 0;
+    do {
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) || ip == 0)
+            break;
+        out[n++] = ip;
+    } while (n < max && unw_step(&c) > 0);
+    return n;
+}
+
+int fu_backtrace(uint64_t *out, int max)
+{
+    static __thread uint64_t gen_seen __attribute__((tls_model("initial-exec")));
+    uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (gen == 0)
+        return unw_backtrace((void **)out, max);
+    /* libunwind's own caches of procedure info are flushed (unw_flush_cache(3));
+     * unw_backtrace's trace cache is not (tests/unit/agent: dlreload). */
+    if (gen != gen_seen) {
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        gen_seen = gen;
+    }
+    return step_walk(out, max);
 }
 
 /* Under lock. */

@@ -44,6 +44,12 @@ struct fu_trace {
 int fu_walk(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t hi, uint64_t *out, unsigned max,
             struct fu_trace *tr);
 
+/* The stack by libunwind, for what fu_walk leaves (frames from the
+ * caller's own, as unw_backtrace gives them): unw_backtrace until a module
+ * was unloaded, then libunwind's step by step walk (its trace cache keeps
+ * the frame shapes of an unloaded module's addresses, flush or not). */
+int fu_backtrace(uint64_t *out, int max);
+
 /* Forget every rule and module (a module was unloaded: another may be
  * loaded at its address). */
 void fu_invalidate(void);

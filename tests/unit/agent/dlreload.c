@@ -1,5 +1,6 @@
-/* dlreload LIB...: each library in turn dlopen'ed, its dlframe_alloc
- * called (a malloc under its frame) and dlclose'd; prints the address of
+/* dlreload LIB...: each library in turn dlopen'ed, its dlframe_alloc and
+ * dlframe_signal called (mallocs under its frames, one in a signal
+ * handler) and dlclose'd; prints the address of
  * dlframe_alloc in each, so a test sees the libraries took one address. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -16,9 +17,14 @@ int main(int argc, char **argv)
         void *(*f)(size_t) = (void *(*)(size_t))dlsym(h, "dlframe_alloc");
         if (!f)
             return 1;
+        void *(*g)(void) = (void *(*)(void))dlsym(h, "dlframe_signal");
+        if (!g)
+            return 1;
         printf("%p\n", (void *)f);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
             free(f(16));
+            free(g());
+        }
         dlclose(h);
     }
     return 0;

@@ -7,8 +7,9 @@
  *   pid=P checked=C fast=F fallback=S differ=D [first difference]
  * fast: stacks the fast unwinder took itself (cached: of those, from the
  * agent's stack cache, stack-cache.h, as the agent takes them); fallback:
- * stacks it left to libunwind (the agent then uses libunwind's); differ:
- * fast stacks unequal to libunwind's. UNWIND_CHECK_MAX (default 200000) bounds the checks
+ * stacks it left to libunwind (the agent then uses fu_backtrace's); differ:
+ * fast stacks unequal to libunwind's step by step walk; slow_differ:
+ * fu_backtrace's unequal to it. UNWIND_CHECK_MAX (default 200000) bounds the checks
  * (counted past it as skipped).
  */
 #define _GNU_SOURCE
@@ -32,7 +33,8 @@
 static __thread int guard;
 static __thread uintptr_t stack_hi;
 static uintptr_t self_lo, self_hi;
-static unsigned long checked, fast, cached, fallback, differ, skipped, max_checks = 200000;
+static unsigned long checked, fast, cached, fallback, differ, slow_differ, skipped,
+    max_checks = 200000;
 /* The stacks the cache's ids stand for (id - 1), under lock. */
 #define SAVED 16384
 static uint64_t saved[SAVED][DEPTH];
@@ -208,10 +210,22 @@ static __attribute__((noinline)) void check(void)
     while (i < nr && raw[i] >= self_lo && raw[i] < self_hi)
         i++;
     int nb = nr - i > DEPTH ? DEPTH : nr - i;
+    uint64_t slow[DEPTH + 16];
+    int ns = 0, j = 0;
+    if (na < 0) { /* what the agent then takes */
+        ns = fu_backtrace(slow, DEPTH + 16);
+        while (j < ns && slow[j] >= self_lo && slow[j] < self_hi)
+            j++;
+        ns = ns - j > DEPTH ? DEPTH : ns - j;
+    }
     pthread_mutex_lock(&lock);
     checked++;
     if (na < 0) {
         fallback++;
+        if (ns != nb || memcmp(slow + j, raw + i, (size_t)ns * sizeof(*slow))) {
+            slow_differ++;
+            note(slow + j, ns, raw + i, nb);
+        }
     } else {
         fast++;
         cached += hit;
@@ -265,12 +279,14 @@ static __attribute__((destructor)) void report(void)
     struct fu_stats st;
     fu_stats(&st);
     char line[1024];
-    int n = snprintf(
-        line, sizeof(line),
-        "pid=%d checked=%lu fast=%lu cached=%lu fallback=%lu differ=%lu skipped=%lu learned=%lu "
-        "evicted=%lu invalidated=%lu %s\n",
-        (int)getpid(), checked, fast, cached, fallback, differ, skipped, (unsigned long)st.learned,
-        (unsigned long)st.evicted, (unsigned long)st.invalidated, first);
+    int n = snprintf(line, sizeof(line),
+                     "pid=%d checked=%lu fast=%lu cached=%lu fallback=%lu differ=%lu "
+                     "slow_differ=%lu skipped=%lu "
+                     "learned=%lu "
+                     "evicted=%lu invalidated=%lu %s\n",
+                     (int)getpid(), checked, fast, cached, fallback, differ, slow_differ, skipped,
+                     (unsigned long)st.learned, (unsigned long)st.evicted,
+                     (unsigned long)st.invalidated, first);
     int fd = open(out, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
         if (write(fd, line, (size_t)n) < 0)

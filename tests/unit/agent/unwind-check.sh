@@ -5,6 +5,7 @@
 # it) and fails when a stack differs, or when the fast unwinder or the cache took too
 # few stacks for the comparison to mean anything.
 set -u
+FAST_PCT=80 # stacks the fast unwinder must take itself, % of those checked
 CASE=$1 SO=$2 DLRELOAD=$3 LIBA=$4 LIBB=$5 XMLLEAK=$6
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -51,9 +52,10 @@ dlreload) # a module dlclose'd, another with other CFI at the same address
     [ "$(sed -n 1p "$T/addr")" = "$(sed -n 2p "$T/addr")" ] ||
         { echo "SKIP: the two libraries were not loaded at one address: $(tr '\n' ' ' <"$T/addr")"; exit 77; }
     grep -q "invalidated=[1-9]" "$T/out" || fail "no dlclose seen"
-    # A stale rule makes a wrong stack or a fallback to libunwind, whose
-    # unw_backtrace is wrong there (unwind-check.c reference).
-    grep -q " fallback=0 " "$T/out" || fail "stacks left to libunwind"
+    # The handler's stacks pass a signal frame: left to libunwind, and taken right (slow_differ 0
+    # below) although unw_backtrace keeps the unloaded library's frame shapes.
+    grep -q " fallback=[1-9]" "$T/out" || fail "no stack left to libunwind: the slow path unchecked"
+    FAST_PCT=60 # 8 of 27 through the signal frame
     ;;
 *) fail "unknown case $CASE" ;;
 esac
@@ -62,10 +64,10 @@ esac
 cat "$T/out"
 # Every process's report: no difference, and most stacks taken fast (a test in
 # which everything fell back to libunwind would compare nothing).
-awk '{for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      if (v["differ"] != 0) bad = 1; fast += v["fast"]; all += v["checked"]; cached += v["cached"] }
+awk -v pct="$FAST_PCT" '{for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      if (v["differ"] != 0 || v["slow_differ"] != 0) bad = 1; fast += v["fast"]; all += v["checked"]; cached += v["cached"] }
      END { if (bad) { print "differences"; exit 1 }
-           if (all < 8 || fast * 10 < all * 8) { print "fast " fast " of " all ": too few to compare"; exit 1 }
+           if (all < 8 || fast * 100 < all * pct) { print "fast " fast " of " all ": too few to compare"; exit 1 }
            if (cached == 0) { print "no stack from the stack cache: it was not checked"; exit 1 } }' "$T/out" ||
     fail "fast unwinder against libunwind"
 echo "ok"
