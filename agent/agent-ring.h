@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define HTA_MAGIC 0x31415448u /* "HTA1" */
-#define HTA_VERSION 1u
+#define HTA_VERSION 2u /* 2: the header's clock */
 #define HTA_RECORDS (1u << 16) /* ring records, a power of two */
 #define HTA_STACKS (1u << 14)  /* stack table entries, a power of two */
 #define HTA_DEPTH 64u          /* frames kept per stack */
@@ -44,7 +44,7 @@ enum hta_kind {
 
 struct hta_rec {
     uint64_t seq; /* position + 1 once the record is complete (stored last) */
-    uint64_t t;   /* CLOCK_MONOTONIC ns */
+    uint64_t t;   /* in the header's clock */
     uint64_t addr, old_addr, size;
     uint32_t stack; /* table id + 1, 0: none */
     uint32_t tid;
@@ -59,12 +59,27 @@ struct hta_stack {
     uint64_t frames[HTA_DEPTH];
 };
 
+/* What a record's t counts (the header's clock). */
+enum hta_clock {
+    HTA_CLOCK_MONO, /* CLOCK_MONOTONIC ns */
+    /* x86-64's time stamp counter (rdtsc): used only while the kernel's
+     * clocksource is "tsc", which the kernel keeps only for a TSC that is
+     * constant and synchronized across CPUs (arch/x86/kernel/tsc.c, tsc
+     * marked unstable otherwise). The daemon reads the same counter and
+     * converts with its own (TSC, CLOCK_MONOTONIC) pairs. */
+    HTA_CLOCK_TSC,
+};
+
 /* Counters the agent keeps (reported, never trusted). */
 enum hta_counter {
     HTA_CNT_RING_FULL,     /* records dropped: the ring was full */
     HTA_CNT_STACKS_FULL,   /* stacks not interned: the table was full */
     HTA_CNT_REENTRANT,     /* calls made while the agent itself was running (a signal handler) */
     HTA_CNT_UNWIND_FAILED, /* stacks the unwinder could not take */
+    /* Not losses: where the default stacks' fast path gave way. */
+    HTA_CNT_UNWIND_SLOW,   /* stacks left to libunwind (a signal frame, CFI of another shape) */
+    HTA_CNT_RULES_EVICTED, /* unwind rules dropped at the table's cap (learned again) */
+    HTA_CNT_MODULES_FULL,  /* rule lookups past the unwinder's cap of modules (to libunwind) */
     HTA_CNT_MAX,
 };
 
@@ -72,6 +87,7 @@ struct hta_header {
     uint32_t magic, version;
     uint32_t records, stacks, depth; /* as compiled: the daemon checks they match */
     uint32_t pid;
+    uint32_t clock; /* enum hta_clock */
     uint64_t head __attribute__((aligned(64))); /* producers: next position to reserve */
     uint64_t tail __attribute__((aligned(64))); /* the daemon: next position to take */
     uint64_t counters[HTA_CNT_MAX] __attribute__((aligned(64)));

@@ -7,16 +7,23 @@
  */
 #define _GNU_SOURCE
 #include "agent-int.h"
+#include "stack-cache.h"
+#include "unwind-fast.h"
 
 /* Local unwinding only: the fast path of libunwind (libunwind(3)). */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 AGENT_HIDDEN __thread struct agent_thread agent_self AGENT_TLS;
 AGENT_HIDDEN int agent_on;
@@ -28,11 +35,53 @@ static enum agent_stacks stack_mode;
 static unsigned stack_depth = HTA_DEPTH;
 static uintptr_t self_lo, self_hi;
 static uint64_t tail_seen; /* the daemon's tail as last read */
+static int use_tsc;        /* records stamped with rdtsc (HTA_CLOCK_TSC) */
+static uint32_t ring_epoch; /* rings mapped: stack ids are a ring's (stack-cache.h tag) */
+
+/* rdtsc takes a third of clock_gettime's time here, where the vDSO reads
+ * the TSC itself. Only when the kernel's clocksource is tsc (agent-ring.h
+ * HTA_CLOCK_TSC) and this process may run rdtsc (prctl(2) PR_GET_TSC).
+ * Read once, at start: a fork child's agent_map finds it known. */
+static int tsc_usable(void)
+{
+#if defined(__x86_64__)
+    static int known, ok;
+    if (known)
+        return ok;
+    known = 1;
+    int mode = 0;
+    if (prctl(PR_GET_TSC, &mode, 0, 0, 0) != 0 || mode != PR_TSC_ENABLE)
+        return 0;
+    char buf[16] = {0};
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    ok = n >= 3 && memcmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+static uint64_t now_stamp(void)
+{
+#if defined(__x86_64__)
+    if (use_tsc)
+        return __rdtsc();
+#endif
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
 {
     ring_hdr = base;
     tail_seen = 0;
+    ring_epoch++;
     ring_recs = (struct hta_rec *)((char *)base + HTA_RECS_OFFSET);
     ring_stacks = (struct hta_stack *)((char *)base + HTA_STACKS_OFFSET);
     stack_mode = stacks;
@@ -42,6 +91,8 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
     if (stacks == AGENT_STACKS_DWARF) {
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
+        fu_init();
+        sc_init();
     }
     ring_hdr->magic = HTA_MAGIC;
     ring_hdr->version = HTA_VERSION;
@@ -49,6 +100,8 @@ AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth)
     ring_hdr->stacks = HTA_STACKS;
     ring_hdr->depth = HTA_DEPTH;
     ring_hdr->pid = (uint32_t)getpid();
+    use_tsc = tsc_usable();
+    ring_hdr->clock = use_tsc ? HTA_CLOCK_TSC : HTA_CLOCK_MONO;
     return 0;
 }
 
@@ -112,6 +165,69 @@ static unsigned walk_fp(struct agent_thread *t, uint64_t *out, unsigned max)
     return n;
 }
 
+/* The unwinder's reentrancy guard (unwind-fast.h): its calls, like the
+ * allocator's, are not the program's. */
+AGENT_HIDDEN void fu_untraced(int delta)
+{
+    agent_self.in_alloc += delta;
+}
+
+AGENT_HIDDEN void fu_note(enum fu_event e)
+{
+    agent_count(e == FU_RULE_EVICTED ? HTA_CNT_RULES_EVICTED : HTA_CNT_MODULES_FULL);
+}
+
+/* Where the program called us: the first return address out of our code,
+ * with the caller's stack pointer after the return and its rbp, from our
+ * own frame records (the agent is built with frame pointers). */
+static int agent_caller(struct agent_thread *t, uintptr_t *pc, uintptr_t *sp, uintptr_t *rbp)
+{
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    for (unsigned i = 0; i < 16; i++) {
+        if ((fp & 7) || fp < t->stack_lo || fp + 16 > t->stack_hi)
+            return -1;
+        const uintptr_t *f = (const uintptr_t *)fp;
+        if (f[1] < self_lo || f[1] >= self_hi) {
+            *pc = f[1];
+            *sp = fp + 16; /* past the saved rbp and the return address */
+            *rbp = f[0];
+            return 0;
+        }
+        if (f[0] <= fp)
+            return -1;
+        fp = f[0];
+    }
+    return -1;
+}
+
+/* Where a fast walk started and what it read (the stack cache's key). */
+struct walk {
+    uintptr_t pc, sp, rbp;
+    uint64_t tag;
+    struct fu_trace tr;
+};
+
+/* The default stacks with the cached-rule unwinder: 1 and *stack, *cut
+ * from the thread's stack cache; 0 and the frames (*n) walked, w kept for
+ * sc_store; -1 for libunwind. One frame more than max tells a cut stack. */
+static int walk_fast(struct agent_thread *t, struct walk *w, uint64_t *out, unsigned max,
+                     unsigned *n, uint32_t *stack, int *cut)
+{
+    if (!t->stack_hi)
+        stack_bounds(t);
+    if (agent_caller(t, &w->pc, &w->sp, &w->rbp))
+        return -1;
+    w->tag = fu_generation() << 32 | ring_epoch;
+    if (sc_ready() && sc_lookup(w->pc, w->sp, w->rbp, w->tag, stack, cut))
+        return 1;
+    int k = fu_walk(w->pc, w->sp, w->rbp, t->stack_hi, out, max + 1, &w->tr);
+    if (k < 0)
+        return -1;
+    *cut = (unsigned)k > max;
+    *n = *cut ? max : (unsigned)k;
+    return 0;
+}
+
 /* Frames of the caller, ours cut off. */
 static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max, int *cut)
 {
@@ -120,7 +236,7 @@ static unsigned take_frames(struct agent_thread *t, uint64_t *out, unsigned max,
     if (stack_mode == AGENT_STACKS_FP) {
         n = walk_fp(t, raw, want);
     } else {
-        int r = unw_backtrace((void **)raw, (int)want);
+        int r = fu_backtrace(raw, (int)want);
         if (r <= 0) {
             agent_count(HTA_CNT_UNWIND_FAILED);
             return 0;
@@ -194,10 +310,8 @@ static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t 
                                         __ATOMIC_RELAXED))
             break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     struct hta_rec *r = &ring_recs[h & (HTA_RECORDS - 1)];
-    r->t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    r->t = now_stamp();
     r->addr = addr;
     r->old_addr = old;
     r->size = size;
@@ -221,16 +335,25 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
     uint32_t stack = 0;
     int flags = 0;
     if (kind != HTA_FREE && kind != HTA_RELEASE && stack_mode != AGENT_STACKS_NONE) {
-        uint64_t frames[HTA_DEPTH];
-        int cut = 0;
-        /* The unwinder maps memory for its caches (mmap): its own calls,
-         * like the allocator's, are not the program's. */
+        uint64_t frames[HTA_DEPTH + 1];
+        struct walk w;
+        int cut = 0, fast = -1;
+        unsigned n = 0;
+        /* The unwinders map memory for their caches (mmap) and read CFI:
+         * their own calls, like the allocator's, are not the program's. */
         t->in_alloc++;
-        unsigned n = take_frames(t, frames, stack_depth, &cut);
+        if (stack_mode == AGENT_STACKS_DWARF)
+            fast = walk_fast(t, &w, frames, stack_depth, &n, &stack, &cut);
+        if (fast < 0 && stack_mode == AGENT_STACKS_DWARF)
+            agent_count(HTA_CNT_UNWIND_SLOW);
+        if (fast < 0)
+            n = take_frames(t, frames, stack_depth, &cut);
         t->in_alloc--;
         t->in_hook = 1;
-        if (n)
+        if (fast != 1 && n)
             stack = stack_intern(frames, n);
+        if (fast == 0 && stack)
+            sc_store(w.pc, w.sp, w.rbp, w.tag, &w.tr, stack, cut);
         if (cut)
             flags |= HTA_F_TRUNCATED;
     }

@@ -20,9 +20,12 @@ pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libzstd-dev)
 # vmlinux.h and the skeleton from bpftool, libbpf; symbols with elfutils' libdw (needs libelf,
 # zlib) and libiberty's demangler; capstone decodes allocator prologues to place the probes.
 pkgs+=(clang libbpf-dev bpftool libelf-dev zlib1g-dev libdw-dev libiberty-dev libcapstone-dev)
-# The in-process agent (agent/, libheaptrace-agent.so): its stacks come from libunwind
-# (.eh_frame, right on programs built without frame pointers).
+# The in-process agent (agent/, libheaptrace-agent.so): its stacks come from .eh_frame
+# (right on programs built without frame pointers), read with libdw (above), and from
+# libunwind for frames of other shapes.
 pkgs+=(libunwind-dev)
+# tests/unit/agent (the agent's unwinder against libunwind on Debian programs): xmllint.
+pkgs+=(libxml2-utils)
 # tests/apps: the C++ apps, and the leak program linked with jemalloc and tcmalloc.
 pkgs+=(g++ libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev)
 # tests/apps/xmlleak (libxml2, no frame pointers) and the live cases on Debian programs

@@ -4,7 +4,11 @@
  * trace cut at any instant holds every pair it saw whole, and at most one
  * block live (a malloc whose free came after the cut); a free without its
  * malloc is the trace's doing.
- * usage: pairloop N
+ * usage: pairloop N [WORK]
+ * WORK: iterations of a counting loop between pairs (default 0), so a
+ * tracer whose reader is slower than the pairs' record rate (the agent's
+ * daemon on a small machine) sees them all: a cut checked under ring
+ * overflow would be the overflow's.
  *
  * Protocol (app-sync.h): {"pid":N,"ready":true}, wait; N pairs; print
  * {"done":true,"pairs":N}; wait; exit 0.
@@ -12,8 +16,9 @@
 #include "app-sync.h"
 
 static void *volatile keep;
+static volatile long spin;
 
-__attribute__((noinline)) static void pairs(long n)
+__attribute__((noinline)) static void pairs(long n, long work)
 {
     for (long i = 0; i < n; i++) {
         void *p = malloc(16 + (size_t)(i % 1024));
@@ -21,19 +26,22 @@ __attribute__((noinline)) static void pairs(long n)
             exit(1);
         keep = p;
         free(p);
+        for (long k = 0; k < work; k++)
+            spin++;
     }
 }
 
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 0;
-    if (n <= 0) {
-        fprintf(stderr, "usage: pairloop N\n");
+    long work = argc > 2 ? atol(argv[2]) : 0;
+    if (n <= 0 || work < 0) {
+        fprintf(stderr, "usage: pairloop N [WORK]\n");
         return 2;
     }
     app_sync_init();
     app_sync_ready();
-    pairs(n);
+    pairs(n, work);
     app_sync_say("{\"done\":true,\"pairs\":%ld}", n);
     app_sync_wait();
     return 0;

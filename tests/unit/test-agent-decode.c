@@ -11,6 +11,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #define T0 1000000000ull
 #define NOW 9000000000ull
@@ -235,4 +239,83 @@ static void test_random_garbage(void)
     fx_close(&f);
 }
 
-HT_TEST_MAIN(T(records_in_order), T(hostile_fields), T(stuck_and_rewritten), T(random_garbage))
+static uint64_t mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A ring whose records count TSC ticks (HTA_CLOCK_TSC): each event's time
+ * is the CLOCK_MONOTONIC time its stamp was taken at, within a few
+ * microseconds, over a span of a few milliseconds. */
+static void test_tsc_clock(void)
+{
+#if defined(__x86_64__)
+    struct fixture f;
+    void *ring = ring_new();
+    ((struct hta_header *)ring)->clock = HTA_CLOCK_TSC;
+    f.ring = ring;
+    f.ids = calloc(HTA_STACKS + 1, sizeof(*f.ids));
+    if (!f.ids || stack_intern_init(&f.si, 1000, 100) != 0)
+        abort();
+    uint64_t t0 = mono();
+    agent_dec_init(&f.d, f.ring, f.ids, &f.si, t0, 32);
+    uint64_t truth[3];
+    for (int i = 0; i < 3; i++) {
+        struct timespec pause = {0, 2000000}; /* 2 ms */
+        nanosleep(&pause, NULL);
+        truth[i] = mono();
+        put(ring, (uint64_t)i, HTA_ALLOC, 0x10000 + 0x100 * (uint64_t)i, 0, 16, 0, __rdtsc());
+    }
+    struct ht_event ev[4];
+    CHECK_EQ(agent_dec_take(&f.d, ev, 4, mono()), 3);
+    for (int i = 0; i < 3; i++) {
+        int64_t err = (int64_t)ev[i].t - (int64_t)(truth[i] - t0);
+        CHECK(err > -20000 && err < 20000); /* 20 us */
+    }
+    CHECK_EQ(f.d.st.clamped_time, 0);
+    fx_close(&f);
+#else
+    exit(HT_TEST_SKIP); /* no TSC clock there */
+#endif
+}
+
+/* As the agent source drains: now read once, then takes while the target
+ * writes on (records stamped after now). No record of a TSC ring is read
+ * as stamped in the future or out of order (clamped_time), and times never
+ * go back across takes. */
+static void test_tsc_takes(void)
+{
+#if defined(__x86_64__)
+    struct fixture f;
+    void *ring = ring_new();
+    ((struct hta_header *)ring)->clock = HTA_CLOCK_TSC;
+    f.ring = ring;
+    f.ids = calloc(HTA_STACKS + 1, sizeof(*f.ids));
+    if (!f.ids || stack_intern_init(&f.si, 1000, 100) != 0)
+        abort();
+    uint64_t t0 = mono();
+    agent_dec_init(&f.d, f.ring, f.ids, &f.si, t0, 32);
+    uint64_t last = 0, pos = 0;
+    for (int drain = 0; drain < 40; drain++) {
+        uint64_t now = mono(); /* the drain's, read before the records below */
+        for (int k = 0; k < 5; k++, pos++) {
+            struct timespec pause = {0, 20000}; /* 20 us */
+            nanosleep(&pause, NULL);
+            put(ring, pos, HTA_ALLOC, 0x10000 + 0x100 * pos, 0, 16, 0, __rdtsc());
+            struct ht_event ev[2];
+            CHECK_EQ(agent_dec_take(&f.d, ev, 2, now), 1);
+            CHECK(ev[0].t >= last);
+            last = ev[0].t;
+        }
+    }
+    CHECK_EQ(f.d.st.clamped_time, 0);
+    fx_close(&f);
+#else
+    exit(HT_TEST_SKIP); /* no TSC clock there */
+#endif
+}
+
+HT_TEST_MAIN(T(records_in_order), T(hostile_fields), T(stuck_and_rewritten), T(random_garbage),
+             T(tsc_clock), T(tsc_takes))

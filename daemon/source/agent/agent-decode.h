@@ -38,18 +38,26 @@ struct agent_dec {
     uint64_t t0;     /* CLOCK_MONOTONIC ns the session counts from */
     uint64_t last_t; /* session ns of the last event handed out */
     uint32_t depth;  /* frames kept (the session's stack depth) */
+    /* HTA_CLOCK_TSC: records count TSC ticks, converted on the line through
+     * the pair (TSC, CLOCK_MONOTONIC) taken at init (a) and a later one (b),
+     * moved at a take when the span has doubled. */
+    int tsc;
+    uint64_t tsc_a, ns_a, tsc_b, ns_b;
+    uint64_t tsc_mult; /* ns per tick, 32.32 fixed point (0: not known yet) */
     uint32_t *ids;   /* table id + 1 -> engine stack id (0: not seen, UINT32_MAX: bad) */
     struct stack_intern *si;
     struct agent_dec_stats st;
 };
 
-/* base: the mapping (HTA_TOTAL_BYTES); ids: HTA_STACKS + 1 entries, zeroed. */
+/* base: the mapping (HTA_TOTAL_BYTES); ids: HTA_STACKS + 1 entries, zeroed.
+ * The header's clock is read here, once. */
 void agent_dec_init(struct agent_dec *d, void *base, uint32_t *ids, struct stack_intern *si,
                     uint64_t t0, uint32_t depth);
 /* Does the header say this is a ring of ours (magic, version, sizes)? */
 int agent_dec_header_ok(const void *base);
-/* Up to cap events from complete records in order; now: CLOCK_MONOTONIC ns
- * (no event is stamped later). New stacks are interned. Returns the count. */
+/* Up to cap events from complete records in order; now: CLOCK_MONOTONIC ns,
+ * just read (no event is stamped later; with a TSC clock, the counter is
+ * read next to it). New stacks are interned. Returns the count. */
 size_t agent_dec_take(struct agent_dec *d, struct ht_event *out, size_t cap, uint64_t now);
 /* Is the next record in order complete? */
 int agent_dec_ready(const struct agent_dec *d);

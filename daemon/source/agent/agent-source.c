@@ -1326,8 +1326,9 @@ static const char *stacks_name(enum source_stacks st)
 
 static void agent_counters_json(struct agent_source *s, cJSON *o)
 {
-    static const char *const names[HTA_CNT_MAX] = {"ring_full", "stacks_full", "reentrant",
-                                                   "unwind_failed"};
+    static const char *const names[HTA_CNT_MAX] = {"ring_full",     "stacks_full", "reentrant",
+                                                   "unwind_failed", "unwind_slow", "rules_evicted",
+                                                   "modules_full"};
     cJSON *a = cJSON_AddObjectToObject(o, "agent");
     for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
         cJSON_AddNumberToObject(

@@ -9,30 +9,10 @@
 #ifndef HT_BPF_UNWIND_RULES_H
 #define HT_BPF_UNWIND_RULES_H
 
+#include "ht-cfi-rule.h"
+
 #include <elfutils/libdwfl.h>
 #include <stdint.h>
-
-enum {
-    RULE_EMPTY,  /* cache slot unused */
-    RULE_SIMPLE, /* the fast unwinder can apply it */
-    RULE_OTHER,  /* anything else: no module, no CFI, a DWARF expression, a signal frame... */
-};
-
-/* How the caller's rbp is found. */
-enum { RBP_SAME, RBP_SAVED, RBP_UNDEFINED };
-
-struct unwind_rule {
-    uint64_t pc; /* the address looked up (a return address minus 1) */
-    int32_t cfa_off;
-    int32_t ra_off;   /* return address at CFA + ra_off (unless ra_undefined) */
-    int32_t rbp_off;  /* RBP_SAVED: rbp at CFA + rbp_off */
-    int32_t slot_max; /* highest CFA offset of any saved register (libdwfl reads them all) */
-    uint8_t kind;
-    uint8_t cfa_rbp;      /* CFA from rbp, else from rsp */
-    uint8_t ra_undefined; /* the outermost frame (_start, clone): the stack ends */
-    uint8_t rbp_how;
-    uint8_t has_slots;
-};
 
 struct unwind_rules_stats {
     uint64_t hits, misses;
