@@ -389,15 +389,20 @@ void fu_invalidate(void)
     fu_untraced(-1);
 }
 
-/* dlclose is interposed: a module unloaded may be followed by another at
+/* dlclose is interposed (preloaded; attached, its slots are rewritten like
+ * malloc's: got.c): a module unloaded may be followed by another at
  * its address, whose rules differ. The rules are forgotten after the real
  * dlclose (its frames were no longer on any stack; a walk meanwhile still
  * reads only stack slots, whatever rule it takes). */
+/* Where the next dlclose is (hooks-cxx.c: RTLD_NEXT preloaded, the global
+ * scope attached); weak, for the unwinder's checker built without it. */
+extern __attribute__((weak, visibility("hidden"))) void *agent_next_handle;
+
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
     static int (*real)(void *);
     if (!real)
-        real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+        real = (int (*)(void *))dlsym(&agent_next_handle ? agent_next_handle : RTLD_NEXT, "dlclose");
     int rc = real ? real(handle) : -1;
     fu_invalidate();
     return rc;
