@@ -67,9 +67,43 @@ AGENT_HIDDEN size_t agent_boot_size(const void *p);
  * the daemon went away or asked to stop, a fork child). */
 extern AGENT_HIDDEN int agent_on;
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth);
-AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size);
+/* rate: the sampling mean an HTA_ALLOC was taken under (0: exact), or an
+ * HTA_RATE's new mean; 0 for the other kinds. */
+AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size,
+                               uint64_t rate);
 AGENT_HIDDEN void agent_count(enum hta_counter c);
 /* Our own code's address range: frames in it are cut from the stacks. */
 AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi);
+
+/* The sampler (sample.c). agent_sampling: frees are recorded only for the
+ * blocks the sampler took (run --sample or --max-overhead); agent_rate: the
+ * mean in force, 0: every block. */
+extern AGENT_HIDDEN int agent_sampling;
+extern AGENT_HIDDEN uint64_t agent_rate;
+extern AGENT_HIDDEN __thread int64_t agent_sample_left AGENT_TLS;
+/* Reserve the set (only when sampling or governed): 0 or -1. */
+AGENT_HIDDEN int agent_sample_init(uint64_t rate, uint64_t seed, int governed);
+AGENT_HIDDEN void agent_sample_rate(uint64_t rate);
+AGENT_HIDDEN int agent_sample_slow(size_t n, uint64_t *r);
+AGENT_HIDDEN int agent_sample_keep(uintptr_t p);
+AGENT_HIDDEN int agent_sample_forget(uintptr_t p);
+AGENT_HIDDEN int agent_sample_has(uintptr_t p);
+/* An allocation of the program's: recorded when it is taken. */
+AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n);
+
+/* Take a block of n bytes? The unsampled case is a subtraction and a compare. */
+static inline int agent_sample_take(size_t n, uint64_t *r)
+{
+    if (__builtin_expect((agent_sample_left -= (int64_t)n) > 0, 1))
+        return 0;
+    return agent_sample_slow(n, r);
+}
+
+/* Is the free of p to be recorded? Asked before the real free: a sampled
+ * block is forgotten while its address is still the program's. */
+static inline int agent_free_wanted(uintptr_t p)
+{
+    return !__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED) || agent_sample_forget(p);
+}
 
 #endif

@@ -299,6 +299,7 @@ static enum agent_stacks stacks_of(const char *v)
 __attribute__((constructor)) static void agent_start(void)
 {
     char name[108], token[HTA_TOKEN_LEN + 1], stacks[16] = "", depth[16] = "";
+    char sample[24] = "", seed[24] = "", over[16] = "";
     if (!agent_real.malloc)
         agent_resolve();
     /* --follow: the environment stays, so programs the program execs (in
@@ -309,11 +310,17 @@ __attribute__((constructor)) static void agent_start(void)
     const char *tk = env_take(HTA_ENV_TOKEN, token, sizeof(token), follow);
     env_take(HTA_ENV_STACKS, stacks, sizeof(stacks), follow);
     env_take(HTA_ENV_DEPTH, depth, sizeof(depth), follow);
+    env_take(HTA_ENV_SAMPLE, sample, sizeof(sample), follow);
+    env_take(HTA_ENV_SEED, seed, sizeof(seed), follow);
+    env_take(HTA_ENV_MAX_OVERHEAD, over, sizeof(over), follow);
     if (!follow)
         preload_scrub();
     if (!sn || !tk)
         return; /* not launched by heaptracectl run: stay out of the way */
     dl_iterate_phdr(self_phdr_cb, (void *)(uintptr_t)agent_start);
+    if (agent_sample_init(strtoull(sample, NULL, 10), strtoull(seed, NULL, 10),
+                          atoi(over) > 0) != 0)
+        return; /* no set for the sampled blocks: untraced rather than wrong */
     int fd = memfd_make();
     if (fd < 0)
         return;

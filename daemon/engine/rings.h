@@ -19,9 +19,15 @@ struct life_rec {
     uint64_t size;
     uint64_t addr; /* with heap and a, names the block in the realloc ring */
     uint32_t stack;
+    uint32_t mult;    /* blocks it stands for (sampled session), 0 meaning 1 */
     uint16_t heap;    /* heap index (heap domain) */
     uint8_t reallocs; /* HT_RE_CREATED | in-place count */
 };
+
+static inline uint64_t life_rec_mult(const struct life_rec *r)
+{
+    return r->mult ? r->mult : 1;
+}
 
 /*
  * A chunked ring of fixed-size records in time order: the last cap records,
