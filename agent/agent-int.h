@@ -90,6 +90,14 @@ AGENT_HIDDEN int agent_sample_forget(uintptr_t p);
 AGENT_HIDDEN int agent_sample_has(uintptr_t p);
 /* An allocation of the program's: recorded when it is taken. */
 AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n);
+/* A free (or release) of the program's, recorded; its time measured now and
+ * then for the governor, like agent_alloc's. */
+AGENT_HIDDEN void agent_free_record(uintptr_t p);
+/* The governor (run --max-overhead PCT): started with the percent, called
+ * by the watch thread every tick with the ring header to report into. */
+AGENT_HIDDEN void agent_gov_init(unsigned pct);
+AGENT_HIDDEN int agent_gov_on(void);
+AGENT_HIDDEN void agent_gov_tick(struct hta_header *h);
 
 /* Take a block of n bytes? The unsampled case is a subtraction and a compare. */
 static inline int agent_sample_take(size_t n, uint64_t *r)

@@ -85,6 +85,11 @@ struct hta_header {
     uint64_t tail __attribute__((aligned(64))); /* the daemon: next position to take */
     uint64_t counters[HTA_CNT_MAX] __attribute__((aligned(64)));
     uint32_t stop __attribute__((aligned(64))); /* the daemon: write no more */
+    /* run --max-overhead: the agent's last measurement (its time in its
+     * hooks over the process's CPU time, ppm) and the sampling mean in
+     * force, written by the agent's watch thread every tick. */
+    uint64_t gov_ppm __attribute__((aligned(64)));
+    uint64_t gov_rate;
 };
 
 #define HTA_HEADER_BYTES 4096u

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -93,6 +94,7 @@ AGENT_HIDDEN void agent_resolve(void)
 }
 
 static int sock = -1;
+static struct hta_header *gov_hdr; /* the ring the governor reports into */
 
 /* The daemon closed the socket (it stopped the session, or died): no more
  * records. Every signal blocked: the program's signals are for its threads. */
@@ -100,10 +102,19 @@ static void *watch_thread(void *arg)
 {
     (void)arg;
     char buf[64];
-    ssize_t n;
-    do
-        n = recv(sock, buf, sizeof(buf), 0);
-    while (n > 0 || (n < 0 && errno == EINTR));
+    ssize_t n = 1;
+    /* Governed (run --max-overhead): a tick every 100 ms between reads. */
+    int tick = agent_gov_on() ? 100 : -1;
+    do {
+        struct pollfd p = {.fd = sock, .events = POLLIN};
+        int rc = poll(&p, 1, tick);
+        if (rc == 0) {
+            agent_gov_tick(gov_hdr);
+            continue;
+        }
+        if (rc > 0)
+            n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+    } while (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)));
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     return NULL;
 }
@@ -321,6 +332,8 @@ __attribute__((constructor)) static void agent_start(void)
     if (agent_sample_init(strtoull(sample, NULL, 10), strtoull(seed, NULL, 10),
                           atoi(over) > 0) != 0)
         return; /* no set for the sampled blocks: untraced rather than wrong */
+    if (atoi(over) > 0)
+        agent_gov_init((unsigned)atoi(over));
     int fd = memfd_make();
     if (fd < 0)
         return;
@@ -330,6 +343,7 @@ __attribute__((constructor)) static void agent_start(void)
         return;
     }
     agent_map(base, stacks_of(stacks), (unsigned)atoi(depth));
+    gov_hdr = base;
     if (follow) {
         snprintf(follow_name, sizeof(follow_name), "%s", sn);
         snprintf(follow_token, sizeof(follow_token), "%s", tk);

@@ -94,7 +94,7 @@ static void do_delete(void **slot, const char *name, int args, void *p, size_t a
         ((del_xy_fn)f)(p, a, b);
     leave(outer);
     if (outer == 1 && want)
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0, 0);
+        agent_free_record((uintptr_t)p);
 }
 
 #define NEW(sym, form, params, n, align, nt)                                                       \

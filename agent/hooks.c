@@ -91,7 +91,7 @@ EXPORT void free(void *p)
     int outer, want = would_record() && agent_free_wanted((uintptr_t)p);
     CALL_VOID(outer, agent_real.free(p));
     if (outer && want)
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0, 0);
+        agent_free_record((uintptr_t)p);
 }
 
 EXPORT void *calloc(size_t n, size_t m)
@@ -131,11 +131,11 @@ static void record_realloc_sampled(void *p, void *q, size_t n, int had)
 {
     if (p && !q && n != 0) {
         if (had && agent_sample_keep((uintptr_t)p) != 0)
-            agent_record(HTA_FREE, (uintptr_t)p, 0, 0, 0); /* no room: ends its record */
+            agent_free_record((uintptr_t)p); /* no room: ends its record */
         return;
     }
     if (had)
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0, 0);
+        agent_free_record((uintptr_t)p);
     if (q)
         agent_alloc((uintptr_t)q, n);
 }
@@ -160,7 +160,7 @@ static void record_realloc(void *p, void *q, size_t n, int had)
     } else if (q) {
         agent_record(HTA_REALLOC, (uintptr_t)q, (uintptr_t)p, n, 0);
     } else if (n == 0) {
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0, 0); /* realloc(p, 0) frees p (glibc) */
+        agent_free_record((uintptr_t)p); /* realloc(p, 0) frees p (glibc) */
     }
 }
 

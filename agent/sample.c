@@ -206,6 +206,40 @@ AGENT_HIDDEN int agent_sample_has(uintptr_t p)
     return 0;
 }
 
+/*
+ * The governor (run --max-overhead PCT): the agent's own cost, time spent
+ * recording (unwinding, interning, the ring), over the process's CPU time.
+ * One recording in TIME_EVERY per thread is timed (two vDSO clock reads)
+ * and counted TIME_EVERY times: an unbiased estimate at a sixteenth of the
+ * clocks' cost. The unsampled fast path (a subtraction) is not timed.
+ */
+#define TIME_EVERY 16u
+#define GOV_START (16u << 10)     /* the first mean when exact costs too much */
+#define GOV_MIN_CPU_NS 20000000ull /* CPU time a judgement needs (an idle program keeps its mean) */
+
+static unsigned gov_pct;
+static uint64_t spent_ns, gov_last_cpu, gov_last_spent;
+static __thread uint32_t time_tick AGENT_TLS;
+
+static uint64_t clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void record_timed(int kind, uintptr_t p, uint64_t n, uint64_t r)
+{
+    if (!gov_pct || (++time_tick & (TIME_EVERY - 1))) {
+        agent_record(kind, p, 0, n, r);
+        return;
+    }
+    uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+    agent_record(kind, p, 0, n, r);
+    uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+    __atomic_fetch_add(&spent_ns, (t1 - t0) * TIME_EVERY, __ATOMIC_RELAXED);
+}
+
 /* An allocation the program made: recorded if sampled (all, exact). */
 AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n)
 {
@@ -214,5 +248,54 @@ AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n)
         if (!agent_sample_take(n, &r) || agent_sample_keep(p) != 0)
             return;
     }
-    agent_record(HTA_ALLOC, p, 0, n, r);
+    record_timed(HTA_ALLOC, p, n, r);
+}
+
+AGENT_HIDDEN void agent_free_record(uintptr_t p)
+{
+    record_timed(HTA_FREE, p, 0, 0);
+}
+
+AGENT_HIDDEN void agent_gov_init(unsigned pct)
+{
+    gov_pct = pct > 100 ? 100 : pct;
+    gov_last_cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+AGENT_HIDDEN int agent_gov_on(void)
+{
+    return gov_pct != 0;
+}
+
+/* The next mean for a measured overhead: doubled above the budget (from
+ * exact: GOV_START), halved under a quarter of it (which at most doubles
+ * the cost: still under half the budget), down to exact. */
+static uint64_t gov_next(uint64_t r, uint64_t ppm)
+{
+    uint64_t budget = (uint64_t)gov_pct * 10000;
+    if (ppm > budget)
+        return r ? (r * 2 > HTA_RATE_MAX ? HTA_RATE_MAX : r * 2) : GOV_START;
+    if (ppm < budget / 4 && r)
+        return r / 2 < GOV_START ? 0 : r / 2;
+    return r;
+}
+
+/* Every tick of the watch thread: measure, report, and change the mean
+ * (a HTA_RATE record says so; each sample carries its own mean anyway). */
+AGENT_HIDDEN void agent_gov_tick(struct hta_header *h)
+{
+    uint64_t cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t spent = __atomic_load_n(&spent_ns, __ATOMIC_RELAXED);
+    if (cpu - gov_last_cpu < GOV_MIN_CPU_NS)
+        return;
+    uint64_t ppm = (spent - gov_last_spent) * 1000000 / (cpu - gov_last_cpu);
+    gov_last_cpu = cpu;
+    gov_last_spent = spent;
+    uint64_t r = __atomic_load_n(&agent_rate, __ATOMIC_RELAXED), next = gov_next(r, ppm);
+    __atomic_store_n(&h->gov_ppm, ppm, __ATOMIC_RELAXED);
+    if (next != r) {
+        agent_sample_rate(next);
+        agent_record(HTA_RATE, 0, 0, ppm, next);
+    }
+    __atomic_store_n(&h->gov_rate, next, __ATOMIC_RELAXED);
 }

@@ -111,3 +111,65 @@ case_sample_bad_args() {
     ctl run --max-overhead 0 -- /bin/true >"$T/o" 2>&1 && fail "--max-overhead 0 accepted"
     stop_clean
 }
+
+# sample_check_loose NAME TRUTH MEAN: as sample_check, at the bounds the final mean allows when a
+# session's mean changed under it (the governor): each site of at least 200x MEAN within the
+# larger of 10% and 4 standard errors (sqrt(MEAN/bytes)), the total within the larger of 3% and
+# 4 standard errors.
+sample_check_loose() {
+    local name=$1 truth=$2 mean=$3 n i site kind want got sum_want=0 sum_got=0 bad=""
+    n=$(echo "$truth" | jget sites.#)
+    for ((i = 0; i < n; i++)); do
+        site=$(echo "$truth" | jget "sites.$i.site")
+        kind=$(echo "$truth" | jget "sites.$i.kind")
+        if [ "$kind" = transient ]; then
+            want=$(echo "$truth" | jget "sites.$i.bytes")
+        else
+            want=$(echo "$truth" | jget "sites.$i.live_bytes")
+        fi
+        got=$(sample_estimate "$name" "$site" "$kind")
+        sum_want=$((sum_want + want))
+        sum_got=$((sum_got + got))
+        echo "site $site $want $got"
+        if [ "$want" -ge $((200 * mean)) ] &&
+            ! awk -v w="$want" -v g="$got" -v r="$mean" 'BEGIN{b = 4 * sqrt(r / w); if (b < 0.1) b = 0.1;
+                  exit !(g >= w * (1 - b) && g <= w * (1 + b))}'; then
+            bad="$bad $site($got/$want)"
+        fi
+    done
+    echo "total $sum_want $sum_got"
+    [ -z "$bad" ] || fail "sites off by more than their bound:$bad"
+    awk -v w="$sum_want" -v g="$sum_got" -v r="$mean" 'BEGIN{b = 4 * sqrt(r / w); if (b < 0.03) b = 0.03;
+        exit !(g >= w * (1 - b) && g <= w * (1 + b))}' ||
+        fail "total $sum_got, truth $sum_want: off by more than its bound at mean $mean"
+}
+
+# run --max-overhead 1: mtalloc traced exactly (DWARF stacks on every allocation) costs far more
+# than 1% of its CPU time, so the governor raises the sampling mean while it runs; status says so
+# (the mean, the measured overhead, the changes), and the estimates over a window that spans
+# every mean it went through (exact, then sampled) are still right.
+case_sample_governor_raises() {
+    local name=sgov
+    agent_setup
+    agent_run "$name" --name "$name" --max-overhead 1 --sample-seed 1 \
+        -- "$LIVE_APPS/mtalloc" $SAMPLE_THREADS $SAMPLE_ROUNDS
+    local pid=$APID
+    live_go "$pid"
+    live_wait_line "$name" '"done":true'
+    live_settle "$name"
+    ctl --json status "$name" >"$T/s" || fail "status"
+    local mean changes
+    mean=$(jget quality.sampled.mean_bytes <"$T/s")
+    changes=$(jget quality.sampled.rate_changes <"$T/s")
+    echo "governor: mean $mean, $changes changes, overhead $(jget quality.sampled.overhead_pct <"$T/s")%"
+    [ "$changes" -ge 1 ] && [ "$mean" -gt 0 ] || fail "the governor never raised the mean: $(jget quality <"$T/s")"
+    eq "$(jget quality.sampled.max_overhead_pct <"$T/s")" 1 "max_overhead_pct"
+    ctl status "$name" | grep -q "agent overhead .* (budget 1%)" || fail "status (text) shows no overhead"
+    eq "$(live_lost <"$T/s")" 0 "lost events"
+    eq "$(jget source_status.malformed <"$T/s")" 0 "malformed records"
+    eq "$(jget quality.unknown_frees <"$T/s")" 0 "unknown frees"
+    sample_check_loose "$name" "$(live_truth "$name")" "$mean"
+    live_go "$pid"
+    wait "$pid" || fail "mtalloc exit code"
+    stop_clean
+}

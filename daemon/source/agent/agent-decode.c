@@ -78,6 +78,12 @@ void agent_dec_stop(struct agent_dec *d)
     __atomic_store_n(&hdr(d)->stop, 1, __ATOMIC_RELAXED);
 }
 
+uint64_t agent_dec_overhead_ppm(const struct agent_dec *d)
+{
+    uint64_t v = __atomic_load_n(&hdr(d)->gov_ppm, __ATOMIC_RELAXED);
+    return v > 100000000 ? 100000000 : v; /* the target's word: at most 100x */
+}
+
 uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c)
 {
     return __atomic_load_n(&hdr(d)->counters[c], __ATOMIC_RELAXED);
@@ -233,7 +239,6 @@ static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event
     if (r->kind == HTA_ALLOC && r->rate) {
         ev->mult = agent_dec_mult(r->size, r->rate, rng_next(d));
         d->st.sampled++;
-        d->rate = r->rate;
     }
     if (r->kind != HTA_FREE && r->kind != HTA_RELEASE)
         ev->stack = stack_of(d, r->stack, &flags);

@@ -44,7 +44,7 @@ struct agent_dec {
     struct stack_intern *si;
     struct agent_dec_stats st;
     uint64_t rng;          /* the multiplicities' rounding (splitmix64 state) */
-    uint64_t rate;         /* the latest sampling mean seen (alloc or HTA_RATE), 0: exact */
+    uint64_t rate;         /* the sampling mean as of the last HTA_RATE (or as asked), 0: exact */
     uint64_t overhead_ppm; /* the agent's last measured overhead (HTA_RATE), untrusted */
 };
 
@@ -80,6 +80,8 @@ uint64_t agent_dec_pending(const struct agent_dec *d);
 void agent_dec_skip(struct agent_dec *d);
 /* Ask the agent to write no more. */
 void agent_dec_stop(struct agent_dec *d);
+/* The governor's last measurement, ppm (untrusted: for reporting only). */
+uint64_t agent_dec_overhead_ppm(const struct agent_dec *d);
 /* The agent's own counter (untrusted: for reporting only). */
 uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c);
 

@@ -875,7 +875,7 @@ static void agent_stats(struct source *base, struct source_stats *st)
     if (st->sampling) {
         st->sample_max_overhead = s->max_overhead;
         st->sample_mean = s->map ? s->dec.rate : s->sample_bytes;
-        st->sample_overhead_ppm = s->dec.overhead_ppm;
+        st->sample_overhead_ppm = s->map ? agent_dec_overhead_ppm(&s->dec) : 0;
         st->sample_rate_changes = s->dec.st.rate_changes;
         st->sampled_allocs = s->dec.st.sampled;
         st->sample_set_full = s->map ? agent_dec_counter(&s->dec, HTA_CNT_SAMPLE_SET_FULL) : 0;
