@@ -11,9 +11,11 @@
 #include "agent-decode.h"
 #include "agent-int.h"
 #include "ht-test.h"
+#include "stack-intern.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 /* The agent's pieces sample.c calls: the real mmap, a counter, a tally of
@@ -164,4 +166,55 @@ static void test_exact_takes_all(void)
     CHECK_EQ(recorded_rate, 0);
 }
 
-HT_TEST_MAIN(T(probability), T(mult_unbiased), T(estimate_end_to_end), T(set), T(exact_takes_all))
+/* The reader takes a record's mean as hostile input: on an alloc (a weight
+ * from it), on an HTA_RATE (no event: the session's current mean), and
+ * nowhere else; past HTA_RATE_MAX, on a free, or on a zero-byte block, the
+ * record is malformed. Two means in one ring: each alloc weighed by its own. */
+static void put_rec(void *ring, uint64_t pos, int kind, uint64_t addr, uint64_t size, uint64_t rate)
+{
+    struct hta_rec *r = (struct hta_rec *)((char *)ring + HTA_RECS_OFFSET) + pos;
+    memset(r, 0, sizeof(*r));
+    r->t = 2000 + pos;
+    r->kind = (uint8_t)kind;
+    r->addr = addr;
+    r->size = size;
+    r->rate = rate;
+    r->seq = pos + 1;
+    ((struct hta_header *)ring)->head = pos + 1;
+}
+
+static void test_decode_rates(void)
+{
+    void *ring = aligned_alloc(4096, HTA_TOTAL_BYTES);
+    uint32_t *ids = calloc(HTA_STACKS + 1, sizeof(*ids));
+    struct stack_intern si;
+    CHECK(ring && ids && stack_intern_init(&si, 100, 100) == 0);
+    memset(ring, 0, HTA_TOTAL_BYTES);
+    struct agent_dec d;
+    agent_dec_init(&d, ring, ids, &si, 1000, 32);
+    agent_dec_seed(&d, 42);
+    put_rec(ring, 0, HTA_ALLOC, 0x1000, 48, 65536);          /* weight ~1366 */
+    put_rec(ring, 1, HTA_RATE, 0, 12345, 1 << 20);           /* the governor: 1 MiB */
+    put_rec(ring, 2, HTA_ALLOC, 0x2000, 48, 1 << 20);        /* weight ~21846 */
+    put_rec(ring, 3, HTA_ALLOC, 0x3000, 100, 0);             /* exact */
+    put_rec(ring, 4, HTA_FREE, 0x1000, 0, 65536);            /* a mean on a free */
+    put_rec(ring, 5, HTA_ALLOC, 0x4000, 48, HTA_RATE_MAX + 1); /* past the maximum */
+    put_rec(ring, 6, HTA_ALLOC, 0x5000, 0, 65536);           /* a zero-byte sample */
+    put_rec(ring, 7, HTA_RATE, 0, 0, HTA_RATE_MAX * 2);      /* past the maximum */
+    struct ht_event ev[16];
+    size_t n = agent_dec_take(&d, ev, 16, 1ull << 40);
+    CHECK_EQ(n, 3);
+    CHECK(ev[0].mult == 1365 || ev[0].mult == 1366);
+    CHECK(ev[1].mult == 21845 || ev[1].mult == 21846);
+    CHECK_EQ(ev[2].mult, 0);
+    CHECK_EQ(d.rate, 1u << 20);
+    CHECK_EQ(d.st.rate_changes, 1);
+    CHECK_EQ(d.st.sampled, 2);
+    CHECK_EQ(d.st.malformed, 4);
+    stack_intern_close(&si);
+    free(ids);
+    free(ring);
+}
+
+HT_TEST_MAIN(T(probability), T(mult_unbiased), T(estimate_end_to_end), T(set), T(exact_takes_all),
+             T(decode_rates))
