@@ -89,7 +89,14 @@ AGENT_HIDDEN int agent_sample_keep(uintptr_t p);
 AGENT_HIDDEN int agent_sample_forget(uintptr_t p);
 AGENT_HIDDEN int agent_sample_has(uintptr_t p);
 /* An allocation of the program's: recorded when it is taken. */
-AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n);
+AGENT_HIDDEN void agent_alloc_sampled(uintptr_t p, uint64_t n);
+static inline void agent_alloc(uintptr_t p, uint64_t n)
+{
+    if (!__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED))
+        agent_record(HTA_ALLOC, p, 0, n, 0);
+    else
+        agent_alloc_sampled(p, n);
+}
 /* A free (or release) of the program's, recorded; its time measured now and
  * then for the governor, like agent_alloc's. */
 AGENT_HIDDEN void agent_free_record(uintptr_t p);

@@ -241,13 +241,11 @@ static void record_timed(int kind, uintptr_t p, uint64_t n, uint64_t r)
 }
 
 /* An allocation the program made: recorded if sampled (all, exact). */
-AGENT_HIDDEN void agent_alloc(uintptr_t p, uint64_t n)
+AGENT_HIDDEN void agent_alloc_sampled(uintptr_t p, uint64_t n)
 {
     uint64_t r = 0;
-    if (__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED)) {
-        if (!agent_sample_take(n, &r) || agent_sample_keep(p) != 0)
-            return;
-    }
+    if (!agent_sample_take(n, &r) || agent_sample_keep(p) != 0)
+        return;
     record_timed(HTA_ALLOC, p, n, r);
 }
 
