@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The in-process agent (issue 22) against no tracer and heaptrack, each launching the program:
 #   allocbench  ns per malloc+free pair (tests/apps/allocbench, 1 thread): plain, agent (default
-#               stacks), agent --stacks none, heaptrack
+#               stacks), agent --stacks none, agent --sample 512KiB (agent_sampled), agent
+#               --max-overhead 5 (agent_governed), heaptrack
 #   redis       Debian's redis-server (jemalloc) under redis-benchmark SET+GET, -P 16, 100-byte
-#               values, on 127.0.0.1: plain, agent, agent --stacks none, heaptrack; a fresh
+#               values, on 127.0.0.1: the same six configurations; a fresh
 #               redis-server per run, started the way each tool launches it
 # Configurations are interleaved, each repetition in a rotated order; every value is printed,
 # then the medians and the ratios to plain. Not a timed test: figures for people.
@@ -45,6 +46,8 @@ launch() {
     plain) "$@" ;;
     agent) "$CTL" run --name "$name" -- "$@" ;;
     agent_nostacks) "$CTL" run --name "$name" --stacks none -- "$@" ;;
+    agent_sampled) "$CTL" run --name "$name" --sample 512KiB -- "$@" ;;
+    agent_governed) "$CTL" run --name "$name" --max-overhead 5 -- "$@" ;;
     heaptrack) heaptrack -o "$W/$name" "$@" ;;
     esac
 }
@@ -57,7 +60,10 @@ session_done() {
         "$CTL" --json status "$name" 2>/dev/null | grep -q '"state":[[:space:]]*"running"' || break
         sleep 0.05
     done
-    echo "  ($name: lost $("$CTL" --json status "$name" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1))"
+    local st
+    st=$("$CTL" --json status "$name")
+    echo "  ($name: lost $(echo "$st" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1)$(
+        echo "$st" | tr -d ' \n' | sed -n 's/.*"sampled":{"mean_bytes":\([0-9]*\).*/, sampling mean \1 B at the end/p'))"
     "$CTL" drop "$name" >/dev/null
 }
 
@@ -80,7 +86,7 @@ redis_run() {
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
-CONFIGS=(plain agent agent_nostacks heaptrack)
+CONFIGS=(plain agent agent_nostacks agent_sampled agent_governed heaptrack)
 for bench in allocbench redis; do
     : >"$W/$bench.tsv"
     for ((r = 0; r < REPS; r++)); do

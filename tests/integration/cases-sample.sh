@@ -178,3 +178,15 @@ case_sample_governor_raises() {
     wait "$pid" || fail "mtalloc exit code"
     stop_clean
 }
+
+# record refuses a sampled session (.htev has no weights: a replay would be silently wrong).
+case_sample_record_refused() {
+    agent_setup
+    agent_run srec --name srec --stacks fp --sample 64KiB -- "$LIVE_APPS/mtalloc" 2 5
+    ctl record srec -o "$T/r.htev" >"$T/o" 2>&1 && fail "record of a sampled session accepted"
+    grep -q "sampled" "$T/o" || fail "record's refusal does not say why: $(cat "$T/o")"
+    live_go "$APID"
+    live_go "$APID"
+    wait "$APID" || fail "mtalloc exit code"
+    stop_clean
+}
