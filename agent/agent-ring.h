@@ -56,9 +56,9 @@ struct hta_rec {
     uint64_t rate;
 };
 
-/* Sampling means the daemon accepts: a block's weight 1/p(s) stays below
- * 2^32 (at most R/s + 1). */
-#define HTA_RATE_MAX (1ull << 31)
+/* Sampling means the daemon accepts (8 MiB): a block's weight 1/p(s), at
+ * most R/s + 1, stays under 2^24, what the daemon's lifetime records keep. */
+#define HTA_RATE_MAX (1ull << 23)
 
 struct hta_stack {
     uint64_t hash;  /* 0: free; claimed by the writer with a CAS */

@@ -338,9 +338,9 @@ static void complete_block(const struct alloc_entry *en, void *arg)
                          .size = size,
                          .addr = en->addr,
                          .stack = en->stack,
-                         .mult = en->mult,
                          .heap = (uint16_t)hi,
                          .reallocs = (uint8_t)re};
+    life_rec_set_mult(&r, en->mult);
     if (c->t == r.a && (re & HT_RE_INPLACE_MAX))
         realloc_close(e, hi, en->addr, c->t, re & HT_RE_INPLACE_MAX);
     life_ring_push(&e->heap_life, &r);

@@ -1256,7 +1256,7 @@ static void scan_ring(struct qctx *c, int dense)
                 if (!x || s >= c->nmemo)
                     continue;
                 x[s].count += life_rec_mult(r);
-                x[s].bytes += r->size * life_rec_mult(r);
+                x[s].bytes += life_rec_size(r) * life_rec_mult(r);
                 if (r->reallocs && q->domain == HT_DOM_HEAP && stack_required(c, s))
                     dense_block_re(c, aifi ? HT_AIFI : HT_AOFI, s, r->heap, r->addr, r->a, r->f,
                                    r->reallocs);
@@ -1272,11 +1272,11 @@ static void scan_ring(struct qctx *c, int dense)
             if (r->a > q->t2)
                 continue;
             if (dense)
-                dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs,
-                            life_rec_mult(r));
+                dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r),
+                            r->reallocs, life_rec_mult(r));
             else
-                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs,
-                          life_rec_mult(r));
+                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r),
+                          r->reallocs, life_rec_mult(r));
         }
     }
 }

@@ -10,6 +10,7 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-units.h"
+#include "agent-ring.h"
 #include "log.h"
 #include "stack-intern.h"
 #include "endpoint.h"
@@ -221,7 +222,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
 }
 
 /* run --sample, --sample-seed, --max-overhead: 0, or -1 for a mean the
- * agent's records cannot carry (agent-ring.h HTA_RATE_MAX). */
+ * agent's records cannot carry (HTA_RATE_MAX). */
 static int sample_args(const cJSON *args, struct source_params *p)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "sample");
@@ -229,7 +230,7 @@ static int sample_args(const cJSON *args, struct source_params *p)
         return -1;
     if (cJSON_IsNumber(v))
         p->sample_bytes = (uint64_t)v->valuedouble;
-    if (v && (p->sample_bytes == 0 || p->sample_bytes > (1ull << 31)))
+    if (v && (p->sample_bytes == 0 || p->sample_bytes > HTA_RATE_MAX))
         return -1;
     v = cJSON_GetObjectItemCaseSensitive(args, "sample_seed");
     p->sample_seed = cJSON_IsNumber(v) ? (uint64_t)v->valuedouble : 0;
@@ -264,7 +265,7 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
         p.launcher_uid = ctx->c->uid;
         p.follow = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "follow"));
         if (sample_args(args, &p) != 0)
-            return cmd_error(ctx, HT_EBADARG, "--sample takes a size from 1 byte to 2 GiB");
+            return cmd_error(ctx, HT_EBADARG, "--sample takes a size from 1 byte to 8 MiB");
         endpoint_peer_pid(&ctx->c->pipe, &p.launcher_pid);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");

@@ -186,6 +186,7 @@ case_sample_record_refused() {
     ctl record srec -o "$T/r.htev" >"$T/o" 2>&1 && fail "record of a sampled session accepted"
     grep -q "sampled" "$T/o" || fail "record's refusal does not say why: $(cat "$T/o")"
     live_go "$APID"
+    live_wait_line srec '"done":true'
     live_go "$APID"
     wait "$APID" || fail "mtalloc exit code"
     stop_clean
