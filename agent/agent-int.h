@@ -88,13 +88,15 @@ AGENT_HIDDEN int agent_sample_slow(size_t n, uint64_t *r);
 AGENT_HIDDEN int agent_sample_keep(uintptr_t p);
 AGENT_HIDDEN int agent_sample_forget(uintptr_t p);
 AGENT_HIDDEN int agent_sample_has(uintptr_t p);
-/* An allocation of the program's: recorded when it is taken. */
+/* An allocation of the program's: recorded when it is taken. Sampling, an
+ * unsampled block costs a subtraction and a compare (the countdown ran out:
+ * agent_alloc_sampled decides); exact, it goes straight to the ring. */
 AGENT_HIDDEN void agent_alloc_sampled(uintptr_t p, uint64_t n);
 static inline void agent_alloc(uintptr_t p, uint64_t n)
 {
     if (!__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED))
         agent_record(HTA_ALLOC, p, 0, n, 0);
-    else
+    else if (__builtin_expect((agent_sample_left -= (int64_t)n) <= 0, 0))
         agent_alloc_sampled(p, n);
 }
 /* A free (or release) of the program's, recorded; its time measured now and

@@ -244,7 +244,7 @@ static void record_timed(int kind, uintptr_t p, uint64_t n, uint64_t r)
 AGENT_HIDDEN void agent_alloc_sampled(uintptr_t p, uint64_t n)
 {
     uint64_t r = 0;
-    if (!agent_sample_take(n, &r) || agent_sample_keep(p) != 0)
+    if (!agent_sample_slow(n, &r) || agent_sample_keep(p) != 0)
         return;
     record_timed(HTA_ALLOC, p, n, r);
 }
@@ -265,14 +265,22 @@ AGENT_HIDDEN int agent_gov_on(void)
     return gov_pct != 0;
 }
 
-/* The next mean for a measured overhead: doubled above the budget (from
- * exact: GOV_START), halved under a quarter of it (which at most doubles
+/* The next mean for a measured overhead. Above the budget it is multiplied
+ * by the power of two at or above overhead/budget (the cost goes roughly
+ * as 1/R once R is well above the block sizes, so one tick gets most of
+ * the way instead of one doubling a tick; from exact: GOV_START times half
+ * that). Under a quarter of the budget it is halved (which at most doubles
  * the cost: still under half the budget), down to exact. */
 static uint64_t gov_next(uint64_t r, uint64_t ppm)
 {
     uint64_t budget = (uint64_t)gov_pct * 10000;
-    if (ppm > budget)
-        return r ? (r * 2 > HTA_RATE_MAX ? HTA_RATE_MAX : r * 2) : GOV_START;
+    if (ppm > budget) {
+        uint64_t f = 2;
+        while (f < 1024 && f * budget < ppm)
+            f *= 2;
+        uint64_t next = r ? r * f : (uint64_t)GOV_START * (f / 2);
+        return next > HTA_RATE_MAX ? HTA_RATE_MAX : next;
+    }
     if (ppm < budget / 4 && r)
         return r / 2 < GOV_START ? 0 : r / 2;
     return r;

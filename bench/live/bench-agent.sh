@@ -63,7 +63,7 @@ session_done() {
     local st
     st=$("$CTL" --json status "$name")
     echo "  ($name: lost $(echo "$st" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1)$(
-        echo "$st" | tr -d ' \n' | sed -n 's/.*"sampled":{"mean_bytes":\([0-9]*\).*/, sampling mean \1 B at the end/p'))"
+        echo "$st" | tr -d ' \t\n' | sed -n 's/.*"sampled":{"mean_bytes":\([0-9]*\).*/, sampling mean \1 B at the end/p'))"
     "$CTL" drop "$name" >/dev/null
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sampling accuracy (issue 22): tests/apps/mtalloc (4 threads x 6000 rounds, known per-site truth)
+# Sampling accuracy (issue 22): tests/apps/mtalloc (1 thread x 12000 rounds, known per-site truth)
 # under `heaptracectl run --sample 64KiB`, once per seed (--sample-seed 1..SEEDS), through the CI
 # case integration.sample_mtalloc_accuracy (tests/integration/cases-sample.sh). Prints every
 # site's error per seed, then per site: the mean error across seeds (unbiased: within +-2%), its
