@@ -104,6 +104,7 @@ struct agent_source {
     uint64_t q_drops;
     uint64_t sample_bytes, sample_seed; /* run --sample, --sample-seed */
     uint32_t max_overhead;              /* run --max-overhead */
+    int child;                          /* a followed descendant's session */
 };
 
 struct agent_handles {
@@ -312,8 +313,10 @@ static int agent_in(struct agent_source *s, int fd, void *map)
     }
     s->map = map;
     agent_dec_init(&s->dec, map, s->ids, s->base.sink.si, s->t0, s->depth);
-    /* A followed child's weights must not repeat its parent's: its pid in. */
-    agent_dec_seed(&s->dec, s->sample_seed ? s->sample_seed ^ (s->want_pid << 32) : 0);
+    /* With a seed the program's weights repeat run after run (tests); a
+     * followed child's must not repeat its parent's: its pid in. */
+    agent_dec_seed(&s->dec, s->sample_seed && s->child ? s->sample_seed ^ (s->want_pid << 32)
+                                                       : s->sample_seed);
     s->dec.rate = s->sample_bytes;
     s->cfd = cfd;
     s->connected = 1;
@@ -580,6 +583,7 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->sample_bytes = p->sample_bytes;
     s->sample_seed = p->sample_seed;
     s->max_overhead = p->max_overhead;
+    s->child = parent != NULL;
     snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
     uv_mutex_init(&s->qmu);
     mem_acct_init(&s->acct, p->budget);
