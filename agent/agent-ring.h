@@ -69,10 +69,10 @@ struct hta_stack {
 
 /* Counters the agent keeps (reported, never trusted). */
 enum hta_counter {
-    HTA_CNT_RING_FULL,     /* records dropped: the ring was full */
-    HTA_CNT_STACKS_FULL,   /* stacks not interned: the table was full */
-    HTA_CNT_REENTRANT,     /* calls made while the agent itself was running (a signal handler) */
-    HTA_CNT_UNWIND_FAILED, /* stacks the unwinder could not take */
+    HTA_CNT_RING_FULL,       /* records dropped: the ring was full */
+    HTA_CNT_STACKS_FULL,     /* stacks not interned: the table was full */
+    HTA_CNT_REENTRANT,       /* calls made while the agent itself was running (a signal handler) */
+    HTA_CNT_UNWIND_FAILED,   /* stacks the unwinder could not take */
     HTA_CNT_SAMPLE_SET_FULL, /* samples not taken: the set of sampled live blocks was full */
     HTA_CNT_MAX,
 };

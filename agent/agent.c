@@ -329,8 +329,8 @@ __attribute__((constructor)) static void agent_start(void)
     if (!sn || !tk)
         return; /* not launched by heaptracectl run: stay out of the way */
     dl_iterate_phdr(self_phdr_cb, (void *)(uintptr_t)agent_start);
-    if (agent_sample_init(strtoull(sample, NULL, 10), strtoull(seed, NULL, 10),
-                          atoi(over) > 0) != 0)
+    if (agent_sample_init(strtoull(sample, NULL, 10), strtoull(seed, NULL, 10), atoi(over) > 0) !=
+        0)
         return; /* no set for the sampled blocks: untraced rather than wrong */
     if (atoi(over) > 0)
         agent_gov_init((unsigned)atoi(over));

@@ -216,7 +216,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         int outer;                                                                                 \
         void *p = CALL(outer, agent_real.fn(__VA_ARGS__));                                         \
         if (outer && p)                                                                            \
-            agent_alloc((uintptr_t)p, n);                                           \
+            agent_alloc((uintptr_t)p, n);                                                          \
         return p;                                                                                  \
     } while (0)
 

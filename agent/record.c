@@ -222,7 +222,8 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
     }
     uint32_t stack = 0;
     int flags = 0;
-    if (kind != HTA_FREE && kind != HTA_RELEASE && kind != HTA_RATE && stack_mode != AGENT_STACKS_NONE) {
+    if (kind != HTA_FREE && kind != HTA_RELEASE && kind != HTA_RATE &&
+        stack_mode != AGENT_STACKS_NONE) {
         uint64_t frames[HTA_DEPTH];
         int cut = 0;
         /* The unwinder maps memory for its caches (mmap): its own calls,

@@ -29,16 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SET_BITS 22u              /* 4 Mi slots, 32 MiB reserved */
-#define SET_PROBES 64u            /* slots an address may be placed past its home */
-#define FILTER_BITS 20u           /* 1 Mi counters, 4 MiB reserved */
-#define SLOT_GONE ((uintptr_t)1)  /* a removed address: lookups go on past it */
+#define SET_BITS 22u             /* 4 Mi slots, 32 MiB reserved */
+#define SET_PROBES 64u           /* slots an address may be placed past its home */
+#define FILTER_BITS 20u          /* 1 Mi counters, 4 MiB reserved */
+#define SLOT_GONE ((uintptr_t)1) /* a removed address: lookups go on past it */
 
 AGENT_HIDDEN int agent_sampling;
 AGENT_HIDDEN uint64_t agent_rate;
 AGENT_HIDDEN __thread int64_t agent_sample_left AGENT_TLS;
 
-static __thread uint64_t rng AGENT_TLS;      /* xorshift64* state, 0: not seeded */
+static __thread uint64_t rng AGENT_TLS;       /* xorshift64* state, 0: not seeded */
 static __thread uint64_t left_rate AGENT_TLS; /* the mean the countdown was drawn with */
 static uint64_t seed_base, threads_seeded;
 static uintptr_t *set;
@@ -157,8 +157,7 @@ AGENT_HIDDEN int agent_sample_keep(uintptr_t p)
         uintptr_t *slot = &set[(h + i) & ((1u << SET_BITS) - 1)];
         uintptr_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
         while (cur == 0 || cur == SLOT_GONE) {
-            if (__atomic_compare_exchange_n(slot, &cur, p, 0, __ATOMIC_RELEASE,
-                                            __ATOMIC_RELAXED))
+            if (__atomic_compare_exchange_n(slot, &cur, p, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
                 return 0;
         }
     }
@@ -214,8 +213,9 @@ AGENT_HIDDEN int agent_sample_has(uintptr_t p)
  * clocks' cost. The unsampled fast path (a subtraction) is not timed.
  */
 #define TIME_EVERY 16u
-#define GOV_START (16u << 10)     /* the first mean when exact costs too much */
-#define GOV_MIN_CPU_NS 20000000ull /* CPU time a judgement needs (an idle program keeps its mean) */
+#define GOV_START (16u << 10)      /* the first mean when exact costs too much */
+#define GOV_MIN_CPU_NS 20000000ull /* CPU time a judgement needs (an idle program keeps its mean)  \
+                                    */
 
 static unsigned gov_pct;
 static uint64_t spent_ns, gov_last_cpu, gov_last_spent;

@@ -1275,8 +1275,8 @@ static void scan_ring(struct qctx *c, int dense)
                 dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r),
                             r->reallocs, life_rec_mult(r));
             else
-                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r),
-                          r->reallocs, life_rec_mult(r));
+                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r), r->reallocs,
+                          life_rec_mult(r));
         }
     }
 }

@@ -65,8 +65,8 @@ static void check_p(uint64_t s, uint64_t rate, unsigned n)
     double se = sqrt(p * (1 - p) / n);
     double got = (double)taken / n;
     if (fabs(got - p) > 5 * se + 1e-9) {
-        fprintf(stderr, "s=%llu R=%llu: took %.6f, p(s) = %.6f (se %.6f)\n",
-                (unsigned long long)s, (unsigned long long)rate, got, p, se);
+        fprintf(stderr, "s=%llu R=%llu: took %.6f, p(s) = %.6f (se %.6f)\n", (unsigned long long)s,
+                (unsigned long long)rate, got, p, se);
         CHECK(0);
     }
 }
@@ -193,14 +193,14 @@ static void test_decode_rates(void)
     struct agent_dec d;
     agent_dec_init(&d, ring, ids, &si, 1000, 32);
     agent_dec_seed(&d, 42);
-    put_rec(ring, 0, HTA_ALLOC, 0x1000, 48, 65536);          /* weight ~1366 */
-    put_rec(ring, 1, HTA_RATE, 0, 12345, 1 << 20);           /* the governor: 1 MiB */
-    put_rec(ring, 2, HTA_ALLOC, 0x2000, 48, 1 << 20);        /* weight ~21846 */
-    put_rec(ring, 3, HTA_ALLOC, 0x3000, 100, 0);             /* exact */
-    put_rec(ring, 4, HTA_FREE, 0x1000, 0, 65536);            /* a mean on a free */
+    put_rec(ring, 0, HTA_ALLOC, 0x1000, 48, 65536);            /* weight ~1366 */
+    put_rec(ring, 1, HTA_RATE, 0, 12345, 1 << 20);             /* the governor: 1 MiB */
+    put_rec(ring, 2, HTA_ALLOC, 0x2000, 48, 1 << 20);          /* weight ~21846 */
+    put_rec(ring, 3, HTA_ALLOC, 0x3000, 100, 0);               /* exact */
+    put_rec(ring, 4, HTA_FREE, 0x1000, 0, 65536);              /* a mean on a free */
     put_rec(ring, 5, HTA_ALLOC, 0x4000, 48, HTA_RATE_MAX + 1); /* past the maximum */
-    put_rec(ring, 6, HTA_ALLOC, 0x5000, 0, 65536);           /* a zero-byte sample */
-    put_rec(ring, 7, HTA_RATE, 0, 0, HTA_RATE_MAX * 2);      /* past the maximum */
+    put_rec(ring, 6, HTA_ALLOC, 0x5000, 0, 65536);             /* a zero-byte sample */
+    put_rec(ring, 7, HTA_RATE, 0, 0, HTA_RATE_MAX * 2);        /* past the maximum */
     struct ht_event ev[16];
     size_t n = agent_dec_take(&d, ev, 16, 1ull << 40);
     CHECK_EQ(n, 3);
