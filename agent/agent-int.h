@@ -67,7 +67,10 @@ AGENT_HIDDEN size_t agent_boot_size(const void *p);
  * the daemon went away or asked to stop, a fork child). */
 extern AGENT_HIDDEN int agent_on;
 AGENT_HIDDEN int agent_map(void *base, enum agent_stacks stacks, unsigned depth);
-AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size);
+/* rate: the sampling mean an HTA_ALLOC was taken under (0: exact), or an
+ * HTA_RATE's new mean; 0 for the other kinds. */
+AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size,
+                               uint64_t rate);
 AGENT_HIDDEN void agent_count(enum hta_counter c);
 /* At load, before the environment is cleaned: what an exec of this process
  * must give the next program so that it stays traced (exec.c). */
@@ -85,5 +88,52 @@ AGENT_HIDDEN int agent_hello_send(int s, int fd, const char *token);
 AGENT_HIDDEN enum agent_stacks agent_stacks_of(const char *v);
 extern AGENT_HIDDEN void *agent_next_handle;
 AGENT_HIDDEN unsigned agent_got_patch_all(void);
+/* The sampler (sample.c). agent_sampling: frees are recorded only for the
+ * blocks the sampler took (run --sample or --max-overhead); agent_rate: the
+ * mean in force, 0: every block. */
+extern AGENT_HIDDEN int agent_sampling;
+extern AGENT_HIDDEN uint64_t agent_rate;
+extern AGENT_HIDDEN __thread int64_t agent_sample_left AGENT_TLS;
+/* Reserve the set (only when sampling or governed): 0 or -1. */
+AGENT_HIDDEN int agent_sample_init(uint64_t rate, uint64_t seed, int governed);
+AGENT_HIDDEN void agent_sample_rate(uint64_t rate);
+AGENT_HIDDEN int agent_sample_slow(size_t n, uint64_t *r);
+AGENT_HIDDEN int agent_sample_keep(uintptr_t p);
+AGENT_HIDDEN int agent_sample_forget(uintptr_t p);
+AGENT_HIDDEN int agent_sample_has(uintptr_t p);
+/* An allocation of the program's: recorded when it is taken. Sampling, an
+ * unsampled block costs a subtraction and a compare (the countdown ran out:
+ * agent_alloc_sampled decides); exact, it goes straight to the ring. */
+AGENT_HIDDEN void agent_alloc_sampled(uintptr_t p, uint64_t n);
+static inline void agent_alloc(uintptr_t p, uint64_t n)
+{
+    if (!__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED))
+        agent_record(HTA_ALLOC, p, 0, n, 0);
+    else if (__builtin_expect((agent_sample_left -= (int64_t)n) <= 0, 0))
+        agent_alloc_sampled(p, n);
+}
+/* A free (or release) of the program's, recorded; its time measured now and
+ * then for the governor, like agent_alloc's. */
+AGENT_HIDDEN void agent_free_record(uintptr_t p);
+/* The governor (run --max-overhead PCT): started with the percent, called
+ * by the watch thread every tick with the ring header to report into. */
+AGENT_HIDDEN void agent_gov_init(unsigned pct);
+AGENT_HIDDEN int agent_gov_on(void);
+AGENT_HIDDEN void agent_gov_tick(struct hta_header *h);
+
+/* Take a block of n bytes? The unsampled case is a subtraction and a compare. */
+static inline int agent_sample_take(size_t n, uint64_t *r)
+{
+    if (__builtin_expect((agent_sample_left -= (int64_t)n) > 0, 1))
+        return 0;
+    return agent_sample_slow(n, r);
+}
+
+/* Is the free of p to be recorded? Asked before the real free: a sampled
+ * block is forgotten while its address is still the program's. */
+static inline int agent_free_wanted(uintptr_t p)
+{
+    return !__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED) || agent_sample_forget(p);
+}
 
 #endif

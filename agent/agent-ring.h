@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define HTA_MAGIC 0x31415448u /* "HTA1" */
-#define HTA_VERSION 2u /* 2: the header's clock */
+#define HTA_VERSION 3u /* 2: the header's clock; 3: a record's sampling mean */
 #define HTA_RECORDS (1u << 16) /* ring records, a power of two */
 #define HTA_STACKS (1u << 14)  /* stack table entries, a power of two */
 #define HTA_DEPTH 64u          /* frames kept per stack */
@@ -36,7 +36,8 @@ enum hta_kind {
     HTA_REALLOC,   /* addr (new), old_addr, size, stack */
     HTA_COMMIT,    /* addr, size, stack: anonymous private writable memory mapped */
     HTA_RELEASE,   /* addr, size: a range unmapped (mremap's old range too) */
-    HTA_KIND_MAX = HTA_RELEASE,
+    HTA_RATE,      /* rate: the sampling mean now in force; size: measured overhead, ppm */
+    HTA_KIND_MAX = HTA_RATE,
 };
 
 /* Record flags. */
@@ -49,8 +50,15 @@ struct hta_rec {
     uint32_t stack; /* table id + 1, 0: none */
     uint32_t tid;
     uint8_t kind, flags;
-    uint8_t pad[14];
+    uint8_t pad[6];
+    /* HTA_ALLOC: the sampling mean R (bytes) the block was taken under,
+     * 0: every block is taken (exact). HTA_RATE: the new mean. */
+    uint64_t rate;
 };
+
+/* Sampling means the daemon accepts (8 MiB): a block's weight 1/p(s), at
+ * most R/s + 1, stays under 2^24, what the daemon's lifetime records keep. */
+#define HTA_RATE_MAX (1ull << 23)
 
 struct hta_stack {
     uint64_t hash;  /* 0: free; claimed by the writer with a CAS */
@@ -72,10 +80,11 @@ enum hta_clock {
 
 /* Counters the agent keeps (reported, never trusted). */
 enum hta_counter {
-    HTA_CNT_RING_FULL,     /* records dropped: the ring was full */
-    HTA_CNT_STACKS_FULL,   /* stacks not interned: the table was full */
-    HTA_CNT_REENTRANT,     /* calls made while the agent itself was running (a signal handler) */
-    HTA_CNT_UNWIND_FAILED, /* stacks the unwinder could not take */
+    HTA_CNT_RING_FULL,       /* records dropped: the ring was full */
+    HTA_CNT_STACKS_FULL,     /* stacks not interned: the table was full */
+    HTA_CNT_REENTRANT,       /* calls made while the agent itself was running (a signal handler) */
+    HTA_CNT_UNWIND_FAILED,   /* stacks the unwinder could not take */
+    HTA_CNT_SAMPLE_SET_FULL, /* samples not taken: the set of sampled live blocks was full */
     /* Not losses: where the default stacks' fast path gave way. */
     HTA_CNT_UNWIND_SLOW,   /* stacks left to libunwind (a signal frame, CFI of another shape) */
     HTA_CNT_RULES_EVICTED, /* unwind rules dropped at the table's cap (learned again) */
@@ -92,6 +101,11 @@ struct hta_header {
     uint64_t tail __attribute__((aligned(64))); /* the daemon: next position to take */
     uint64_t counters[HTA_CNT_MAX] __attribute__((aligned(64)));
     uint32_t stop __attribute__((aligned(64))); /* the daemon: write no more */
+    /* run --max-overhead: the agent's last measurement (its time in its
+     * hooks over the process's CPU time, ppm) and the sampling mean in
+     * force, written by the agent's watch thread every tick. */
+    uint64_t gov_ppm __attribute__((aligned(64)));
+    uint64_t gov_rate;
 };
 
 #define HTA_HEADER_BYTES 4096u
@@ -123,6 +137,9 @@ struct hta_hello {
 #define HTA_ENV_STACKS "HEAPTRACE_AGENT_STACKS" /* fp, dwarf (default) or none */
 #define HTA_ENV_DEPTH "HEAPTRACE_AGENT_DEPTH"
 #define HTA_ENV_FOLLOW "HEAPTRACE_AGENT_FOLLOW" /* "1": children too (run --follow) */
+#define HTA_ENV_SAMPLE "HEAPTRACE_AGENT_SAMPLE" /* mean bytes between samples (run --sample) */
+#define HTA_ENV_SEED "HEAPTRACE_AGENT_SEED"     /* the sampler's seed (tests), else tid ^ time */
+#define HTA_ENV_MAX_OVERHEAD "HEAPTRACE_AGENT_MAX_OVERHEAD" /* percent (run --max-overhead) */
 
 _Static_assert(sizeof(struct hta_rec) == 64, "one record per cache line");
 _Static_assert(sizeof(struct hta_header) <= HTA_HEADER_BYTES, "header fits its page");

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -121,6 +122,7 @@ static int sock_ours(void)
     return sock >= 0 && fstat(sock, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == sock_dev &&
            st.st_ino == sock_ino;
 }
+static struct hta_header *gov_hdr; /* the ring the governor reports into */
 
 /* The daemon closed the socket (it stopped the session, or died): no more
  * records. It may also acknowledge a flush (HTA_FLUSH_ACK). Every signal
@@ -130,16 +132,26 @@ static void *watch_thread(void *arg)
     (void)arg;
     char buf[64];
     ssize_t n;
+    /* Governed (run --max-overhead): a tick every 100 ms between reads. */
+    int tick = agent_gov_on() ? 100 : -1;
     for (;;) {
-        n = recv(sock, buf, sizeof(buf), 0);
-        if (n < 0 && errno == EINTR)
+        struct pollfd p = {.fd = sock, .events = POLLIN};
+        int rc = poll(&p, 1, tick);
+        if (rc == 0) {
+            agent_gov_tick(gov_hdr);
+            continue;
+        }
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (!sock_ours())
+            return NULL; /* the number is the program's now: never read it */
+        n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0)
             break;
         if (memchr(buf, HTA_FLUSH_ACK, (size_t)n))
             __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE);
-        if (!sock_ours())
-            return NULL; /* the number is the program's now: never read it */
     }
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&flush_acked, 1, __ATOMIC_RELEASE); /* nobody to wait for */
@@ -372,6 +384,7 @@ static enum agent_stacks stacks_of(const char *v)
 __attribute__((constructor)) static void agent_start(void)
 {
     char name[108], token[HTA_TOKEN_LEN + 1], stacks[16] = "", depth[16] = "";
+    char sample[24] = "", seed[24] = "", over[16] = "";
     if (!agent_real.malloc)
         agent_resolve();
     /* --follow: the environment stays, so programs the program execs (in
@@ -386,11 +399,19 @@ __attribute__((constructor)) static void agent_start(void)
     const char *tk = env_take(HTA_ENV_TOKEN, token, sizeof(token), follow);
     env_take(HTA_ENV_STACKS, stacks, sizeof(stacks), follow);
     env_take(HTA_ENV_DEPTH, depth, sizeof(depth), follow);
+    env_take(HTA_ENV_SAMPLE, sample, sizeof(sample), follow);
+    env_take(HTA_ENV_SEED, seed, sizeof(seed), follow);
+    env_take(HTA_ENV_MAX_OVERHEAD, over, sizeof(over), follow);
     if (!follow)
         preload_scrub();
     if (!sn || !tk)
         return; /* not launched by heaptracectl run: stay out of the way */
     dl_iterate_phdr(self_phdr_cb, (void *)(uintptr_t)agent_start);
+    if (agent_sample_init(strtoull(sample, NULL, 10), strtoull(seed, NULL, 10), atoi(over) > 0) !=
+        0)
+        return; /* no set for the sampled blocks: untraced rather than wrong */
+    if (atoi(over) > 0)
+        agent_gov_init((unsigned)atoi(over));
     int fd = memfd_make();
     if (fd < 0)
         return;
@@ -400,6 +421,7 @@ __attribute__((constructor)) static void agent_start(void)
         return;
     }
     agent_map(base, stacks_of(stacks), (unsigned)atoi(depth));
+    gov_hdr = base;
     if (follow) {
         snprintf(follow_name, sizeof(follow_name), "%s", sn);
         snprintf(follow_token, sizeof(follow_token), "%s", tk);

@@ -77,7 +77,7 @@ static void *do_new(void **slot, const char *name, int form, size_t n, size_t al
         p = ((new_al_nt_fn)f)(n, align, nt);
     leave(outer);
     if (outer == 1 && p)
-        agent_record(HTA_ALLOC, (uintptr_t)p, 0, n);
+        agent_alloc((uintptr_t)p, n);
     return p;
 }
 
@@ -86,6 +86,7 @@ static void do_delete(void **slot, const char *name, int args, void *p, size_t a
     if (!p)
         return;
     void *f = next_sym(slot, name);
+    int want = !agent_self.in_hook && !agent_self.in_alloc && agent_free_wanted((uintptr_t)p);
     int outer = enter();
     if (!f)
         free(p);
@@ -96,8 +97,8 @@ static void do_delete(void **slot, const char *name, int args, void *p, size_t a
     else
         ((del_xy_fn)f)(p, a, b);
     leave(outer);
-    if (outer == 1)
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0);
+    if (outer == 1 && want)
+        agent_free_record((uintptr_t)p);
 }
 
 #define NEW(sym, form, params, n, align, nt)                                                       \

@@ -38,6 +38,13 @@ static void leave(int outer)
         t->in_alloc--;
 }
 
+/* Would this call be the outer one (enter() returning 1)? Asked before it
+ * is made, for what must happen while the block is still the program's. */
+static int would_record(void)
+{
+    return !agent_self.in_hook && !agent_self.in_alloc;
+}
+
 /* Calls from inside the agent (in_hook) do not touch in_alloc: enter
  * returned 0 without counting, so leave must not uncount. */
 #define CALL(outer, expr)                                                                          \
@@ -69,7 +76,7 @@ EXPORT void *malloc(size_t n)
     int outer;
     void *p = CALL(outer, agent_real.malloc(n));
     if (outer && p)
-        agent_record(HTA_ALLOC, (uintptr_t)p, 0, n);
+        agent_alloc((uintptr_t)p, n);
     return p;
 }
 
@@ -81,10 +88,10 @@ EXPORT void free(void *p)
         agent_resolve();
     if (!agent_real.free)
         return;
-    int outer;
+    int outer, want = would_record() && agent_free_wanted((uintptr_t)p);
     CALL_VOID(outer, agent_real.free(p));
-    if (outer)
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0);
+    if (outer && want)
+        agent_free_record((uintptr_t)p);
 }
 
 EXPORT void *calloc(size_t n, size_t m)
@@ -102,7 +109,7 @@ EXPORT void *calloc(size_t n, size_t m)
     int outer;
     void *p = CALL(outer, agent_real.calloc(n, m));
     if (outer && p)
-        agent_record(HTA_ALLOC, (uintptr_t)p, 0, bytes);
+        agent_alloc((uintptr_t)p, bytes);
     return p;
 }
 
@@ -117,16 +124,43 @@ static void *boot_move(void *p, size_t n)
     return q;
 }
 
-/* The outcome of a realloc-like call, as the engine wants it. */
-static void record_realloc(void *p, void *q, size_t n)
+/* Sampled: the old block's free if it was sampled (forgotten before the
+ * call, *had), and the new block decided like a malloc. A failed call left
+ * the old block as it was. */
+static void record_realloc_sampled(void *p, void *q, size_t n, int had)
 {
+    if (p && !q && n != 0) {
+        if (had && agent_sample_keep((uintptr_t)p) != 0)
+            agent_free_record((uintptr_t)p); /* no room: ends its record */
+        return;
+    }
+    if (had)
+        agent_free_record((uintptr_t)p);
+    if (q)
+        agent_alloc((uintptr_t)q, n);
+}
+
+/* Before a realloc-like call: was the old block sampled (now forgotten)? */
+static int realloc_pre(void *p)
+{
+    return p && would_record() && __atomic_load_n(&agent_sampling, __ATOMIC_RELAXED) &&
+           agent_sample_forget((uintptr_t)p);
+}
+
+/* The outcome of a realloc-like call, as the engine wants it. */
+static void record_realloc(void *p, void *q, size_t n, int had)
+{
+    if (__atomic_load_n(&agent_sampling, __ATOMIC_RELAXED)) {
+        record_realloc_sampled(p, q, n, had);
+        return;
+    }
     if (!p) {
         if (q)
-            agent_record(HTA_ALLOC, (uintptr_t)q, 0, n);
+            agent_alloc((uintptr_t)q, n);
     } else if (q) {
-        agent_record(HTA_REALLOC, (uintptr_t)q, (uintptr_t)p, n);
+        agent_record(HTA_REALLOC, (uintptr_t)q, (uintptr_t)p, n, 0);
     } else if (n == 0) {
-        agent_record(HTA_FREE, (uintptr_t)p, 0, 0); /* realloc(p, 0) frees p (glibc) */
+        agent_free_record((uintptr_t)p); /* realloc(p, 0) frees p (glibc) */
     }
 }
 
@@ -139,10 +173,10 @@ EXPORT void *realloc(void *p, size_t n)
         if (!agent_real.realloc)
             return agent_boot_alloc(n, 16);
     }
-    int outer;
+    int outer, had = realloc_pre(p);
     void *q = CALL(outer, agent_real.realloc(p, n));
     if (outer)
-        record_realloc(p, q, n);
+        record_realloc(p, q, n, had);
     return q;
 }
 
@@ -157,10 +191,10 @@ EXPORT void *reallocarray(void *p, size_t n, size_t m)
         return realloc(p, bytes);
     if (p && agent_boot_owns(p))
         return boot_move(p, bytes);
-    int outer;
+    int outer, had = realloc_pre(p);
     void *q = CALL(outer, agent_real.reallocarray(p, n, m));
     if (outer)
-        record_realloc(p, q, bytes);
+        record_realloc(p, q, bytes, had);
     return q;
 }
 
@@ -171,7 +205,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     int outer;
     int rc = CALL(outer, agent_real.posix_memalign(out, align, n));
     if (outer && rc == 0)
-        agent_record(HTA_ALLOC, (uintptr_t)*out, 0, n);
+        agent_alloc((uintptr_t)*out, n);
     return rc;
 }
 
@@ -182,7 +216,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         int outer;                                                                                 \
         void *p = CALL(outer, agent_real.fn(__VA_ARGS__));                                         \
         if (outer && p)                                                                            \
-            agent_record(HTA_ALLOC, (uintptr_t)p, 0, n);                                           \
+            agent_alloc((uintptr_t)p, n);                                                          \
         return p;                                                                                  \
     } while (0)
 
@@ -210,7 +244,7 @@ EXPORT void *pvalloc(size_t n)
     void *p = CALL(outer, agent_real.pvalloc(n));
     /* pvalloc rounds the size up to whole pages (malloc(3)). */
     if (outer && p)
-        agent_record(HTA_ALLOC, (uintptr_t)p, 0, (n + (size_t)page - 1) & ~((size_t)page - 1));
+        agent_alloc((uintptr_t)p, (n + (size_t)page - 1) & ~((size_t)page - 1));
     return p;
 }
 
@@ -235,9 +269,9 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
     void *p = CALL(outer, agent_real.mmap(addr, len, prot, flags, fd, off));
     if (outer && p != MAP_FAILED) {
         if (is_commit(prot, flags))
-            agent_record(HTA_COMMIT, (uintptr_t)p, 0, page_up(len));
+            agent_record(HTA_COMMIT, (uintptr_t)p, 0, page_up(len), 0);
         else if (flags & MAP_FIXED) /* a file mapped over a commit ends it */
-            agent_record(HTA_RELEASE, (uintptr_t)p, 0, page_up(len));
+            agent_record(HTA_RELEASE, (uintptr_t)p, 0, page_up(len), 0);
     }
     return p;
 }
@@ -254,7 +288,7 @@ EXPORT int munmap(void *addr, size_t len)
     int outer;
     int rc = CALL(outer, agent_real.munmap(addr, len));
     if (outer && rc == 0)
-        agent_record(HTA_RELEASE, (uintptr_t)addr, 0, page_up(len));
+        agent_record(HTA_RELEASE, (uintptr_t)addr, 0, page_up(len), 0);
     return rc;
 }
 
@@ -274,8 +308,8 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     if (outer && p != MAP_FAILED) {
         /* Only a range we saw committed is one in the engine: the release of
          * any other is ignored there, and so is this commit's double. */
-        agent_record(HTA_RELEASE, (uintptr_t)old, 0, page_up(old_len));
-        agent_record(HTA_COMMIT, (uintptr_t)p, 0, page_up(new_len));
+        agent_record(HTA_RELEASE, (uintptr_t)old, 0, page_up(old_len), 0);
+        agent_record(HTA_COMMIT, (uintptr_t)p, 0, page_up(new_len), 0);
     }
     return p;
 }
@@ -287,9 +321,9 @@ EXPORT void *sbrk(intptr_t inc)
     int outer;
     void *p = CALL(outer, agent_real.sbrk(inc));
     if (outer && p != (void *)-1 && inc > 0)
-        agent_record(HTA_COMMIT, (uintptr_t)p, 0, (uint64_t)inc);
+        agent_record(HTA_COMMIT, (uintptr_t)p, 0, (uint64_t)inc, 0);
     else if (outer && p != (void *)-1 && inc < 0)
-        agent_record(HTA_RELEASE, (uintptr_t)p + (uintptr_t)inc, 0, (uint64_t)-inc);
+        agent_record(HTA_RELEASE, (uintptr_t)p + (uintptr_t)inc, 0, (uint64_t)-inc, 0);
     return p;
 }
 
@@ -301,8 +335,8 @@ EXPORT int brk(void *end)
     void *before = agent_real.sbrk(0);
     int rc = CALL(outer, agent_real.brk(end));
     if (outer && rc == 0 && (uintptr_t)end > (uintptr_t)before)
-        agent_record(HTA_COMMIT, (uintptr_t)before, 0, (uintptr_t)end - (uintptr_t)before);
+        agent_record(HTA_COMMIT, (uintptr_t)before, 0, (uintptr_t)end - (uintptr_t)before, 0);
     else if (outer && rc == 0 && (uintptr_t)end < (uintptr_t)before)
-        agent_record(HTA_RELEASE, (uintptr_t)end, 0, (uintptr_t)before - (uintptr_t)end);
+        agent_record(HTA_RELEASE, (uintptr_t)end, 0, (uintptr_t)before - (uintptr_t)end, 0);
     return rc;
 }

@@ -291,7 +291,7 @@ static uint32_t stack_intern(const uint64_t *f, unsigned n)
 }
 
 static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t old, uint64_t size,
-                    uint32_t stack, int flags)
+                    uint32_t stack, int flags, uint64_t rate)
 {
     uint64_t h = __atomic_load_n(&ring_hdr->head, __ATOMIC_RELAXED);
     for (;;) {
@@ -319,11 +319,13 @@ static int ring_put(struct agent_thread *t, int kind, uintptr_t addr, uintptr_t 
     r->tid = thread_id(t);
     r->kind = (uint8_t)kind;
     r->flags = (uint8_t)flags;
+    r->rate = rate;
     __atomic_store_n(&r->seq, h + 1, __ATOMIC_RELEASE);
     return 0;
 }
 
-AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size)
+AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t size,
+                               uint64_t rate)
 {
     struct agent_thread *t = &agent_self;
     if (!__atomic_load_n(&agent_on, __ATOMIC_RELAXED))
@@ -334,7 +336,8 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
     }
     uint32_t stack = 0;
     int flags = 0;
-    if (kind != HTA_FREE && kind != HTA_RELEASE && stack_mode != AGENT_STACKS_NONE) {
+    if (kind != HTA_FREE && kind != HTA_RELEASE && kind != HTA_RATE &&
+        stack_mode != AGENT_STACKS_NONE) {
         uint64_t frames[HTA_DEPTH + 1];
         struct walk w;
         int cut = 0, fast = -1;
@@ -358,6 +361,6 @@ AGENT_HIDDEN void agent_record(int kind, uintptr_t addr, uintptr_t old, uint64_t
             flags |= HTA_F_TRUNCATED;
     }
     t->in_hook = 1;
-    ring_put(t, kind, addr, old, size, stack, flags);
+    ring_put(t, kind, addr, old, size, stack, flags, rate);
     t->in_hook = 0;
 }

@@ -68,6 +68,9 @@ struct ht_event {
     uint32_t tid;
     uint8_t kind;
     uint8_t flags;
+    /* alloc of a sampled session: the blocks this one stands for (an
+     * unbiased estimate of 1/p, agent-decode.c); 0 means 1 (exact). */
+    uint32_t mult;
 };
 
 /* Name of a kind as written in .htev, or NULL. */

@@ -138,6 +138,23 @@ static size_t label_width(size_t fixed)
     return cols > fixed + 20 ? cols - fixed : 20;
 }
 
+/* A sampled session's line: every figure below is an estimate. */
+static void render_sampled(const cJSON *q)
+{
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(q, "sampled");
+    char a[32];
+    if (!sm)
+        return;
+    if (num(sm, "mean_bytes") > 0)
+        printf("sampled: mean %s, figures are estimates", sz(num(sm, "mean_bytes"), a));
+    else
+        printf("sampled: exact now (every block), earlier figures may be estimates");
+    if (cJSON_GetObjectItemCaseSensitive(sm, "max_overhead_pct"))
+        printf("; agent overhead %.2f%% (budget %.0f%%), rate changed %.0f times",
+               num(sm, "overhead_pct"), num(sm, "max_overhead_pct"), num(sm, "rate_changes"));
+    printf("\n");
+}
+
 static void query_header(const cJSON *d)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "process");
@@ -152,6 +169,7 @@ static void query_header(const cJSON *d)
                "(%s); those are not seen\n",
                tm(num(d, "horizon"), a));
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(d, "quality");
+    render_sampled(q);
     double lost = num(q, "lost"), unk = num(q, "unknown_frees"), cap = num(q, "cap_drops");
     double mal = num(q, "malformed_lines");
     if (lost || unk || cap || mal)
@@ -436,6 +454,7 @@ static void render_status(const cJSON *d)
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(in, "errors"))
         printf("    line %.0f: %s\n", num(e, "line"), str(e, "msg"));
+    render_sampled(cJSON_GetObjectItemCaseSensitive(d, "quality"));
     printf("  quality     ");
     const cJSON *q;
     int losses = 0; /* counters besides "events" that are not zero */

@@ -40,6 +40,17 @@ static int preload_set(const char *agent)
     return rc;
 }
 
+/* A number of the launch object into the environment, when there. */
+static int env_num(const cJSON *l, const char *key, const char *var)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(l, key);
+    char num[24];
+    if (!cJSON_IsNumber(v))
+        return 0;
+    snprintf(num, sizeof(num), "%.0f", v->valuedouble);
+    return setenv(var, num, 1);
+}
+
 static int env_set(const cJSON *l)
 {
     const cJSON *depth = cJSON_GetObjectItemCaseSensitive(l, "depth");
@@ -51,6 +62,9 @@ static int env_set(const cJSON *l)
     const char *st = field(l, "stacks");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "follow")) &&
         setenv(HTA_ENV_FOLLOW, "1", 1))
+        return -1;
+    if (env_num(l, "sample", HTA_ENV_SAMPLE) || env_num(l, "sample_seed", HTA_ENV_SEED) ||
+        env_num(l, "max_overhead", HTA_ENV_MAX_OVERHEAD))
         return -1;
     return preload_set(agent) || setenv(HTA_ENV_SOCKET, sock, 1) || setenv(HTA_ENV_TOKEN, tok, 1) ||
                    setenv(HTA_ENV_STACKS, st ? st : "dwarf", 1) || setenv(HTA_ENV_DEPTH, num, 1)

@@ -4,8 +4,9 @@
 #   redis       Debian's redis-server (jemalloc) under redis-benchmark SET+GET, -P 16, 100-byte
 #               values, on 127.0.0.1; a fresh redis-server per run, started the way each tool
 #               launches it (ebpf: started plain, then attached with start --pid)
-# Configurations: plain, agent (run, default stacks), agent_nostacks (--stacks none), ebpf
-# (start --pid, default stacks), heaptrack (launch). They are interleaved, each repetition in a
+# Configurations: plain, agent (run, default stacks), agent_nostacks (--stacks none),
+# agent_sampled (--sample 512KiB), agent_governed (--max-overhead 5), ebpf (start --pid
+# --source bpf, default stacks), heaptrack (launch). They are interleaved, each repetition in a
 # rotated order; every value is printed, then the medians, the ratios to plain and the issue's
 # targets, each said met or missed. Not a timed test: figures for people.
 #
@@ -15,7 +16,7 @@
 # Runtime with the defaults: about 4 minutes on these hosts.
 set -u
 BUILD=build REPS=5 N=200000 PAIRS=300000 PORT=16479
-CONFIGS=(plain agent agent_nostacks ebpf heaptrack)
+CONFIGS=(plain agent agent_nostacks agent_sampled agent_governed ebpf heaptrack)
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -50,6 +51,8 @@ launch() {
     plain) "$@" ;;
     agent) "$CTL" run --name "$name" -- "$@" ;;
     agent_nostacks) "$CTL" run --name "$name" --stacks none -- "$@" ;;
+    agent_sampled) "$CTL" run --name "$name" --sample 512KiB -- "$@" ;;
+    agent_governed) "$CTL" run --name "$name" --max-overhead 5 -- "$@" ;;
     heaptrack) heaptrack -o "$W/$name" "$@" ;;
     ebpf) exec "$@" ;; # attached by the caller: its pid is the caller's $!
     esac
@@ -58,7 +61,7 @@ launch() {
 # attach CONFIG NAME PID: the eBPF configuration attaches to the running program.
 attach() {
     [ "$1" = ebpf ] || return 0
-    "$CTL" start --pid "$3" --name "$2" >/dev/null || echo "bench-agent: start --pid $3 failed" >&2
+    "$CTL" start --pid "$3" --source bpf --name "$2" >/dev/null || echo "bench-agent: start --pid $3 failed" >&2
 }
 
 # What an agent session lost (printed with the figure), then the session dropped.
@@ -70,7 +73,10 @@ session_done() {
         "$CTL" --json status "$name" 2>/dev/null | grep -q '"state":[[:space:]]*"running"' || break
         sleep 0.05
     done
-    echo "  ($name: lost $("$CTL" --json status "$name" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1))"
+    local st
+    st=$("$CTL" --json status "$name")
+    echo "  ($name: lost $(echo "$st" | sed -n 's/.*"lost":[[:space:]]*\([0-9]*\).*/\1/p' | head -1)$(
+        echo "$st" | tr -d ' \t\n' | sed -n 's/.*"sampled":{"mean_bytes":\([0-9]*\).*/, sampling mean \1 B at the end/p'))"
     "$CTL" drop "$name" >/dev/null
 }
 

@@ -399,7 +399,7 @@ int alloc_table_insert(struct alloc_table *t, unsigned heap, uint64_t addr, uint
     e->t_re = time & ALLOC_TIME_MAX;
     e->size_heap = (size & ALLOC_SIZE_MAX) | ((uint64_t)heap << ALLOC_SIZE_BITS);
     e->stack = stack;
-    e->unused = 0;
+    e->mult = 0;
     chunk_time(&t->chunks[t->open], time & ALLOC_TIME_MAX);
     uint32_t *b =
         t->rehash_idx >= 0 ? &t->buckets[1][h & t->mask[1]] : &t->buckets[0][h & t->mask[0]];

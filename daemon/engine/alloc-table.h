@@ -42,7 +42,9 @@ struct alloc_entry {
     uint64_t t_re;      /* alloc time (low 56 bits) | realloc count (high 8, saturating) */
     uint64_t size_heap; /* size (low 48 bits) | heap index (high 16) */
     uint32_t stack;
-    uint32_t unused; /* 0; keeps the entry at 32 bytes, a power of two */
+    /* Blocks the entry stands for in a sampled session, 0 meaning 1 (every
+     * exact entry): its figures are size * mult bytes and mult blocks. */
+    uint32_t mult;
 };
 
 static inline uint64_t alloc_entry_time(const struct alloc_entry *e)
@@ -56,6 +58,10 @@ static inline unsigned alloc_entry_reallocs(const struct alloc_entry *e)
 static inline uint64_t alloc_entry_size(const struct alloc_entry *e)
 {
     return e->size_heap & ALLOC_SIZE_MAX;
+}
+static inline uint64_t alloc_entry_mult(const struct alloc_entry *e)
+{
+    return e->mult ? e->mult : 1;
 }
 static inline unsigned alloc_entry_heap(const struct alloc_entry *e)
 {

@@ -330,7 +330,7 @@ static void complete_block(const struct alloc_entry *en, void *arg)
 {
     struct complete_ctx *c = arg;
     struct engine *e = c->e;
-    uint64_t size = alloc_entry_size(en);
+    uint64_t size = alloc_entry_size(en), m = alloc_entry_mult(en);
     unsigned hi = alloc_entry_heap(en);
     unsigned re = alloc_entry_reallocs(en);
     struct life_rec r = {.a = alloc_entry_time(en),
@@ -340,17 +340,18 @@ static void complete_block(const struct alloc_entry *en, void *arg)
                          .stack = en->stack,
                          .heap = (uint16_t)hi,
                          .reallocs = (uint8_t)re};
+    life_rec_set_mult(&r, en->mult);
     if (c->t == r.a && (re & HT_RE_INPLACE_MAX))
         realloc_close(e, hi, en->addr, c->t, re & HT_RE_INPLACE_MAX);
     life_ring_push(&e->heap_life, &r);
     struct agg *g = agg_get(&e->heap_agg, en->stack);
     if (g) {
-        g->out_count--;
-        g->out_bytes -= size;
+        g->out_count -= m;
+        g->out_bytes -= size * m;
         if (re)
             live_re_sub(e, en->stack, live_re_part(re));
     }
-    heap_out_sub(e, hi, size, 1);
+    heap_out_sub(e, hi, size * m, m);
 }
 
 static void peak_update(struct agg *g)
@@ -359,10 +360,12 @@ static void peak_update(struct agg *g)
         g->peak_bytes = g->out_bytes;
 }
 
-/* created: 1 when a realloc made the block (that realloc is counted). */
+/* created: 1 when a realloc made the block (that realloc is counted);
+ * mult: the blocks it stands for (0: 1, exact). */
 static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr, uint64_t size,
-                        uint32_t stack, unsigned created)
+                        uint32_t stack, unsigned created, uint32_t mult)
 {
+    uint64_t m = mult ? mult : 1;
     struct agg *g = agg_get(&e->heap_agg, stack);
     struct alloc_entry *en;
     int rc = alloc_table_insert(&e->table, hi, addr, t, size, stack, &en);
@@ -382,24 +385,25 @@ static void apply_alloc(struct engine *e, uint64_t t, unsigned hi, uint64_t addr
         if (rc == HT_EFULL)
             e->q.cap_drops++;
         if (g) {
-            g->untracked_count++;
-            g->untracked_bytes += size;
+            g->untracked_count += m;
+            g->untracked_bytes += size * m;
         }
         return;
     }
+    en->mult = mult;
     if (created)
         en->t_re |= (uint64_t)HT_RE_CREATED << ALLOC_TIME_BITS;
     if (g) {
-        g->out_count++;
-        g->out_bytes += size;
-        g->total_count++;
-        g->total_bytes += size;
+        g->out_count += m;
+        g->out_bytes += size * m;
+        g->total_count += m;
+        g->total_bytes += size * m;
         g->reallocs += created;
         peak_update(g);
         if (created)
             live_re_add(e, stack, 1);
     }
-    heap_out_add(e, hi, size, 1);
+    heap_out_add(e, hi, size * m, m);
 }
 
 static void apply_free(struct engine *e, uint64_t t, unsigned hi, uint64_t addr)
@@ -418,7 +422,7 @@ static void apply_free(struct engine *e, uint64_t t, unsigned hi, uint64_t addr)
 static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t t, unsigned hi)
 {
     if (ev->old_addr == 0) { /* realloc(NULL, n) allocates */
-        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1, ev->mult);
         return;
     }
     if (ev->addr == 0) { /* realloc(p, 0) that freed p */
@@ -427,7 +431,7 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
     }
     if (ev->addr != ev->old_addr) {
         apply_free(e, t, hi, ev->old_addr);
-        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1, ev->mult);
         return;
     }
     struct alloc_entry *en;
@@ -436,11 +440,11 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
         return; /* a view shares the entry and no chunk could take its move (acct counts it) */
     if (rc != 0) {
         e->q.unknown_frees++;
-        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1);
+        apply_alloc(e, t, hi, ev->addr, ev->size, ev->stack, 1, ev->mult);
         return;
     }
     /* In place: the block keeps its alloc time and stack and takes the new size. */
-    uint64_t old = alloc_entry_size(en);
+    uint64_t old = alloc_entry_size(en), m = alloc_entry_mult(en);
     en->size_heap = (en->size_heap & ~ALLOC_SIZE_MAX) | ev->size;
     /* The block counts its in-place reallocs up to HT_RE_INPLACE_MAX; the
      * ring keeps each one's time for windows, the stack's total every one. */
@@ -454,8 +458,8 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
     uint32_t stack = en->stack;
     struct agg *g = agg_get(&e->heap_agg, stack);
     if (g) {
-        g->out_bytes += ev->size - old;
-        g->total_bytes += ev->size - old;
+        g->out_bytes += (ev->size - old) * m;
+        g->total_bytes += (ev->size - old) * m;
         g->reallocs++;
         peak_update(g);
         if (re_after != re_before) {
@@ -465,9 +469,9 @@ static void apply_realloc(struct engine *e, const struct ht_event *ev, uint64_t 
         }
     }
     if (ev->size >= old)
-        heap_out_add(e, hi, ev->size - old, 0);
+        heap_out_add(e, hi, (ev->size - old) * m, 0);
     else
-        heap_out_sub(e, hi, old - ev->size, 0);
+        heap_out_sub(e, hi, (old - ev->size) * m, 0);
 }
 
 /* A decommitted piece is a completed block; the pieces left of its range
@@ -589,7 +593,7 @@ void engine_apply(struct engine *e, const struct ht_event *ev)
     case HT_EV_ALLOC:
         count_stack(e, ev);
         if ((hi = event_heap(e, ev)) >= 0)
-            apply_alloc(e, t, (unsigned)hi, ev->addr, ev->size, ev->stack, 0);
+            apply_alloc(e, t, (unsigned)hi, ev->addr, ev->size, ev->stack, 0, ev->mult);
         break;
     case HT_EV_REALLOC:
         count_stack(e, ev);

@@ -920,7 +920,7 @@ static int life_kept(const struct query *q, uint64_t a, uint64_t f)
 
 /* One block, live (f == LIVE) or completed, into its group (list mode, by heap). */
 static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t addr, uint64_t a,
-                      uint64_t f, uint64_t size, unsigned re)
+                      uint64_t f, uint64_t size, unsigned re, uint64_t mult)
 {
     const struct query *q = c->q;
     if (!size_kept(q, size) || !life_kept(q, a, f))
@@ -932,7 +932,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
     if (m == MEMO_EXCLUDED)
         return;
     uint64_t reallocs = q->domain == HT_DOM_HEAP ? block_reallocs(c, heap, addr, a, f, re) : 0;
-    row_add(&c->total, type, 1, size, reallocs);
+    row_add(&c->total, type, mult, size * mult, reallocs);
     if (q->list) {
         struct query_row r;
         memset(&r, 0, sizeof(r));
@@ -941,7 +941,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
         r.key = c->nblocks++;
         r.a = a;
         r.f = f;
-        row_add(&r, type, 1, size, reallocs);
+        row_add(&r, type, mult, size * mult, reallocs);
         struct topn t = {(char *)c->heap, sizeof(r), c->hn, c->hcap, row_before_any, q->sort};
         topn_offer(&t, &r);
         c->hn = t.n;
@@ -951,7 +951,7 @@ static void add_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t ad
     uint64_t handle = q->domain == HT_DOM_HEAP ? ev_heap_handle(c->v, heap) : 0;
     uint32_t g = group_for(c, handle, ht_mix64(handle), stack, 0, NULL, 0);
     if (g != MEMO_EXCLUDED)
-        row_add(&c->groups[g], type, 1, size, reallocs);
+        row_add(&c->groups[g], type, mult, size * mult, reallocs);
 }
 
 /* A stack's reallocs of one type, the array made on first use. */
@@ -1063,7 +1063,7 @@ static void re_resolve(struct qctx *c)
 
 /* One block into its stack's dense sums; groups are made at the end. */
 static void dense_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t addr, uint64_t a,
-                        uint64_t f, uint64_t size, unsigned re)
+                        uint64_t f, uint64_t size, unsigned re, uint64_t mult)
 {
     const struct query *q = c->q;
     if (!size_kept(q, size) || !life_kept(q, a, f))
@@ -1073,8 +1073,8 @@ static void dense_block(struct qctx *c, uint32_t stack, unsigned heap, uint64_t 
     if (type < 0 || !(q->types & T_BIT(type)) || stack >= c->nmemo)
         return;
     struct acc *x = &c->acc[type][stack];
-    x->count++;
-    x->bytes += size;
+    x->count += mult;
+    x->bytes += size * mult;
     /* Reallocs only for blocks the query keeps: a block of an excluded
      * stack must not make the answer incomplete. */
     if (re && q->domain == HT_DOM_HEAP && stack_required(c, stack))
@@ -1098,17 +1098,17 @@ static void sub_block(struct qctx *c, const struct alloc_entry *en, uint64_t a)
     uint32_t s = en->stack;
     if (s >= c->nmemo)
         return;
-    uint64_t size = alloc_entry_size(en);
+    uint64_t size = alloc_entry_size(en), m = alloc_entry_mult(en);
     unsigned re = alloc_entry_reallocs(en);
     if (a >= c->sub_from) {
         if (c->ge_is_aifo) {
-            dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re);
+            dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re, m);
             return;
         }
-        c->ge[s].count++;
-        c->ge[s].bytes += size;
+        c->ge[s].count += m;
+        c->ge[s].bytes += size * m;
         if (a >= q->t1 && a <= q->t2 && (q->types & T_BIT(HT_AIFO)))
-            dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re);
+            dense_block(c, s, alloc_entry_heap(en), en->addr, a, LIVE, size, re, m);
         return;
     }
     if ((re & HT_RE_INPLACE_MAX) && a <= q->t2 && stack_required(c, s))
@@ -1143,10 +1143,10 @@ static void scan_live_heap(struct qctx *c, int dense, enum live_mode mode, uint6
                 sub_block(c, en, a);
             else if (dense)
                 dense_block(c, en->stack, heap, en->addr, a, LIVE, alloc_entry_size(en),
-                            alloc_entry_reallocs(en));
+                            alloc_entry_reallocs(en), alloc_entry_mult(en));
             else
                 add_block(c, en->stack, heap, en->addr, a, LIVE, alloc_entry_size(en),
-                          alloc_entry_reallocs(en));
+                          alloc_entry_reallocs(en), alloc_entry_mult(en));
         }
     }
 }
@@ -1206,9 +1206,10 @@ static void scan_live(struct qctx *c, int dense)
             if (!need_old && r[i].t < q->t1)
                 continue;
             if (dense)
-                dense_block(c, r[i].stack, 0, r[i].start, r[i].t, LIVE, r[i].end - r[i].start, 0);
+                dense_block(c, r[i].stack, 0, r[i].start, r[i].t, LIVE, r[i].end - r[i].start, 0,
+                            1);
             else
-                add_block(c, r[i].stack, 0, r[i].start, r[i].t, LIVE, r[i].end - r[i].start, 0);
+                add_block(c, r[i].stack, 0, r[i].start, r[i].t, LIVE, r[i].end - r[i].start, 0, 1);
         }
         return;
     }
@@ -1254,8 +1255,8 @@ static void scan_ring(struct qctx *c, int dense)
                 struct acc *x = aifi ? in : out;
                 if (!x || s >= c->nmemo)
                     continue;
-                x[s].count++;
-                x[s].bytes += r->size;
+                x[s].count += life_rec_mult(r);
+                x[s].bytes += life_rec_size(r) * life_rec_mult(r);
                 if (r->reallocs && q->domain == HT_DOM_HEAP && stack_required(c, s))
                     dense_block_re(c, aifi ? HT_AIFI : HT_AOFI, s, r->heap, r->addr, r->a, r->f,
                                    r->reallocs);
@@ -1271,9 +1272,11 @@ static void scan_ring(struct qctx *c, int dense)
             if (r->a > q->t2)
                 continue;
             if (dense)
-                dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
+                dense_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r),
+                            r->reallocs, life_rec_mult(r));
             else
-                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, r->size, r->reallocs);
+                add_block(c, r->stack, r->heap, r->addr, r->a, r->f, life_rec_size(r), r->reallocs,
+                          life_rec_mult(r));
         }
     }
 }

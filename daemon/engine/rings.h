@@ -13,15 +13,38 @@
 #define HT_RE_CREATED 0x80u
 #define HT_RE_INPLACE_MAX 0x7fu
 
-/* One completed block: allocated (or committed) at a, freed at f. */
+/* One completed block: allocated (or committed) at a, freed at f. In a
+ * sampled session a block stands for mult blocks (0 meaning 1): its low 16
+ * bits ride above the size's 48 (ALLOC_SIZE_BITS), its high 8 in mult_hi,
+ * so the record stays 40 bytes (a weight is under 2^24: HTA_RATE_MAX).
+ * Read the size with life_rec_size. */
+#define LIFE_MULT_MAX ((1u << 24) - 1)
 struct life_rec {
     uint64_t a, f;
-    uint64_t size;
+    uint64_t size; /* size (low 48 bits) | mult's low 16 bits */
     uint64_t addr; /* with heap and a, names the block in the realloc ring */
     uint32_t stack;
     uint16_t heap;    /* heap index (heap domain) */
     uint8_t reallocs; /* HT_RE_CREATED | in-place count */
+    uint8_t mult_hi;
 };
+
+static inline uint64_t life_rec_size(const struct life_rec *r)
+{
+    return r->size & ((1ull << 48) - 1);
+}
+static inline uint64_t life_rec_mult(const struct life_rec *r)
+{
+    uint64_t m = (r->size >> 48) | (uint64_t)r->mult_hi << 16;
+    return m ? m : 1;
+}
+/* size must be under 2^48; mult 0 (exact) leaves the record as before. */
+static inline void life_rec_set_mult(struct life_rec *r, uint32_t mult)
+{
+    uint64_t m = mult > LIFE_MULT_MAX ? LIFE_MULT_MAX : mult;
+    r->size = (r->size & ((1ull << 48) - 1)) | (m & 0xffff) << 48;
+    r->mult_hi = (uint8_t)(m >> 16);
+}
 
 /*
  * A chunked ring of fixed-size records in time order: the last cap records,

@@ -27,6 +27,14 @@ int cmd_record(struct cmd_ctx *ctx)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
     if (ctx->c == s->loader)
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot record");
+    /* .htev has no field for a sample's weight: a replay would count each
+     * sampled block once. Refused rather than silently wrong. */
+    if (s->ingest.sampling)
+        return cmd_error(
+            ctx, HT_ENOTSUP,
+            "session %u is sampled (run --sample or --max-overhead): .htev carries "
+            "no sample weights, so a replay would be wrong; query or export it instead",
+            s->id);
     const cJSON *raw = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "raw");
     if (raw && !cJSON_IsBool(raw))
         return cmd_error(ctx, HT_EBADARG, "\"raw\" must be true or false");

@@ -9,6 +9,8 @@
 
 #include "ht-alloc.h"
 #include "ht-error.h"
+#include "ht-units.h"
+#include "agent-ring.h"
 #include "log.h"
 #include "stack-intern.h"
 #include "endpoint.h"
@@ -245,6 +247,24 @@ static const struct source_ops *pick_auto(uint64_t pid, char *choice, size_t sz)
     return o;
 }
 
+/* run --sample, --sample-seed, --max-overhead: 0, or -1 for a mean the
+ * agent's records cannot carry (HTA_RATE_MAX). */
+static int sample_args(const cJSON *args, struct source_params *p)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "sample");
+    if (cJSON_IsString(v) && ht_parse_size(v->valuestring, &p->sample_bytes) != 0)
+        return -1;
+    if (cJSON_IsNumber(v))
+        p->sample_bytes = (uint64_t)v->valuedouble;
+    if (v && (p->sample_bytes == 0 || p->sample_bytes > HTA_RATE_MAX))
+        return -1;
+    v = cJSON_GetObjectItemCaseSensitive(args, "sample_seed");
+    p->sample_seed = cJSON_IsNumber(v) ? (uint64_t)v->valuedouble : 0;
+    v = cJSON_GetObjectItemCaseSensitive(args, "max_overhead");
+    p->max_overhead = cJSON_IsNumber(v) ? (uint32_t)v->valuedouble : 0;
+    return 0;
+}
+
 int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
 {
     const cJSON *args = ctx->req->args;
@@ -275,6 +295,8 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     if (mode == SOURCE_LAUNCH) {
         p.launcher_uid = ctx->c->uid;
         p.follow = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "follow"));
+        if (sample_args(args, &p) != 0)
+            return cmd_error(ctx, HT_EBADARG, "--sample takes a size from 1 byte to 8 MiB");
         endpoint_peer_pid(&ctx->c->pipe, &p.launcher_pid);
     }
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(args, "pid");

@@ -308,6 +308,23 @@ static void hex_json(cJSON *o, const char *key, uint64_t v)
     cJSON_AddStringToObject(o, key, buf);
 }
 
+/* A sampled session (run --sample, --max-overhead) says so in every reply:
+ * its counts and sizes are estimates. Exact sessions' replies are unchanged. */
+static void sampled_json(cJSON *o, const struct source_stats *in)
+{
+    if (!in->sampling)
+        return;
+    cJSON *sm = cJSON_AddObjectToObject(o, "sampled");
+    cJSON_AddNumberToObject(sm, "mean_bytes", (double)in->sample_mean);
+    cJSON_AddNumberToObject(sm, "sampled_allocs", (double)in->sampled_allocs);
+    if (in->sample_max_overhead) {
+        cJSON_AddNumberToObject(sm, "max_overhead_pct", in->sample_max_overhead);
+        cJSON_AddNumberToObject(sm, "overhead_pct", (double)in->sample_overhead_ppm / 1e4);
+        cJSON_AddNumberToObject(sm, "rate_changes", (double)in->sample_rate_changes);
+    }
+    cJSON_AddNumberToObject(o, "sample_set_full", (double)in->sample_set_full);
+}
+
 cJSON *quality_json(struct session *s)
 {
     cJSON *o = cJSON_CreateObject();
@@ -340,6 +357,7 @@ cJSON *quality_json(struct session *s)
     cJSON_AddNumberToObject(o, "timeline_drops", (double)s->eng.tl.dropped);
     cJSON_AddNumberToObject(o, "snapshots_over_budget", (double)s->snaps_over_budget);
     cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
+    sampled_json(o, in);
     return o;
 }
 

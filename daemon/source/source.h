@@ -102,6 +102,11 @@ struct source_params {
     uint64_t launcher_pid;
     uint32_t launcher_uid;
     int follow; /* run --follow: the program's children as sessions of their own */
+    /* run --sample: the mean bytes between samples (0: exact); --sample-seed:
+     * the sampler's and the weights' seed (0: random); --max-overhead:
+     * percent of the program's CPU time the agent may take (0: no limit). */
+    uint64_t sample_bytes, sample_seed;
+    uint32_t max_overhead;
     enum source_stacks stacks;
     uint32_t stack_depth; /* frames kept, 1..HT_STACK_MAX_DEPTH */
     int no_heap, no_virtual;
@@ -130,6 +135,14 @@ struct source_stats {
     uint64_t string_drops;      /* names not interned at max_strings */
     uint64_t long_names;        /* distinct names cut at max_name_len */
     uint64_t bad_utf8_names;    /* distinct names that were not UTF-8 (kept with U+FFFD) */
+    /* A sampled session (run --sample or --max-overhead): its figures are
+     * estimates. The mean now in force (0: every block), the agent's last
+     * measured overhead (ppm of its CPU time), the mean's changes, samples
+     * not taken for a full set of sampled blocks, allocs taken weighted. */
+    int sampling;
+    uint32_t sample_max_overhead;
+    uint64_t sample_mean, sample_overhead_ppm, sample_rate_changes, sample_set_full;
+    uint64_t sampled_allocs;
     uint32_t nerrors;
     struct {
         uint64_t line;

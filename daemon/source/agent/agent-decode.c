@@ -3,6 +3,7 @@
 
 #include "stack-intern.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 #if defined(__x86_64__)
@@ -97,6 +98,12 @@ void agent_dec_skip(struct agent_dec *d)
 void agent_dec_stop(struct agent_dec *d)
 {
     __atomic_store_n(&hdr(d)->stop, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t agent_dec_overhead_ppm(const struct agent_dec *d)
+{
+    uint64_t v = __atomic_load_n(&hdr(d)->gov_ppm, __ATOMIC_RELAXED);
+    return v > 100000000 ? 100000000 : v; /* the target's word: at most 100x */
 }
 
 uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c)
@@ -201,10 +208,64 @@ static uint64_t time_of(struct agent_dec *d, uint64_t t, uint64_t now)
     return rel;
 }
 
+double agent_dec_weight(uint64_t size, uint64_t rate)
+{
+    /* -expm1(-x) = 1 - exp(-x) without the cancellation of a small x. */
+    return 1.0 / -expm1(-(double)size / (double)rate);
+}
+
+uint32_t agent_dec_mult(uint64_t size, uint64_t rate, uint64_t u)
+{
+    if (!rate)
+        return 0;
+    double w = agent_dec_weight(size, rate);
+    double base = floor(w);
+    double frac = w - base;
+    /* u's top 53 bits as a uniform in [0, 1). */
+    double x = (double)(u >> 11) * 0x1p-53;
+    double m = base + (x < frac ? 1.0 : 0.0);
+    return m >= 4294967295.0 ? UINT32_MAX : (uint32_t)m;
+}
+
+/* splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number
+ * generators", OOPSLA 2014). */
+static uint64_t rng_next(struct agent_dec *d)
+{
+    uint64_t z = (d->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void agent_dec_seed(struct agent_dec *d, uint64_t seed)
+{
+    if (!seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)d;
+    }
+    d->rng = seed;
+}
+
+/* The sampling mean: on allocs only (a sampled one has a size to weigh),
+ * on HTA_RATE as the new mean; 0 on everything else. */
+static int rate_ok(const struct hta_rec *r)
+{
+    if (r->kind == HTA_RATE)
+        return r->rate <= HTA_RATE_MAX;
+    if (r->kind != HTA_ALLOC)
+        return r->rate == 0;
+    return r->rate == 0 || (r->rate <= HTA_RATE_MAX && r->size > 0);
+}
+
 static int rec_ok(const struct hta_rec *r)
 {
     if (r->kind < HTA_ALLOC || r->kind > HTA_KIND_MAX)
         return 0;
+    if (!rate_ok(r))
+        return 0;
+    if (r->kind == HTA_RATE)
+        return 1;
     if (r->addr == 0 || r->addr >= ADDR_MAX || r->size >= ADDR_MAX)
         return 0;
     if (r->kind == HTA_REALLOC && (r->old_addr == 0 || r->old_addr >= ADDR_MAX))
@@ -216,7 +277,7 @@ static int rec_ok(const struct hta_rec *r)
 
 static const uint8_t kind_map[HTA_KIND_MAX + 1] = {
     [HTA_ALLOC] = HT_EV_ALLOC,   [HTA_FREE] = HT_EV_FREE,       [HTA_REALLOC] = HT_EV_REALLOC,
-    [HTA_COMMIT] = HT_EV_COMMIT, [HTA_RELEASE] = HT_EV_RELEASE,
+    [HTA_COMMIT] = HT_EV_COMMIT, [HTA_RELEASE] = HT_EV_RELEASE, [HTA_RATE] = HT_EV_NONE,
 };
 
 /* One record into ev: 1, or 0 when it is malformed. */
@@ -224,6 +285,13 @@ static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event
 {
     if (!rec_ok(r)) {
         d->st.malformed++;
+        return 0;
+    }
+    if (r->kind == HTA_RATE) {
+        /* Each sample carries its own mean: the change is for status. */
+        d->st.rate_changes++;
+        d->rate = r->rate;
+        d->overhead_ppm = r->size;
         return 0;
     }
     int flags = (r->flags & HTA_F_TRUNCATED) ? HT_EVF_TRUNCATED : 0;
@@ -234,6 +302,10 @@ static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event
     ev->size = r->kind == HTA_FREE ? 0 : r->size;
     ev->old_addr = r->kind == HTA_REALLOC ? r->old_addr : 0;
     ev->tid = r->tid;
+    if (r->kind == HTA_ALLOC && r->rate) {
+        ev->mult = agent_dec_mult(r->size, r->rate, rng_next(d));
+        d->st.sampled++;
+    }
     if (r->kind != HTA_FREE && r->kind != HTA_RELEASE)
         ev->stack = stack_of(d, r->stack, &flags);
     ev->flags = (uint8_t)flags;

@@ -30,6 +30,8 @@ struct agent_dec_stats {
     uint64_t stack_drops;  /* stacks the engine's interner refused (its caps) */
     uint64_t stuck;        /* records given up on: reserved, never completed */
     uint64_t clamped_time; /* records whose time was out of order or in the future */
+    uint64_t sampled;      /* allocs taken under a sampling mean (weighted) */
+    uint64_t rate_changes; /* HTA_RATE records: the governor changed the mean */
 };
 
 struct agent_dec {
@@ -47,7 +49,24 @@ struct agent_dec {
     uint32_t *ids;   /* table id + 1 -> engine stack id (0: not seen, UINT32_MAX: bad) */
     struct stack_intern *si;
     struct agent_dec_stats st;
+    uint64_t rng;          /* the multiplicities' rounding (splitmix64 state) */
+    uint64_t rate;         /* the sampling mean as of the last HTA_RATE (or as asked), 0: exact */
+    uint64_t overhead_ppm; /* the agent's last measured overhead (HTA_RATE), untrusted */
 };
+
+/*
+ * The blocks a sample of size bytes taken under mean rate stands for: w =
+ * 1/p(size) with p(s) = 1 - exp(-s/rate) (agent/sample.c), rounded to an
+ * integer at random so its expectation is w (floor(w) + 1 with probability
+ * frac(w)): every count and byte figure is an unbiased estimate and stays an
+ * integer. u: 64 random bits. rate 0 (exact): 0, meaning 1. rate and size
+ * are checked by the caller (1 <= rate <= HTA_RATE_MAX, size > 0).
+ */
+uint32_t agent_dec_mult(uint64_t size, uint64_t rate, uint64_t u);
+/* The expected multiplicity, w = 1/p(size). */
+double agent_dec_weight(uint64_t size, uint64_t rate);
+/* Seed the rounding (tests: run --sample-seed); 0: from the clock. */
+void agent_dec_seed(struct agent_dec *d, uint64_t seed);
 
 /* base: the mapping (HTA_TOTAL_BYTES); ids: HTA_STACKS + 1 entries, zeroed.
  * The header's clock is read here, once. */
@@ -69,6 +88,8 @@ uint64_t agent_dec_pending(const struct agent_dec *d);
 void agent_dec_skip(struct agent_dec *d);
 /* Ask the agent to write no more. */
 void agent_dec_stop(struct agent_dec *d);
+/* The governor's last measurement, ppm (untrusted: for reporting only). */
+uint64_t agent_dec_overhead_ppm(const struct agent_dec *d);
 /* The agent's own counter (untrusted: for reporting only). */
 uint64_t agent_dec_counter(const struct agent_dec *d, enum hta_counter c);
 

@@ -143,6 +143,9 @@ struct agent_source {
     /* The counters of the rings of programs before an exec (agent-ring.h):
      * status shows the process's totals. */
     uint64_t agent_before[HTA_CNT_MAX];
+    uint64_t sample_bytes, sample_seed; /* run --sample, --sample-seed */
+    uint32_t max_overhead;              /* run --max-overhead */
+    int child;                          /* a followed descendant's session */
 };
 
 struct agent_handles {
@@ -468,6 +471,11 @@ static int agent_in(struct agent_source *s, int fd, void *map)
     s->dec.st = before;
     s->lost_seen[HTA_CNT_UNWIND_FAILED] = before.stuck; /* those went as lost events already */
     s->dec.last_t = s->last_exec_t;
+    /* With a seed the program's weights repeat run after run (tests); a
+     * followed child's must not repeat its parent's: its pid in. */
+    agent_dec_seed(&s->dec, s->sample_seed && s->child ? s->sample_seed ^ (s->want_pid << 32)
+                                                       : s->sample_seed);
+    s->dec.rate = s->sample_bytes;
     s->cfd = cfd;
     if (!s->connected) {
         s->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)s->want_pid, 0);
@@ -917,6 +925,10 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
     s->sample_ns = p->sample_ns;
+    s->sample_bytes = p->sample_bytes;
+    s->sample_seed = p->sample_seed;
+    s->max_overhead = p->max_overhead;
+    s->child = parent != NULL;
     snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
     uv_mutex_init(&s->qmu);
     mem_acct_init(&s->acct, p->budget);
@@ -1312,6 +1324,15 @@ static void agent_stats(struct source *base, struct source_stats *st)
     st->malformed = s->dec.st.malformed + s->dec.st.bad_stacks;
     st->lost = s->cut; /* the rest went to the engine as lost events */
     st->stack_table_drops = s->dec.st.stack_drops;
+    st->sampling = s->sample_bytes || s->max_overhead;
+    if (st->sampling) {
+        st->sample_max_overhead = s->max_overhead;
+        st->sample_mean = s->map ? s->dec.rate : s->sample_bytes;
+        st->sample_overhead_ppm = s->map ? agent_dec_overhead_ppm(&s->dec) : 0;
+        st->sample_rate_changes = s->dec.st.rate_changes;
+        st->sampled_allocs = s->dec.st.sampled;
+        st->sample_set_full = s->map ? agent_dec_counter(&s->dec, HTA_CNT_SAMPLE_SET_FULL) : 0;
+    }
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] = s->acct.bytes[k];
         st->over_budget[k] = s->acct.over_budget[k];
@@ -1326,9 +1347,9 @@ static const char *stacks_name(enum source_stacks st)
 
 static void agent_counters_json(struct agent_source *s, cJSON *o)
 {
-    static const char *const names[HTA_CNT_MAX] = {"ring_full",     "stacks_full", "reentrant",
-                                                   "unwind_failed", "unwind_slow", "rules_evicted",
-                                                   "modules_full"};
+    static const char *const names[HTA_CNT_MAX] = {
+        "ring_full",   "stacks_full",   "reentrant",    "unwind_failed", "sample_set_full",
+        "unwind_slow", "rules_evicted", "modules_full"};
     cJSON *a = cJSON_AddObjectToObject(o, "agent");
     for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
         cJSON_AddNumberToObject(
@@ -1406,6 +1427,12 @@ static struct cJSON *agent_status_json(struct source *base)
             cJSON_AddNumberToObject(l, "depth", s->depth < HTA_DEPTH ? s->depth : HTA_DEPTH);
             cJSON_AddNumberToObject(l, "pid", (double)s->want_pid);
             cJSON_AddBoolToObject(l, "follow", s->follow);
+            if (s->sample_bytes)
+                cJSON_AddNumberToObject(l, "sample", (double)s->sample_bytes);
+            if (s->sample_seed)
+                cJSON_AddNumberToObject(l, "sample_seed", (double)s->sample_seed);
+            if (s->max_overhead)
+                cJSON_AddNumberToObject(l, "max_overhead", s->max_overhead);
         }
     }
     return o;
