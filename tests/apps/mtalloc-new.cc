@@ -31,7 +31,7 @@ extern "C" __attribute__((noinline)) void churn_new(struct mt_truth *t, int i)
     Obj48 *o = new Obj48;
     o->data[0] = (char)i;
     mt_sink = o;
-    delete (Obj48 *)mt_sink;
+    delete o;
     t->site[MT_CHURN_NEW].count++;
     t->site[MT_CHURN_NEW].bytes += sizeof(Obj48);
 }
@@ -42,7 +42,7 @@ extern "C" __attribute__((noinline)) void churn_new_array(struct mt_truth *t, in
     char *a = new char[n];
     a[0] = (char)i;
     mt_sink = a;
-    delete[](char *) mt_sink;
+    delete[] a;
     t->site[MT_CHURN_NEW_ARRAY].count++;
     t->site[MT_CHURN_NEW_ARRAY].bytes += n;
 }

@@ -31,6 +31,9 @@
 #include <pthread.h>
 #include <string.h>
 
+/* Every thread's blocks pass through it (so no allocation is optimised
+ * away); a block is freed through its own pointer, never re-read from here:
+ * another thread may have stored its own meanwhile (a double free). */
 void *volatile mt_sink;
 
 static const char *const site_names[MT_SITES] = {
@@ -118,16 +121,18 @@ __attribute__((noinline)) void leak_strdup(struct mt_truth *t, int i)
 __attribute__((noinline)) void churn_malloc(struct mt_truth *t, int i)
 {
     size_t n = 300 + (size_t)i;
-    mt_sink = check(malloc(n), "malloc");
-    free(mt_sink);
+    void *p = check(malloc(n), "malloc");
+    mt_sink = p;
+    free(p);
     add(t, MT_CHURN_MALLOC, n);
 }
 
 __attribute__((noinline)) void churn_calloc(struct mt_truth *t, int i)
 {
     size_t n = 2 + (size_t)(i % 3);
-    mt_sink = check(calloc(n, 100), "calloc");
-    free(mt_sink);
+    void *p = check(calloc(n, 100), "calloc");
+    mt_sink = p;
+    free(p);
     add(t, MT_CHURN_CALLOC, n * 100);
 }
 
@@ -136,7 +141,7 @@ __attribute__((noinline)) void churn_realloc(struct mt_truth *t, int i)
     char *p = check(malloc(24), "malloc");
     p = check(realloc(p, 3000 + (size_t)i), "realloc");
     mt_sink = p;
-    free(mt_sink);
+    free(p);
     add(t, MT_CHURN_REALLOC, 3000 + (size_t)i);
 }
 
@@ -147,7 +152,7 @@ __attribute__((noinline)) void churn_aligned(struct mt_truth *t, int i)
     if (posix_memalign(&p, 128, n) != 0)
         check(NULL, "posix_memalign");
     mt_sink = p;
-    free(mt_sink);
+    free(p);
     add(t, MT_CHURN_ALIGNED, n);
 }
 
