@@ -8,12 +8,7 @@
 # bound there is 1.4 sigma. mtalloc 1 thread x 12000 rounds puts every site it checks well past
 # that (the smallest checked, ~1100 R: sigma 3%, the bound 3.4 sigma); sites under 200 R (a few
 # MiB) are only in the total.
-# One thread and --stacks fp: with several threads at this volume the agent's stack taking (fp
-# or DWARF, not --stacks none) corrupts mtalloc's heap now and then, on main too, exact mode
-# (4 threads x 6000 rounds: fp 2 runs in 8, DWARF 1 in 10 aborted in malloc; not this issue's,
-# reported), and the sampling is what is tested here. mtalloc keeps frame pointers;
-# leak_strdup's frame (called from libc's strdup, which has none) is then missed: that site is
-# under 200 R, in the total only (0.04% of it).
+# 1 thread (its countdown and the daemon's rounding then repeat with the seed), default stacks.
 SAMPLE_THREADS=1
 SAMPLE_ROUNDS=12000
 
@@ -77,7 +72,7 @@ sample_header() {
 case_sample_mtalloc_accuracy() {
     local name=smt seed=${HT_SAMPLE_SEED:-1}
     agent_setup
-    agent_run "$name" --name "$name" --stacks fp --sample 64KiB --sample-seed "$seed" \
+    agent_run "$name" --name "$name" --sample 64KiB --sample-seed "$seed" \
         -- "$LIVE_APPS/mtalloc" $SAMPLE_THREADS $SAMPLE_ROUNDS
     local pid=$APID
     live_go "$pid"
