@@ -70,7 +70,7 @@ else
         app=$!
         app_line '"ready":true'
         echo "== MemoryTestApp is running as pid $app: attach to it"
-        ctl start --pid "$app" --name MemoryTestApp
+        ctl start --source bpf --pid "$app" --name MemoryTestApp
     fi
     kill -USR1 "$app"
     # The app stops at each phase so the marks fall where the lab zooms in.

@@ -145,7 +145,7 @@ run_one() {
     apid=$!
     CHILDREN+=("$apid")
     wait_for "$W/$tag.out" '"ready":true' "$apid" 10 || { log "$tag: allocbench did not start"; return 1; }
-    ctl start --pid "$apid" --name "$name" >"$W/$tag.start" 2>&1 ||
+    ctl start --source bpf --pid "$apid" --name "$name" >"$W/$tag.start" 2>&1 ||
         { log "$tag: start --pid failed: $(head -n 1 "$W/$tag.start")"; kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
     rm -f "$W/$tag.stop"
     if [ "$load" != none ]; then

@@ -161,7 +161,7 @@ probes_of_heaptrace() {
     apid=$!
     CHILDREN+=("$apid")
     wait_for "$W/probes.out" '"ready":true' "$apid" 10 || return 1
-    "$CTL" start --pid "$apid" --name probes >/dev/null 2>&1 || { kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
+    "$CTL" start --source bpf --pid "$apid" --name probes >/dev/null 2>&1 || { kill "$apid"; wait "$apid" 2>/dev/null; return 1; }
     "$CTL" --json status probes >"$W/probes.status" 2>&1
     "$CTL" stop probes >/dev/null 2>&1
     "$CTL" drop probes >/dev/null 2>&1
@@ -193,7 +193,7 @@ run_one() {
     heaptrace)
         name=b$t-$rep
         # shellcheck disable=SC2086
-        if ! "$CTL" start --pid "$apid" --name "$name" ${STACKS:+--stacks $STACKS} >"$W/$tag.tool" 2>&1; then
+        if ! "$CTL" start --source bpf --pid "$apid" --name "$name" ${STACKS:+--stacks $STACKS} >"$W/$tag.tool" 2>&1; then
             NOTE[heaptrace]="start --pid failed: $(head -n 1 "$W/$tag.tool")"
             kill "$apid"; wait "$apid" 2>/dev/null; return 1
         fi ;;

@@ -5,8 +5,8 @@
 #   floor      an empty BPF program at exactly the sites heaptrace probes (entry, and return
 #              where heaptrace has a return probe): the bare cost of the probes (probe-floor.c)
 #   heaptrace  heaptracectl start --pid, default stacks
-#   nostacks   heaptracectl start --pid --stacks none
-#   fp, dwarf  (not by default) heaptracectl start --pid --stacks fp / dwarf: the default (auto)
+#   nostacks   heaptracectl start --source bpf --pid --stacks none
+#   fp, dwarf  (not by default) heaptracectl start --source bpf --pid --stacks fp / dwarf: the default (auto)
 #              picks one of the two per process; these show what each costs
 #   floor0     (not by default: slow) the empty program at each function's entry (+0), where
 #              heaptrace probed before it walked the prologues: what single-stepping costs
@@ -105,7 +105,7 @@ clang -O2 -g -target bpf -I/usr/include/"$(uname -m)"-linux-gnu -c "$HERE/probe-
 
 # The sites heaptrace probes in this redis-server, from a session's status: one line per probe,
 # "function module probe_offset as site".
-"$CTL" start --pid "$RPID" --name sites >"$W/sites.start" 2>&1 || { echo "bench-redis: heaptracectl start: $(cat "$W/sites.start")" >&2; exit 1; }
+"$CTL" start --source bpf --pid "$RPID" --name sites >"$W/sites.start" 2>&1 || { echo "bench-redis: heaptracectl start: $(cat "$W/sites.start")" >&2; exit 1; }
 "$CTL" --json status sites >"$W/sites.json"
 "$CTL" stop sites >/dev/null 2>&1
 "$CTL" drop sites >/dev/null 2>&1
@@ -144,7 +144,7 @@ run_one() {
         [ "$cfg" = nostacks ] && opt=(--stacks none)
         [ "$cfg" = fp ] && opt=(--stacks fp)
         [ "$cfg" = dwarf ] && opt=(--stacks dwarf)
-        "$CTL" start --pid "$RPID" --name "$name" "${opt[@]}" >"$W/$tag.tool" 2>&1 ||
+        "$CTL" start --source bpf --pid "$RPID" --name "$name" "${opt[@]}" >"$W/$tag.tool" 2>&1 ||
             { log "$tag: start failed: $(cat "$W/$tag.tool")"; return 1; } ;;
     floor | floor0)
         mapfile -t args <"$W/$cfg.args"

@@ -275,7 +275,14 @@ int cmd_start_live(struct cmd_ctx *ctx, unsigned mode)
     if (parse_stacks(cJSON_GetObjectItemCaseSensitive(args, "stacks"), &p.stacks) != 0)
         return cmd_error(ctx, HT_EBADARG, "--stacks takes fp, dwarf or none");
     char err[512], choice[600] = "";
+    /* --pid picks the agent where it can attach, eBPF otherwise, unless
+     * --source says (builds with the agent; elsewhere the one source serving
+     * pid). The reply and status say which and why. */
+#ifdef HEAPTRACE_WITH_AGENT
+    int autopick = mode == SOURCE_PID && (!want || strcmp(want->valuestring, "auto") == 0);
+#else
     int autopick = want && mode == SOURCE_PID && strcmp(want->valuestring, "auto") == 0;
+#endif
     if (autopick)
         want = NULL; /* chosen once the access is checked */
     const struct source_ops *ops =

@@ -87,7 +87,7 @@ case_adv_live_ring_budget() {
     stop_clean
     echo '{"session_memory_budget": 12582912}' >"$T/cfg.json"
     start_daemon --config "$T/cfg.json"
-    out=$(ctl start --pid "$pid" --name rb2 2>&1)
+    out=$(ctl start --source bpf --pid "$pid" --name rb2 2>&1)
     rc=$?
     echo "$out"
     [ "$rc" -ne 0 ] || fail "a live session started within a 12 MiB budget"
@@ -122,7 +122,7 @@ case_adv_live_other_user() {
     "${as_user[@]}" "$HT_CTL" ping >/dev/null || fail "uid 65534 in group heaptrace is not admitted"
     live_app ou mtalloc 2 10 # root's
     local root_pid=$APID
-    out=$("${as_user[@]}" "$HT_CTL" start --pid "$root_pid" --name ou 2>&1)
+    out=$("${as_user[@]}" "$HT_CTL" start --source bpf --pid "$root_pid" --name ou 2>&1)
     rc=$?
     echo "$out"
     [ "$rc" -ne 0 ] || fail "uid 65534 attached to root's process $root_pid"
@@ -133,7 +133,7 @@ case_adv_live_other_user() {
     local own=$!
     LIVE_PIDS+=("$own")
     live_wait_line own '"ready":true'
-    "${as_user[@]}" "$HT_CTL" start --pid "$own" --name own >"$T/start.out" 2>&1 ||
+    "${as_user[@]}" "$HT_CTL" start --source bpf --pid "$own" --name own >"$T/start.out" 2>&1 ||
         fail "uid 65534 cannot trace its own process: $(cat "$T/start.out")"
     ctl drop own >/dev/null
     live_go "$root_pid"

@@ -47,7 +47,7 @@ case_advgen_stop_cut_at_one_instant() {
     apid=$!
     trap 'kill -KILL "$apid" 2>/dev/null; cleanup' EXIT
     for _ in $(seq 200); do grep -q ready "$T/app.out" && break; sleep 0.05; done
-    ctl start --pid "$apid" --name pl >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$apid" --name pl >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     kill -USR1 "$apid"
     check_stop_cut pl "$T/app.out"
     kill "$apid" 2>/dev/null

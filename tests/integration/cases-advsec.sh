@@ -18,7 +18,7 @@ case_advsec_userns_root() {
         fail "the namespaced app does not run as root: $(grep Uid "/proc/$rp/status")"
     [ "$(readlink "/proc/$rp/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
         fail "the app is not in a user namespace of its own"
-    out=$(as_member 65534 "$HT_CTL" start --pid "$rp" --name nsroot 2>&1)
+    out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$rp" --name nsroot 2>&1)
     sec_refused "$out" $? "root's process in a user namespace root made"
     # The member's own process, in a user namespace the member made: traced.
     if setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups unshare --user --map-root-user true \
@@ -28,7 +28,7 @@ case_advsec_userns_root() {
         local own=$!
         LIVE_PIDS+=("$own")
         live_wait_line own '"ready":true'
-        as_member 65534 "$HT_CTL" start --pid "$own" --name nsown >"$T/start.out" 2>&1 ||
+        as_member 65534 "$HT_CTL" start --source bpf --pid "$own" --name nsown >"$T/start.out" 2>&1 ||
             fail "uid 65534 cannot trace its own process in its own namespace: $(cat "$T/start.out")"
         as_member 65534 "$HT_CTL" drop nsown >/dev/null || fail "drop nsown"
         live_go "$own"
@@ -205,7 +205,7 @@ adv_dbg_run() {
     p=$!
     LIVE_PIDS+=("$p")
     live_wait_line "$tag" '"ready":true'
-    timeout 20 setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups "$HT_CTL" start --pid "$p" \
+    timeout 20 setpriv --reuid=64993 --regid="$SEC_GID" --clear-groups "$HT_CTL" start --source bpf --pid "$p" \
         --name "$tag" "$@" >"$T/$tag.start" 2>&1 ||
         adv_dbg_fail "$tag: start failed or blocked: $(cat "$T/$tag.start")"
     live_go "$p"
@@ -287,7 +287,7 @@ case_advsec_many_groups() {
     LIVE_PIDS+=("$own")
     live_wait_line own '"ready":true'
     eq "$(awk '/^Groups:/ {print NF - 1}' "/proc/$own/status")" 301 "the member's groups"
-    setpriv --reuid=64994 --regid="$SEC_GID" --groups="$groups" "$HT_CTL" start --pid "$own" \
+    setpriv --reuid=64994 --regid="$SEC_GID" --groups="$groups" "$HT_CTL" start --source bpf --pid "$own" \
         --name many >"$T/start.out" 2>&1 ||
         fail "a member in 301 groups cannot trace its own process: $(cat "$T/start.out")"
     eq "$(ctl --json status many | jget process.pid)" "$own" "attached pid"

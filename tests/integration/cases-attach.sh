@@ -346,11 +346,12 @@ case_attach_agent_refuse_segv_blocked() {
 
 # --source auto: the agent where it can attach, eBPF otherwise, said in the reply (and the
 # session's source in status).
-case_attach_agent_source_auto() {
+# attach_source_pick [--source auto]: the choice with auto, asked for or by default.
+attach_source_pick() {
     attach_setup
     attachee_start a
-    ctl --json start --pid "$APID" --source auto --name a >"$T/start.json" 2>&1 ||
-        fail "start --source auto: $(cat "$T/start.json")"
+    ctl --json start --pid "$APID" "$@" --name a >"$T/start.json" 2>&1 ||
+        fail "start $*: $(cat "$T/start.json")"
     eq "$(jget source <"$T/start.json")" agent "auto on a program the agent can attach to"
     jget source_choice <"$T/start.json" | grep -q '^agent: it can attach' ||
         fail "no choice: $(cat "$T/start.json")"
@@ -359,13 +360,16 @@ case_attach_agent_source_auto() {
     attachee_ok a
     ctl --json version | grep -q '"bpf"' || live_skip "no eBPF source in this build"
     attachee_start s attachstatic
-    ctl start --pid "$APID" --source auto --name s >"$T/start.out" 2>&1 ||
-        fail "start --source auto (static): $(cat "$T/start.out")"
+    ctl start --pid "$APID" "$@" --name s >"$T/start.out" 2>&1 ||
+        fail "start $* (static): $(cat "$T/start.out")"
     grep -q "(bpf)" "$T/start.out" || fail "auto on a static program: $(cat "$T/start.out")"
     grep -q "source: bpf: the agent cannot attach (.*statically linked" "$T/start.out" ||
         fail "no reason for the choice: $(cat "$T/start.out")"
     eq "$(ctl --json status s | jget source)" bpf "status source"
 }
+case_attach_agent_source_auto() { attach_source_pick --source auto; }
+# start --pid without --source: the same choice (issue 23 item 4).
+case_attach_agent_source_default() { attach_source_pick; }
 
 # A library dlopen'ed after the attach: its slots are redirected as it loads (the wrapper in
 # dlopen's slots), so its allocations count.

@@ -35,7 +35,7 @@ case_bpf_overflow_reported() {
         grep -q ready "$T/bench.out" && break
         sleep 0.05
     done
-    ctl start --pid "$apid" --name live >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$apid" --name live >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     ctl --json status live | jget source_status.ring_bytes >"$T/rb" || fail "status"
     eq "$(cat "$T/rb")" 65536 "kernel ring bytes"
     # Loop holders: window queries back to back from four clients while the program runs.
@@ -101,7 +101,7 @@ case_bpf_stop_cut_counted() {
         grep -q ready "$T/bench.out" && break
         sleep 0.05
     done
-    ctl start --pid "$apid" --name live >/dev/null 2>&1 || fail "start --pid"
+    ctl start --source bpf --pid "$apid" --name live >/dev/null 2>&1 || fail "start --pid"
     kill -USR1 "$apid"
     sleep 1
     # Two long queries ahead of the stop: the rings fill behind them.

@@ -74,7 +74,7 @@ case_bpf_attach_counts() {
     bpf_spawn
     local before
     before=$(bpf_fds)
-    ctl start --pid "$BPF_TPID" --name live >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$BPF_TPID" --name live >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     [ "$(bpf_fds)" -gt "$before" ] || fail "nothing attached"
     echo go >&7
     bpf_wait_line done
@@ -127,9 +127,9 @@ case_bpf_stop_detaches() {
     bpf_spawn
     local before
     before=$(bpf_fds)
-    ctl start --pid "$BPF_TPID" --name live --stacks dwarf >/dev/null 2>&1 || fail "start --pid"
+    ctl start --source bpf --pid "$BPF_TPID" --name live --stacks dwarf >/dev/null 2>&1 || fail "start --pid"
     # A second session on the same process is refused: every event would count twice.
-    ctl start --pid "$BPF_TPID" --name again >"$T/again.out" 2>&1 && fail "second attach accepted"
+    ctl start --source bpf --pid "$BPF_TPID" --name again >"$T/again.out" 2>&1 && fail "second attach accepted"
     grep -q "already traced" "$T/again.out" || fail "second attach: $(cat "$T/again.out")"
     ctl stop live >/dev/null || fail "stop"
     wait_drained live
@@ -142,7 +142,7 @@ case_bpf_stop_detaches() {
     wait "$BPF_TPID"
     eq "$?" 7 "target exit code"
     # A PID that does not exist: a clear error, no session.
-    ctl start --pid "$BPF_TPID" --name gone >"$T/gone.out" 2>&1 && fail "attach to a dead PID accepted"
+    ctl start --source bpf --pid "$BPF_TPID" --name gone >"$T/gone.out" 2>&1 && fail "attach to a dead PID accepted"
     grep -q "no process" "$T/gone.out" || fail "dead PID: $(cat "$T/gone.out")"
     stop_clean
 }

@@ -55,8 +55,8 @@ case_ctl_stack_depth_range() {
     grep -q "at most 127)" "$T/h" && fail "help still says --stack-depth is at most 127"
     grep -q "eBPF walk .*127" "$T/h" || fail "help does not say where 127 comes from"
     grep -q -- '`--stack-depth` 1–256' "$HERE/../../README.md" || fail "README range"
-    ctl start --pid 1 --stack-depth 257 2>/dev/null; eq $? 2 "--stack-depth 257"
-    ctl start --pid 1 --stack-depth 0 2>/dev/null; eq $? 2 "--stack-depth 0"
+    ctl start --source bpf --pid 1 --stack-depth 257 2>/dev/null; eq $? 2 "--stack-depth 257"
+    ctl start --source bpf --pid 1 --stack-depth 0 2>/dev/null; eq $? 2 "--stack-depth 0"
 }
 
 # A usage error: the error and one hint, not the command's whole help.
@@ -153,7 +153,7 @@ case_ctl_help_quality() {
     if [ "$(id -u)" -eq 0 ] && ctl --json version | grep -q '"pid"'; then
         sleep 30 </dev/null >/dev/null 2>&1 &
         local sp=$!
-        if ctl start --pid "$sp" --name live >/dev/null 2>&1; then
+        if ctl start --source bpf --pid "$sp" --name live >/dev/null 2>&1; then
             mapfile -t -O "${#names[@]}" names < <(ctl --json status live | "$HT_TOOL" get quality | grep -o '"[a-z_0-9]*":' | tr -d '":')
         fi
         kill "$sp"
@@ -224,7 +224,7 @@ case_ctl_private_at_start() {
     local truth
     truth=$(ctl_vm_private "$CTL_TARGET")
     [ "$truth" -gt 0 ] || fail "VmData+VmStk of sleep read $truth"
-    ctl start --pid "$CTL_TARGET" --name p >/dev/null || fail start
+    ctl start --source bpf --pid "$CTL_TARGET" --name p >/dev/null || fail start
     eq "$(ctl --json status p | jget private_bytes.now)" "$truth" "status private bytes right after start"
     eq "$(ctl --json timeline p | jget samples.0.private_bytes)" "$truth" "first timeline sample"
     ctl --json top p --count 1 | jget private_bytes | grep -qx "$truth" || fail "top private bytes"
@@ -235,14 +235,14 @@ case_ctl_private_at_start() {
 # live: a start that fails does not use up a session id.
 case_ctl_failed_start_id() {
     ctl_live_setup
-    ctl start --pid 2 2>/dev/null && fail "start on a kernel thread succeeded"
-    ctl start --pid 2 --name k 2>/dev/null
-    ctl --json start --pid "$CTL_TARGET" --name ok >"$T/o" || fail "start"
+    ctl start --source bpf --pid 2 2>/dev/null && fail "start on a kernel thread succeeded"
+    ctl start --source bpf --pid 2 --name k 2>/dev/null
+    ctl --json start --source bpf --pid "$CTL_TARGET" --name ok >"$T/o" || fail "start"
     eq "$(jget session <"$T/o")" 1 "id after two failed starts"
     ctl --json load "$DEMO" --name demo 2>/dev/null | jget session | grep -qx 2 || fail "next id"
     ctl stop ok >/dev/null || fail stop
     # The start's reply for people: the session, its state and the process.
-    ctl start --pid "$CTL_TARGET" --name ok2 | grep -q "^session 3 \"ok2\": running (.*), pid $CTL_TARGET$" ||
+    ctl start --source bpf --pid "$CTL_TARGET" --name ok2 | grep -q "^session 3 \"ok2\": running (.*), pid $CTL_TARGET$" ||
         fail "start's reply is not text"
     ctl stop ok2 >/dev/null
     stop_clean
@@ -251,13 +251,13 @@ case_ctl_failed_start_id() {
 # live: EEXIST names the session that traces the process.
 case_ctl_eexist_names_session() {
     ctl_live_setup
-    ctl start --pid "$CTL_TARGET" --name first >/dev/null || fail start
-    ctl start --pid "$CTL_TARGET" --name second 2>"$T/e"; eq $? 1 "second start"
+    ctl start --source bpf --pid "$CTL_TARGET" --name first >/dev/null || fail start
+    ctl start --source bpf --pid "$CTL_TARGET" --name second 2>"$T/e"; eq $? 1 "second start"
     grep -q "EEXIST: process $CTL_TARGET is already traced by session 1 \"first\"" "$T/e" || fail "message: $(cat "$T/e")"
     ctl ls --json | jget sessions.# | grep -qx 1 || fail "the refused start left a session"
     # Once stopped, the process can be traced again.
     ctl stop first >/dev/null || fail stop
-    ctl start --pid "$CTL_TARGET" --name again >"$T/o" 2>&1 || fail "start after stop: $(cat "$T/o")"
+    ctl start --source bpf --pid "$CTL_TARGET" --name again >"$T/o" 2>&1 || fail "start after stop: $(cat "$T/o")"
     ctl stop again >/dev/null
     stop_clean
 }

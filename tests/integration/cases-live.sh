@@ -89,7 +89,7 @@ live_go() { kill -USR1 "$1" || fail "the app $1 is gone"; }
 live_attach() {
     local name=$1 pid=$2
     shift 2
-    ctl start --pid "$pid" --name "$name" "$@" >"$T/start.out" 2>&1 ||
+    ctl start --source bpf --pid "$pid" --name "$name" "$@" >"$T/start.out" 2>&1 ||
         fail "start --pid $pid $*: $(cat "$T/start.out")"
     ctl --json status "$name" >"$T/s" || fail "no session $name after start"
     eq "$(jget process.pid <"$T/s")" "$pid" "attached pid"
@@ -290,7 +290,7 @@ case_live_dead_pid() {
     local dead=$!
     wait "$dead"
     kill -0 "$dead" 2>/dev/null && live_skip "pid $dead was reused"
-    out=$(ctl start --pid "$dead" --name dead 2>&1)
+    out=$(ctl start --source bpf --pid "$dead" --name dead 2>&1)
     rc=$?
     echo "$out"
     [ "$rc" -ne 0 ] || fail "start --pid on a dead pid succeeded"
@@ -307,7 +307,7 @@ case_live_attach_twice() {
     live_app tw mtalloc 2 10
     local pid=$APID
     live_attach tw "$pid"
-    out=$(ctl start --pid "$pid" --name tw2 2>&1)
+    out=$(ctl start --source bpf --pid "$pid" --name tw2 2>&1)
     rc=$?
     echo "$out"
     [ "$rc" -ne 0 ] || fail "a second attach to $pid succeeded"

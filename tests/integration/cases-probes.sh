@@ -29,7 +29,7 @@ probes_check_target() {
     HT_BPF_TARGET=$1
     rm -f "$T/in" "$T/target.out"
     bpf_spawn
-    ctl start --pid "$BPF_TPID" --name "$2" >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$BPF_TPID" --name "$2" >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     ctl --json status "$2" >"$T/status.json" || fail "status"
     local n i fn mod off site why addr insn stepped=0
     n=$(jget source_status.probes.# <"$T/status.json")
@@ -114,7 +114,7 @@ threads_spawn() {
 # as lost), and these cases are about the thread map, not stacks.
 threads_run() {
     threads_spawn "$@"
-    ctl start --pid "$BPF_TPID" --name s --stacks fp >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$BPF_TPID" --name s --stacks fp >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     echo go >&7
     for _ in $(seq 600); do
         grep -q "done\|only" "$T/target.out" && break
@@ -189,7 +189,7 @@ case_probe_sites_preload_symlink() {
     BPF_TPID=$!
     exec 7>"$T/in"
     bpf_wait_line ready
-    ctl start --pid "$BPF_TPID" --name tc >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$BPF_TPID" --name tc >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     ctl --json status tc >"$T/status.json" || fail "status"
     local n i fn mod malloc_mod=
     n=$(jget source_status.probes.# <"$T/status.json")

@@ -63,14 +63,14 @@ case_sec_member_setgid() {
     sec_live
     live_app root mtalloc 2 10
     local root_pid=$APID
-    out=$(as_member 65534 "$HT_CTL" start --pid "$root_pid" --name r 2>&1)
+    out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$root_pid" --name r 2>&1)
     sec_refused "$out" $? "root's process"
     # The member's own plain process: traced.
     setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$LIVE_APPS/mtalloc" 2 10 >"$T/own.out" 2>&1 </dev/null &
     local own=$!
     LIVE_PIDS+=("$own")
     live_wait_line own '"ready":true'
-    as_member 65534 "$HT_CTL" start --pid "$own" --name own >"$T/start.out" 2>&1 ||
+    as_member 65534 "$HT_CTL" start --source bpf --pid "$own" --name own >"$T/start.out" 2>&1 ||
         fail "uid 65534 cannot trace its own process: $(cat "$T/start.out")"
     ctl drop own >/dev/null || fail "drop own"
     # The same program made setgid to group adm, run by the member.
@@ -87,7 +87,7 @@ case_sec_member_setgid() {
         "/proc/$sg/status" || fail "the setgid copy does not run as uid 65534: $(grep Uid "/proc/$sg/status")"
     grep -q "^Gid:.*[[:space:]]$grp[[:space:]]" "/proc/$sg/status" ||
         fail "the copy is not setgid: $(grep Gid "/proc/$sg/status")"
-    out=$(as_member 65534 "$HT_CTL" start --pid "$sg" --name sg 2>&1)
+    out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$sg" --name sg 2>&1)
     sec_refused "$out" $? "the member's setgid process"
     live_go "$root_pid"
     live_go "$own"
@@ -123,7 +123,7 @@ case_sec_proc_unreadable() {
     done
     [ -r "/proc/$DPID/root/proc/$root_pid/status" ] &&
         fail "/proc/$root_pid/status is readable in the daemon's namespace"
-    out=$(as_member 65534 "$HT_CTL" start --pid "$root_pid" --name r 2>&1)
+    out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$root_pid" --name r 2>&1)
     sec_refused "$out" $? "root's process with an unreadable /proc entry"
     live_go "$root_pid"
     stop_clean
@@ -220,7 +220,7 @@ case_sec_thread_id() {
         [ "${t##*/}" != "$pid" ] && tid=${t##*/} && break
     done
     [ -n "$tid" ] || fail "mtalloc has no second thread: $(ls "/proc/$pid/task")"
-    out=$(ctl start --pid "$tid" --name th 2>&1)
+    out=$(ctl start --source bpf --pid "$tid" --name th 2>&1)
     rc=$?
     echo "$out"
     [ "$rc" -ne 0 ] || fail "a thread id was attached as a process"
@@ -307,7 +307,7 @@ case_sec_member_debian() {
     [ -S "$T/m/agent.sock" ] || fail "ssh-agent did not start: $(cat "$T/agent.out")"
     grep -q "^Uid:[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534[[:space:]]*65534" \
         "/proc/$ap/status" || fail "ssh-agent does not run as uid 65534"
-    out=$(as_member 65534 "$HT_CTL" start --pid "$ap" --name agent 2>&1)
+    out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$ap" --name agent 2>&1)
     sec_refused "$out" $? "the member's ssh-agent (setgid _ssh)"
     setpriv --reuid=65534 --regid="$SEC_GID" --clear-groups "$redis" --port 0 --save "" \
         --unixsocket "$T/m/redis.sock" --dir "$T/m" >"$T/redis.out" 2>&1 </dev/null &
@@ -318,7 +318,7 @@ case_sec_member_debian() {
         sleep 0.05
     done
     [ -S "$T/m/redis.sock" ] || fail "redis-server did not start: $(cat "$T/redis.out")"
-    as_member 65534 "$HT_CTL" start --pid "$rp" --name redis >"$T/start.out" 2>&1 ||
+    as_member 65534 "$HT_CTL" start --source bpf --pid "$rp" --name redis >"$T/start.out" 2>&1 ||
         fail "uid 65534 cannot trace its own redis-server: $(cat "$T/start.out")"
     eq "$(as_member 65534 "$HT_CTL" --json ls | jget sessions.0.process)" redis-server "process"
     as_member 65534 "$HT_CTL" drop redis >/dev/null || fail "drop"
@@ -342,7 +342,7 @@ case_sec_exec_setgid() {
             >"$T/a$i.out" 2>&1 </dev/null &
         p=$!
         LIVE_PIDS+=("$p")
-        out=$(as_member 65534 "$HT_CTL" start --pid "$p" --name "x$i" 2>&1)
+        out=$(as_member 65534 "$HT_CTL" start --source bpf --pid "$p" --name "x$i" 2>&1)
         if [ $? -ne 0 ]; then
             echo "delay $d: refused: $out"
             refused=$((refused + 1))

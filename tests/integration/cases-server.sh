@@ -95,7 +95,7 @@ stop_applies_taken_run() {
     # Frame-pointer stacks: a record is ~100 bytes, so the kernel ring holds the whole burst and
     # the prefix can be checked. The default on Debian (dwarf copies, ~8 KiB a record) fills it
     # in ~2,000 records and loses the rest, counted: that is the ring's size, not the stop's.
-    ctl start --pid "$apid" --name sg --stacks fp "${trig[@]}" >"$T/start.out" 2>&1 ||
+    ctl start --source bpf --pid "$apid" --name sg --stacks fp "${trig[@]}" >"$T/start.out" 2>&1 ||
         fail "start --pid: $(cat "$T/start.out")"
     kill -USR1 "$apid"
     if [ "$how" = command ]; then

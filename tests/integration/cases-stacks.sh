@@ -32,7 +32,7 @@ xmlleak_run() {
     XPID=$!
     exec 8>"$T/xin"
     stacks_wait_line ready "$T/xml.out"
-    ctl start --pid "$XPID" --name xml "$@" >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$XPID" --name xml "$@" >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     printf g >&8 # one byte per go-signal (app-sync.h)
     stacks_wait_line done "$T/xml.out"
 }
@@ -186,7 +186,7 @@ case_stacks_default_redis() {
     stacks_need_bpf
     stacks_need_redis
     redis_start
-    ctl start --pid "$RPID" --name redis >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$RPID" --name redis >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     local i
     for i in $(seq 100); do
         echo "SET $((i * 1010)) $((i * 7))0123456789"
@@ -222,7 +222,7 @@ case_stacks_redis_names() {
     stacks_need_bpf
     stacks_need_redis
     redis_start
-    ctl start --pid "$RPID" --name redis --stacks dwarf >"$T/start.out" 2>&1 ||
+    ctl start --source bpf --pid "$RPID" --name redis --stacks dwarf >"$T/start.out" 2>&1 ||
         fail "start --pid: $(cat "$T/start.out")"
     local i
     for i in $(seq 50); do

@@ -82,7 +82,7 @@ unwind_redis_once() {
     stacks_need_bpf
     stacks_need_redis
     redis_start
-    ctl start --pid "$RPID" --name redis >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
+    ctl start --source bpf --pid "$RPID" --name redis >"$T/start.out" 2>&1 || fail "start --pid: $(cat "$T/start.out")"
     local i
     for i in $(seq 200); do
         echo "SET k$((i * 1010)) $((i * 7))0123456789"

@@ -98,9 +98,9 @@ case_every_command() {
     ctl --json version | jget sources.0.available | grep -qx true || fail "version available"
     ctl start --pid 1 --source replay 2>&1 | grep -q 'ENOTSUP.*does not serve' || fail "start --source replay"
     ctl start --pid 1 --source nosuch 2>&1 | grep -q 'ENOTSUP.*no source named' || fail "start --source nosuch"
-    ctl start --pid 1 --stacks bogus 2>&1 | grep -q EBADARG || fail "start --stacks"
+    ctl start --source bpf --pid 1 --stacks bogus 2>&1 | grep -q EBADARG || fail "start --stacks"
     if ! ctl --json version | grep -q '"pid"'; then
-        ctl start --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
+        ctl start --source bpf --pid 1 2>&1 | grep -q ENOTSUP || fail "start ENOTSUP"
     fi
     if ! ctl --json version | grep -q '"launch"'; then
         ctl run -- /bin/true 2>&1 | grep -q ENOTSUP || fail "run ENOTSUP"
