@@ -266,6 +266,12 @@ static void drain_cb(uv_idle_t *h)
 }
 
 /* Sink callbacks (source.h). */
+static int sink_mark(void *arg, const char *name, uint64_t t)
+{
+    struct session *s = arg;
+    return engine_mark(&s->eng, name, t);
+}
+
 static void sink_ready(void *arg)
 {
     struct session *s = arg;
@@ -384,7 +390,7 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     p->max_name_len = lim->max_name_len;
     p->budget = &s->mem;
     struct source_sink sink = {s,          &s->eng.si, session_apply, session_process,
-                               sink_ready, sink_ended, sink_raw, sink_spawn};
+                               sink_ready, sink_ended, sink_raw, sink_spawn, sink_mark};
     s->drain_idle = ht_malloc(sizeof(*s->drain_idle));
     if (!s->drain_idle) {
         snprintf(err, errsz, "out of memory");

@@ -89,6 +89,10 @@ struct source_sink {
      * "<session>.<pid>" and gives it this session's parameters). 0, or an
      * error with why in err (no session slot, the budget). */
     int (*spawn)(void *arg, uint64_t pid, char *err, size_t errsz);
+    /* A point in the session's time the source names (the agent: each change
+     * of its sampling mean), as `mark` makes: 0, or the engine's error
+     * (HT_EEXIST, HT_EFULL: its mark cap). NULL: none taken. */
+    int (*mark)(void *arg, const char *name, uint64_t t);
 };
 
 /* What the session asks for: the request's arguments, already validated. */

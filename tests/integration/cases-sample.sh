@@ -165,6 +165,13 @@ case_sample_governor_raises() {
     echo "governor: mean $mean, $changes changes, overhead $(jget quality.sampled.overhead_pct <"$T/s")%"
     [ "$changes" -ge 1 ] && [ "$mean" -gt 0 ] || fail "the governor never raised the mean: $(jget quality <"$T/s")"
     eq "$(jget quality.sampled.max_overhead_pct <"$T/s")" 1 "max_overhead_pct"
+    # Each change is a mark rate.N in the session (no two changes within one drain here: the
+    # governor ticks every 100 ms), and a window can start there.
+    eq "$(jget marks.# <"$T/s")" "$changes" "rate marks"
+    eq "$(jget marks.0.name <"$T/s")" rate.1 "the first change's mark"
+    eq "$(jget source_status.rate_marks_dropped <"$T/s")" 0 "rate marks dropped"
+    ctl --json stacks "$name" --range rate.1:now >"$T/w" || fail "a window from rate.1"
+    [ "$(jget total.count <"$T/w")" -gt 0 ] || fail "nothing allocated after the first change"
     ctl status "$name" | grep -q "agent overhead .* (budget 1%)" || fail "status (text) shows no overhead"
     eq "$(live_lost <"$T/s")" 0 "lost events"
     eq "$(jget source_status.malformed <"$T/s")" 0 "malformed records"

@@ -378,7 +378,8 @@ int conf_check(const struct conf_backend *b, struct engine *ref, const struct ht
     p.max_strings = ref->lim.max_strings;
     p.max_name_len = ref->lim.max_name_len;
     p.sample_ns = 1000000000ULL;
-    struct source_sink sink = {r, &r->e.si, sink_events, sink_process, sink_ready, sink_ended, NULL, NULL};
+    struct source_sink sink = {r, &r->e.si, sink_events, sink_process, sink_ready, sink_ended, NULL, NULL,
+                               NULL};
     char err[256] = "";
     int rc = b->open(b->arg, &r->src, &r->loop, &p, &sink, err, sizeof(err));
     if (rc == 0 && (rc = r->src->ops->start(r->src, err, sizeof(err))) != 0)

@@ -72,7 +72,7 @@ static int open_small(struct run *r, uv_loop_t *loop, uint32_t max_stacks, uint3
     p.mode = SOURCE_STREAM;
     p.max_stacks = max_stacks;
     p.max_strings = max_strings;
-    struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn, NULL, NULL};
+    struct source_sink sink = {r, &r->e.si, apply_fn, process_fn, ready_fn, ended_fn, NULL, NULL, NULL};
     char err[256];
     int rc = replay_source_open_sized(&r->f, loop, &p, &sink, SMALL_INPUT, ring_events, err,
                                       sizeof(err));
@@ -482,7 +482,7 @@ static void test_nowait(void)
     struct evring_limits rl = {4096, 1u << 20, 1u << 20, 0, NULL};
     CHECK_EQ(evring_new(&r, &loop, &rl, nw_ready, NULL), 0);
     evring_nowait(r);
-    struct source_sink sink = {NULL, &e.si, nw_events, NULL, NULL, NULL, NULL, NULL};
+    struct source_sink sink = {NULL, &e.si, nw_events, NULL, NULL, NULL, NULL, NULL, NULL};
     struct stack_intern *si = evring_si(r);
     uint64_t fr[2] = {0x10, 0x20};
     uint32_t st = stack_intern_get(si, fr, 2);

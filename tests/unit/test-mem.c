@@ -288,7 +288,7 @@ static void run_feed(struct frun *r, const char *data, size_t len, const struct 
     p.mode = SOURCE_STREAM;
     p.max_stacks = feed_stacks;
     p.max_strings = feed_strings;
-    struct source_sink sink = {r, &r->e.si, fapply, NULL, fready, fended, NULL, NULL};
+    struct source_sink sink = {r, &r->e.si, fapply, NULL, fready, fended, NULL, NULL, NULL};
     char err[256];
     if (replay_source_open_sized(&r->src, &loop, &p, &sink, 1 << 16, 1024, err, sizeof(err)) != 0 ||
         r->src->ops->start(r->src, err, sizeof(err)) != 0)

@@ -203,7 +203,7 @@ static void test_replay_stop_mid_bomb(void)
     p.max_strings = 1u << 16;
     p.max_name_len = 256;
     p.sample_ns = 1000000000ULL;
-    struct source_sink sink = {NULL, &si, bomb_events, bomb_process, bomb_ready, bomb_ended, NULL, NULL};
+    struct source_sink sink = {NULL, &si, bomb_events, bomb_process, bomb_ready, bomb_ended, NULL, NULL, NULL};
     struct source *src = NULL;
     char err[256] = "";
     CHECK(replay_source_open_sized(&src, &loop, &p, &sink, 1 << 16, 1024, err, sizeof(err)) == 0);

@@ -292,6 +292,7 @@ static int convert(struct agent_dec *d, const struct hta_rec *r, struct ht_event
         d->st.rate_changes++;
         d->rate = r->rate;
         d->overhead_ppm = r->size;
+        d->rate_t = time_of(d, r->t, now);
         return 0;
     }
     int flags = (r->flags & HTA_F_TRUNCATED) ? HT_EVF_TRUNCATED : 0;

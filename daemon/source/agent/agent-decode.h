@@ -52,6 +52,7 @@ struct agent_dec {
     uint64_t rng;          /* the multiplicities' rounding (splitmix64 state) */
     uint64_t rate;         /* the sampling mean as of the last HTA_RATE (or as asked), 0: exact */
     uint64_t overhead_ppm; /* the agent's last measured overhead (HTA_RATE), untrusted */
+    uint64_t rate_t;       /* session ns of the last HTA_RATE */
 };
 
 /*

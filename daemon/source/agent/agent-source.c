@@ -144,6 +144,9 @@ struct agent_source {
      * status shows the process's totals. */
     uint64_t agent_before[HTA_CNT_MAX];
     uint64_t sample_bytes, sample_seed; /* run --sample, --sample-seed */
+    /* Rate changes marked (rate_mark), and those the engine's mark cap (or a
+     * user's mark of the same name) left unmarked. */
+    uint64_t rate_marked, rate_marks_dropped;
     uint32_t max_overhead;              /* run --max-overhead */
     int child;                          /* a followed descendant's session */
 };
@@ -1213,6 +1216,21 @@ static void flush_step(struct agent_source *s)
     __atomic_store_n(&s->flush_stage, 0, __ATOMIC_RELEASE);
 }
 
+/* Each change of the sampling mean the agent made (run --max-overhead) is
+ * a mark, rate.N at the change's time: a window can start or end there.
+ * Changes closer than a drain apart make one mark, the latest's. */
+static void rate_mark(struct agent_source *s)
+{
+    uint64_t n = s->dec.st.rate_changes; /* kept across an exec */
+    if (n == s->rate_marked || !s->base.sink.mark)
+        return;
+    s->rate_marked = n;
+    char name[32];
+    snprintf(name, sizeof(name), "rate.%llu", (unsigned long long)n);
+    if (s->base.sink.mark(s->base.sink.arg, name, s->dec.rate_t) != 0)
+        s->rate_marks_dropped++;
+}
+
 static int agent_drain(struct source *base, size_t budget)
 {
     struct agent_source *s = (struct agent_source *)base;
@@ -1245,6 +1263,7 @@ static int agent_drain(struct source *base, size_t budget)
                 return -1;
             s->delivered += n;
         }
+        rate_mark(s);
         n += skipped; /* a skip is work too: the budget bounds a hostile ring's cost */
         budget = budget > n ? budget - n : 0;
     }
@@ -1405,6 +1424,8 @@ static struct cJSON *agent_status_json(struct source *base)
      * it stopped waiting (frames of that program may stay unnamed). */
     cJSON_AddNumberToObject(o, "flushes", (double)s->flushes);
     cJSON_AddNumberToObject(o, "flushes_late", (double)s->flushes_late);
+    /* Changes of the sampling mean left without their mark rate.N. */
+    cJSON_AddNumberToObject(o, "rate_marks_dropped", (double)s->rate_marks_dropped);
     agent_counters_json(s, o);
     /* What `heaptracectl run` needs to exec the program: the reply takes it
      * (cmd-start.c), and only until the agent is in. */
