@@ -77,6 +77,8 @@ AGENT_HIDDEN void agent_count(enum hta_counter c);
 AGENT_HIDDEN void agent_exec_save(const char *self_path, int follow);
 /* Before exit or exec: wait (a while) for the daemon to take what was written. */
 AGENT_HIDDEN void agent_flush(void);
+/* A thread of the agent's (detached, every signal blocked): 0 or an errno. */
+AGENT_HIDDEN int agent_thread_start(void *(*fn)(void *));
 /* Our own code's address range: frames in it are cut from the stacks. */
 AGENT_HIDDEN void agent_self_range(uintptr_t lo, uintptr_t hi);
 

@@ -359,17 +359,24 @@ static int daemon_join(const char *name, const char *token, int fd)
     return s;
 }
 
-static int watch_start(void)
+/* A thread of the agent's, detached, with every signal blocked (the
+ * program's signals are for its own threads): 0 or an errno. */
+AGENT_HIDDEN int agent_thread_start(void *(*fn)(void *))
 {
     sigset_t all, old;
     pthread_t th;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&th, NULL, watch_thread, NULL);
+    int rc = pthread_create(&th, NULL, fn, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0)
         pthread_detach(th);
     return rc;
+}
+
+static int watch_start(void)
+{
+    return agent_thread_start(watch_thread);
 }
 
 static enum agent_stacks stacks_of(const char *v)

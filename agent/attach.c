@@ -98,15 +98,7 @@ static void *attach_watch(void *arg)
 
 static int watch_begin(void)
 {
-    sigset_t all, old;
-    pthread_t th;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&th, NULL, attach_watch, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
-        pthread_detach(th);
-    return rc;
+    return agent_thread_start(attach_watch);
 }
 
 /* Preloaded (a program heaptracectl run started, whose session ended):
