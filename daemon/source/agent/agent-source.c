@@ -86,7 +86,7 @@ struct agent_source {
     /* A flush the agent asked for (HTA_FLUSH) before its image goes: 1 until
      * the ring is taken to flush_to, 2 until the symbolizer had the frames,
      * 3 to acknowledge. */
-    int flush_stage;
+    int flush_stage; /* atomic: sym_sync moves it on from a query worker */
     uint64_t flush_to, flush_ms, flushes, flushes_late;
     /* Frames queued once each (an open-addressing set; 0 is no frame). */
     uint64_t *qseen;
@@ -438,7 +438,7 @@ static void exec_switch(struct agent_source *s)
     memset(s->ids, 0, (HTA_STACKS + 1) * sizeof(*s->ids));
     memset(s->qseen, 0, QSEEN * sizeof(*s->qseen)); /* the new program's frames are new */
     s->qseen_n = 0;
-    s->flush_stage = 0;
+    __atomic_store_n(&s->flush_stage, 0, __ATOMIC_RELEASE);
     memset(s->lost_seen, 0, sizeof(s->lost_seen));
     s->stuck_ticks = 0;
     s->stuck_tail = 0;
@@ -664,8 +664,9 @@ static void conn_cb(uv_poll_t *p, int status, int events)
     ssize_t n = status < 0 ? -1 : recv(s->cfd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
         s->socket_bytes += (uint64_t)n;
-        if (memchr(buf, HTA_FLUSH, (size_t)n) && !s->flush_stage) {
-            s->flush_stage = 1;
+        if (memchr(buf, HTA_FLUSH, (size_t)n) &&
+            !__atomic_load_n(&s->flush_stage, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&s->flush_stage, 1, __ATOMIC_RELEASE);
             s->flush_to = s->dec.tail + agent_dec_pending(&s->dec);
             s->flush_ms = uv_now(s->loop);
             say_ready(s);
@@ -707,7 +708,7 @@ static void timer_cb(uv_timer_t *t)
     unsigned frames_waiting = s->nq;
     uv_mutex_unlock(&s->qmu);
     /* A drain, also for the frames waiting for the symbolizer (sym_sync follows a drain). */
-    if (s->eof || frames_waiting || s->flush_stage ||
+    if (s->eof || frames_waiting || __atomic_load_n(&s->flush_stage, __ATOMIC_ACQUIRE) ||
         (s->connected && (agent_dec_ready(&s->dec) || pending(s))))
         say_ready(s);
     else if (s->connected && s->sample_ns && mono_ns() >= s->next_sample)
@@ -1270,7 +1271,7 @@ static int agent_drain(struct source *base, size_t budget)
     flush_step(s);
     if (s->eof)
         return pending(s) ? 1 : exec_waited(s) ? end_now(s) : 0;
-    return agent_dec_ready(&s->dec) || s->flush_stage ? 1 : 0;
+    return agent_dec_ready(&s->dec) || __atomic_load_n(&s->flush_stage, __ATOMIC_ACQUIRE) ? 1 : 0;
 }
 
 static void agent_stop(struct source *base)
