@@ -10,7 +10,9 @@
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-units.h"
-#include "agent-ring.h"
+#ifdef HEAPTRACE_WITH_AGENT
+#include "agent-ring.h" /* HTA_RATE_MAX */
+#endif
 #include "log.h"
 #include "stack-intern.h"
 #include "endpoint.h"
@@ -256,7 +258,11 @@ static int sample_args(const cJSON *args, struct source_params *p)
         return -1;
     if (cJSON_IsNumber(v))
         p->sample_bytes = (uint64_t)v->valuedouble;
+#ifdef HEAPTRACE_WITH_AGENT
     if (v && (p->sample_bytes == 0 || p->sample_bytes > HTA_RATE_MAX))
+#else
+    if (v && p->sample_bytes == 0) /* no agent in this build: run is refused anyway */
+#endif
         return -1;
     v = cJSON_GetObjectItemCaseSensitive(args, "sample_seed");
     p->sample_seed = cJSON_IsNumber(v) ? (uint64_t)v->valuedouble : 0;
