@@ -88,13 +88,12 @@ case_agent_app_stop_pairs() {
 # agent_redis_rows NAME RANGE: "count first-frames" of each stack of blocks allocated in RANGE and
 # still live, into $T/rows.txt.
 agent_redis_rows() {
-    ctl --json stacks "$1" --type AIFO --range "$2" --top 12 >"$T/rows.json" || fail "stacks $2"
-    local n i
-    n=$(jget rows.# <"$T/rows.json")
-    : >"$T/rows.txt"
-    for ((i = 0; i < n; i++)); do
-        echo "$(jget "rows.$i.count" <"$T/rows.json") $(jget "rows.$i.frames.0" <"$T/rows.json") $(jget "rows.$i.frames.1" <"$T/rows.json") $(jget "rows.$i.frames.2" <"$T/rows.json")" >>"$T/rows.txt"
-    done
+    ctl --json stacks "$1" --type AIFO --range "$2" --top 10000 >"$T/rows.json" || fail "stacks $2"
+    python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(r["count"], *(r["frames"] + ["", "", ""])[:3])
+' "$T/rows.json" | sed 's/ *$//' >"$T/rows.txt"
 }
 
 # Debian's redis-server (jemalloc, no frame pointers) launched under the agent: N SETs of new
