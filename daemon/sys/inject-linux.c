@@ -50,6 +50,7 @@
 
 #define CALL_TIMEOUT_MS 10000 /* dlopen of the agent and its libunwind */
 #define ENTRY_TIMEOUT_MS 500  /* the loader's work up to the entry point */
+#define EXEC_TIMEOUT_MS 1000  /* an answered execve to its end (the gate) */
 #define SAFE_TRIES 50         /* stops per thread looking for a safe point */
 #define XSTATE_MAX 16384      /* NT_X86_XSTATE, AMX included */
 #define UNSAFE_MAX 64
@@ -743,6 +744,54 @@ void inject_unhold(uint64_t pid)
 {
     if (held_take(pid))
         ptrace(PTRACE_DETACH, (pid_t)pid, 0, 0);
+}
+
+/* The exec gate (execwatch.h): pid is waiting in execve for the daemon's
+ * answer. Seized now with PTRACE_O_TRACEEXEC, it stops at the exec's end
+ * (PTRACE_EVENT_EXEC, before the new program's first instruction: ptrace(2)),
+ * a ptrace stop its parent never sees. 0 or a negative UV_E* error. */
+int inject_exec_seize(uint64_t pid)
+{
+    if (ptrace(PTRACE_SEIZE, (pid_t)pid, 0, (void *)(uintptr_t)PTRACE_O_TRACEEXEC) != 0)
+        return -errno;
+    return 0;
+}
+
+/* After the answer: the exec's stop waited for (signals that arrive first
+ * delivered as they came, a job-control stop kept), then held for the
+ * inject_agent (at_entry) that follows. An exec that failed (execve
+ * returned an error, the old program runs on) or a stop that never comes is
+ * let go: UV_ETIMEDOUT or UV_ESRCH. */
+int inject_exec_wait(uint64_t pid)
+{
+    pid_t tid = (pid_t)pid;
+    uint64_t end = now_ms() + EXEC_TIMEOUT_MS;
+    unsigned slot = 0;
+    while (slot < HELD_MAX && held[slot])
+        slot++;
+    for (;;) {
+        int st, rc = slot == HELD_MAX ? UV_EBUSY : 0;
+        if (!rc)
+            rc = stop_wait(tid, &st, (unsigned)(end > now_ms() ? end - now_ms() : 1));
+        if (rc) {
+            if (rc != UV_ESRCH)
+                thread_release(tid);
+            return rc;
+        }
+        if ((st >> 8) == (SIGTRAP | (PTRACE_EVENT_EXEC << 8))) {
+            held[slot] = pid;
+            return 0;
+        }
+        int ev = st >> 16;
+        long r = ev == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP
+                     ? ptrace(PTRACE_LISTEN, tid, 0, 0) /* a group stop: stays stopped */
+                     : ptrace(PTRACE_CONT, tid, 0, (void *)(uintptr_t)(ev ? 0 : WSTOPSIG(st)));
+        if (r != 0) {
+            int e = errno;
+            thread_release(tid);
+            return -e;
+        }
+    }
 }
 
 /* start --exe: the main thread stopped now, run to the entry point if the

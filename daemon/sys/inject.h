@@ -32,5 +32,11 @@ int inject_agent(struct inject_req *r, char *err, size_t errsz);
  * let it go when none does. 0 or an error (then inject_agent stops it). */
 int inject_hold(uint64_t pid);
 void inject_unhold(uint64_t pid);
+/* start --exe through the exec gate (execwatch.h): seize a process waiting
+ * in execve before the gate's answer, then, after it, wait for the exec's
+ * end and hold it there for inject_agent (at_entry). 0 or an error (the
+ * process let go as it was). */
+int inject_exec_seize(uint64_t pid);
+int inject_exec_wait(uint64_t pid);
 
 #endif

@@ -441,6 +441,55 @@ case_attach_agent_exe() {
     attachee_ok a
 }
 
+# start --exe PATH: the exec gate (fanotify FAN_OPEN_EXEC_PERM on the file) holds each exec of the
+# image until the daemon has seized the process, which then stops at the exec's end, before its
+# first instruction: every process started after the command is attached at its entry point, so
+# every block of main is seen (stdout's buffer + 4 kept: 5, 0 unknown frees), five in a row, none
+# caught late. Its parent, waiting with WUNTRACED|WCONTINUED as an interactive shell does, sees
+# only the exit: the hold is a ptrace stop, never a job-control one.
+case_attach_agent_exe_gate() {
+    attach_setup
+    local app="$LIVE_APPS/attachee" kid r
+    ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    ctl --json status img >"$T/s"
+    eq "$(jget source_status.exec_gate.watched.0 <"$T/s")" "$app" "the file watched"
+    for r in 1 2 3 4 5; do
+        attachee_start "a$r"
+        kid=img.$APID
+        attach_wait "$kid" source_status.connected true
+        eq "$(ctl --json status "$kid" | jget source_status.attached_at)" "entry point" \
+            "process $r attached at"
+        attachee_cmd "a$r" "alloc 10" '"kept":10'
+        attachee_cmd "a$r" "free" '"freed":10'
+        attachee_cmd "a$r" "alloc 4" '"kept":4'
+        attach_wait "$kid" heap.outstanding_count 5
+        eq "$(ctl --json status "$kid" | jget quality.unknown_frees)" 0 "process $r: frees of blocks not seen"
+        attachee_ok "a$r"
+        exec 7>&-
+    done
+    python3 - "$app" >"$T/parent.out" 2>&1 <<'PY' || fail "parent: $(cat "$T/parent.out")"
+import os, sys
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.dup2(r, 0)
+    os.close(w)
+    os.execv(sys.argv[1], [sys.argv[1]])
+os.close(r)
+os.close(w)  # end of its input: it exits
+_, st = os.waitpid(pid, os.WUNTRACED | os.WCONTINUED)
+print("stopped" if os.WIFSTOPPED(st) else "continued" if os.WIFCONTINUED(st) else "exited")
+PY
+    eq "$(tail -n 1 "$T/parent.out")" exited "what the parent saw first"
+    ctl --json status img >"$T/s"
+    eq "$(jget source_status.exec_gate.taken <"$T/s")" 6 "processes held at the gate"
+    eq "$(jget source_status.exec_gate.missed <"$T/s")" 0 "processes the gate let go"
+    ctl stop img >/dev/null || fail "stop img"
+    # The gate is gone with the session: the image runs untouched.
+    echo | "$app" >/dev/null 2>&1 || fail "the image after stop"
+}
+
 # start --exe is root's (it traces every user's processes of the image). (sec_: runs alone.)
 case_sec_attach_exe_root_only() {
     sec_group

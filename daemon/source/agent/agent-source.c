@@ -54,6 +54,8 @@
 #define CONNECT_MS 30000
 /* Processes of a followed family whose children are taken. */
 #define FAMILY_MAX 256
+#define GATE_MARKS 8   /* files an --exe name is found as (the standard bin dirs) */
+#define GATE_RECENT 64 /* pids the gate took, not counted again by the connector */
 /* After the connection's end, a new program of the same process (an exec)
  * has this long to join (ms): its agent joins from its constructor. */
 #define EXEC_JOIN_MS 10000
@@ -113,6 +115,15 @@ struct agent_source {
      * image source while both live. */
     int image_mode, xfd;
     char image[PATH_MAX];
+    /* The exec gate (gfd, execwatch.h) on the image's files: a process
+     * caught there is held before its first instruction; the connector's
+     * notice (xfd) catches the image run from other files, late. gated: the
+     * last pids the gate took, which the connector then reports again. */
+    int gfd;
+    char (*marked)[PATH_MAX]; /* GATE_MARKS of them */
+    unsigned nmarked;
+    uint64_t gated[GATE_RECENT], gate_taken, gate_missed, gate_lost;
+    unsigned ngated;
     struct agent_source *kids[FAMILY_MAX], *image_src;
     unsigned nkids;
     uint64_t exec_lost, execs_seen;
@@ -154,6 +165,7 @@ struct agent_source {
 struct agent_handles {
     uv_timer_t timer;
     uv_poll_t lpoll, xpoll; /* xpoll: start --exe's exec watch */
+    uv_poll_t gpoll;        /* start --exe's exec gate */
     uv_poll_t *cpoll;       /* the connection's: one per program the process ran (exec) */
     int open;
 };
@@ -747,6 +759,57 @@ static void agent_close(struct source *base);
 static void agent_close(struct source *base);
 static void say_ready(struct agent_source *s);
 
+/* The exec gate's marks: the image's path when one was given (a lookup by
+ * root's daemon for root's client, the only one --exe admits: the file is
+ * never opened or read), else each file of that name in the standard
+ * program directories. A path that cannot be watched is an error; a name
+ * found nowhere there is not (the connector still sees it run, late). */
+static int gate_open(struct agent_source *s, char *err, size_t errsz)
+{
+    static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                                       "/usr/bin", "/sbin", "/bin"};
+    s->gfd = execgate_open();
+    if (s->gfd < 0) {
+        int rc = s->gfd;
+        s->gfd = -1;
+        snprintf(err, errsz, "cannot open the exec gate (fanotify): %s", uv_strerror(rc));
+        return rc;
+    }
+    if (!(s->marked = ht_calloc(GATE_MARKS, PATH_MAX))) {
+        snprintf(err, errsz, "out of memory");
+        return UV_ENOMEM;
+    }
+    if (strchr(s->image, '/')) {
+        int rc = execgate_mark(s->gfd, s->image);
+        if (rc) {
+            snprintf(err, errsz, "cannot watch %s for execs: %s", s->image, uv_strerror(rc));
+            return rc;
+        }
+        snprintf(s->marked[s->nmarked++], PATH_MAX, "%s", s->image);
+        return 0;
+    }
+    /* One file under several names (/bin is /usr/bin on a merged /usr) is
+     * listed once. */
+    dev_t devs[GATE_MARKS];
+    ino_t inos[GATE_MARKS];
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && s->nmarked < GATE_MARKS; i++) {
+        char path[PATH_MAX];
+        struct stat st;
+        unsigned k = 0;
+        if (snprintf(path, sizeof(path), "%s/%s", dirs[i], s->image) >= (int)sizeof(path) ||
+            stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        while (k < s->nmarked && !(devs[k] == st.st_dev && inos[k] == st.st_ino))
+            k++;
+        if (k < s->nmarked || execgate_mark(s->gfd, path) != 0)
+            continue;
+        devs[s->nmarked] = st.st_dev;
+        inos[s->nmarked] = st.st_ino;
+        snprintf(s->marked[s->nmarked++], PATH_MAX, "%s", path);
+    }
+    return 0;
+}
+
 /* start --exe: traces every user's processes of the image, so root's. */
 static int image_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
                       const struct source_sink *sink, const char *agent_path, char *err,
@@ -769,7 +832,7 @@ static int image_open(struct source **out, uv_loop_t *loop, const struct source_
     s->base.ops = &source_agent_ops;
     s->base.sink = *sink;
     s->loop = loop;
-    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = s->pidfd = -1;
+    s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = s->pidfd = s->gfd = -1;
     s->image_mode = 1;
     s->stacks = p->stacks;
     s->depth = p->stack_depth;
@@ -784,6 +847,11 @@ static int image_open(struct source **out, uv_loop_t *loop, const struct source_
         snprintf(err, errsz, "cannot watch execs (the process events connector): %s",
                  uv_strerror(rc));
         s->xfd = -1;
+        agent_close(&s->base);
+        return rc;
+    }
+    int rc = gate_open(s, err, errsz);
+    if (rc) {
         agent_close(&s->base);
         return rc;
     }
@@ -807,6 +875,28 @@ static int image_is(const struct agent_source *s, uint64_t pid)
     return strcmp(b ? b + 1 : exe, s->image) == 0;
 }
 
+/* A process of the image, its session made (sink.spawn); held: stopped by
+ * inject_*, let go here when no session takes it. */
+static void image_spawn(struct agent_source *s, uint64_t pid, int held)
+{
+    char err[512];
+    if (s->base.sink.spawn && s->base.sink.spawn(s->base.sink.arg, pid, err, sizeof(err)) == 0) {
+        s->spawned++;
+        return;
+    }
+    s->refused_spawn++;
+    if (held)
+        inject_unhold(pid);
+}
+
+static int gate_took(const struct agent_source *s, uint64_t pid)
+{
+    for (unsigned i = 0; i < s->ngated && i < GATE_RECENT; i++)
+        if (s->gated[i] == pid)
+            return 1;
+    return 0;
+}
+
 static void exec_cb(uv_poll_t *p, int status, int events)
 {
     struct agent_source *s = p->data;
@@ -814,20 +904,39 @@ static void exec_cb(uv_poll_t *p, int status, int events)
     (void)events;
     int n = status < 0 ? 0 : execwatch_read(s->xfd, pids, 256, &s->exec_lost);
     for (int i = 0; i < n && !s->stopped; i++) {
+        if (gate_took(s, pids[i]))
+            continue; /* the gate's, and already a session */
         s->execs_seen++;
-        char err[512];
         if (!image_is(s, pids[i]) || !s->base.sink.spawn)
             continue;
         /* Stopped first, while the loader may still be at work: its
          * session's source takes it at the entry point. */
-        int held = inject_hold(pids[i]) == 0;
-        if (s->base.sink.spawn(s->base.sink.arg, pids[i], err, sizeof(err)) == 0) {
-            s->spawned++;
-        } else {
-            s->refused_spawn++;
-            if (held)
-                inject_unhold(pids[i]);
+        image_spawn(s, pids[i], inject_hold(pids[i]) == 0);
+    }
+}
+
+/* Execs of the image waiting at the gate: each process seized, the exec let
+ * go on, its end waited for (a few ms: the loop is held that long, as by an
+ * attach), then its session made with the process still before its first
+ * instruction. Every event is answered, whatever happens to its process. */
+static void gate_cb(uv_poll_t *p, int status, int events)
+{
+    struct agent_source *s = p->data;
+    struct execgate_ev evs[32];
+    (void)events;
+    int n = status < 0 ? 0 : execgate_read(s->gfd, evs, 32, &s->gate_lost);
+    for (int i = 0; i < n; i++) {
+        uint64_t pid = evs[i].pid;
+        int seized = !s->stopped && pid && inject_exec_seize(pid) == 0;
+        execgate_answer(s->gfd, &evs[i]);
+        if (!seized || inject_exec_wait(pid) != 0) {
+            s->gate_missed++;
+            continue;
         }
+        s->execs_seen++;
+        s->gate_taken++;
+        s->gated[s->ngated++ % GATE_RECENT] = pid;
+        image_spawn(s, pid, 1);
     }
 }
 
@@ -918,7 +1027,7 @@ static int agent_open_at(struct source **out, uv_loop_t *loop, const struct sour
     s->lfd = s->cfd = s->handoff_fd = s->adopt_fd = s->pidfd = -1;
     s->want_pid = parent || attach ? p->pid : p->launcher_pid;
     s->attach = attach;
-    s->xfd = -1;
+    s->xfd = s->gfd = -1;
     if (image_src && image_src->nkids < FAMILY_MAX) {
         s->image_src = image_src;
         image_src->kids[image_src->nkids++] = s;
@@ -1032,6 +1141,10 @@ static int agent_start(struct source *base, char *err, size_t errsz)
         s->h->open++;
         s->h->xpoll.data = s;
         uv_poll_start(&s->h->xpoll, UV_READABLE, exec_cb);
+        uv_poll_init(s->loop, &s->h->gpoll, s->gfd);
+        s->h->open++;
+        s->h->gpoll.data = s;
+        uv_poll_start(&s->h->gpoll, UV_READABLE, gate_cb);
         s->started = 1;
         return 0;
     }
@@ -1290,8 +1403,10 @@ static void agent_stop(struct source *base)
     s->nkids = 0;
     kids_forget(s);
     if (s->h) {
-        if (s->started && s->image_mode)
+        if (s->started && s->image_mode) {
             handle_close(s->h, (uv_handle_t *)&s->h->xpoll);
+            handle_close(s->h, (uv_handle_t *)&s->h->gpoll);
+        }
         else if (s->started)
             handle_close(s->h, (uv_handle_t *)&s->h->timer);
         if (s->has_listener)
@@ -1311,6 +1426,9 @@ static void agent_stop(struct source *base)
     s->adopt_fd = -1;
     execwatch_close(s->xfd);
     s->xfd = -1;
+    if (s->gfd >= 0)
+        close(s->gfd); /* lets any exec still waiting at the gate go on */
+    s->gfd = -1;
     s->cfd = s->lfd = -1;
 }
 
@@ -1329,6 +1447,7 @@ static void agent_close(struct source *base)
         sym_cache_free(sc);
     ht_free(s->ids);
     ht_free(s->qseen);
+    ht_free(s->marked);
     mem_acct_close(&s->sym_acct);
     mem_acct_close(&s->acct);
     uv_mutex_destroy(&s->qmu);
@@ -1438,6 +1557,19 @@ static struct cJSON *agent_status_json(struct source *base)
         cJSON_AddStringToObject(o, "image", s->image);
         cJSON_AddNumberToObject(o, "execs_seen", (double)s->execs_seen);
         cJSON_AddNumberToObject(o, "exec_events_lost", (double)s->exec_lost);
+        /* The gate: the files watched, the processes held there before
+         * their first instruction, those it could not hold (another tracer,
+         * a failed exec: seen late by the connector, if at all), and the
+         * kernel's queue overflows. */
+        cJSON *g = cJSON_AddObjectToObject(o, "exec_gate");
+        cJSON *m = g ? cJSON_AddArrayToObject(g, "watched") : NULL;
+        for (unsigned i = 0; m && i < s->nmarked; i++)
+            cJSON_AddItemToArray(m, cJSON_CreateString(s->marked[i]));
+        if (g) {
+            cJSON_AddNumberToObject(g, "taken", (double)s->gate_taken);
+            cJSON_AddNumberToObject(g, "missed", (double)s->gate_missed);
+            cJSON_AddNumberToObject(g, "lost", (double)s->gate_lost);
+        }
     }
     if (!s->connected && !s->stopped && !s->eof && !s->attach) {
         cJSON *l = cJSON_AddObjectToObject(o, "launch");
