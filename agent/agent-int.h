@@ -90,6 +90,7 @@ AGENT_HIDDEN int agent_hello_send(int s, int fd, const char *token);
 AGENT_HIDDEN enum agent_stacks agent_stacks_of(const char *v);
 extern AGENT_HIDDEN void *agent_next_handle;
 AGENT_HIDDEN unsigned agent_got_patch_all(void);
+AGENT_HIDDEN void agent_got_recheck(void);
 /* The sampler (sample.c). agent_sampling: frees are recorded only for the
  * blocks the sampler took (run --sample or --max-overhead); agent_rate: the
  * mean in force, 0: every block. */

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define HTA_MAGIC 0x31415448u /* "HTA1" */
-#define HTA_VERSION 3u /* 2: the header's clock; 3: a record's sampling mean */
+#define HTA_VERSION 4u /* 2: the header's clock; 3: a record's sampling mean; 4: modules_late */
 #define HTA_RECORDS (1u << 16) /* ring records, a power of two */
 #define HTA_STACKS (1u << 14)  /* stack table entries, a power of two */
 #define HTA_DEPTH 64u          /* frames kept per stack */
@@ -89,6 +89,10 @@ enum hta_counter {
     HTA_CNT_UNWIND_SLOW,   /* stacks left to libunwind (a signal frame, CFI of another shape) */
     HTA_CNT_RULES_EVICTED, /* unwind rules dropped at the table's cap (learned again) */
     HTA_CNT_MODULES_FULL,  /* rule lookups past the unwinder's cap of modules (to libunwind) */
+    /* Attached: modules the loader mapped other than through the program's
+     * dlopen (glibc's own loads: NSS, iconv, libgcc_s), whose slots were
+     * rewritten up to a watcher tick later; their calls before then unseen. */
+    HTA_CNT_MODULES_LATE,
     HTA_CNT_MAX,
 };
 

@@ -21,6 +21,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +46,8 @@ enum {
     ATTACH_THREAD = 5,  /* the watcher thread could not start */
     ATTACH_NOSLOT = 6,  /* no GOT slot of malloc in any module */
 };
+
+#define WATCH_TICK_MS 100 /* how late a module glibc loads on its own gets its slots */
 
 static int attach_sock = -1;
 static int attach_busy; /* from an attach to the watcher's exit */
@@ -84,10 +87,22 @@ static void *attach_watch(void *arg)
     do
         n = recv(attach_sock, &c, 1, 0);
     while (n < 0 && errno == EINTR);
-    if (n == 1 && c == HTA_ACCEPT) {
-        do
-            n = recv(attach_sock, buf, sizeof(buf), 0);
-        while (n > 0 || (n < 0 && errno == EINTR));
+    /* Until the daemon closes: every WATCH_TICK_MS, modules glibc loaded
+     * on its own get their slots (got.c). */
+    while (n == 1 && c == HTA_ACCEPT) {
+        struct pollfd p = {.fd = attach_sock, .events = POLLIN};
+        int rc = poll(&p, 1, WATCH_TICK_MS);
+        if (rc == 0 || (rc < 0 && errno == EINTR)) {
+            agent_got_recheck();
+            continue;
+        }
+        n = recv(attach_sock, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            n = 1;
+        else if (n <= 0)
+            break;
+        else
+            n = 1;
     }
     __atomic_store_n(&agent_on, 0, __ATOMIC_RELEASE);
     close(attach_sock);

@@ -236,6 +236,25 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* The loader's count of modules it has mapped (dl_phdr_info's dlpi_adds,
+ * glibc 2.4: dl_iterate_phdr(3)); 0 where the field is missing. */
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+        *(unsigned long long *)arg = info->dlpi_adds;
+    return 1; /* the first module says it */
+}
+
+static unsigned long long loads_now(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(adds_cb, &adds);
+    return adds;
+}
+
+static unsigned long long loads_seen; /* dlpi_adds as of the last pass */
+static int in_dlopen;                 /* threads inside attach_dlopen */
+
 /* Every loaded module's slots: the number of malloc slots that point at
  * our hook afterwards (0: the program's malloc calls cannot be seen). */
 AGENT_HIDDEN unsigned agent_got_patch_all(void)
@@ -247,6 +266,7 @@ AGENT_HIDDEN unsigned agent_got_patch_all(void)
         sched_yield();
     memcpy(hooks, t, n * sizeof(t[0]));
     nhooks = n;
+    __atomic_store_n(&loads_seen, loads_now(), __ATOMIC_RELAXED);
     dl_iterate_phdr(module_cb, &total);
     __atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
     return total;
@@ -256,8 +276,27 @@ AGENT_HIDDEN unsigned agent_got_patch_all(void)
  * slots that named dlopen reach it. */
 static void *attach_dlopen(const char *file, int mode)
 {
+    __atomic_fetch_add(&in_dlopen, 1, __ATOMIC_ACQ_REL);
     void *h = real_dlopen(file, mode);
     if (h)
         agent_got_patch_all();
+    __atomic_fetch_sub(&in_dlopen, 1, __ATOMIC_ACQ_REL);
     return h;
+}
+
+/* The watcher's tick: modules loaded since the last pass, not through the
+ * program's dlopen (glibc loads NSS and iconv modules with its internal
+ * __libc_dlopen_mode, which no slot names), get their slots now, counted.
+ * A load under way in attach_dlopen is its own to patch. */
+AGENT_HIDDEN void agent_got_recheck(void)
+{
+    if (__atomic_load_n(&in_dlopen, __ATOMIC_ACQUIRE))
+        return;
+    unsigned long long seen = __atomic_load_n(&loads_seen, __ATOMIC_RELAXED);
+    unsigned long long now = loads_now();
+    if (now == seen)
+        return;
+    agent_got_patch_all();
+    for (unsigned long long i = seen; i < now; i++)
+        agent_count(HTA_CNT_MODULES_LATE);
 }

@@ -16,6 +16,8 @@
  *   free      free every block kept (before and after the attach alike)
  *   dlopen P  dlopen library P and allocate 6 blocks of 100 bytes through its
  *             plug_alloc (tests/apps/agentplug.c), kept
+ *   dlmopen P load library P with dlmopen(LM_ID_BASE) (not through dlopen)
+ *   plug N    allocate N blocks of 100 bytes through plug_alloc, kept
  *   check     one JSON line: the counts below; ok is true when none is off
  * Checked: the main thread's epoll_wait never fails with EINTR (no signal
  * is meant for it), errno is the sentinel after each successful wait, no
@@ -37,6 +39,9 @@
 #define KEEP_MAX 100000
 
 static volatile sig_atomic_t alarms, stray;
+#ifndef ATTACHEE_STATIC
+static void *mloaded; /* the library of the last dlmopen */
+#endif
 static long eintr_main, errno_bad, seq_bad, seq_bytes;
 static void *keep[KEEP_MAX];
 static int nkeep;
@@ -130,6 +135,18 @@ static void command(char *line)
         void *h = dlopen(line + 7, RTLD_NOW);
         void *(*plug)(size_t) = h ? (void *(*)(size_t))dlsym(h, "plug_alloc") : NULL;
         for (int i = 0; plug && i < 6 && nkeep < KEEP_MAX; i++)
+            keep[nkeep++] = plug(100);
+        printf("{\"plugged\":%s,\"kept\":%d}\n", plug ? "true" : "false", nkeep);
+    } else if (strncmp(line, "dlmopen ", 8) == 0) {
+        /* Loaded other than through dlopen, as glibc loads NSS and iconv
+         * modules: no slot of ours sees it. */
+        mloaded = dlmopen(LM_ID_BASE, line + 8, RTLD_NOW);
+        printf("{\"mloaded\":%s}\n", mloaded ? "true" : "false");
+    } else if (strncmp(line, "plug ", 5) == 0) {
+        /* n blocks through the PLT of the library dlmopen loaded. */
+        void *(*plug)(size_t) = mloaded ? (void *(*)(size_t))dlsym(mloaded, "plug_alloc") : NULL;
+        int n = atoi(line + 5);
+        for (int i = 0; plug && i < n && nkeep < KEEP_MAX; i++)
             keep[nkeep++] = plug(100);
         printf("{\"plugged\":%s,\"kept\":%d}\n", plug ? "true" : "false", nkeep);
 #endif

@@ -386,6 +386,25 @@ case_attach_agent_dlopen_later() {
     attachee_ok a
 }
 
+# A library the loader maps other than through the program's dlopen (glibc's own loads of NSS and
+# iconv modules; here dlmopen into the base namespace): the agent's watcher sees the loader's count
+# of loads move within a tick (100 ms) and rewrites its slots then, counted as agent.modules_late.
+# Its allocations from then on count.
+case_attach_agent_dlmopen_late() {
+    attach_setup
+    [ -f "$LIVE_APPS/libagentplug.so" ] || live_skip "agentplug not built"
+    attachee_start a
+    ctl start --pid "$APID" --source agent --name a >"$T/start.out" 2>&1 || fail "start: $(cat "$T/start.out")"
+    attach_wait a source_status.connected true
+    attachee_cmd a "dlmopen $LIVE_APPS/libagentplug.so" '"mloaded"'
+    grep -q '"mloaded":true' "$T/a.out" || fail "dlmopen: $(cat "$T/a.out")"
+    attach_wait a source_status.agent.modules_late 1
+    attachee_cmd a "plug 6" '"plugged"'
+    grep '"plugged"' "$T/a.out" | grep -q '"plugged":true' || fail "plug: $(cat "$T/a.out")"
+    attach_wait a heap.outstanding_count 6
+    attachee_ok a
+}
+
 # Yama named in a refusal (the kernel check applies it; this kernel has no Yama, so the scope
 # comes from a file the test daemon reads instead of /proc/sys/kernel/yama/ptrace_scope): a
 # member's attach to root's process says what the scope allows. (sec_: runs alone, it makes the

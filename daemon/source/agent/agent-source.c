@@ -1488,7 +1488,7 @@ static void agent_counters_json(struct agent_source *s, cJSON *o)
 {
     static const char *const names[HTA_CNT_MAX] = {
         "ring_full",   "stacks_full",   "reentrant",    "unwind_failed", "sample_set_full",
-        "unwind_slow", "rules_evicted", "modules_full"};
+        "unwind_slow", "rules_evicted", "modules_full",  "modules_late"};
     cJSON *a = cJSON_AddObjectToObject(o, "agent");
     for (int c = 0; a && s->map && c < HTA_CNT_MAX; c++)
         cJSON_AddNumberToObject(
