@@ -1,0 +1,368 @@
+/* The .etl reader (daemon/source/etl): XPRESS, the buffer walk, the log-file header, record
+ * kinds, the per-processor merge, losses and hostile sizes, on files built here from the
+ * layouts (WMI_BUFFER_HEADER, SYSTEM/PERFINFO/EVENT_HEADER records, TRACE_LOGFILE_HEADER). */
+#include "ht-test.h"
+
+#include "etl-read.h"
+#include "etl-xpress.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_xpress_matches(void)
+{
+    /* Flags 0x10000000: three literals, then a match (offset 3, length 9: (3-1)<<3 | 9-3). */
+    const uint8_t s1[] = {0x00, 0x00, 0x00, 0x10, 'a', 'b', 'c', 0x16, 0x00};
+    uint8_t out[64];
+    CHECK_EQ(etl_xpress_decode(s1, sizeof(s1), out, sizeof(out)), 12);
+    CHECK(!memcmp(out, "abcabcabcabc", 12));
+    /* A literal, then a match of 30 at offset 1: field 7, nibble 15, byte 5 (3+7+15+5). */
+    const uint8_t s2[] = {0x00, 0x00, 0x00, 0x40, 'a', 0x07, 0x00, 0x0F, 0x05};
+    CHECK_EQ(etl_xpress_decode(s2, sizeof(s2), out, sizeof(out)), 31);
+    for (int i = 0; i < 31; i++)
+        CHECK_EQ(out[i], 'a');
+    /* The same with room for 20 bytes: refused, nothing written past the cap. */
+    memset(out, 0, sizeof(out));
+    CHECK_EQ(etl_xpress_decode(s2, sizeof(s2), out, 20), ETL_XPRESS_EOVERRUN);
+    CHECK_EQ(out[20], 0);
+    /* A match first: nothing to copy from. */
+    const uint8_t s3[] = {0x00, 0x00, 0x00, 0x80, 0x00, 0x00};
+    CHECK_EQ(etl_xpress_decode(s3, sizeof(s3), out, sizeof(out)), ETL_XPRESS_EOFFSET);
+    /* Cut inside the long length. */
+    CHECK_EQ(etl_xpress_decode(s2, sizeof(s2) - 1, out, sizeof(out)), ETL_XPRESS_ETRUNC);
+    /* The u32 length form: 0x00100000 bytes from one literal, refused past a 64 KiB cap. */
+    const uint8_t s4[] = {0x00, 0x00, 0x00, 0x40, 'a',  0x07, 0x00, 0x0F,
+                          0xFF, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00};
+    uint8_t *big = malloc(1 << 16);
+    CHECK(big != NULL);
+    CHECK_EQ(etl_xpress_decode(s4, sizeof(s4), big, 1 << 16), ETL_XPRESS_EOVERRUN);
+    free(big);
+}
+
+/* ---- a synthetic .etl, built from the layouts ---- */
+
+struct file {
+    uint8_t *p;
+    size_t n, cap;
+};
+
+static uint8_t *grow(struct file *f, size_t n)
+{
+    if (f->n + n > f->cap) {
+        f->cap = (f->n + n) * 2;
+        f->p = realloc(f->p, f->cap);
+    }
+    memset(f->p + f->n, 0, n);
+    f->n += n;
+    return f->p + f->n - n;
+}
+
+static void w16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void w32(uint8_t *p, uint32_t v)
+{
+    w16(p, (uint16_t)v);
+    w16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void w64(uint8_t *p, uint64_t v)
+{
+    w32(p, (uint32_t)v);
+    w32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* A buffer's records area being built (size bytes, header 0x48 included). */
+struct buf {
+    uint8_t data[8192];
+    size_t pos;
+};
+
+static void buf_init(struct buf *b)
+{
+    memset(b->data, 0xFF, sizeof(b->data)); /* unused space is 0xFF, as Windows leaves it */
+    memset(b->data, 0, 0x48);
+    b->pos = 0x48;
+}
+
+/* SYSTEM32/64 record: header 0x20, payload. */
+static void rec_system(struct buf *b, int p64, uint16_t hook, uint32_t tid, uint32_t pid,
+                       uint64_t ts, const uint8_t *payload, uint16_t len)
+{
+    uint8_t *r = b->data + b->pos;
+    memset(r, 0, 0x20);
+    w16(r, 2);
+    r[2] = p64 ? 0x02 : 0x01;
+    r[3] = 0xC0;
+    w16(r + 4, (uint16_t)(0x20 + len));
+    w16(r + 6, hook);
+    w32(r + 8, tid);
+    w32(r + 12, pid);
+    w64(r + 16, ts);
+    memcpy(r + 0x20, payload, len);
+    b->pos += (0x20u + len + 7) & ~7u;
+}
+
+/* PERFINFO64 record: header 0x10. */
+static void rec_perfinfo(struct buf *b, uint16_t hook, uint64_t ts, const uint8_t *payload,
+                         uint16_t len)
+{
+    uint8_t *r = b->data + b->pos;
+    memset(r, 0, 0x10);
+    w16(r, 2);
+    r[2] = 0x11;
+    r[3] = 0xC0;
+    w16(r + 4, (uint16_t)(0x10 + len));
+    w16(r + 6, hook);
+    w64(r + 8, ts);
+    memcpy(r + 0x10, payload, len);
+    b->pos += (0x10u + len + 7) & ~7u;
+}
+
+/* The log-file header record: TRACE_LOGFILE_HEADER with 64-bit pointers (BootTime at 248). */
+static void rec_logfile(struct buf *b, uint32_t ncpu, uint32_t events_lost, uint32_t buffers_lost)
+{
+    uint8_t h[300];
+    memset(h, 0, sizeof(h));
+    w32(h, 8192);
+    h[4] = 10, h[5] = 0, h[6] = 1, h[7] = 5;
+    w32(h + 8, 19041);
+    w32(h + 12, ncpu);
+    w32(h + 44, 8);
+    w32(h + 48, events_lost);
+    w64(h + 256, 10000000);
+    w64(h + 264, 132000000000000000ull);
+    w32(h + 272, 1);
+    w32(h + 276, buffers_lost);
+    rec_system(b, 1, 0x0000, 0, 0, 1000, h, sizeof(h));
+}
+
+/* Appends b as a buffer of processor cpu, sequence seq; SavedOffset and Offset as given
+ * (0: the end of the records). compress: an XPRESS stream of literals only ([MS-XCA] 2.4:
+ * a zero flag word before each 32 literals), which is a valid stream. */
+static void put_buffer(struct file *f, struct buf *b, uint8_t cpu, uint64_t seq, uint16_t flags,
+                       uint16_t type, uint32_t saved, int compress)
+{
+    size_t end = b->pos;
+    w32(b->data + 4, saved ? saved : (uint32_t)end);
+    w64(b->data + 0x18, seq);
+    b->data[0x28] = cpu;
+    w32(b->data + 0x30, (uint32_t)end);
+    w16(b->data + 0x34, (uint16_t)(flags | (compress ? 0x40 : 0)));
+    w16(b->data + 0x36, type);
+    if (!compress) {
+        w32(b->data, sizeof(b->data));
+        memcpy(grow(f, sizeof(b->data)), b->data, sizeof(b->data));
+        return;
+    }
+    w32(b->data + 4, (uint32_t)end);
+    size_t n = end - 0x48, z = n + 4 * ((n + 31) / 32);
+    uint32_t size = (uint32_t)(0x48 + z);
+    w32(b->data, size);
+    uint8_t *o = grow(f, size);
+    memcpy(o, b->data, 0x48);
+    o += 0x48;
+    for (size_t i = 0; i < n; i += 32) {
+        w32(o, 0);
+        o += 4;
+        size_t k = n - i < 32 ? n - i : 32;
+        memcpy(o, b->data + 0x48 + i, k);
+        o += k;
+    }
+}
+
+static uint32_t rd32_test(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int64_t mem_read(void *arg, uint64_t off, void *buf, size_t n)
+{
+    const struct file *f = arg;
+    if (off > f->n)
+        return -1;
+    size_t k = f->n - off < n ? f->n - off : n;
+    memcpy(buf, f->p + off, k);
+    return (int64_t)k;
+}
+
+struct seen {
+    uint64_t ts[64];
+    uint16_t hook[64];
+    unsigned ptr[64];
+    unsigned n;
+};
+
+static void keep(void *arg, const struct etl_record *r)
+{
+    struct seen *s = arg;
+    if (s->n < 64) {
+        s->ts[s->n] = r->ts;
+        s->hook[s->n] = r->hook;
+        s->ptr[s->n++] = r->ptr_size;
+    }
+}
+
+static struct etl_reader *run(struct file *f, struct seen *s, int *rc)
+{
+    struct etl_reader *r;
+    if (etl_reader_new(&r, mem_read, f, f->n, NULL) != 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    *rc = etl_reader_open(r);
+    if (*rc == 0)
+        *rc = etl_reader_run(r, keep, s);
+    return r;
+}
+
+/* Two processors whose buffers are stored out of sequence order, one compressed, a 32-bit
+ * record, an event after SavedOffset in the header buffer, lost flags: all in time order. */
+static void build_two_cpus(struct file *f)
+{
+    struct buf b;
+    uint8_t pl[24] = {0};
+    buf_init(&b);
+    rec_logfile(&b, 2, 3, 1);
+    size_t saved = b.pos;
+    /* After SavedOffset, before Offset: Windows' relogger puts events here. */
+    rec_perfinfo(&b, 0x0F2E, 1500, pl, 16);
+    /* State low 16 bits: the compression format of the file (3, XPRESS). */
+    w16(b.data + 0x2C, 3);
+    put_buffer(f, &b, 0, 1, 0, 4, (uint32_t)saved, 0);
+    /* cpu 1, seq 3 (stored first): times 4000, 5000. */
+    buf_init(&b);
+    rec_system(&b, 1, 0x0301, 7, 8, 4000, pl, 24);
+    rec_system(&b, 0, 0x0302, 7, 8, 5000, pl, 12);
+    put_buffer(f, &b, 1, 3, 0x02, 0, 0, 0);
+    /* cpu 0, seq 2, compressed: times 2000, 4500. */
+    buf_init(&b);
+    rec_perfinfo(&b, 0x1820, 2000, pl, 24);
+    rec_perfinfo(&b, 0x1825, 4500, pl, 24);
+    put_buffer(f, &b, 0, 2, 0x04, 0, 0, 1);
+    /* cpu 1, seq 2 (stored last, read before seq 3): time 3000. */
+    buf_init(&b);
+    rec_system(&b, 1, 0x030A, 7, 8, 3000, pl, 24);
+    put_buffer(f, &b, 1, 2, 0, 0, 0, 0);
+}
+
+static void test_merge_order(void)
+{
+    struct file f = {0};
+    build_two_cpus(&f);
+    struct seen s = {.n = 0};
+    int rc;
+    struct etl_reader *r = run(&f, &s, &rc);
+    CHECK_EQ(rc, 0);
+    const uint64_t want[] = {1000, 1500, 2000, 3000, 4000, 4500, 5000};
+    const uint16_t hooks[] = {0x0000, 0x0F2E, 0x1820, 0x030A, 0x0301, 0x1825, 0x0302};
+    CHECK_EQ(s.n, 7);
+    for (unsigned i = 0; i < 7; i++) {
+        CHECK_EQ(s.ts[i], want[i]);
+        CHECK_EQ(s.hook[i], hooks[i]);
+    }
+    CHECK_EQ(s.ptr[6], 4); /* SYSTEM32 in a 64-bit file: 4-byte pointers */
+    const struct etl_counts *c = etl_reader_counts(r);
+    const struct etl_header *h = etl_reader_header(r);
+    CHECK_EQ(c->buffers, 4);
+    CHECK_EQ(c->compressed, 1);
+    CHECK_EQ(c->flag_events_lost, 1);
+    CHECK_EQ(c->flag_buffer_lost, 1);
+    CHECK_EQ(c->ptr32, 1);
+    CHECK_EQ(h->perf_freq, 10000000);
+    CHECK_EQ(h->clock_type, 1);
+    CHECK_EQ(h->events_lost, 3);
+    CHECK_EQ(h->buffers_lost, 1);
+    CHECK_EQ(h->compression, 3);
+    for (int k = 0; k < ETL_ERR_N; k++)
+        CHECK_EQ(c->err[k], 0);
+    etl_reader_free(r);
+    free(f.p);
+}
+
+/* Compressed buffers need the format in the header buffer's State: LZNT1 (2) is named. */
+static void test_compression_format(void)
+{
+    struct file f = {0};
+    build_two_cpus(&f);
+    w16(f.p + 0x2C, 2);
+    struct seen s = {.n = 0};
+    int rc;
+    struct etl_reader *r = run(&f, &s, &rc);
+    CHECK_EQ(rc, -1);
+    CHECK_EQ(etl_reader_counts(r)->err[ETL_ERR_COMPRESSION_FORMAT], 1);
+    CHECK_EQ(etl_reader_header(r)->compression, 2);
+    etl_reader_free(r);
+    /* With XPRESS (3) stated, the same file reads. */
+    w16(f.p + 0x2C, 3);
+    s.n = 0;
+    r = run(&f, &s, &rc);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(s.n, 7);
+    etl_reader_free(r);
+    free(f.p);
+}
+
+/* Lying sizes: each is an error of its own kind, counted with its first offset, and the
+ * rest of the file is still read where a stride is known. */
+static void test_hostile_sizes(void)
+{
+    struct file f = {0};
+    build_two_cpus(&f);
+    size_t b2 = 8192, b3 = 2 * 8192; /* the cpu 1 seq 3 buffer, then the compressed one */
+    /* A record of cpu 1 whose size runs past the buffer's end. */
+    w16(f.p + b2 + 0x48 + 4, 0x7000);
+    /* The compressed buffer says it inflates to more than its stream gives. */
+    w32(f.p + b3 + 4, rd32_test(f.p + b3 + 4) + 64);
+    struct seen s = {.n = 0};
+    int rc;
+    struct etl_reader *r = run(&f, &s, &rc);
+    CHECK_EQ(rc, 0);
+    const struct etl_counts *c = etl_reader_counts(r);
+    CHECK_EQ(c->err[ETL_ERR_RECORD_SIZE], 1);
+    CHECK_EQ(c->err_first[ETL_ERR_RECORD_SIZE], b2 + 0x48);
+    CHECK_EQ(c->err[ETL_ERR_XPRESS_SIZE], 1);
+    CHECK_EQ(c->err_first[ETL_ERR_XPRESS_SIZE], b3);
+    CHECK_EQ(c->buffers_skipped, 1);
+    CHECK_EQ(s.n, 3); /* the header buffer's two and cpu 1's seq 2 */
+    etl_reader_free(r);
+    /* A buffer size past the end of the file stops the walk there. */
+    w32(f.p + b2, 1u << 30);
+    s.n = 0;
+    r = run(&f, &s, &rc);
+    CHECK_EQ(etl_reader_counts(r)->err[ETL_ERR_BUFFER_TRUNCATED], 1);
+    CHECK_EQ(etl_reader_counts(r)->err_first[ETL_ERR_BUFFER_TRUNCATED], b2);
+    CHECK_EQ(etl_reader_counts(r)->buffers, 1);
+    etl_reader_free(r);
+    /* No header record: not an .etl. */
+    w16(f.p + 0x48 + 6, 0x0501);
+    r = run(&f, &s, &rc);
+    CHECK_EQ(rc, -1);
+    CHECK_EQ(etl_reader_counts(r)->err[ETL_ERR_NO_HEADER], 1);
+    etl_reader_free(r);
+    free(f.p);
+}
+
+/* The reader's buffers stay within max_memory whatever the stated sizes. */
+static void test_memory_cap(void)
+{
+    struct file f = {0};
+    build_two_cpus(&f);
+    struct etl_limits lim = {.max_memory = 8192 + 4096};
+    struct etl_reader *r;
+    CHECK(etl_reader_new(&r, mem_read, &f, f.n, &lim) == 0);
+    struct seen s = {.n = 0};
+    CHECK_EQ(etl_reader_open(r), 0);
+    CHECK_EQ(etl_reader_run(r, keep, &s), 0);
+    CHECK(etl_reader_counts(r)->err[ETL_ERR_MEMORY] >= 1);
+    CHECK(s.n < 7);
+    etl_reader_free(r);
+    free(f.p);
+}
+
+HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
+             T(memory_cap))
