@@ -4,8 +4,10 @@
 #include "ht-test.h"
 
 #include "etl-read.h"
+#include "etl-stats.h"
 #include "etl-xpress.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,5 +366,38 @@ static void test_memory_cap(void)
     free(f.p);
 }
 
+/* Stack keys: references resolved by definitions that come later, unresolved counted. */
+static void test_stats_keys(void)
+{
+    struct file f = {0};
+    struct buf b;
+    uint8_t ref[24] = {0}, def[16] = {0};
+    buf_init(&b);
+    rec_logfile(&b, 1, 0, 0);
+    w64(ref + 16, 0xAAAA);
+    rec_perfinfo(&b, 0x1825, 2000, ref, 24);
+    rec_perfinfo(&b, 0x1826, 2000, ref, 24);
+    w64(ref + 16, 0xBBBB);
+    rec_perfinfo(&b, 0x1826, 2100, ref, 24);
+    w64(def, 0xAAAA);
+    rec_perfinfo(&b, 0x1824, 3000, def, 16);
+    put_buffer(&f, &b, 0, 1, 0, 4, 0, 0);
+    struct etl_reader *r;
+    CHECK(etl_reader_new(&r, mem_read, &f, f.n, NULL) == 0);
+    struct etl_stats *st = etl_stats_new(0, 0);
+    CHECK_EQ(etl_reader_open(r), 0);
+    CHECK_EQ(etl_reader_run(r, etl_stats_record, st), 0);
+    cJSON *j = etl_stats_json(st, r);
+    cJSON *k = cJSON_GetObjectItem(j, "stacks");
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "key_refs")), 3);
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "key_defs")), 1);
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "distinct_keys")), 2);
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "unresolved_keys")), 1);
+    cJSON_Delete(j);
+    etl_stats_free(st);
+    etl_reader_free(r);
+    free(f.p);
+}
+
 HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
-             T(memory_cap))
+             T(memory_cap), T(stats_keys))

@@ -1,11 +1,14 @@
 /* ht-convert: a recorded stream (.htev text, .htevb, either in zstd frames) to .htevb in zstd
  * frames (htevz.h), or plain .htevb with --plain; HTEVB2 records, or HTEVB1 with --v1;
- * heaptracectl load takes all of them. */
+ * heaptracectl load takes all of them. --stats FILE.etl: a JSON summary of a Windows trace. */
+#include "etl-read.h"
+#include "etl-stats.h"
 #include "htevb.h"
 #include "htevz.h"
 #include "replay.h"
 #include "stack-intern.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,65 @@ static void event_cb(void *arg, const struct ht_event *ev)
         htevb_write_event(&writer, ev);
 }
 
+static int64_t etl_read_cb(void *arg, uint64_t off, void *buf, size_t n)
+{
+#ifdef _WIN32
+    if (_fseeki64(arg, (long long)off, SEEK_SET) != 0)
+        return -1;
+#else
+    if (fseeko(arg, (off_t)off, SEEK_SET) != 0)
+        return -1;
+#endif
+    return (int64_t)fread(buf, 1, n, arg);
+}
+
+/* --stats: the summary on stdout; 1 when the file could not be read or had errors. */
+static int etl_stats_main(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+#ifdef _WIN32
+    int sk = _fseeki64(f, 0, SEEK_END);
+    long long size = sk == 0 ? _ftelli64(f) : -1;
+#else
+    int sk = fseeko(f, 0, SEEK_END);
+    long long size = sk == 0 ? (long long)ftello(f) : -1;
+#endif
+    struct etl_reader *rd = NULL;
+    struct etl_stats *st = etl_stats_new(0, 0);
+    if (size < 0 || !st || etl_reader_new(&rd, etl_read_cb, f, (uint64_t)size, NULL) != 0) {
+        fprintf(stderr, "ht-convert: %s: %s\n", path, size < 0 ? "cannot seek" : "out of memory");
+        return 1;
+    }
+    int rc = etl_reader_open(rd);
+    if (rc == 0)
+        rc = etl_reader_run(rd, etl_stats_record, st);
+    if (rc < 0 && rc != -1)
+        fprintf(stderr, "ht-convert: %s: out of memory\n", path);
+    const struct etl_header *h = etl_reader_header(rd);
+    if (rc == -1 && etl_reader_counts(rd)->err[ETL_ERR_COMPRESSION_FORMAT])
+        fprintf(stderr,
+                "ht-convert: %s: unsupported compression format %u (%s); only XPRESS (3) is read\n",
+                path, h->compression,
+                h->compression == 2   ? "LZNT1"
+                : h->compression == 4 ? "XPRESS_HUFF"
+                                      : "unknown");
+    cJSON *j = etl_stats_json(st, rd);
+    char *txt = j ? cJSON_Print(j) : NULL;
+    if (txt)
+        printf("%s\n", txt);
+    int bad = rc != 0 || !txt || cJSON_GetNumberValue(cJSON_GetObjectItem(j, "errors_total")) != 0;
+    free(txt);
+    cJSON_Delete(j);
+    etl_stats_free(st);
+    etl_reader_free(rd);
+    fclose(f);
+    return bad ? 1 : 0;
+}
+
 static int usage(void)
 {
     fprintf(stderr,
@@ -42,7 +104,9 @@ static int usage(void)
             "  IN: .htev text or .htevb, plain or compressed\n"
             "  OUT: .htevb in zstd frames (level 1-19, default %d; frames of N KiB of stream,\n"
             "       at most and by default %u), or plain with --plain; HTEVB2 records (htevb2.h),\n"
-            "       or the older HTEVB1 with --v1\n",
+            "       or the older HTEVB1 with --v1\n"
+            "       ht-convert --stats FILE.etl   (a JSON summary of a Windows trace; exit 1 on\n"
+            "       errors, which it lists)\n",
             HTEVZ_LEVEL_DEFAULT, HTEVZ_FRAME_BYTES >> 10);
     return 2;
 }
@@ -53,6 +117,8 @@ int main(int argc, char **argv)
     long frame_kib = HTEVZ_FRAME_BYTES >> 10;
     const char *files[2];
     int nfiles = 0;
+    if (argc == 3 && !strcmp(argv[1], "--stats"))
+        return etl_stats_main(argv[2]);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plain")) {
             plain = 1;
