@@ -40,6 +40,8 @@ pkgs+=(bsdutils)
 # tests/integration/cases-attach.sh: a target under strace (another tracer), and a 32-bit
 # target (gcc -m32) the agent must refuse.
 pkgs+=(strace gcc-multilib)
+# tests/etl: the real Windows traces are kept zipped and 7-zipped, unpacked during the test.
+pkgs+=(unzip p7zip-full)
 if [ "$bench" = 1 ]; then
     pkgs+=(bpfcc-tools heaptrack bpftrace)
 fi

@@ -362,6 +362,14 @@ static int load_plain(struct etl_reader *r, struct etl_cpu *c, const struct etl_
         return -1;
     }
     c->end = filled;
+    /* Windows fills the rest with 0xFF (checked on Windows-written files): anything else
+     * past the end is data this reader did not walk, counted so that it is never silent. */
+    for (size_t i = filled; i < b->size; i++) {
+        if (c->data[i] != 0xFF) {
+            r->counts.tail_data++;
+            break;
+        }
+    }
     return 0;
 }
 
