@@ -347,6 +347,17 @@ static void test_hostile_sizes(void)
     CHECK_EQ(etl_reader_counts(r)->err[ETL_ERR_NO_HEADER], 1);
     etl_reader_free(r);
     free(f.p);
+    /* A compressed buffer whose stream inflates past its stated size: refused at the cap. */
+    f = (struct file){0};
+    build_two_cpus(&f);
+    w32(f.p + b3 + 4, rd32_test(f.p + b3 + 4) - 16);
+    s.n = 0;
+    r = run(&f, &s, &rc);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(etl_reader_counts(r)->err[ETL_ERR_XPRESS_OVERRUN], 1);
+    CHECK_EQ(s.n, 5);
+    etl_reader_free(r);
+    free(f.p);
 }
 
 /* The reader's buffers stay within max_memory whatever the stated sizes. */
@@ -399,5 +410,34 @@ static void test_stats_keys(void)
     free(f.p);
 }
 
+/* More distinct keys than the cap: the excess counted as dropped, the table no larger. */
+static void test_stats_keys_cap(void)
+{
+    struct file f = {0};
+    struct buf b;
+    uint8_t ref[24] = {0};
+    buf_init(&b);
+    rec_logfile(&b, 1, 0, 0);
+    for (unsigned i = 0; i < 150; i++) {
+        w64(ref + 16, 0x1000 + i);
+        rec_perfinfo(&b, 0x1826, 2000 + i, ref, 24);
+    }
+    put_buffer(&f, &b, 0, 1, 0, 4, 0, 0);
+    struct etl_reader *r;
+    CHECK(etl_reader_new(&r, mem_read, &f, f.n, NULL) == 0);
+    struct etl_stats *st = etl_stats_new(0, 100);
+    CHECK_EQ(etl_reader_open(r), 0);
+    CHECK_EQ(etl_reader_run(r, etl_stats_record, st), 0);
+    cJSON *j = etl_stats_json(st, r);
+    cJSON *k = cJSON_GetObjectItem(j, "stacks");
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "key_refs")), 150);
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "distinct_keys")), 100);
+    CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "keys_dropped")), 50);
+    cJSON_Delete(j);
+    etl_stats_free(st);
+    etl_reader_free(r);
+    free(f.p);
+}
+
 HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
-             T(memory_cap), T(stats_keys))
+             T(memory_cap), T(stats_keys), T(stats_keys_cap))

@@ -344,7 +344,10 @@ static int load_compressed(struct etl_reader *r, struct etl_cpu *c, const struct
     int64_t n =
         etl_xpress_decode(r->raw + BUF_HDR, b->size - BUF_HDR, c->data + BUF_HDR, saved - BUF_HDR);
     if (n != (int64_t)(saved - BUF_HDR)) {
-        etl_reader_error(r, n < 0 ? ETL_ERR_XPRESS : ETL_ERR_XPRESS_SIZE, b->off);
+        int kind = n == ETL_XPRESS_EOVERRUN ? ETL_ERR_XPRESS_OVERRUN
+                   : n < 0                  ? ETL_ERR_XPRESS
+                                            : ETL_ERR_XPRESS_SIZE;
+        etl_reader_error(r, kind, b->off);
         return -1;
     }
     r->counts.bytes_inflated += (uint64_t)n;

@@ -22,6 +22,7 @@
     X(COMPRESSION_FORMAT, "unsupported compression format")                                        \
     X(XPRESS, "xpress stream corrupt")                                                             \
     X(XPRESS_SIZE, "xpress data does not fill the buffer's stated size")                           \
+    X(XPRESS_OVERRUN, "xpress data expands past the buffer's stated size")                         \
     X(RECORD_SIZE, "record size below its header or past the buffer's end")                        \
     X(MARKER, "unknown record marker")                                                             \
     X(EXT_ITEMS, "extended data items past the record's end")                                      \
