@@ -3,9 +3,12 @@
  * layouts (WMI_BUFFER_HEADER, SYSTEM/PERFINFO/EVENT_HEADER records, TRACE_LOGFILE_HEADER). */
 #include "ht-test.h"
 
+#include "etl-events.h"
 #include "etl-read.h"
 #include "etl-stats.h"
 #include "etl-xpress.h"
+#include "etw-raw.h"
+#include "stack-intern.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -439,5 +442,190 @@ static void test_stats_keys_cap(void)
     free(f.p);
 }
 
+/* ---- the .etl path against the raw-record path (etw-raw.h) ---- */
+
+#define MAXEV 32
+struct evs {
+    struct ht_event ev[MAXEV];
+    unsigned n;
+};
+
+static void keep_ev(void *arg, const struct ht_event *ev)
+{
+    struct evs *e = arg;
+    if (e->n < MAXEV)
+        e->ev[e->n++] = *ev;
+}
+
+/* The records of both paths: kernel records as Windows writes them in files (header kind,
+ * HookId), and as a consumer delivers them (provider GUID, opcode, pointer-size flag). */
+struct rec {
+    int perfinfo, p64;
+    uint16_t hook;
+    const struct etw_guid *guid;
+    uint32_t tid, pid, cpu;
+    uint64_t ts;
+    uint8_t pl[64];
+    uint16_t len;
+};
+
+static uint16_t put_ptr(uint8_t *p, uint64_t v, int p64)
+{
+    if (p64)
+        w64(p, v);
+    else
+        w32(p, (uint32_t)v);
+    return p64 ? 8 : 4;
+}
+
+static void heap_rec(struct rec *r, uint16_t hook, int p64, uint32_t pid, uint32_t tid, uint64_t ts,
+                     const uint64_t *ptrs, unsigned nptrs, uint32_t last)
+{
+    memset(r, 0, sizeof(*r));
+    r->p64 = p64, r->hook = hook, r->guid = &etw_guid_heap;
+    r->pid = pid, r->tid = tid, r->ts = ts;
+    for (unsigned i = 0; i < nptrs; i++)
+        r->len += put_ptr(r->pl + r->len, ptrs[i], p64);
+    w32(r->pl + r->len, last);
+    r->len += 4;
+}
+
+static void stack_rec(struct rec *r, uint32_t pid, uint32_t tid, uint64_t ts, uint64_t f0,
+                      uint64_t f1)
+{
+    memset(r, 0, sizeof(*r));
+    r->perfinfo = 1, r->p64 = 1, r->hook = 0x1820, r->guid = &etw_guid_stackwalk;
+    r->pid = r->tid = ETL_NONE, r->ts = ts;
+    w64(r->pl, ts);
+    w32(r->pl + 8, pid);
+    w32(r->pl + 12, tid);
+    w64(r->pl + 16, f0);
+    w64(r->pl + 24, f1);
+    r->len = 32;
+}
+
+static unsigned same_records(struct rec *v)
+{
+    unsigned n = 0;
+    const uint64_t create[] = {0x10000};
+    heap_rec(&v[n++], 0x1020, 1, 8, 7, 1100, create, 1, 0);
+    const uint64_t a1[] = {0x10000, 64, 0x20000};
+    heap_rec(&v[n++], 0x1021, 1, 8, 7, 2000, a1, 3, 3);
+    stack_rec(&v[n++], 8, 7, 2000, 0x7ff000001000ull, 0x7ff000002000ull);
+    /* A WOW64 thread's Alloc: 4-byte pointers in a 64-bit file. */
+    const uint64_t a2[] = {0x3000, 16, 0x5000};
+    heap_rec(&v[n++], 0x1021, 0, 8, 9, 3000, a2, 3, 3);
+    stack_rec(&v[n++], 8, 9, 3000, 0x401000, 0x402000);
+    v[n - 2].cpu = v[n - 1].cpu = 1;
+    const uint64_t f1[] = {0x10000, 0x20000};
+    heap_rec(&v[n++], 0x1024, 1, 8, 7, 4000, f1, 2, 3);
+    /* VirtualAlloc: PERFINFO, no ids in the header; the owner in the payload. */
+    struct rec *va = &v[n++];
+    memset(va, 0, sizeof(*va));
+    va->perfinfo = 1, va->p64 = 1, va->hook = 0x0262, va->guid = &etw_guid_pagefault;
+    va->pid = va->tid = ETL_NONE, va->ts = 4500;
+    w64(va->pl, 0x100000);
+    w64(va->pl + 8, 0x10000);
+    w32(va->pl + 16, 8);
+    w32(va->pl + 20, 0x1000);
+    va->len = 24;
+    /* Another process's Alloc: not the traced one. */
+    const uint64_t a3[] = {0x10000, 32, 0x30000};
+    heap_rec(&v[n++], 0x1021, 1, 99, 5, 5000, a3, 3, 3);
+    return n;
+}
+
+static void raw_path(const struct rec *v, unsigned n, struct stack_intern *si, struct evs *out)
+{
+    char line[ETW_RAW_LINE_MAX], err[256];
+    size_t len = etw_raw_header(10000000, 1000, 8, NULL, line, sizeof(line));
+    struct etw_raw *x;
+    CHECK(etw_raw_new(&x, si, line, len, keep_ev, out, err, sizeof(err)) == 0);
+    for (unsigned i = 0; i < n; i++) {
+        struct etw_record r = {.provider = *v[i].guid,
+                               .opcode = (uint8_t)v[i].hook,
+                               .version = 2,
+                               .flags = v[i].p64 ? ETW_HDR_FLAG_64_BIT_HEADER
+                                                 : ETW_HDR_FLAG_32_BIT_HEADER,
+                               .pid = v[i].pid,
+                               .tid = v[i].tid,
+                               .cpu = v[i].cpu,
+                               .ts = v[i].ts,
+                               .payload = v[i].pl,
+                               .len = v[i].len};
+        len = etw_raw_format(&r, line, sizeof(line));
+        CHECK(len > 0);
+        CHECK_EQ(etw_raw_line(x, line, len - 1, err, sizeof(err)), 1);
+    }
+    etw_raw_finish(x);
+    etw_raw_free(x);
+}
+
+static void etl_path(const struct rec *v, unsigned n, struct stack_intern *si, struct evs *out)
+{
+    struct file f = {0};
+    struct buf b[2];
+    buf_init(&b[0]);
+    rec_logfile(&b[0], 2, 0, 0);
+    buf_init(&b[1]);
+    for (unsigned i = 0; i < n; i++) {
+        struct buf *d = &b[v[i].cpu];
+        if (v[i].perfinfo)
+            rec_perfinfo(d, v[i].hook, v[i].ts, v[i].pl, v[i].len);
+        else
+            rec_system(d, v[i].p64, v[i].hook, v[i].tid, v[i].pid, v[i].ts, v[i].pl, v[i].len);
+    }
+    put_buffer(&f, &b[0], 0, 1, 0, 4, 0, 0);
+    put_buffer(&f, &b[1], 1, 2, 0, 0, 0, 0);
+    struct etl_reader *r;
+    CHECK(etl_reader_new(&r, mem_read, &f, f.n, NULL) == 0);
+    CHECK_EQ(etl_reader_open(r), 0);
+    struct etl_events *x;
+    CHECK(etl_events_new(&x, si, etl_reader_header(r), 8, keep_ev, out) == 0);
+    CHECK_EQ(etl_reader_run(r, etl_events_record, x), 0);
+    etl_events_finish(x);
+    struct etl_events_stats st;
+    etl_events_stats(x, &st);
+    CHECK_EQ(st.malformed, 0);
+    CHECK_EQ(st.corr.stacks_matched, 2);
+    CHECK_EQ(st.corr.other_process, 1);
+    etl_events_free(x);
+    etl_reader_free(r);
+    free(f.p);
+}
+
+/* The same records as an .etl file and as a raw stream: the same events, field by field. */
+static void test_same_as_raw(void)
+{
+    struct rec v[16];
+    unsigned n = same_records(v);
+    struct stack_intern si1, si2;
+    CHECK(stack_intern_init(&si1, 1024, 1024) == 0);
+    CHECK(stack_intern_init(&si2, 1024, 1024) == 0);
+    static struct evs raw, etl;
+    raw_path(v, n, &si1, &raw);
+    etl_path(v, n, &si2, &etl);
+    CHECK_EQ(raw.n, 4); /* alloc, alloc, free, virtual alloc (a heap's creation is counted) */
+    CHECK_EQ(etl.n, raw.n);
+    for (unsigned i = 0; i < raw.n; i++) {
+        const struct ht_event *a = &raw.ev[i], *b = &etl.ev[i];
+        CHECK_EQ(a->kind, b->kind);
+        CHECK_EQ(a->t, b->t);
+        CHECK_EQ(a->addr, b->addr);
+        CHECK_EQ(a->size, b->size);
+        CHECK_EQ(a->heap, b->heap);
+        CHECK_EQ(a->tid, b->tid);
+        CHECK_EQ(a->stack, b->stack);
+        CHECK_EQ(a->flags, b->flags);
+    }
+    /* The WOW64 alloc read with 4-byte pointers, and its stack attached. */
+    CHECK_EQ(etl.ev[1].addr, 0x5000);
+    CHECK_EQ(etl.ev[1].size, 16);
+    CHECK_EQ(etl.ev[1].tid, 9);
+    CHECK(etl.ev[0].stack != 0 && etl.ev[1].stack != 0);
+    stack_intern_close(&si1);
+    stack_intern_close(&si2);
+}
+
 HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
-             T(memory_cap), T(stats_keys), T(stats_keys_cap))
+             T(memory_cap), T(stats_keys), T(stats_keys_cap), T(same_as_raw))

@@ -1,6 +1,7 @@
 /* ht-convert: a recorded stream (.htev text, .htevb, either in zstd frames) to .htevb in zstd
  * frames (htevz.h), or plain .htevb with --plain; HTEVB2 records, or HTEVB1 with --v1;
  * heaptracectl load takes all of them. --stats FILE.etl: a JSON summary of a Windows trace. */
+#include "etl-events.h"
 #include "etl-read.h"
 #include "etl-stats.h"
 #include "htevb.h"
@@ -96,6 +97,78 @@ static int etl_stats_main(const char *path)
     return bad ? 1 : 0;
 }
 
+static struct etl_events *etl_ev;
+
+static void etl_event_cb(void *arg, const struct ht_event *ev)
+{
+    (void)arg;
+    if (ev->kind == HT_EV_PROCESS) {
+        static struct etl_events_stats st;
+        etl_events_stats(etl_ev, &st);
+        htevb_write_process(&writer, ev->t, ev->size, st.name);
+    } else {
+        htevb_write_event(&writer, ev);
+    }
+}
+
+static int64_t file_size(FILE *f)
+{
+#ifdef _WIN32
+    return _fseeki64(f, 0, SEEK_END) == 0 ? _ftelli64(f) : -1;
+#else
+    return fseeko(f, 0, SEEK_END) == 0 ? (int64_t)ftello(f) : -1;
+#endif
+}
+
+/* FILE.etl through the reader, the ETW decoder and the stack correlator into the writer:
+ * the events of process pid (0: the first with a heap event). 1 on errors (listed). */
+static int etl_convert(FILE *in, const char *path, uint32_t pid, struct stack_intern *si)
+{
+    struct etl_reader *rd = NULL;
+    int64_t size = file_size(in);
+    if (size < 0 || etl_reader_new(&rd, etl_read_cb, in, (uint64_t)size, NULL) != 0) {
+        fprintf(stderr, "ht-convert: %s: %s\n", path, size < 0 ? "cannot seek" : "out of memory");
+        return 1;
+    }
+    int rc = etl_reader_open(rd);
+    if (rc == 0 &&
+        (rc = etl_events_new(&etl_ev, si, etl_reader_header(rd), pid, etl_event_cb, NULL)) == 0) {
+        rc = etl_reader_run(rd, etl_events_record, etl_ev);
+        etl_events_finish(etl_ev);
+    }
+    const struct etl_counts *c = etl_reader_counts(rd);
+    for (int k = 0; k < ETL_ERR_N; k++)
+        if (c->err[k])
+            fprintf(stderr, "%s: %llu x %s (%s), first at offset %llu\n", path,
+                    (unsigned long long)c->err[k], etl_err_name(k), etl_err_msg(k),
+                    (unsigned long long)c->err_first[k]);
+    if (etl_ev) {
+        struct etl_events_stats st;
+        etl_events_stats(etl_ev, &st);
+        fprintf(stderr,
+                "%s: process %u (%s): %llu events, %llu stacks matched, %llu unmatched, "
+                "%llu events without a stack, %llu malformed payloads, %llu records of other "
+                "processes\n",
+                path, pid ? pid : st.corr.followed_pid, st.name,
+                (unsigned long long)st.corr.events_in, (unsigned long long)st.corr.stacks_matched,
+                (unsigned long long)st.corr.stacks_unmatched,
+                (unsigned long long)st.corr.events_no_stack, (unsigned long long)st.malformed,
+                (unsigned long long)st.corr.other_process);
+    }
+    int errors = 0;
+    for (int k = 0; k < ETL_ERR_N; k++)
+        errors |= c->err[k] != 0;
+    etl_events_free(etl_ev);
+    etl_reader_free(rd);
+    return rc != 0 || errors;
+}
+
+static int is_etl(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 4 && (!strcmp(path + n - 4, ".etl") || !strcmp(path + n - 4, ".ETL"));
+}
+
 static int usage(void)
 {
     fprintf(stderr,
@@ -106,7 +179,9 @@ static int usage(void)
             "       at most and by default %u), or plain with --plain; HTEVB2 records (htevb2.h),\n"
             "       or the older HTEVB1 with --v1\n"
             "       ht-convert --stats FILE.etl   (a JSON summary of a Windows trace; exit 1 on\n"
-            "       errors, which it lists)\n",
+            "       errors, which it lists)\n"
+            "  IN may be FILE.etl (a Windows trace): the heap and VirtualAlloc events of one\n"
+            "       process (--pid N; by default the first with a heap event)\n",
             HTEVZ_LEVEL_DEFAULT, HTEVZ_FRAME_BYTES >> 10);
     return 2;
 }
@@ -114,6 +189,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     int plain = 0, version = 2, level = HTEVZ_LEVEL_DEFAULT;
+    long pid = 0;
     long frame_kib = HTEVZ_FRAME_BYTES >> 10;
     const char *files[2];
     int nfiles = 0;
@@ -124,6 +200,10 @@ int main(int argc, char **argv)
             plain = 1;
         } else if (!strcmp(argv[i], "--v1")) {
             version = 1;
+        } else if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
+            pid = atol(argv[++i]);
+            if (pid < 1 || pid > 0xFFFFFFFFl)
+                return usage();
         } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
             level = atoi(argv[++i]);
             if (level < 1 || level > 19)
@@ -167,17 +247,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "ht-convert: out of memory for the writer\n");
         return 1;
     }
-    static char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-        replay_feed(&rep, buf, n);
-    replay_finish(&rep);
-    int bad = !plain && htevz_writer_close(&zw) != 0;
+    int bad = 0;
+    if (is_etl(files[0])) {
+        bad = etl_convert(in, files[0], (uint32_t)pid, &si);
+    } else {
+        static char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+            replay_feed(&rep, buf, n);
+        replay_finish(&rep);
+    }
+    bad |= !plain && htevz_writer_close(&zw) != 0;
     for (uint32_t i = 0; i < rep.nerrors; i++)
         fprintf(stderr, "%s: %s %llu: %s\n", files[0], rep.binary ? "record" : "line",
                 (unsigned long long)rep.errors[i].line, rep.errors[i].msg);
-    fprintf(stderr, "%llu events, %llu malformed %s\n", (unsigned long long)rep.events,
-            (unsigned long long)rep.malformed, rep.binary ? "records" : "lines");
+    if (!is_etl(files[0]))
+        fprintf(stderr, "%llu events, %llu malformed %s\n", (unsigned long long)rep.events,
+                (unsigned long long)rep.malformed, rep.binary ? "records" : "lines");
     bad |= ferror(out) || (out != stdout && fclose(out) != 0);
     htevb_writer_close(&writer);
     replay_close(&rep);

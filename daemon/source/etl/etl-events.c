@@ -1,0 +1,155 @@
+/* .etl records into heaptrace events: each record as the ETW consumer delivers it
+ * (EVENT_RECORD's provider, opcode, flags, ids and UserData), then the decoder and the stack
+ * correlator that the live source and raw streams use. */
+#include "etl-events.h"
+
+#include "ht-error.h"
+#include <uv.h>
+#include "stack-intern.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct etl_events {
+    struct stack_intern *si;
+    struct etw_corr *corr;
+    etl_event_fn fn;
+    void *arg;
+    struct etl_events_stats st;
+};
+
+/* Kernel records carry a HookId, Group << 8 | Type; the consumer names them by the classic
+ * provider of the group and the Type as opcode (ntwmi.h EVENT_TRACE_GROUP_*). Image Load
+ * (0x030A) is in the Process group; the decoder takes it there as opcode 10. */
+static const struct etw_guid *group_provider(unsigned group)
+{
+    switch (group) {
+    case 0x02:
+        return &etw_guid_pagefault;
+    case 0x03:
+        return &etw_guid_process;
+    case 0x10:
+        return &etw_guid_heap;
+    case 0x14:
+        return &etw_guid_image;
+    case 0x18:
+        return &etw_guid_stackwalk;
+    default:
+        return NULL;
+    }
+}
+
+int etl_to_etw(const struct etl_record *r, struct etw_record *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (r->has_guid) {
+        etw_guid_from_struct(r->guid, &out->provider);
+    } else {
+        const struct etw_guid *g = group_provider(r->hook >> 8);
+        if (!g)
+            return 0;
+        out->provider = *g;
+    }
+    out->opcode = r->opcode;
+    out->version = (uint8_t)r->version;
+    /* The consumer sets these from the header type (32/64 variants). */
+    out->flags = r->ptr_size == 4 ? ETW_HDR_FLAG_32_BIT_HEADER : ETW_HDR_FLAG_64_BIT_HEADER;
+    out->pid = r->pid;
+    out->tid = r->tid;
+    out->cpu = r->cpu;
+    out->ts = r->ts;
+    out->payload = r->payload;
+    out->len = r->len;
+    return 1;
+}
+
+static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
+{
+    struct etl_events *x = arg;
+    struct ht_event e = *ev;
+    if (depth) {
+        e.stack = stack_intern_get(x->si, frames, depth);
+        if (!e.stack)
+            e.flags |= HT_EVF_STACK_DROPPED;
+    }
+    x->fn(x->arg, &e);
+}
+
+static uint32_t path_cb(void *arg, const char *path)
+{
+    struct etl_events *x = arg;
+    return stack_intern_str(x->si, path, (unsigned)strlen(path));
+}
+
+static void process_cb(void *arg, uint32_t pid, const char *name)
+{
+    struct etl_events *x = arg;
+    if (x->st.name[0] || !name[0])
+        return;
+    snprintf(x->st.name, sizeof(x->st.name), "%s", name);
+    struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
+    x->fn(x->arg, &ev);
+}
+
+int etl_events_new(struct etl_events **out, struct stack_intern *si, const struct etl_header *h,
+                   uint32_t pid, etl_event_fn fn, void *arg)
+{
+    struct etl_events *x = calloc(1, sizeof(*x));
+    if (!x)
+        return UV_ENOMEM;
+    x->si = si;
+    x->fn = fn;
+    x->arg = arg;
+    /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
+     * header record's own time is the clock at the session's start. */
+    struct etw_corr_config cfg = {.acct = si->acct,
+                                  .pid = pid,
+                                  .qpc_freq = h->perf_freq ? h->perf_freq : 10000000,
+                                  .start_qpc = h->ts0,
+                                  .follow_first = pid == 0,
+                                  .path = path_cb,
+                                  .process = process_cb};
+    int rc = etw_corr_new(&x->corr, &cfg, emit, x);
+    if (rc != 0) {
+        free(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
+}
+
+void etl_events_free(struct etl_events *x)
+{
+    if (!x)
+        return;
+    etw_corr_free(x->corr);
+    free(x);
+}
+
+void etl_events_record(void *arg, const struct etl_record *r)
+{
+    struct etl_events *x = arg;
+    struct etw_record e;
+    struct etw_decoded d;
+    if (!etl_to_etw(r, &e)) {
+        x->st.dec.unknown_provider++;
+        return;
+    }
+    int dr = etw_decode(&e, &d, &x->st.dec);
+    if (dr < 0)
+        x->st.malformed++;
+    else if (dr == 1)
+        etw_corr_add(x->corr, &e, &d);
+}
+
+void etl_events_finish(struct etl_events *x)
+{
+    etw_corr_flush(x->corr);
+}
+
+void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out)
+{
+    *out = x->st;
+    out->corr = *etw_corr_stats(x->corr);
+}

@@ -1,0 +1,38 @@
+/* .etl records into heaptrace events through the same ETW decoder (etw-decode.h) and stack
+ * correlator (etw-stacks.h) as the live Windows source and raw-record streams (etw-raw.h). */
+#ifndef ETL_EVENTS_H
+#define ETL_EVENTS_H
+
+#include "etl-read.h"
+#include "etw-decode.h"
+#include "etw-stacks.h"
+#include "ht-event.h"
+
+struct stack_intern;
+struct etl_events;
+
+/* Events ready for the engine (stacks interned in si). */
+typedef void (*etl_event_fn)(void *arg, const struct ht_event *ev);
+
+/* Events of process pid of a file whose header is h; pid 0: the first process whose heap
+ * event comes (one session never mixes two processes' addresses). 0, or UV_ENOMEM. */
+int etl_events_new(struct etl_events **out, struct stack_intern *si, const struct etl_header *h,
+                   uint32_t pid, etl_event_fn fn, void *arg);
+void etl_events_free(struct etl_events *x);
+/* An etl_record_fn: arg is the etl_events. */
+void etl_events_record(void *arg, const struct etl_record *r);
+/* End of the file: the events still waiting for a stack leave. */
+void etl_events_finish(struct etl_events *x);
+/* The record as the ETW consumer would have delivered it: 1, or 0 when a kernel record's
+ * group has no provider the decoder knows (counted by the decoder as unknown). */
+int etl_to_etw(const struct etl_record *r, struct etw_record *out);
+
+struct etl_events_stats {
+    struct etw_decode_stats dec;
+    struct etw_corr_stats corr;
+    uint64_t malformed; /* payloads shorter than their layout */
+    char name[256];     /* the traced process's image name, from its Process event */
+};
+void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out);
+
+#endif
