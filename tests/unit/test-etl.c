@@ -12,6 +12,9 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#ifndef _WIN32
+#include <unistd.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -606,9 +609,13 @@ static void test_same_as_raw(void)
     raw_path(v, n, &si1, &raw);
     etl_path(v, n, &si2, &etl);
     CHECK_EQ(raw.n, 4); /* alloc, alloc, free, virtual alloc (a heap's creation is counted) */
-    CHECK_EQ(etl.n, raw.n);
+    /* The .etl path announces the named process first, as replay.c does for a raw
+     * stream's header (test_convert_same_as_raw compares whole streams). */
+    CHECK_EQ(etl.n, raw.n + 1);
+    CHECK_EQ(etl.ev[0].kind, HT_EV_PROCESS);
+    CHECK_EQ(etl.ev[0].size, 8);
     for (unsigned i = 0; i < raw.n; i++) {
-        const struct ht_event *a = &raw.ev[i], *b = &etl.ev[i];
+        const struct ht_event *a = &raw.ev[i], *b = &etl.ev[i + 1];
         CHECK_EQ(a->kind, b->kind);
         CHECK_EQ(a->t, b->t);
         CHECK_EQ(a->addr, b->addr);
@@ -619,13 +626,132 @@ static void test_same_as_raw(void)
         CHECK_EQ(a->flags, b->flags);
     }
     /* The WOW64 alloc read with 4-byte pointers, and its stack attached. */
-    CHECK_EQ(etl.ev[1].addr, 0x5000);
-    CHECK_EQ(etl.ev[1].size, 16);
-    CHECK_EQ(etl.ev[1].tid, 9);
-    CHECK(etl.ev[0].stack != 0 && etl.ev[1].stack != 0);
+    CHECK_EQ(etl.ev[2].addr, 0x5000);
+    CHECK_EQ(etl.ev[2].size, 16);
+    CHECK_EQ(etl.ev[2].tid, 9);
+    CHECK(etl.ev[1].stack != 0 && etl.ev[2].stack != 0);
     stack_intern_close(&si1);
     stack_intern_close(&si2);
 }
 
+/* ---- ht-convert on files: FILE.etl against the raw stream of the same records ---- */
+
+#ifndef _WIN32
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y, cx, cy;
+    long n = 0;
+    while (same) {
+        cx = fgetc(x), cy = fgetc(y);
+        same = cx == cy;
+        if (cx == EOF || cy == EOF)
+            break;
+        n++;
+    }
+    if (x)
+        fclose(x);
+    if (y)
+        fclose(y);
+    return same && n > 16;
+}
+
+/* The .etl: processor 1's buffer compressed and flagged as having lost a buffer. */
+static void write_etl(const struct rec *v, unsigned n, const char *path)
+{
+    struct file f = {0};
+    struct buf b[2];
+    buf_init(&b[0]);
+    rec_logfile(&b[0], 2, 0, 1);
+    w16(b[0].data + 0x2C, 3);
+    buf_init(&b[1]);
+    for (unsigned i = 0; i < n; i++) {
+        struct buf *d = &b[v[i].cpu];
+        if (v[i].perfinfo)
+            rec_perfinfo(d, v[i].hook, v[i].ts, v[i].pl, v[i].len);
+        else
+            rec_system(d, v[i].p64, v[i].hook, v[i].tid, v[i].pid, v[i].ts, v[i].pl, v[i].len);
+    }
+    put_buffer(&f, &b[0], 0, 1, 0, 4, 0, 0);
+    put_buffer(&f, &b[1], 1, 2, 0x04, 0, 0, 1);
+    CHECK(write_file(path, f.p, f.n) == 0);
+    free(f.p);
+}
+
+static void write_raw(const struct rec *v, unsigned n, uint32_t pid, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    char line[ETW_RAW_LINE_MAX];
+    size_t len = etw_raw_header(10000000, 1000, pid, NULL, line, sizeof(line));
+    fwrite(line, 1, len, f);
+    for (unsigned i = 0; i < n; i++) {
+        struct etw_record r = {.provider = *v[i].guid,
+                               .opcode = (uint8_t)v[i].hook,
+                               .version = 2,
+                               .flags = v[i].p64 ? ETW_HDR_FLAG_64_BIT_HEADER
+                                                 : ETW_HDR_FLAG_32_BIT_HEADER,
+                               .pid = v[i].pid,
+                               .tid = v[i].tid,
+                               .cpu = v[i].cpu,
+                               .ts = v[i].ts,
+                               .payload = v[i].pl,
+                               .len = v[i].len};
+        len = etw_raw_format(&r, line, sizeof(line));
+        fwrite(line, 1, len, f);
+    }
+    CHECK(fclose(f) == 0);
+}
+
+#endif
+
+/* ht-convert FILE.etl writes the .htevb that the raw stream of the same records gives,
+ * byte for byte, for each of the two processes (--pid), from a file with a compressed
+ * buffer, a WOW64 record and a lost-buffer flag. */
+static void test_convert_same_as_raw(void)
+{
+#ifdef _WIN32
+    exit(HT_TEST_SKIP); /* the paths and system() below are POSIX */
+#else
+    struct rec v[16];
+    unsigned n = same_records(v);
+    /* A stack for the other process's alloc too. */
+    stack_rec(&v[n++], 99, 5, 5000, 0x7ff000003000ull, 0x7ff000004000ull);
+    char dir[] = "/tmp/test-etl.XXXXXX", etl[64], raw[64], o1[64], o2[64], cmd[512];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(etl, sizeof(etl), "%s/t.etl", dir);
+    write_etl(v, n, etl);
+    const uint32_t pids[] = {8, 99};
+    for (int i = 0; i < 2; i++) {
+        snprintf(raw, sizeof(raw), "%s/t%u.etwraw", dir, pids[i]);
+        snprintf(o1, sizeof(o1), "%s/etl%u.htevb", dir, pids[i]);
+        snprintf(o2, sizeof(o2), "%s/raw%u.htevb", dir, pids[i]);
+        write_raw(v, n, pids[i], raw);
+        snprintf(cmd, sizeof(cmd), "%s --plain --pid %u %s %s && %s --plain %s %s", HT_CONVERT,
+                 pids[i], etl, o1, HT_CONVERT, raw, o2);
+        CHECK_EQ(system(cmd), 0);
+        if (getenv("HT_KEEP"))
+            fprintf(stderr, "kept %s %s\n", o1, o2);
+        CHECK(same_file(o1, o2));
+        remove(raw);
+        remove(o1);
+        remove(o2);
+    }
+    remove(etl);
+    rmdir(dir);
+#endif
+}
+
 HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
-             T(memory_cap), T(stats_keys), T(stats_keys_cap), T(same_as_raw))
+             T(memory_cap), T(stats_keys), T(stats_keys_cap), T(same_as_raw),
+             T(convert_same_as_raw))

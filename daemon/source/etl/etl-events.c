@@ -16,6 +16,8 @@ struct etl_events {
     struct etw_corr *corr;
     etl_event_fn fn;
     void *arg;
+    uint32_t pid;  /* the traced process when the caller named it */
+    int announced; /* its process event sent */
     struct etl_events_stats st;
 };
 
@@ -101,6 +103,7 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     x->si = si;
     x->fn = fn;
     x->arg = arg;
+    x->pid = pid;
     /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
      * header record's own time is the clock at the session's start. */
     struct etw_corr_config cfg = {.acct = si->acct,
@@ -132,6 +135,13 @@ void etl_events_record(void *arg, const struct etl_record *r)
     struct etl_events *x = arg;
     struct etw_record e;
     struct etw_decoded d;
+    if (x->pid && !x->announced) {
+        /* A named process is known before its first event, as a raw stream's header
+         * announces its process (replay.c): the same stream either way. */
+        struct ht_event ev = {.kind = HT_EV_PROCESS, .size = x->pid};
+        x->announced = 1;
+        x->fn(x->arg, &ev);
+    }
     if (!etl_to_etw(r, &e)) {
         x->st.dec.unknown_provider++;
         return;

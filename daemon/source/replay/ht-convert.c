@@ -189,7 +189,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     int plain = 0, version = 2, level = HTEVZ_LEVEL_DEFAULT;
-    long pid = 0;
+    long long pid = 0;
     long frame_kib = HTEVZ_FRAME_BYTES >> 10;
     const char *files[2];
     int nfiles = 0;
@@ -201,8 +201,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--v1")) {
             version = 1;
         } else if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
-            pid = atol(argv[++i]);
-            if (pid < 1 || pid > 0xFFFFFFFFl)
+            pid = atoll(argv[++i]);
+            if (pid < 1 || pid > 0xFFFFFFFFLL)
                 return usage();
         } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
             level = atoi(argv[++i]);
