@@ -666,13 +666,14 @@ static int same_file(const char *a, const char *b)
     return same && n > 16;
 }
 
-/* The .etl: processor 1's buffer compressed and flagged as having lost a buffer. */
+/* The .etl: processor 1's buffer compressed and flagged as having lost a buffer; the
+ * header's EventsLost is 2. */
 static void write_etl(const struct rec *v, unsigned n, const char *path)
 {
     struct file f = {0};
     struct buf b[2];
     buf_init(&b[0]);
-    rec_logfile(&b[0], 2, 0, 1);
+    rec_logfile(&b[0], 2, 2, 1);
     w16(b[0].data + 0x2C, 3);
     buf_init(&b[1]);
     for (unsigned i = 0; i < n; i++) {
@@ -710,6 +711,8 @@ static void write_raw(const struct rec *v, unsigned n, uint32_t pid, const char 
         len = etw_raw_format(&r, line, sizeof(line));
         fwrite(line, 1, len, f);
     }
+    /* The .etl header's EventsLost (2), as a recording's gap. */
+    fputs("{\"etw_raw_lost\":2}\n", f);
     CHECK(fclose(f) == 0);
 }
 

@@ -16,8 +16,9 @@ struct etl_events {
     struct etw_corr *corr;
     etl_event_fn fn;
     void *arg;
-    uint32_t pid;  /* the traced process when the caller named it */
-    int announced; /* its process event sent */
+    uint32_t pid;         /* the traced process when the caller named it */
+    int announced;        /* its process event sent */
+    uint32_t events_lost; /* the header's EventsLost */
     struct etl_events_stats st;
 };
 
@@ -104,6 +105,7 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     x->fn = fn;
     x->arg = arg;
     x->pid = pid;
+    x->events_lost = h->events_lost;
     /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
      * header record's own time is the clock at the session's start. */
     struct etw_corr_config cfg = {.acct = si->acct,
@@ -153,8 +155,13 @@ void etl_events_record(void *arg, const struct etl_record *r)
         etw_corr_add(x->corr, &e, &d);
 }
 
+/* The header's EventsLost is the session's total, known when it stopped: a lost event at
+ * the end of the stream (as a raw stream's {"etw_raw_lost":N} line), so that every reply's
+ * data quality shows it. */
 void etl_events_finish(struct etl_events *x)
 {
+    if (x->events_lost)
+        etw_corr_lost(x->corr, x->events_lost);
     etw_corr_flush(x->corr);
 }
 

@@ -21,7 +21,8 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
 void etl_events_free(struct etl_events *x);
 /* An etl_record_fn: arg is the etl_events. */
 void etl_events_record(void *arg, const struct etl_record *r);
-/* End of the file: the events still waiting for a stack leave. */
+/* End of the file: the header's EventsLost as a lost event, then the events still waiting
+ * for a stack leave. */
 void etl_events_finish(struct etl_events *x);
 /* The record as the ETW consumer would have delivered it: 1, or 0 when a kernel record's
  * group has no provider the decoder knows (counted by the decoder as unknown). */
