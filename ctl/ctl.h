@@ -45,6 +45,11 @@ void render_top(struct ctl *c, const struct cJSON *data, int tty);
 /* Longer help printed after a command's options, or NULL (help-notes.c). */
 const char *ctl_help_notes(const char *cmd);
 int ctl_load(struct ctl *c);
+/* load FILE.etl (load-etl.c): is in a Windows trace (rewound after the look)? Its events
+ * sent as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE; *read_error set when the
+ * file could not be read whole (its errors printed). */
+int ctl_etl_is(FILE *in);
+int ctl_etl_send(struct ctl *c, FILE *in, const char *path, int *read_error);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);
 int ctl_top(struct ctl *c);

@@ -30,6 +30,33 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
     return rc != 0 ? rc : ctl_read_frame(c, *id, ack);
 }
 
+/* The file as it is, in chunks. 0, or EXIT_UNREACHABLE; *read_error the errno of a failed
+ * read. */
+static int send_bytes(struct ctl *c, FILE *in, int *read_error)
+{
+    static char buf[1 << 16];
+    char hdr[32];
+    /* read(2), not fread: from a pipe or a FIFO (a trace still being
+     * written, `tail -f ... | heaptracectl load -`) each piece goes out as it
+     * comes instead of waiting for 64 KiB. */
+    int fd = fileno(in), rc = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            *read_error = n < 0 ? errno : 0;
+            break;
+        }
+        int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
+        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, (size_t)n)) {
+            rc = EXIT_UNREACHABLE;
+            break;
+        }
+    }
+    return rc;
+}
+
 int ctl_load(struct ctl *c)
 {
     FILE *in = strcmp(c->file, "-") ? fopen(c->file, "rb") : stdin;
@@ -46,6 +73,10 @@ int ctl_load(struct ctl *c)
             fclose(in);
         return EXIT_CMD;
     }
+    /* A Windows trace (.etl) is converted here into the .htevb stream (load-etl.c); only a
+     * regular file is looked at: the look reads ahead, which a pipe or FIFO cannot undo. */
+    int etl = in != stdin && fstat(fileno(in), &sb) == 0 && S_ISREG(sb.st_mode) &&
+              ctl_etl_is(in);
     int64_t id;
     cJSON *env;
     int rc = open_stream(c, "load", &id, &env); /* acknowledged: streaming may start */
@@ -60,26 +91,8 @@ int ctl_load(struct ctl *c)
         fprintf(stderr, "loading %s into session %d...\n", c->file,
                 cJSON_IsNumber(sid) ? sid->valueint : 0);
     cJSON_Delete(env);
-    static char buf[1 << 16];
-    char hdr[32];
-    /* read(2), not fread: from a pipe or a FIFO (a trace still being
-     * written, `tail -f ... | heaptracectl load -`) each piece goes out as it
-     * comes instead of waiting for 64 KiB. */
-    int fd = fileno(in), read_error = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            read_error = n < 0 ? errno : 0;
-            break;
-        }
-        int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
-        if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, (size_t)n)) {
-            rc = EXIT_UNREACHABLE;
-            break;
-        }
-    }
+    int read_error = 0;
+    rc = etl ? ctl_etl_send(c, in, c->file, &read_error) : send_bytes(c, in, &read_error);
     if (in != stdin)
         fclose(in);
     if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
@@ -101,7 +114,7 @@ int ctl_load(struct ctl *c)
     cJSON_Delete(sum);
     if (read_error) {
         fprintf(stderr, "heaptracectl: read error on %s (%s): the session holds what was sent\n",
-                c->file, strerror(read_error));
+                c->file, etl ? "see above" : strerror(read_error));
         return EXIT_CMD;
     }
     return EXIT_OK;

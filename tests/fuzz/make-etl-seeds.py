@@ -87,6 +87,33 @@ def valid():
             buffer([system(True, 0x030A, 7, 8, 3000, pl)], 1, 2))
 
 
+def heap_two_processes():
+    """Heap and VirtualAlloc events of processes 8 and 99 with inline stacks, a WOW64
+    (SYSTEM32) alloc, processor 1's buffer compressed and flagged BUFFER_LOST, EventsLost 2:
+    the file tests/integration/cases-etl.sh loads. Payloads per ntwmi.h's ETW_HEAP_EVENT_*
+    (packed) and PERFINFO_VIRTUAL_ALLOC; StackWalk per PerfView's StackWalkStackTraceData."""
+    def heap(hook, p64, pid, tid, ts, ptrs, last=3):
+        fmt = "<" + ("Q" if p64 else "I") * len(ptrs) + "I"
+        return system(p64, hook, tid, pid, ts, struct.pack(fmt, *ptrs, last))
+
+    def stack(pid, tid, ts, *frames):
+        return perfinfo(0x1820, ts, struct.pack("<QII", ts, pid, tid) +
+                        b"".join(struct.pack("<Q", f) for f in frames))
+    cpu0 = [heap(0x1020, True, 8, 7, 1100, [0x10000], 0),
+            heap(0x1021, True, 8, 7, 2000, [0x10000, 64, 0x20000]),
+            stack(8, 7, 2000, 0x7FF000001000, 0x7FF000002000),
+            heap(0x1021, True, 8, 7, 2100, [0x10000, 96, 0x20100]),
+            stack(8, 7, 2100, 0x7FF000001000, 0x7FF000002400),
+            heap(0x1024, True, 8, 7, 4000, [0x10000, 0x20000]),
+            perfinfo(0x0262, 4500, struct.pack("<QQII", 0x100000, 0x10000, 8, 0x1000)),
+            heap(0x1021, True, 99, 5, 5000, [0x10000, 32, 0x30000]),
+            stack(99, 5, 5000, 0x7FF000003000, 0x7FF000004000)]
+    cpu1 = [heap(0x1021, False, 8, 9, 3000, [0x3000, 16, 0x5000]),
+            stack(8, 9, 3000, 0x401000, 0x402000)]
+    return (header_buffer(events_lost=2, buffers_lost=1) + buffer(cpu0, 0, 2) +
+            buffer(cpu1, 1, 3, flags=0x04, compress=True))
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
@@ -133,6 +160,7 @@ def main():
     unknown = struct.pack("<HBB", 16, 0x42, 0xC0) + bytes(12)
     seeds["wpp-then-unknown-type"] = header_buffer() + buffer(
         [wpp, perfinfo(0x0F2E, 2000, bytes(8)), unknown], 0, 2)
+    seeds["heap-two-processes"] = heap_two_processes()
     seeds["no-header-record"] = buffer([perfinfo(0x0F2E, 2000, bytes(8))], 0, 1, btype=4)
     for name, data in seeds.items():
         with open(os.path.join(d, name), "wb") as f:

@@ -85,12 +85,16 @@ static uint32_t path_cb(void *arg, const char *path)
     return stack_intern_str(x->si, path, (unsigned)strlen(path));
 }
 
+/* The traced process: its Start or rundown (with its image name), or the first process
+ * whose heap event came when none was named (no name yet): announced once, then again when
+ * its name comes. */
 static void process_cb(void *arg, uint32_t pid, const char *name)
 {
     struct etl_events *x = arg;
-    if (x->st.name[0] || !name[0])
+    if (x->st.name[0] || (!name[0] && x->announced))
         return;
     snprintf(x->st.name, sizeof(x->st.name), "%s", name);
+    x->announced = 1;
     struct ht_event ev = {.kind = HT_EV_PROCESS, .size = pid};
     x->fn(x->arg, &ev);
 }
