@@ -103,9 +103,11 @@ static void report(const char *path, const struct etl_reader *rd, const struct e
     if (ev) {
         struct etl_events_stats st;
         etl_events_stats(ev, &st);
-        fprintf(stderr, "%s: process %u (%s): %llu events, %llu stacks matched\n", path,
-                st.corr.followed_pid, st.name, (unsigned long long)st.corr.events_in,
-                (unsigned long long)st.corr.stacks_matched);
+        fprintf(stderr,
+                "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
+                "references unresolved\n",
+                path, st.corr.followed_pid, st.name, (unsigned long long)st.corr.events_in,
+                (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
     }
 }
 
@@ -133,10 +135,8 @@ int ctl_etl_send(struct ctl *c, FILE *in, const char *path, int *read_error)
     }
     if (etl_reader_open(rd) == 0 &&
         etl_events_new(&l->ev, &si, etl_reader_header(rd), 0, event_cb, l) == 0 &&
-        etl_reader_run(rd, etl_events_record, l->ev) == 0) {
-        etl_events_finish(l->ev);
+        etl_events_run(l->ev, rd) == 0)
         rc = EXIT_OK;
-    }
     htevb_writer_close(&l->w);
     flush(l);
     report(path, rd, l->ev);

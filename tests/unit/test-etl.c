@@ -755,6 +755,82 @@ static void test_convert_same_as_raw(void)
 #endif
 }
 
+/* ---- stack keys: references resolved by definitions that come later ---- */
+
+static void run_events(struct file *f, struct stack_intern *si, struct evs *out,
+                       struct etl_events_stats *st)
+{
+    struct etl_reader *r;
+    CHECK(etl_reader_new(&r, mem_read, f, f->n, NULL) == 0);
+    CHECK_EQ(etl_reader_open(r), 0);
+    struct etl_events *x;
+    CHECK(etl_events_new(&x, si, etl_reader_header(r), 8, keep_ev, out) == 0);
+    CHECK_EQ(etl_events_run(x, r), 0);
+    etl_events_stats(x, st);
+    etl_events_free(x);
+    etl_reader_free(r);
+}
+
+/* The same allocations with their stacks inline (0x1820) and by stack key (0x1826 references,
+ * the key's 0x1823 definition after them): the same events, stacks included; a key never
+ * defined is counted and its event goes without a stack, as without a stack record. */
+static void test_keys_same_as_inline(void)
+{
+    struct rec v[16];
+    const uint64_t a1[] = {0x10000, 64, 0x20000}, a2[] = {0x10000, 32, 0x20100};
+    struct file fi = {0}, fk = {0};
+    struct buf b;
+    uint8_t ref[24], def[24];
+    /* Inline: alloc + stack, then an alloc with no stack record. */
+    buf_init(&b);
+    rec_logfile(&b, 1, 0, 0);
+    heap_rec(&v[0], 0x1021, 1, 8, 7, 2000, a1, 3, 3);
+    stack_rec(&v[1], 8, 7, 2000, 0x7ff000001000ull, 0x7ff000002000ull);
+    heap_rec(&v[2], 0x1021, 1, 8, 7, 2500, a2, 3, 3);
+    rec_system(&b, 1, v[0].hook, 7, 8, 2000, v[0].pl, v[0].len);
+    rec_perfinfo(&b, 0x1820, 2000, v[1].pl, v[1].len);
+    rec_system(&b, 1, v[2].hook, 7, 8, 2500, v[2].pl, v[2].len);
+    put_buffer(&fi, &b, 0, 1, 0, 4, 0, 0);
+    /* Keys: the same allocs, each followed by a user key reference; only the first key is
+     * defined, by a KeyDelete after both. */
+    buf_init(&b);
+    rec_logfile(&b, 1, 0, 0);
+    rec_system(&b, 1, v[0].hook, 7, 8, 2000, v[0].pl, v[0].len);
+    w64(ref, 2000), w32(ref + 8, 8), w32(ref + 12, 7), w64(ref + 16, 0xABC0);
+    rec_perfinfo(&b, 0x1826, 2000, ref, 24);
+    rec_system(&b, 1, v[2].hook, 7, 8, 2500, v[2].pl, v[2].len);
+    w64(ref, 2500), w64(ref + 16, 0xDEF0);
+    rec_perfinfo(&b, 0x1826, 2500, ref, 24);
+    w64(def, 0xABC0), w64(def + 8, 0x7ff000001000ull), w64(def + 16, 0x7ff000002000ull);
+    rec_perfinfo(&b, 0x1823, 3000, def, 24);
+    put_buffer(&fk, &b, 0, 1, 0, 4, 0, 0);
+    struct stack_intern si1, si2;
+    CHECK(stack_intern_init(&si1, 1024, 1024) == 0);
+    CHECK(stack_intern_init(&si2, 1024, 1024) == 0);
+    static struct evs ei, ek;
+    struct etl_events_stats sti, stk;
+    run_events(&fi, &si1, &ei, &sti);
+    run_events(&fk, &si2, &ek, &stk);
+    CHECK_EQ(ei.n, 3); /* the process, two allocs */
+    CHECK_EQ(ek.n, ei.n);
+    for (unsigned i = 0; i < ei.n; i++) {
+        CHECK_EQ(ei.ev[i].kind, ek.ev[i].kind);
+        CHECK_EQ(ei.ev[i].t, ek.ev[i].t);
+        CHECK_EQ(ei.ev[i].addr, ek.ev[i].addr);
+        CHECK_EQ(ei.ev[i].stack, ek.ev[i].stack);
+        CHECK_EQ(ei.ev[i].flags, ek.ev[i].flags);
+    }
+    CHECK(ek.ev[1].stack != 0);
+    CHECK_EQ(ek.ev[2].stack, 0);
+    CHECK_EQ(stk.key_refs, 2);
+    CHECK_EQ(stk.key_unresolved, 1);
+    CHECK_EQ(stk.corr.stacks_matched, 1);
+    stack_intern_close(&si1);
+    stack_intern_close(&si2);
+    free(fi.p);
+    free(fk.p);
+}
+
 HT_TEST_MAIN(T(xpress_matches), T(merge_order), T(compression_format), T(hostile_sizes),
              T(memory_cap), T(stats_keys), T(stats_keys_cap), T(same_as_raw),
-             T(convert_same_as_raw))
+             T(convert_same_as_raw), T(keys_same_as_inline))

@@ -2,6 +2,7 @@
  * (EVENT_RECORD's provider, opcode, flags, ids and UserData), then the decoder and the stack
  * correlator that the live source and raw streams use. */
 #include "etl-events.h"
+#include "etl-keys.h"
 
 #include "ht-error.h"
 #include <uv.h>
@@ -16,9 +17,11 @@ struct etl_events {
     struct etw_corr *corr;
     etl_event_fn fn;
     void *arg;
-    uint32_t pid;         /* the traced process when the caller named it */
-    int announced;        /* its process event sent */
-    uint32_t events_lost; /* the header's EventsLost */
+    uint32_t pid;          /* the traced process when the caller named it */
+    int announced;         /* its process event sent */
+    uint32_t events_lost;  /* the header's EventsLost */
+    struct etl_keys *keys; /* stack-key definitions (etl_events_run's first pass) */
+    uint8_t *scratch;      /* a resolved key reference as an inline stack payload */
     struct etl_events_stats st;
 };
 
@@ -132,8 +135,62 @@ void etl_events_free(struct etl_events *x)
 {
     if (!x)
         return;
+    etl_keys_free(x->keys);
+    free(x->scratch);
     etw_corr_free(x->corr);
     free(x);
+}
+
+#define HOOK_KEY_KERNEL 0x1825 /* ntwmi.h PERFINFO_LOG_TYPE_STACKTRACE_KEY_KERNEL */
+#define HOOK_KEY_USER 0x1826
+#define KEY_FRAMES_MAX 1024 /* more than the correlator keeps (ETW_MAX_FRAMES) */
+
+static uint64_t rd_ptr(const uint8_t *p, unsigned size)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < size; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* A key reference (EventTimeStamp u64, StackProcess u32, StackThread u32, StackKey P:
+ * PerfView's StackWalkRefTraceData) resolved to its definition's frames goes to the
+ * correlator as the inline stack (0x1820: the same three fields, then the frames) that
+ * Windows would have logged without the cache. */
+static void key_ref(struct etl_events *x, const struct etl_record *r)
+{
+    unsigned p = r->ptr_size ? r->ptr_size : 8;
+    if (r->len < 16 + p) {
+        x->st.malformed++;
+        return;
+    }
+    x->st.key_refs++;
+    uint32_t n = 0;
+    const uint64_t *f =
+        x->keys ? etl_keys_find(x->keys, rd_ptr(r->payload + 16, p), r->ts, &n) : NULL;
+    if (!f) {
+        x->st.key_unresolved++;
+        return;
+    }
+    if (n > KEY_FRAMES_MAX)
+        n = KEY_FRAMES_MAX;
+    memcpy(x->scratch, r->payload, 16);
+    for (uint32_t i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++)
+            x->scratch[16 + 8 * i + b] = (uint8_t)(f[i] >> (8 * b));
+    struct etw_record e = {.provider = etw_guid_stackwalk,
+                           .opcode = 32,
+                           .version = 2,
+                           .flags = ETW_HDR_FLAG_64_BIT_HEADER,
+                           .pid = r->pid,
+                           .tid = r->tid,
+                           .cpu = r->cpu,
+                           .ts = r->ts,
+                           .payload = x->scratch,
+                           .len = 16 + 8 * n};
+    struct etw_decoded d;
+    if (etw_decode(&e, &d, &x->st.dec) == 1)
+        etw_corr_add(x->corr, &e, &d);
 }
 
 void etl_events_record(void *arg, const struct etl_record *r)
@@ -147,6 +204,10 @@ void etl_events_record(void *arg, const struct etl_record *r)
         struct ht_event ev = {.kind = HT_EV_PROCESS, .size = x->pid};
         x->announced = 1;
         x->fn(x->arg, &ev);
+    }
+    if (!r->has_guid && (r->hook == HOOK_KEY_KERNEL || r->hook == HOOK_KEY_USER)) {
+        key_ref(x, r);
+        return;
     }
     if (!etl_to_etw(r, &e)) {
         x->st.dec.unknown_provider++;
@@ -173,4 +234,24 @@ void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out)
 {
     *out = x->st;
     out->corr = *etw_corr_stats(x->corr);
+}
+
+int etl_events_run(struct etl_events *x, struct etl_reader *rd)
+{
+    x->keys = etl_keys_new(0);
+    x->scratch = malloc(16 + 8 * KEY_FRAMES_MAX);
+    if (!x->keys || !x->scratch)
+        return UV_ENOMEM;
+    int rc = etl_reader_run(rd, etl_keys_collect, x->keys);
+    if (rc != 0)
+        return rc;
+    etl_keys_seal(x->keys);
+    etl_reader_rewind(rd);
+    if ((rc = etl_reader_run(rd, etl_events_record, x)) != 0)
+        return rc;
+    etl_events_finish(x);
+    struct etl_keys_stats ks;
+    etl_keys_stats(x->keys, &ks);
+    x->st.key_defs_dropped = ks.defs_dropped;
+    return 0;
 }

@@ -21,6 +21,10 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
 void etl_events_free(struct etl_events *x);
 /* An etl_record_fn: arg is the etl_events. */
 void etl_events_record(void *arg, const struct etl_record *r);
+/* The whole file: a first pass for the stack-key definitions (etl-keys.h), then the
+ * records through etl_events_record, then etl_events_finish. 0, or a negative code. Without
+ * it (records fed one by one) key references stay unresolved. */
+int etl_events_run(struct etl_events *x, struct etl_reader *rd);
 /* End of the file: the header's EventsLost as a lost event, then the events still waiting
  * for a stack leave. */
 void etl_events_finish(struct etl_events *x);
@@ -31,8 +35,11 @@ int etl_to_etw(const struct etl_record *r, struct etw_record *out);
 struct etl_events_stats {
     struct etw_decode_stats dec;
     struct etw_corr_stats corr;
-    uint64_t malformed; /* payloads shorter than their layout */
-    char name[256];     /* the traced process's image name, from its Process event */
+    uint64_t malformed;        /* payloads shorter than their layout */
+    uint64_t key_refs;         /* stack-key references (0x1825/0x1826) */
+    uint64_t key_unresolved;   /* of those, no definition of their key in the file */
+    uint64_t key_defs_dropped; /* definitions past the frames cap (etl-keys.h) */
+    char name[256];            /* the traced process's image name, from its Process event */
 };
 void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out);
 

@@ -25,7 +25,7 @@ struct etl_buf {
 };
 
 struct etl_cpu {
-    uint32_t next, last; /* the stream's buffers: idx[next..last) */
+    uint32_t first, next, last; /* the stream's buffers: idx[first..last), next to read */
     uint8_t *data;
     size_t cap, pos, end;
     uint64_t off; /* file offset of the buffer in data */
@@ -40,6 +40,7 @@ struct etl_reader {
     struct etl_limits lim;
     struct etl_header hdr;
     struct etl_counts counts;
+    struct etl_counts opened; /* the counts once the file was indexed: a rewind's start */
     struct etl_buf *idx;
     uint32_t nidx, capidx;
     struct etl_cpu *cpus;
@@ -278,8 +279,10 @@ static int make_streams(struct etl_reader *r)
     if (!r->cpus || !r->heap)
         return -ENOMEM;
     for (uint32_t i = 0; i < r->nidx; i++) {
-        if (i == 0 || r->idx[i].cpu != r->idx[i - 1].cpu)
-            r->cpus[r->ncpus++].next = i;
+        if (i == 0 || r->idx[i].cpu != r->idx[i - 1].cpu) {
+            r->cpus[r->ncpus].first = r->cpus[r->ncpus].next = i;
+            r->ncpus++;
+        }
         r->cpus[r->ncpus - 1].last = i + 1;
     }
     return 0;
@@ -296,7 +299,19 @@ int etl_reader_open(struct etl_reader *r)
         etl_reader_error(r, ETL_ERR_COMPRESSION_FORMAT, 0x2C);
         return -1;
     }
-    return make_streams(r);
+    if ((rc = make_streams(r)) == 0)
+        r->opened = r->counts;
+    return rc;
+}
+
+void etl_reader_rewind(struct etl_reader *r)
+{
+    for (uint32_t i = 0; i < r->ncpus; i++) {
+        r->cpus[i].next = r->cpus[i].first;
+        r->cpus[i].pos = r->cpus[i].end = 0;
+        r->cpus[i].ts = 0;
+    }
+    r->counts = r->opened;
 }
 
 const struct etl_header *etl_reader_header(const struct etl_reader *r)
@@ -484,7 +499,7 @@ int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg)
 {
     r->nheap = 0;
     for (uint32_t i = 0; i < r->ncpus; i++) {
-        int rc = cursor_next(r, &r->cpus[i], r->idx[r->cpus[i].next].cpu);
+        int rc = cursor_next(r, &r->cpus[i], r->idx[r->cpus[i].first].cpu);
         if (rc < 0)
             return rc;
         if (rc > 0) {

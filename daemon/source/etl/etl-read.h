@@ -135,6 +135,8 @@ const struct etl_header *etl_reader_header(const struct etl_reader *r);
  * 0, or -ENOMEM. Bad buffers and records are counted and skipped. */
 int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg);
 const struct etl_counts *etl_reader_counts(const struct etl_reader *r);
+/* Back to the start for another run (the counts as they were after open). */
+void etl_reader_rewind(struct etl_reader *r);
 /* Counts an error at off (first offset kept). */
 void etl_reader_error(struct etl_reader *r, int kind, uint64_t off);
 

@@ -133,8 +133,7 @@ static int etl_convert(FILE *in, const char *path, uint32_t pid, struct stack_in
     int rc = etl_reader_open(rd);
     if (rc == 0 &&
         (rc = etl_events_new(&etl_ev, si, etl_reader_header(rd), pid, etl_event_cb, NULL)) == 0) {
-        rc = etl_reader_run(rd, etl_events_record, etl_ev);
-        etl_events_finish(etl_ev);
+        rc = etl_events_run(etl_ev, rd);
     }
     const struct etl_counts *c = etl_reader_counts(rd);
     for (int k = 0; k < ETL_ERR_N; k++)
@@ -148,12 +147,13 @@ static int etl_convert(FILE *in, const char *path, uint32_t pid, struct stack_in
         fprintf(stderr,
                 "%s: process %u (%s): %llu events, %llu stacks matched, %llu unmatched, "
                 "%llu events without a stack, %llu malformed payloads, %llu records of other "
-                "processes\n",
+                "processes, %llu stack-key references (%llu unresolved)\n",
                 path, pid ? pid : st.corr.followed_pid, st.name,
                 (unsigned long long)st.corr.events_in, (unsigned long long)st.corr.stacks_matched,
                 (unsigned long long)st.corr.stacks_unmatched,
                 (unsigned long long)st.corr.events_no_stack, (unsigned long long)st.malformed,
-                (unsigned long long)st.corr.other_process);
+                (unsigned long long)st.corr.other_process, (unsigned long long)st.key_refs,
+                (unsigned long long)st.key_unresolved);
     }
     int errors = 0;
     for (int k = 0; k < ETL_ERR_N; k++)
