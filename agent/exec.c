@@ -46,14 +46,21 @@ static unsigned nvars;
 static char agent_path[4096];
 static pid_t traced_pid;
 static int keep_on_exec;
+static int follow_mode; /* run --follow: the environment kept, so every exec carries the agent */
 
 AGENT_HIDDEN void agent_exec_save(const char *self_path, int follow)
 {
     size_t used = 0;
     nvars = 0;
     keep_on_exec = 0;
-    if (follow || !self_path || strlen(self_path) >= sizeof(agent_path))
+    follow_mode = 0;
+    if (!self_path || strlen(self_path) >= sizeof(agent_path))
         return;
+    if (follow) {
+        strcpy(agent_path, self_path);
+        follow_mode = 1;
+        return;
+    }
     for (char **e = environ; e && *e && nvars < VARS_MAX; e++) {
         size_t n = strlen(*e) + 1;
         if (strncmp(*e, VAR_PREFIX, sizeof(VAR_PREFIX) - 1) != 0 || used + n > sizeof(saved))
@@ -115,6 +122,61 @@ static char **env_with_agent(char *const envp[], size_t *len)
     return out;
 }
 
+/* LD_PRELOAD's value without the agent's path (its entries are separated
+ * by ':' or ' ': ld.so(8)), into out (room for the whole value). */
+static void preload_without_agent(const char *v, char *out)
+{
+    size_t alen = strlen(agent_path), o = 0;
+    while (*v) {
+        size_t n = strcspn(v, ": ");
+        if (n && !(n == alen && memcmp(v, agent_path, n) == 0)) {
+            if (o)
+                out[o++] = ':';
+            memcpy(out + o, v, n);
+            o += n;
+        }
+        v += n;
+        if (*v)
+            v++;
+    }
+    out[o] = '\0';
+}
+
+/* envp without the agent (run --follow, an exec of a program its loader
+ * cannot take): its variables out, its path out of LD_PRELOAD (dropped when
+ * nothing else is left). Mapped as env_with_agent's; NULL: envp as it is. */
+static char **env_without_agent(char *const envp[], size_t *len)
+{
+    size_t n = 0, pre = 0;
+    for (; envp && envp[n]; n++)
+        if (strncmp(envp[n], "LD_PRELOAD=", 11) == 0)
+            pre += strlen(envp[n]) + 1;
+    size_t arr = (n + 1) * sizeof(char *);
+    *len = arr + pre + 1;
+    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char **out = m;
+    char *pl = (char *)m + arr;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(envp[i], VAR_PREFIX, sizeof(VAR_PREFIX) - 1) == 0)
+            continue;
+        if (strncmp(envp[i], "LD_PRELOAD=", 11) != 0) {
+            out[k++] = envp[i];
+            continue;
+        }
+        strcpy(pl, "LD_PRELOAD=");
+        preload_without_agent(envp[i] + 11, pl + 11);
+        if (pl[11]) {
+            out[k++] = pl;
+            pl += strlen(pl) + 1;
+        }
+    }
+    out[k] = NULL;
+    return out;
+}
+
 /* Would the program's loader take the agent? Not in a program of another
  * ELF class (a 32-bit one): its loader would say "wrong ELF class" on the
  * program's stderr and go on without it. Unknown (a script, a name looked
@@ -159,7 +221,10 @@ static void *next(const char *name)
     do {                                                                                           \
         size_t len_ = 0;                                                                           \
         agent_flush();                                                                             \
-        char **env_ = exec_traced() && (loads) ? env_with_agent(envp, &len_) : NULL;               \
+        int loads_ = (loads);                                                                      \
+        char **env_ = exec_traced() && loads_ ? env_with_agent(envp, &len_)                        \
+                      : follow_mode && !loads_ ? env_without_agent(envp, &len_)                    \
+                                               : NULL;                                             \
         char *const *use_ = env_ ? (char *const *)env_ : (envp);                                   \
         int rc_ = (call);                                                                          \
         if (env_) {                                                                                \
