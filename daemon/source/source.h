@@ -237,19 +237,9 @@ struct source {
     struct source_sink sink;
 };
 
-/* The registration list (sources.def), in order of preference. */
+/* Each backend's operations (sources.def; listed in sources.h). */
 #define X(name, ops) extern const struct source_ops ops;
 #include "sources.def"
 #undef X
-extern const struct source_ops *const source_list[];
-extern const unsigned source_count;
-
-/* The first source serving mode (or the one called name, when not NULL), or
- * NULL with why in err: no backend built for the mode, or the named one does
- * not serve it. */
-const struct source_ops *source_pick(unsigned mode, const char *name, char *err, size_t errsz);
-/* Every backend's recover (daemon start and stop): calls log(arg, msg) for
- * each that undid something. */
-void source_recover_all(void (*log)(void *arg, const char *msg), void *arg);
 
 #endif

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "agent-src.h"
+#include "agent-source.h"
 #include "agent-decode.h"
 #include "agent-source.h"
 #include "ht-alloc.h"

@@ -6,7 +6,6 @@
 #define AGENT_SRC_H
 
 #include "agent-decode.h"
-#include "agent-source.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "execwatch.h"

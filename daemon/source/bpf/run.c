@@ -262,7 +262,7 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
     return 0;
 }
 
-/* Finishing: the programs take nothing any more (tracer_cut), so the ring
+/* Finishing: the programs take nothing any more (bpf_tracer_cut), so the ring
  * holds only records taken before; every one becomes an event (the sink
  * waits for room, the loop keeps draining), then the drops counted until
  * now, then the links go (here, not on the loop: their removal is slow).
