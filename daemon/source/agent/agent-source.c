@@ -572,7 +572,9 @@ static void agent_stats(struct source *base, struct source_stats *st)
         st->sample_overhead_ppm = s->map ? agent_dec_overhead_ppm(&s->dec) : 0;
         st->sample_rate_changes = s->dec.st.rate_changes;
         st->sampled_allocs = s->dec.st.sampled;
-        st->sample_set_full = s->map ? agent_dec_counter(&s->dec, HTA_CNT_SAMPLE_SET_FULL) : 0;
+        /* The process's total: programs before an exec counted too (status's way). */
+        st->sample_set_full = s->agent_before[HTA_CNT_SAMPLE_SET_FULL] +
+                              (s->map ? agent_dec_counter(&s->dec, HTA_CNT_SAMPLE_SET_FULL) : 0);
     }
     for (int k = 0; k < MEM_KINDS; k++) {
         st->mem[k] = s->acct.bytes[k];
