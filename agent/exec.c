@@ -85,6 +85,19 @@ static int is_ours(const char *kv)
     return strncmp(kv, VAR_PREFIX, sizeof(VAR_PREFIX) - 1) == 0 || strncmp(kv, "LD_PRELOAD=", 11) == 0;
 }
 
+/* An environment's memory: arr bytes of pointers, then strs bytes for the
+ * strings (*strs_at), mapped (no malloc: the program may exec from
+ * anywhere, a vfork child included). NULL if it cannot be had. */
+static char **env_map(size_t arr, size_t strs, size_t *len, char **strs_at)
+{
+    *len = arr + strs;
+    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    *strs_at = (char *)m + arr;
+    return m;
+}
+
 /* envp with the agent's variables and the agent first in LD_PRELOAD, in
  * memory mapped for it (no malloc: the program may exec from anywhere, a
  * vfork child included). NULL when it cannot be made: the exec goes on with
@@ -99,12 +112,10 @@ static char **env_with_agent(char *const envp[], size_t *len)
     if (old)
         pre = strlen(old) + 1;
     size_t arr = (n + nvars + 2) * sizeof(char *);
-    *len = arr + sizeof("LD_PRELOAD=") + strlen(agent_path) + pre + 1;
-    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
+    char *pl;
+    char **out = env_map(arr, sizeof("LD_PRELOAD=") + strlen(agent_path) + pre + 1, len, &pl);
+    if (!out)
         return NULL;
-    char **out = m;
-    char *pl = (char *)m + arr;
     size_t k = 0;
     strcpy(pl, "LD_PRELOAD=");
     strcat(pl, agent_path);
@@ -151,13 +162,10 @@ static char **env_without_agent(char *const envp[], size_t *len)
     for (; envp && envp[n]; n++)
         if (strncmp(envp[n], "LD_PRELOAD=", 11) == 0)
             pre += strlen(envp[n]) + 1;
-    size_t arr = (n + 1) * sizeof(char *);
-    *len = arr + pre + 1;
-    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
+    char *pl;
+    char **out = env_map((n + 1) * sizeof(char *), pre + 1, len, &pl);
+    if (!out)
         return NULL;
-    char **out = m;
-    char *pl = (char *)m + arr;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (strncmp(envp[i], VAR_PREFIX, sizeof(VAR_PREFIX) - 1) == 0)
