@@ -373,7 +373,8 @@ static void check_moved(struct etw_corr *c, uint32_t tid, uint64_t new_addr)
         t->awaiting = new_addr;
 }
 
-/* Fill ev from d; 0 when the record makes no event. */
+/* Fill ev from d; 0 when the record makes no event. Long: one case per
+ * decoded kind, each a few lines, read best side by side. */
 static int make_event(struct etw_corr *c, const struct etw_record *r, const struct etw_decoded *d,
                       struct ht_event *ev)
 {
