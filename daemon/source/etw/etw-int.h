@@ -113,7 +113,7 @@ extern uint64_t etw_qpc_freq;
 extern struct etw_dosmap etw_drive_map; /* built when the hub starts, read by the consumers */
 extern const struct etw_guid etw_kernel_logger_guid;
 
-/* A session's own counters (ControlTraceW QUERY, etw-mechanics.md 5.4):
+/* A session's own counters (ControlTraceW QUERY: EVENT_TRACE_PROPERTIES):
  * events ETW could not log (all buffers full), buffers written, and
  * buffers it could not deliver to us (a slow consumer). */
 struct etw_logger_counters {

@@ -12,8 +12,11 @@
 #include <string.h>
 
 #define PROPS_ROOM 2048 /* for the names ControlTraceW writes back */
-/* The system logger's own GUID (never SystemTraceControlGuid, 3.1): a fixed
- * one of ours, {c1b4a57e-6e40-4c4c-9d0a-68656170747261}. */
+/* The system logger's own GUID: SystemTraceControlGuid names the one "NT
+ * Kernel Logger" session, a session with EVENT_TRACE_SYSTEM_LOGGER_MODE gets
+ * a GUID of its own (learn.microsoft.com, Configuring and Starting a
+ * SystemTraceProvider Session). A fixed one of ours,
+ * {c1b4a57e-6e40-4c4c-9d0a-68656170747261}. */
 const struct etw_guid etw_kernel_logger_guid = {{0xc1, 0xb4, 0xa5, 0x7e, 0x6e, 0x40, 0x4c, 0x4c,
                                                  0x9d, 0x0a, 0x68, 0x65, 0x61, 0x70, 0x74, 0x72}};
 
@@ -88,7 +91,8 @@ static wchar_t *wide(const char *s, wchar_t *buf, int cap)
     return buf;
 }
 
-/* Stop a session of ours by name (a previous run's, 5.5); no error if none. */
+/* Stop a session of ours by name (a previous run's: a real-time session
+ * outlives the process that started it); no error if none. */
 static void etw_logger_stop(const char *name)
 {
     static uint8_t props[ETW_PROPS_SIZE + PROPS_ROOM] __attribute__((aligned(8)));
@@ -121,7 +125,8 @@ int etw_logger_query(const char *name, const struct etw_guid *guid, struct etw_l
     return 0;
 }
 
-/* The name of a running heap session that is not ours, or "" (1.6). */
+/* The name of a running heap session that is not ours, or "" (Windows runs
+ * one session with the heap provider's GUID at a time). */
 static void foreign_heap_session(char *name, size_t namesz)
 {
     enum { MAXS = 64, ROOM = 1024 };
@@ -225,8 +230,9 @@ static void consumer_stop(struct consumer *c, const char *name)
     if (c->h)
         etw_logger_stop(name);
     c->h = 0;
+    /* ERROR_CTX_CLOSE_PENDING is success (learn.microsoft.com, CloseTrace). */
     if (c->ph && c->ph != INVALID_PROCESSTRACE_HANDLE)
-        CloseTrace(c->ph); /* ERROR_CTX_CLOSE_PENDING is success (5.5) */
+        CloseTrace(c->ph);
     if (c->running)
         uv_thread_join(&c->thread);
     c->running = 0;
@@ -304,7 +310,8 @@ static int be_kernel_start(void *arg, int stacks, char *err, size_t errsz)
     if (rc)
         return rc;
     if (stacks) {
-        /* Stacks on VirtualAlloc: {PageFault GUID, 98} (2.1). */
+        /* Stacks on VirtualAlloc: {PageFault GUID, 98} (learn.microsoft.com,
+         * TraceSetInformation and CLASSIC_EVENT_ID). */
         CLASSIC_EVENT_ID id;
         memset(&id, 0, sizeof(id));
         static const GUID pagefault = {
@@ -341,7 +348,7 @@ int etw_machine_open(char *err, size_t errsz)
                  "one heap logger)");
         return HT_EFULL;
     }
-    /* A previous run's sessions (a crash leaves them running, 5.5). */
+    /* A previous run's sessions (a crash leaves them running). */
     etw_logger_stop(HEAP_SESSION);
     etw_logger_stop(KERNEL_SESSION);
     char foreign[128];
@@ -379,8 +386,8 @@ void etw_machine_close_if_idle(void)
     }
 }
 
-/* A previous run's sessions and IFEO changes (etw-mechanics.md 1.5, 5.5):
- * at daemon start after a crash, and at daemon stop. */
+/* A previous run's sessions and IFEO changes (ifeo.h): at daemon start
+ * after a crash, and at daemon stop. */
 int etw_recover(char *msg, size_t msgsz)
 {
     if (etw_machine_hub || etw_mutex_take() != 0)

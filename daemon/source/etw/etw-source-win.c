@@ -1,6 +1,6 @@
 /*
  * The ETW source (source.h; Windows, HEAPTRACE_WITH_ETW): `start --pid N`
- * and `start --exe app.exe` (etw-mechanics.md 1, 3, 5). Windows allows one
+ * and `start --exe app.exe` (docs/windows.md). Windows allows one
  * heap logger per machine, so every heaptrace session of this daemon shares
  * the machine's sessions through the hub (etw-hub.h): the heap logger
  * (Wnode.Guid = HeapGuid, the union of the targets' PIDs and the stack-walk
@@ -15,7 +15,7 @@
  * noticed by waiting on its process handle (procwatch.h).
  *
  * --exe: IFEO TracingFlags for the image, journaled (ifeo.h), and the heap
- * logger for PID 0 (1.5): processes of that image started afterwards log
+ * logger for PID 0 (ifeo.h): processes of that image started afterwards log
  * their heap events, already running ones do not (the start reply says so).
  * The session takes the first of them to log (etw_corr_config.follow_first):
  * its heap, its symbols, its private bytes; each later process gets a
@@ -37,7 +37,7 @@
  * UIforETW) is reported by name and left alone.
  *
  * Not run on real Windows: under wine StartTraceW succeeds without a session
- * and OpenTraceW fails (windows-build.md 3.5), so start fails there with the
+ * and OpenTraceW fails (wine 8), so start fails there with the
  * error of OpenTraceW, every session stopped and TracingFlags restored: that
  * path is what the tests exercise. The hub's logic (union, restarts, routing)
  * is tested on every platform (test-etw.hub).
@@ -178,7 +178,7 @@ static void process_fwd(void *arg, const struct source_process *p)
 }
 
 /* The target exited: its last records may still be in ETW's buffers
- * (flushed every second, etw-mechanics.md 5.3): the session leaves the hub
+ * (flushed every second: FlushTimer 1, etw-logger-win.c): the session leaves the hub
  * two seconds later; what comes for that process after is unrouted. */
 #define EXIT_GRACE_MS 2000
 

@@ -1,6 +1,6 @@
-/* IFEO TracingFlags with a crash-safe journal (ifeo.h). Registry facts:
- * etw-mechanics.md 1.5 (value name TracingFlags, REG_DWORD, bit 0 =
- * HeapTracingEnabled; key = the file name with .exe; 64-bit view). */
+/* IFEO TracingFlags with a crash-safe journal (ifeo.h). Registry facts, as
+ * PerfView's heap tracing sets them: value name TracingFlags, REG_DWORD,
+ * bit 0 = HeapTracingEnabled; key = the file name with .exe; 64-bit view. */
 #include "ifeo.h"
 
 #include "ht-error.h"
