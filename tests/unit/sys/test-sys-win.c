@@ -320,6 +320,32 @@ static void test_added_module(void)
     child_end(&ch);
 }
 
+/* A module of the list that a rescan cannot add (a module of the source's
+ * lies inside it) is counted in modules_not_added, as on Linux. */
+static void test_scan_not_added(void)
+{
+    struct child ch;
+    CHECK(child_start(&ch) == 0);
+    struct procmods_module *v = NULL;
+    size_t n = 0;
+    CHECK_EQ(procmods_list(child_pid(&ch), &v, &n), 0);
+    CHECK(n > 0 && v[0].size > 0x2000);
+    struct sym_cache *c = NULL;
+    CHECK_EQ(sym_cache_new(&c, child_pid(&ch), NULL, MEM_symbols), 0);
+    CHECK_EQ(sym_cache_add_module(c, v[0].base + 0x1000, v[0].base + 0x2000, v[0].base,
+                                  v[0].path, ""),
+             0);
+    char buf[512];
+    /* An address in no module: the module list is read again. */
+    CHECK(sym_cache_resolve(c, 0x10, 0, buf, sizeof buf) == NULL);
+    struct sym_stats st;
+    sym_cache_stats(c, &st);
+    CHECK_EQ(st.modules_not_added, 1);
+    ht_free(v);
+    sym_cache_free(c);
+    child_end(&ch);
+}
+
 struct exit_seen {
     int fired, known, code;
     uint64_t pid;
@@ -532,5 +558,5 @@ static void test_timeout(void)
     child_end(&ch);
 }
 
-HT_TEST_MAIN(T(procmem_commit), T(modules), T(resolve_own), T(resolve_kernel32), T(added_module),
+HT_TEST_MAIN(T(procmem_commit), T(modules), T(resolve_own), T(resolve_kernel32), T(added_module), T(scan_not_added),
              T(exit_watch), T(exit_watch_stopped), T(threads), T(search_path), T(timeout))
