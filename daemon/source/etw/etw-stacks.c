@@ -1,7 +1,7 @@
 /*
  * ETW records to heaptrace events, with stack correlation (etw-stacks.h).
  * The match rule is PerfView's (TraceLog GetBestEventForQPC, restated in
- * etw-mechanics.md 2.3): the StackWalk's EventTimeStamp equals its event's
+ * docs/windows.md#stacks): the StackWalk's EventTimeStamp equals its event's
  * raw timestamp, on the StackWalk's StackThread; an event whose header has no
  * thread (VirtualAlloc) matches on timestamp and processor.
  */
@@ -150,7 +150,7 @@ static void emit_pend(struct etw_corr *c, struct pend *p)
  * time since (without wrapping at the end of time). From its arrival, not
  * its own timestamp: ETW delivers each processor's buffers whole, so a
  * processor's events can come after another's newer ones, each with its
- * stack right behind it (etw-mechanics.md 5.3: FlushTimer 1 s). */
+ * stack right behind it (FlushTimer 1 s: docs/windows.md#real-time-consumption). */
 static int waited(const struct etw_corr *c, uint64_t ns)
 {
     return c->newest_ns > ns && c->newest_ns - ns > c->cfg.ttl_ns;
@@ -176,7 +176,7 @@ static void drain(struct etw_corr *c, int force_one)
 
 /* The user frames of a stack record, innermost first, into out; kernel
  * frames (the walk starts inside NtTraceEvent) are counted and dropped. x64
- * kernel addresses are the upper canonical half (etw-mechanics.md 2.2). */
+ * kernel addresses are the upper canonical half (docs/windows.md#stacks). */
 static uint32_t user_frames(struct etw_corr *c, const struct etw_decoded *d, uint64_t *out,
                             uint8_t *truncated)
 {
@@ -393,7 +393,8 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
     case ETW_HEAP_REALLOC:
         if (d->addr != d->old_addr) {
             /* A moving ReAlloc arrives with its own Alloc and Free: never
-             * counted twice (etw-mechanics.md 4.4, PerfView's HeapTracker). */
+             * counted twice (docs/windows.md#heap-event-payloads, PerfView's
+             * HeapTracker). */
             c->st.realloc_moved++;
             check_moved(c, r->tid, d->addr);
             return 0;

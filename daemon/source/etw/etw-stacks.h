@@ -2,7 +2,7 @@
  * From decoded ETW records to heaptrace events: filtering by process, the
  * heap and VirtualAlloc semantics of the outstanding tables, and the
  * correlation of StackWalk events with the events they belong to
- * (etw-mechanics.md 2.3 and 4.4). Portable (no windows.h).
+ * (docs/windows.md#stacks and #heap-event-payloads). Portable (no windows.h).
  *
  * A StackWalk event carries the raw timestamp of its event and its thread; it
  * normally follows its event (the walk runs inside the logging call), but
@@ -26,7 +26,7 @@
 #define ETW_MAX_FRAMES 192 /* ETW_STACK_SW_ARRAY_SIZE: deeper stacks arrive truncated */
 
 /* Kinds that get stack walks (bits 1 << enum etw_kind). The live sessions ask
- * for HeapAlloc, HeapReAlloc and VirtualAlloc (etw-mechanics.md 2.1). */
+ * for HeapAlloc, HeapReAlloc and VirtualAlloc (docs/windows.md#stacks). */
 #define ETW_STACK_KINDS_DEFAULT                                                                    \
     ((1u << ETW_HEAP_ALLOC) | (1u << ETW_HEAP_REALLOC) | (1u << ETW_VIRTUAL_ALLOC))
 

@@ -1,5 +1,5 @@
 /* IFEO TracingFlags with a crash-safe journal (ifeo.h). Registry facts:
- * etw-mechanics.md 1.5 (value name TracingFlags, REG_DWORD, bit 0 =
+ * docs/windows.md#image-file-execution-options (value name TracingFlags, REG_DWORD, bit 0 =
  * HeapTracingEnabled; key = the file name with .exe; 64-bit view). */
 #include "ifeo.h"
 
