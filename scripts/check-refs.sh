@@ -38,9 +38,14 @@ check() {
             allowed+=("$path")
         done <"$allow"
     fi
-    local hits found=0 file rest text a skip
+    local hits found=0 file rest text a skip rc=0
+    # git grep: the repository's own files (tracked or new), never build trees.
     hits=$(git -C "$root" grep -nIE --untracked -e "$pattern" -- . \
-        ':!scripts/check-refs.sh' ':!scripts/check-refs.allow' "${data_paths[@]}" || true)
+        ':!scripts/check-refs.sh' ':!scripts/check-refs.allow' "${data_paths[@]}") || rc=$?
+    if [ "$rc" -gt 1 ]; then
+        echo "check-refs: git grep failed in $root (not a git work tree?)" >&2
+        return 2
+    fi
     while IFS= read -r line; do
         [ -z "$line" ] && continue
         file=${line%%:*}
@@ -102,7 +107,11 @@ fi
 self_test
 [ "$self_only" = 1 ] && { echo "check-refs: self-test passed"; exit 0; }
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-if ! out=$(check "$root"); then
+rc=0
+out=$(check "$root") || rc=$?
+if [ "$rc" = 2 ]; then
+    exit 2
+elif [ "$rc" != 0 ]; then
     echo "$out"
     echo "check-refs: $(grep -c . <<<"$out") reference(s) outside the repository (see docs/testing.md)" >&2
     exit 1
