@@ -625,7 +625,7 @@ SYS_TP(mprotect, NR_MPROTECT, 3)
 SYS_TP(brk, NR_BRK, 1)
 
 /* Fallback without tracefs: the raw syscall hooks by BTF (every syscall of
- * the system runs the tgid filter: ~37 ns each here, section 7). */
+ * the system runs the tgid filter: ~37 ns each here, docs/linux.md#build-and-attach). */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(ht_sys_enter_btf, struct pt_regs *regs, long id)
 {

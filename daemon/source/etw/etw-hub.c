@@ -244,7 +244,8 @@ void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r)
     uv_mutex_lock(&h->mu);
     h->records++;
     if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
-        /* Delivered before the events of the buffer that lost some (5.4):
+        /* Delivered before the events of the buffer that lost some
+         * (docs/windows.md#real-time-consumption):
          * every subscriber of the session may have lost some. */
         for (unsigned i = 0; i < h->nsubs; i++) {
             struct etw_hub_sub *s = h->subs[i];

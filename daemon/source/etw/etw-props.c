@@ -55,7 +55,7 @@ size_t etw_props_build(uint8_t *buf, size_t cap, const struct etw_session_spec *
     static const uint8_t order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
     for (int i = 0; i < 16; i++)
         buf[ETW_PROPS_OFF_GUID + order[i]] = s->guid->b[i];
-    put32(buf, ETW_PROPS_OFF_CLIENT_CONTEXT, 1); /* QPC timestamps (5.2) */
+    put32(buf, ETW_PROPS_OFF_CLIENT_CONTEXT, 1); /* QPC timestamps (EVENT_TRACE_PROPERTIES) */
     put32(buf, ETW_PROPS_OFF_WNODE_FLAGS, ETW_WNODE_FLAG_TRACED_GUID);
     put32(buf, ETW_PROPS_OFF_BUFFER_KB, s->buffer_kb);
     put32(buf, ETW_PROPS_OFF_MIN_BUFFERS, s->min_buffers);

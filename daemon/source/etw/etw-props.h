@@ -5,7 +5,8 @@
  * extension block (ETW_EXT_PIDS, ETW_EXT_STACKWALK_FILTER) byte for byte as
  * docs/windows.md#the-heap-logger-session gives it (Geoff Chappell's
  * TRACE_ENABLE_FLAG_EXTENSION page, PerfView's ETWKernelControl
- * SaveExtensions, ntwmi.h names), and the system logger's fields (3.1).
+ * SaveExtensions, ntwmi.h names), and the system logger's fields
+ * (docs/windows.md#virtualalloc-events).
  */
 #ifndef ETW_PROPS_H
 #define ETW_PROPS_H

@@ -523,7 +523,8 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
         on_stack(c, r, d);
     } else {
         /* The system logger's events name their process in the payload:
-         * the header's is the thread's that logged them (3.2). */
+         * the header's is the thread's that logged them
+         * (docs/windows.md#virtualalloc-events). */
         int sys = d->kind >= ETW_VIRTUAL_ALLOC && d->kind != ETW_STACK;
         uint32_t owner = sys ? d->owner_pid : r->pid;
         if (c->cfg.follow_first && !c->cfg.pid && !sys && owner) {

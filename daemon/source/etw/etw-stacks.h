@@ -11,7 +11,7 @@
  * from their arrival and max_pending events, so the events leave in the
  * order they came (a free never overtakes its alloc). Stacks that find no
  * event wait in a small table for ttl too. A stack of only kernel frames
- * waits for the user fragment with the same timestamp (2.3 point 4); kernel
+ * waits for the user fragment with the same timestamp (docs/windows.md#stacks); kernel
  * frames are dropped from what is kept (counted), user frames are kept
  * innermost first.
  */
@@ -73,7 +73,7 @@ struct etw_corr_stats {
     uint64_t kernel_frames;       /* kernel frames dropped */
     uint64_t truncated_stacks;    /* more than ETW_MAX_FRAMES user frames */
     uint64_t realloc_in_place;
-    uint64_t realloc_moved;       /* left to their Alloc and Free events (4.4) */
+    uint64_t realloc_moved;       /* left to their Alloc and Free events */
     uint64_t realloc_moved_unpaired; /* self-check: no Alloc of the new address beside it */
     uint64_t heaps_created;
     uint64_t reserve_only;        /* VirtualAlloc without MEM_COMMIT: not a commit */
