@@ -98,7 +98,7 @@ wine_cleanup() {
 trap wine_cleanup EXIT
 
 # Tests that need real Windows behaviour wine lacks: each skips under wine (exit 77, with a
-# message naming what wine lacks) and is verified only on real Windows (README). Any other
+# message naming what wine lacks) and is verified only on real Windows (docs/windows.md). Any other
 # skip fails the run unless HEAPTRACE_ALLOW_SKIP is set: it means something stopped running.
 wine_skips=(
     endpoint.nonadmin_refused     # wine lets a token with Administrators deny-only open the pipe
