@@ -1,9 +1,8 @@
 /*
- * The one interface every event source implements (ARCHITECTURE.md "Sources
- * and sessions"): recorded streams (replay), eBPF attach, the LD_PRELOAD
- * shim, ETW. A session owns one source; the source hands events to the
- * session through a sink the session implements, and the session schedules
- * the draining on the loop.
+ * The one interface every event source implements
+ * (docs/architecture.md#layers-and-the-rules-between-them): recorded streams (replay), eBPF attach,
+ * the LD_PRELOAD shim, ETW. A session owns one source; the source hands events to the session
+ * through a sink the session implements, and the session schedules the draining on the loop.
  *
  * Adding a backend is one folder under daemon/source/ and one line in
  * sources.def. Nothing here includes a server or protocol header: a source

@@ -23,7 +23,7 @@
 #define TRACEFS "/sys/kernel/tracing"
 
 /* The per-syscall tracepoints need tracefs; it is not mounted on every host
- * (linux-backend.md section 1): the daemon is root, so mount it. 1 when the
+ * (docs/linux.md#build-and-attach): the daemon is root, so mount it. 1 when the
  * syscalls' events are there. */
 static int tracefs_ready(void)
 {

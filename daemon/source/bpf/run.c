@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The consumer wakes this often when the kernel side does not wake it
- * (wakeups only past a quarter of the ring: linux-backend.md section 4). */
+ * (wakeups only past a quarter of the ring: docs/linux.md#ring-buffer-and-event-rates). */
 #define POLL_MS 10
 
 static uint64_t now_rel(struct bpf_tracer *t)

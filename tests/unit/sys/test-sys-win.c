@@ -1,6 +1,7 @@
 /* Process services on Windows (daemon/sys, *-win.c): private bytes, modules, DbgHelp symbols and
  * the exit watch, against a child (sym-child-win.c) that prints its own addresses. Runs under
- * wine; what wine's dbghelp cannot do skips with 77 and says so (windows-build.md §3.6). */
+ * wine; what wine's dbghelp cannot do skips with 77 and says so
+ * (docs/windows.md#what-wine-does-and-does-not-do). */
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-test.h"
@@ -153,8 +154,9 @@ static int is_wine(void)
 }
 
 /* The test program carries DWARF 4 (mingw GCC): wine's dbghelp reads it, Microsoft's does not
- * (it reads PDB files only; windows-build.md §3.6). On real Windows a function of the test
- * program that reads module!+0xOFF means that, and the case skips; under wine it fails. */
+ * (it reads PDB files only; docs/windows.md#what-wine-does-and-does-not-do). On real Windows a
+ * function of the test program that reads module!+0xOFF means that, and the case skips; under wine
+ * it fails. */
 static void dwarf_or_skip(const char *text)
 {
     if (!text || !strstr(text, "!+0x") || is_wine())
