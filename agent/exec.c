@@ -46,14 +46,21 @@ static unsigned nvars;
 static char agent_path[4096];
 static pid_t traced_pid;
 static int keep_on_exec;
+static int follow_mode; /* run --follow: the environment kept, so every exec carries the agent */
 
 AGENT_HIDDEN void agent_exec_save(const char *self_path, int follow)
 {
     size_t used = 0;
     nvars = 0;
     keep_on_exec = 0;
-    if (follow || !self_path || strlen(self_path) >= sizeof(agent_path))
+    follow_mode = 0;
+    if (!self_path || strlen(self_path) >= sizeof(agent_path))
         return;
+    if (follow) {
+        strcpy(agent_path, self_path);
+        follow_mode = 1;
+        return;
+    }
     for (char **e = environ; e && *e && nvars < VARS_MAX; e++) {
         size_t n = strlen(*e) + 1;
         if (strncmp(*e, VAR_PREFIX, sizeof(VAR_PREFIX) - 1) != 0 || used + n > sizeof(saved))
@@ -78,6 +85,19 @@ static int is_ours(const char *kv)
     return strncmp(kv, VAR_PREFIX, sizeof(VAR_PREFIX) - 1) == 0 || strncmp(kv, "LD_PRELOAD=", 11) == 0;
 }
 
+/* An environment's memory: arr bytes of pointers, then strs bytes for the
+ * strings (*strs_at), mapped (no malloc: the program may exec from
+ * anywhere, a vfork child included). NULL if it cannot be had. */
+static char **env_map(size_t arr, size_t strs, size_t *len, char **strs_at)
+{
+    *len = arr + strs;
+    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    *strs_at = (char *)m + arr;
+    return m;
+}
+
 /* envp with the agent's variables and the agent first in LD_PRELOAD, in
  * memory mapped for it (no malloc: the program may exec from anywhere, a
  * vfork child included). NULL when it cannot be made: the exec goes on with
@@ -92,12 +112,10 @@ static char **env_with_agent(char *const envp[], size_t *len)
     if (old)
         pre = strlen(old) + 1;
     size_t arr = (n + nvars + 2) * sizeof(char *);
-    *len = arr + sizeof("LD_PRELOAD=") + strlen(agent_path) + pre + 1;
-    void *m = agent_real.mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
+    char *pl;
+    char **out = env_map(arr, sizeof("LD_PRELOAD=") + strlen(agent_path) + pre + 1, len, &pl);
+    if (!out)
         return NULL;
-    char **out = m;
-    char *pl = (char *)m + arr;
     size_t k = 0;
     strcpy(pl, "LD_PRELOAD=");
     strcat(pl, agent_path);
@@ -111,6 +129,58 @@ static char **env_with_agent(char *const envp[], size_t *len)
     for (size_t i = 0; i < n; i++)
         if (!is_ours(envp[i]))
             out[k++] = envp[i];
+    out[k] = NULL;
+    return out;
+}
+
+/* LD_PRELOAD's value without the agent's path (its entries are separated
+ * by ':' or ' ': ld.so(8)), into out (room for the whole value). */
+static void preload_without_agent(const char *v, char *out)
+{
+    size_t alen = strlen(agent_path), o = 0;
+    while (*v) {
+        size_t n = strcspn(v, ": ");
+        if (n && !(n == alen && memcmp(v, agent_path, n) == 0)) {
+            if (o)
+                out[o++] = ':';
+            memcpy(out + o, v, n);
+            o += n;
+        }
+        v += n;
+        if (*v)
+            v++;
+    }
+    out[o] = '\0';
+}
+
+/* envp without the agent (run --follow, an exec of a program its loader
+ * cannot take): its variables out, its path out of LD_PRELOAD (dropped when
+ * nothing else is left). Mapped as env_with_agent's; NULL: envp as it is. */
+static char **env_without_agent(char *const envp[], size_t *len)
+{
+    size_t n = 0, pre = 0;
+    for (; envp && envp[n]; n++)
+        if (strncmp(envp[n], "LD_PRELOAD=", 11) == 0)
+            pre += strlen(envp[n]) + 1;
+    char *pl;
+    char **out = env_map((n + 1) * sizeof(char *), pre + 1, len, &pl);
+    if (!out)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(envp[i], VAR_PREFIX, sizeof(VAR_PREFIX) - 1) == 0)
+            continue;
+        if (strncmp(envp[i], "LD_PRELOAD=", 11) != 0) {
+            out[k++] = envp[i];
+            continue;
+        }
+        strcpy(pl, "LD_PRELOAD=");
+        preload_without_agent(envp[i] + 11, pl + 11);
+        if (pl[11]) {
+            out[k++] = pl;
+            pl += strlen(pl) + 1;
+        }
+    }
     out[k] = NULL;
     return out;
 }
@@ -159,7 +229,10 @@ static void *next(const char *name)
     do {                                                                                           \
         size_t len_ = 0;                                                                           \
         agent_flush();                                                                             \
-        char **env_ = exec_traced() && (loads) ? env_with_agent(envp, &len_) : NULL;               \
+        int loads_ = (loads);                                                                      \
+        char **env_ = exec_traced() && loads_ ? env_with_agent(envp, &len_)                        \
+                      : follow_mode && !loads_ ? env_without_agent(envp, &len_)                    \
+                                               : NULL;                                             \
         char *const *use_ = env_ ? (char *const *)env_ : (envp);                                   \
         int rc_ = (call);                                                                          \
         if (env_) {                                                                                \

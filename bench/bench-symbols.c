@@ -96,7 +96,7 @@ static void bench_warm(const struct text_map *t, uint64_t lookups)
 }
 
 /* The same addresses through libdwfl per call (dwfl_addrmodule +
- * dwfl_module_addrinfo), as linux-backend.md section 6 measured it. */
+ * dwfl_module_addrinfo), as docs/linux.md#symbols measured it. */
 static void bench_dwfl(const struct text_map *t, uint64_t lookups)
 {
     static char *dip = "/usr/lib/debug";

@@ -1,5 +1,5 @@
 # Build a CO-RE eBPF object and its libbpf skeleton at build time
-# (linux-backend.md section 1): vmlinux.h from the running kernel's BTF,
+# (docs/linux.md#build-and-attach): vmlinux.h from the running kernel's BTF,
 # clang -target bpf, bpftool gen skeleton.
 #
 #   ht_bpf_find_tools()        finds clang, bpftool, libbpf, libelf, libdw, capstone, BTF;

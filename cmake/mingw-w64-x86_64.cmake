@@ -6,7 +6,7 @@
 # with libuv, cJSON and zstd cross-built from Debian's source packages.
 # The win32 thread model is enough for C and libuv (libuv brings its own threads); the posix
 # one would pull in libwinpthread-1.dll for _Thread_local unless linked -static
-# (/work/shared/design/windows-build.md §1.1). The compiler is named with its thread model so
+# (measured with mingw-w64 10 / GCC 12 on Debian 12). The compiler is named with its thread model so
 # that the machine's update-alternatives choice does not matter.
 set(CMAKE_SYSTEM_NAME Windows)
 set(CMAKE_SYSTEM_VERSION 10.0)

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-/* Kinds mirror the "ev" values of the .htev format (ARCHITECTURE.md). */
+/* Kinds mirror the "ev" values of the .htev format (docs/formats.md#htev-json-lines). */
 #define HT_EVENT_KIND_MAP(X)                                                                       \
     X(ALLOC, "alloc")                                                                              \
     X(REALLOC, "realloc")                                                                          \

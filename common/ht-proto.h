@@ -1,4 +1,4 @@
-/* The control protocol: newline-delimited JSON requests and replies (ARCHITECTURE.md). */
+/* The control protocol: newline-delimited JSON requests and replies (docs/protocol.md). */
 #ifndef HT_PROTO_H
 #define HT_PROTO_H
 

@@ -73,7 +73,8 @@ static void *conn_token_info(HANDLE tok, TOKEN_INFORMATION_CLASS cls)
  * Administrators is S-1-5-32-544, LocalSystem S-1-5-18 (well-known SIDs,
  * https://learn.microsoft.com/windows/win32/secauthz/well-known-sids); a
  * UAC-filtered token carries Administrators as SE_GROUP_USE_FOR_DENY_ONLY,
- * not enabled (etw-mechanics.md §9), so only an elevated admin passes. */
+ * not enabled (docs/windows.md#the-pipes-security-descriptor), so only an
+ * elevated admin passes. */
 static int conn_token_trusted(HANDLE tok, char *who, size_t whosz)
 {
     TOKEN_USER *user = conn_token_info(tok, TokenUser);
@@ -195,7 +196,8 @@ static int conn_check_server(HANDLE h, const char *path, char *err, size_t errsz
 }
 
 /* Open the pipe: GENERIC_READ | FILE_WRITE_DATA, never GENERIC_WRITE (it
- * would include FILE_CREATE_PIPE_INSTANCE, etw-mechanics.md §9); the server
+ * would include FILE_CREATE_PIPE_INSTANCE: Microsoft Learn, "Named Pipe
+ * Security and Access Rights"); the server
  * may only identify us, not impersonate us (SECURITY_SQOS_PRESENT |
  * SECURITY_IDENTIFICATION, "Impersonating a Named Pipe Client",
  * https://learn.microsoft.com/windows/win32/ipc/impersonating-a-named-pipe-client).

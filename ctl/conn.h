@@ -12,7 +12,8 @@ struct conn;
  * 0 and *out (freed by conn_close), or -1 with a message in err.
  * Unix: the listener must be root or ourselves (SO_PEERCRED). Windows: the
  * pipe opened with GENERIC_READ | FILE_WRITE_DATA (never FILE_CREATE_PIPE_
- * INSTANCE, etw-mechanics.md §9), its server process checked likewise. */
+ * INSTANCE: docs/windows.md#the-pipes-security-descriptor), its server
+ * process checked likewise. */
 int conn_open(struct conn **out, const char *path, char *err, size_t errsz);
 /* Close and free c (NULL is fine). */
 void conn_close(struct conn *c);

@@ -10,7 +10,7 @@
 
 struct cJSON;
 
-/* Exit codes (ARCHITECTURE.md "Command line"). */
+/* Exit codes (docs/protocol.md#the-ctl). */
 enum { EXIT_OK = 0, EXIT_CMD = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
 
 struct ctl {

@@ -34,9 +34,8 @@ void term_init(void)
     DWORD mode;
     if (out == INVALID_HANDLE_VALUE || !GetConsoleMode(out, &mode))
         return; /* a file or a pipe: the bytes go as they are */
-    /* The console decodes our bytes as UTF-8 (windows-build.md §3.8: the ANSI
-     * code page garbles them), and VT sequences move the cursor for
-     * term_refresh
+    /* The console decodes our bytes as UTF-8 (docs/windows.md#what-wine-does-and-does-not-do: the
+     * ANSI code page garbles them), and VT sequences move the cursor for term_refresh
      * (https://learn.microsoft.com/windows/console/console-virtual-terminal-sequences). */
     term_saved_cp = GetConsoleOutputCP();
     SetConsoleOutputCP(CP_UTF8);

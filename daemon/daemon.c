@@ -9,6 +9,7 @@
 #include "sys/privileges.h"
 #include "source.h"
 #include "symbols.h"
+#include "sources.h"
 
 #include <stdio.h>
 #include <stdlib.h>

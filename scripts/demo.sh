@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end: install dependencies, build, start heaptraced on a
 # private endpoint, start the MemoryTestApp port (tests/apps/memorytestapp.cc,
-# the program of the WPA lab in ../shared/seeds/000), attach to it by PID with
-# eBPF while it runs, and print the report the lab finds, from the live session.
+# the program of Microsoft's WPA lab "Track User Mode Process Allocations"),
+# attach to it by PID with eBPF while it runs, and print the report the lab
+# finds, from the live session.
 # Needs root (CAP_BPF) and a kernel with BTF. `scripts/demo.sh --replay` loads
 # the recorded stream of the original Windows run instead (no privileges);
 # `scripts/demo.sh --agent` starts the app under `heaptracectl run` (the

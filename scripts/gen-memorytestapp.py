@@ -2,7 +2,7 @@
 """Write tests/data/memorytestapp.htev: the MemoryTestApp run of seed 000 as a recorded stream.
 
 What the stream holds (times in ns from the start, ~30 s in all), after the
-Microsoft lab in ../shared/seeds/000 ("Exercise 2 - Track User Mode Process
+Microsoft WPA lab ("Exercise 2 - Track User Mode Process
 Allocations"):
   - main commits 10 MiB at the start and keeps it;
   - main commits another 10 MiB halfway (t = 15 s) and keeps it;

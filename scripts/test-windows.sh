@@ -70,7 +70,7 @@ wine_prefix() {
     export WINEPREFIX
     WINEPREFIX=$(mktemp -d /tmp/heaptrace-wine.XXXXXX)
     # err+module: a missing DLL is named instead of a silent exit code 53; no mono/gecko
-    # install attempts (windows-build.md §3.1).
+    # install attempts (docs/windows.md#what-wine-does-and-does-not-do).
     export WINEDEBUG=-all,err+module WINEDLLOVERRIDES="mscoree,mshtml="
     if ! wineboot --init >/dev/null 2>&1; then
         echo "== windows: wineboot --init failed in $WINEPREFIX" >&2
@@ -83,7 +83,8 @@ wine_prefix() {
     wineserver -w
     # One wineserver for the whole run; wine's system processes inherit stdout, so a first
     # wine call whose output is not captured starts them before ctest pipes a test's output
-    # (otherwise each test waits for the wineserver to exit: windows-build.md §0).
+    # (otherwise each test waits for the wineserver to exit:
+    # docs/windows.md#what-wine-does-and-does-not-do).
     wineserver -p
     wine cmd /c exit </dev/null >/dev/null 2>&1
 }
@@ -97,7 +98,7 @@ wine_cleanup() {
 trap wine_cleanup EXIT
 
 # Tests that need real Windows behaviour wine lacks: each skips under wine (exit 77, with a
-# message naming what wine lacks) and is verified only on real Windows (README). Any other
+# message naming what wine lacks) and is verified only on real Windows (docs/windows.md). Any other
 # skip fails the run unless HEAPTRACE_ALLOW_SKIP is set: it means something stopped running.
 wine_skips=(
     endpoint.nonadmin_refused     # wine lets a token with Administrators deny-only open the pipe

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/check-refs.sh   # no reference outside the repository (docs/testing.md)
 
 jobs=$(nproc 2>/dev/null || echo 2)
 # run_suite DIR [CTEST_REGEX] -- CMAKE_ARGS...

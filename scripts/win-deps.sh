@@ -5,7 +5,7 @@
 # usage: scripts/win-deps.sh DEPS_DIR        (scripts/test-windows.sh uses build-win/deps)
 #   DEPS_DIR/prefix    include/, lib/ (static libuv_a, cjson, zstd) and their CMake packages
 #   DEPS_DIR/apt       a private deb-src list and apt state: the system's apt configuration is
-#                      not changed (windows-build.md §0)
+#                      not changed (docs/windows.md#cross-build)
 # Cached: when DEPS_DIR/prefix/.stamp names the same source versions and compiler, nothing is
 # fetched or built. Needs the mingw-w64 compiler, cmake, make and dpkg-dev (dpkg-source).
 set -euo pipefail
@@ -99,7 +99,7 @@ build() {
 # libuv builds its DLL and the static uv_a; heaptrace links uv_a.
 build libuv "$(echo "$deps"/src/libuv1-*/)" -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF
 # cJSON's custom flags add -fstack-protector-strong (needs -lssp on mingw) and it dllexports
-# its API unless hidden: the consumer defines CJSON_HIDE_SYMBOLS too (windows-build.md §2.3).
+# its API unless hidden: the consumer defines CJSON_HIDE_SYMBOLS too (docs/windows.md#cross-build).
 build cjson "$(echo "$deps"/src/cjson-*/)" -DBUILD_SHARED_LIBS=OFF -DENABLE_CJSON_TEST=OFF \
     -DENABLE_CJSON_UTILS=OFF -DENABLE_CUSTOM_COMPILER_FLAGS=OFF -DENABLE_PUBLIC_SYMBOLS=OFF \
     -DENABLE_HIDDEN_SYMBOLS=ON

@@ -87,7 +87,8 @@ static inline void put_wide(struct pl *p, const char *s)
     put(p, 0, 2);
 }
 
-/* Image Load (v3, 64-bit layout, etw-mechanics.md 8) of path at base for pid. */
+/* Image Load (v3, 64-bit layout, docs/windows.md#process-and-image-events-symbols) of path
+ * at base for pid. */
 static inline void image_rec(struct text *t, unsigned op, uint32_t pid, uint64_t ts, uint64_t base,
                              uint64_t size, const char *path)
 {

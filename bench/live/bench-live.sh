@@ -25,7 +25,7 @@
 #                      allocbench calls (malloc entry and return, free entry), with the offsets
 #                      `heaptracectl status --json` lists (source_status.probes) for a session on
 #                      a throwaway allocbench; malloc+0:entry,malloc+0:ret,free+3:entry when
-#                      heaptrace cannot run (linux-backend.md section 2)
+#                      heaptrace cannot run (docs/linux.md#probe-cost-emulated-or-single-stepped)
 #   --stacks MODE      heaptrace's --stacks (default: its default)
 #   --bcc-kernel-source DIR  BCC_KERNEL_SOURCE for memleak: bcc compiles its program at run time
 #                      against kernel headers, and these hosts have none for their kernel. A merged

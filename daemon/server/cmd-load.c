@@ -14,6 +14,7 @@
 #include "ht-error.h"
 #include "ht-units.h"
 #include "log.h"
+#include "sources.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -18,6 +18,7 @@
 #include "endpoint.h"
 #include "sys/procmem.h"
 #include "sys/trace-access.h"
+#include "sources.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -3,6 +3,7 @@
 
 #include "ht-error.h"
 #include "sys/privileges.h"
+#include "sources.h"
 
 #include <cjson/cJSON.h>
 #include <uv.h>

@@ -25,7 +25,7 @@
 /* A new instance that could not be made is tried again after this long. */
 #define RETRY_MS 1000
 /* Only LocalSystem and (elevated) Administrators, protected from inherited
- * ACEs; GA includes FILE_CREATE_PIPE_INSTANCE (etw-mechanics.md §9). The
+ * ACEs; GA includes FILE_CREATE_PIPE_INSTANCE (docs/windows.md#the-pipes-security-descriptor). The
  * owner is set to Administrators (O:BA) rather than left to the token's
  * default: heaptracectl trusts a pipe owned by SYSTEM or Administrators when
  * it may not read the server's token (an operator facing a LocalSystem
@@ -35,7 +35,7 @@
 /* The operators group: FILE_GENERIC_READ (0x120089) | FILE_WRITE_DATA (0x2) |
  * FILE_WRITE_ATTRIBUTES (0x100), without FILE_APPEND_DATA, which on a pipe is
  * FILE_CREATE_PIPE_INSTANCE (0x4): an operator talks to the daemon but cannot
- * add a rogue server instance (winnt.h constants; etw-mechanics.md §9,
+ * add a rogue server instance (winnt.h constants; docs/windows.md#the-pipes-security-descriptor,
  * https://learn.microsoft.com/windows/win32/ipc/named-pipe-security-and-access-rights).
  * Such a client opens the pipe with GENERIC_READ | FILE_WRITE_DATA |
  * FILE_WRITE_ATTRIBUTES, not GENERIC_WRITE (which includes FILE_APPEND_DATA). */
@@ -124,7 +124,7 @@ static int name_check(struct endpoint *ep, const char *path, char *err, size_t e
  * and pipe names are machine-wide, so the guard must be too (Local\ would be
  * per session). Wine does not refuse a second FILE_FLAG_FIRST_PIPE_INSTANCE
  * pipe; a second CreateMutexW of one name gives ERROR_ALREADY_EXISTS there
- * as on Windows (windows-build.md §0, §3.3). Another user could create the
+ * as on Windows (docs/windows.md#what-wine-does-and-does-not-do). Another user could create the
  * mutex first: the daemon then refuses to start, naming it (a denial of
  * service, never a takeover: the pipe stays ours to create). */
 static int mutex_take(struct endpoint *ep, char *err, size_t errsz)
@@ -158,7 +158,8 @@ static int mutex_take(struct endpoint *ep, char *err, size_t errsz)
  * mutex): refuse before creating. WaitNamedPipeW only waits for an instance
  * and never connects, so a squatter cannot impersonate us; ERROR_FILE_NOT_FOUND
  * means no instance of the name exists. FILE_FLAG_FIRST_PIPE_INSTANCE closes
- * the race left on Windows; wine does not honour it (windows-build.md §0). */
+ * the race left on Windows; wine does not honour it
+ * (docs/windows.md#what-wine-does-and-does-not-do). */
 static int squat_check(struct endpoint *ep, char *err, size_t errsz)
 {
     if (!WaitNamedPipeW(ep->name, 1) && GetLastError() == ERROR_FILE_NOT_FOUND)
@@ -635,7 +636,8 @@ static int token_check(HANDLE tok, unsigned long pid, uint32_t *uid, char *err, 
 }
 
 /* The pipe's DACL admitted the client already; its token is checked again
- * as the client's own thread token (defence in depth, etw-mechanics.md §9). */
+ * as the client's own thread token (defence in depth:
+ * docs/windows.md#the-pipes-security-descriptor). */
 int endpoint_admit(uv_pipe_t *client, uint32_t *uid, char *err, size_t errsz)
 {
     uv_os_fd_t h;

@@ -24,7 +24,7 @@ typedef void (*endpoint_connection_cb)(void *arg, int status);
  * libuv accepts. Windows: every pipe instance is made by the endpoint with
  * CreateNamedPipeW and an explicit SDDL (the first one with
  * FILE_FLAG_FIRST_PIPE_INSTANCE, all with PIPE_REJECT_REMOTE_CLIENTS), since
- * libuv cannot give a pipe a DACL (etw-mechanics.md §9); ConnectNamedPipe
+ * libuv cannot give a pipe a DACL (docs/windows.md#the-pipes-security-descriptor); ConnectNamedPipe
  * completes off the loop and wakes it with a uv_async_t, whose callback calls
  * cb once per connected instance.
  * operators (pipe_operators_group; NULL or "" for none) names a group whose

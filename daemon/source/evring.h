@@ -1,7 +1,7 @@
 /*
  * The event ring: how a source's producer thread (replay decoder, eBPF ring
  * consumer, preload reader, ETW consumer) hands events to the loop, which
- * owns the engine (ARCHITECTURE.md "Data flow"). Split out of feed.c.
+ * owns the engine (docs/architecture.md#data-flow). Split out of feed.c.
  *
  * The producer interns stacks and strings into the ring's private interner
  * and puts events carrying those private ids; the ring sends the definitions

@@ -1,9 +1,8 @@
 /*
- * The one interface every event source implements (ARCHITECTURE.md "Sources
- * and sessions"): recorded streams (replay), eBPF attach, the LD_PRELOAD
- * shim, ETW. A session owns one source; the source hands events to the
- * session through a sink the session implements, and the session schedules
- * the draining on the loop.
+ * The one interface every event source implements
+ * (docs/architecture.md#layers-and-the-rules-between-them): recorded streams (replay), eBPF attach,
+ * the LD_PRELOAD shim, ETW. A session owns one source; the source hands events to the session
+ * through a sink the session implements, and the session schedules the draining on the loop.
  *
  * Adding a backend is one folder under daemon/source/ and one line in
  * sources.def. Nothing here includes a server or protocol header: a source
@@ -237,19 +236,9 @@ struct source {
     struct source_sink sink;
 };
 
-/* The registration list (sources.def), in order of preference. */
+/* Each backend's operations (sources.def; listed in sources.h). */
 #define X(name, ops) extern const struct source_ops ops;
 #include "sources.def"
 #undef X
-extern const struct source_ops *const source_list[];
-extern const unsigned source_count;
-
-/* The first source serving mode (or the one called name, when not NULL), or
- * NULL with why in err: no backend built for the mode, or the named one does
- * not serve it. */
-const struct source_ops *source_pick(unsigned mode, const char *name, char *err, size_t errsz);
-/* Every backend's recover (daemon start and stop): calls log(arg, msg) for
- * each that undid something. */
-void source_recover_all(void (*log)(void *arg, const char *msg), void *arg);
 
 #endif

@@ -1,5 +1,5 @@
 /* Windows: enable SeDebugPrivilege and SeSystemProfilePrivilege in the
- * daemon's own token (etw-mechanics.md 1.6: opening other users' processes
+ * daemon's own token (docs/windows.md#the-heap-logger-session: opening other users' processes
  * for DbgHelp and GetProcessMemoryInfo; kernel stacks in the heap session). */
 #include "privileges.h"
 

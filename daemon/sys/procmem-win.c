@@ -43,7 +43,7 @@ int procmem_read(uint64_t pid, struct procmem *out)
     } else {
         memset(out, 0, sizeof *out);
         /* Wine 8 fills only the base struct: PrivateUsage reads 0; on Windows
-         * PagefileUsage equals it (windows-build.md §3.6). */
+         * PagefileUsage equals it (docs/windows.md#what-wine-does-and-does-not-do). */
         out->private_bytes = pmc.PrivateUsage ? pmc.PrivateUsage : pmc.PagefileUsage;
     }
     CloseHandle(h);

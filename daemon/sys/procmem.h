@@ -1,6 +1,6 @@
 /*
  * A process's memory figures for triggers and the timeline. Linux reads
- * /proc/PID/status (~5 us a read, constant; linux-backend.md section 5):
+ * /proc/PID/status (~5 us a read, constant; docs/linux.md#private-bytes):
  * private bytes, the analogue of Windows' commit charge, is VmData + VmStk.
  * Windows (procmem-win.c): GetProcessMemoryInfo; only private_bytes is
  * filled (PrivateUsage, the commit charge), the Linux fields read 0.

@@ -1,14 +1,12 @@
 /* Lazy symbolizer for a live process: libdwfl reads each module once into a sorted table. */
-#include "symbols.h"
+#include "symcache.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
-#include "mem-acct.h"
-#include "modlist.h"
 #include "procmaps.h"
+#include "symbols-dpkg.h"
 
 #include <demangle.h>
-#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -18,21 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
-/* Caps: modules mapped at once, distinct images (files) cached, functions and
- * name bytes per image (a large C++ library has ~10^6 symbols). */
-#define SYM_MODULES_MAX 4096
+/* Caps: distinct images (files) cached, functions and name bytes per image
+ * (a large C++ library has ~10^6 symbols); modules mapped at once: symcache.h. */
 #define SYM_IMAGES_MAX 4096
 #define SYM_PER_IMAGE_MAX (4u << 20)
 #define SYM_NAMES_MAX (256u << 20)
 #define SYM_NAME_MAX 4096 /* longer names are cut */
 /* A symbol of size 0 (assembly) covers at most this far, up to the next one. */
 #define SYM_ZERO_SIZE_SPAN 4096
-/* An address in no known module re-reads /proc/PID/maps at most this often. */
-#define SYM_RESCAN_NS 100000000ull
 
 struct sym_entry {
     uint64_t start; /* ELF virtual address */
@@ -65,35 +59,13 @@ struct sym_image {
     char unsym_path[256];
 };
 
-/* Where a module came from: the source added it; a maps scan found it (the
- * next scan replaces it); or a scan found it in a program the process ran
- * before an exec (sym_cache_keep_modules): kept to name that program's
- * frames, but the running program's mappings win over it, and the oldest
- * go first when the list is full. */
-enum { MOD_SOURCE, MOD_SCAN, MOD_KEPT };
+_Static_assert(SYM_BUILD_ID_HEX == 2 * PROCMAPS_BUILD_ID_MAX + 1, "symcache.h: build id size");
 
-struct sym_module {
-    uint64_t start, end, bias, first_map_end; /* first_map_end 0: not known yet */
-    char *path;
-    char build_id[2 * PROCMAPS_BUILD_ID_MAX + 1];
-    int image;      /* index in images; -1 not loaded; -2 failed to load */
-    int from_maps;  /* MOD_SOURCE, MOD_SCAN or MOD_KEPT */
-    uint64_t kept_gen; /* MOD_KEPT: the keep that made it one (older ones go first) */
-    uint64_t inode; /* of the file, once known (keys an image without build id) */
-    int deleted;    /* the maps said " (deleted)": never open it by path */
-};
-
-struct sym_cache {
-    uint64_t pid;
-    struct mem_acct *acct;
-    int kind;
-    struct sym_module *mods; /* sorted by start, not overlapping */
-    size_t nmods, capmods;
+/* The Linux part of a cache: the images its modules use, what names the
+ * main executable, and whose the process must be. */
+struct sym_os {
     struct sym_image **images;
     size_t nimages, capimages;
-    uint64_t last_scan_ns;
-    uint64_t keeps; /* sym_cache_keep_modules calls so far */
-    struct sym_stats st;
     /* The main executable's file (as the maps name it) and the name the
      * process knows itself by: frames in that file are named so. */
     char exe_path[PROCMAPS_PATH_MAX];
@@ -133,29 +105,6 @@ static const Dwfl_Callbacks dwfl_cbs = {
     .debuginfo_path = &debuginfo_path,
 };
 
-static void *acct_alloc(struct sym_cache *c, size_t n)
-{
-    void *p = mem_alloc(c->acct, c->kind, n);
-    if (p)
-        c->st.bytes += n;
-    return p;
-}
-
-static void acct_free(struct sym_cache *c, void *p, size_t n)
-{
-    if (!p)
-        return;
-    mem_free(c->acct, c->kind, p, n);
-    c->st.bytes -= n;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int sym_set_search_path(const char *path)
 {
     return path && path[0] ? HT_EBADARG : 0;
@@ -183,16 +132,16 @@ static void exe_learn(struct sym_cache *c)
 {
     char comm[64], argv0[256], path[64];
     snprintf(path, sizeof path, "/proc/%" PRIu64 "/exe", c->pid);
-    ssize_t n = readlink(path, c->exe_path, sizeof c->exe_path - 1);
+    ssize_t n = readlink(path, c->os->exe_path, sizeof c->os->exe_path - 1);
     if (n <= 0) {
-        c->exe_path[0] = 0;
+        c->os->exe_path[0] = 0;
         return;
     }
-    c->exe_path[n] = 0;
+    c->os->exe_path[n] = 0;
     /* As procmaps names a deleted file: without the kernel's suffix. */
     size_t dl = strlen(" (deleted)");
-    if ((size_t)n > dl && strcmp(c->exe_path + n - dl, " (deleted)") == 0)
-        c->exe_path[n - dl] = 0;
+    if ((size_t)n > dl && strcmp(c->os->exe_path + n - dl, " (deleted)") == 0)
+        c->os->exe_path[n - dl] = 0;
     proc_read(c->pid, "comm", comm, sizeof comm);
     comm[strcspn(comm, "\n")] = 0;
     proc_read(c->pid, "cmdline", argv0, sizeof argv0); /* argv[0] ends at its NUL */
@@ -200,22 +149,18 @@ static void exe_learn(struct sym_cache *c)
     b = b ? b + 1 : argv0;
     size_t cl = strlen(comm);
     if (cl && strncmp(b, comm, cl) == 0 && b[strcspn(b, " ")] == 0)
-        snprintf(c->exe_name, sizeof c->exe_name, "%s", b);
+        snprintf(c->os->exe_name, sizeof c->os->exe_name, "%s", b);
     else
-        snprintf(c->exe_name, sizeof c->exe_name, "%s", comm);
+        snprintf(c->os->exe_name, sizeof c->os->exe_name, "%s", comm);
 }
 
-int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+int sym_os_new(struct sym_cache *c)
 {
-    struct sym_cache *c = ht_calloc(1, sizeof *c);
-    if (!c)
+    c->os = ht_calloc(1, sizeof *c->os);
+    if (!c->os)
         return UV_ENOMEM;
-    c->pid = pid;
-    c->acct = acct;
-    c->kind = kind;
-    if (pid)
+    if (c->pid)
         exe_learn(c);
-    *out = c;
     return 0;
 }
 
@@ -223,29 +168,24 @@ static void image_free(struct sym_cache *c, struct sym_image *im)
 {
     if (im->dwfl)
         dwfl_end(im->dwfl);
-    acct_free(c, im->syms, (size_t)im->capsyms * sizeof *im->syms);
-    acct_free(c, im->names, im->names_len);
-    acct_free(c, im->dem, im->dem_cap);
-    acct_free(c, im, sizeof *im);
+    symcache_free(c, im->syms, (size_t)im->capsyms * sizeof *im->syms);
+    symcache_free(c, im->names, im->names_len);
+    symcache_free(c, im->dem, im->dem_cap);
+    symcache_free(c, im, sizeof *im);
 }
 
-void sym_cache_free(struct sym_cache *c)
+void sym_os_free(struct sym_cache *c)
 {
-    if (!c)
-        return;
-    for (size_t i = 0; i < c->nmods; i++)
-        acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
-    acct_free(c, c->mods, c->capmods * sizeof *c->mods);
-    for (size_t i = 0; i < c->nimages; i++)
-        image_free(c, c->images[i]);
-    acct_free(c, c->images, c->capimages * sizeof *c->images);
-    ht_free(c);
+    for (size_t i = 0; i < c->os->nimages; i++)
+        image_free(c, c->os->images[i]);
+    symcache_free(c, c->os->images, c->os->capimages * sizeof *c->os->images);
+    ht_free(c->os);
 }
 
 void sym_cache_set_owner(struct sym_cache *c, uint32_t uid)
 {
-    c->has_owner = 1;
-    c->owner = uid;
+    c->os->has_owner = 1;
+    c->os->owner = uid;
 }
 
 /* May the process's maps and files be read for the owner? /proc/PID is
@@ -254,163 +194,47 @@ void sym_cache_set_owner(struct sym_cache *c, uint32_t uid)
  * Once no, never again: the process is not the one the owner started. */
 static int owner_ok(struct sym_cache *c)
 {
-    if (!c->has_owner)
+    if (!c->os->has_owner)
         return 1;
-    if (c->not_owner)
+    if (c->os->not_owner)
         return 0;
     char path[64];
     struct stat st;
     snprintf(path, sizeof path, "/proc/%" PRIu64, c->pid);
-    if (stat(path, &st) == 0 && st.st_uid == c->owner)
+    if (stat(path, &st) == 0 && st.st_uid == c->os->owner)
         return 1;
-    c->not_owner = 1;
+    c->os->not_owner = 1;
     c->st.not_owner++;
     return 0;
 }
 
-/* ---- the module list ---- */
-
-_Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
-               "modlist.h: a module begins with start, end");
-
-static struct sym_module *mod_at(struct sym_cache *c, uint64_t addr)
-{
-    size_t i = modlist_find(c->mods, c->nmods, sizeof *c->mods, addr);
-    return i < c->nmods ? &c->mods[i] : NULL;
-}
-
-static void mod_drop(struct sym_cache *c, size_t i)
-{
-    acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
-    modlist_close(c->mods, c->nmods, sizeof *c->mods, i);
-    c->nmods--;
-}
-
-static int mods_reserve(struct sym_cache *c)
-{
-    if (c->nmods < c->capmods)
-        return 0;
-    if (c->nmods >= SYM_MODULES_MAX)
-        return HT_EFULL;
-    size_t cap = c->capmods ? c->capmods * 2 : 32;
-    struct sym_module *v =
-        mem_realloc(c->acct, c->kind, c->mods, c->capmods * sizeof *v, cap * sizeof *v);
-    if (!v)
-        return UV_ENOMEM;
-    c->st.bytes += (cap - c->capmods) * sizeof *v;
-    c->mods = v;
-    c->capmods = cap;
-    return 0;
-}
-
-/* Insert a module; one it overlaps is replaced when `replace`, else the new
- * one is not added (a scan never overrides the source's modules). */
-static void mod_drop_cb(void *arg, size_t i)
-{
-    mod_drop(arg, i);
-}
-
-static int mod_insert(struct sym_cache *c, const struct sym_module *m, int replace)
-{
-    long at = modlist_place((const void *const *)&c->mods, &c->nmods, sizeof *c->mods, m->start,
-                            m->end, replace, mod_drop_cb, c);
-    if (at < 0)
-        return (int)at;
-    int err = mods_reserve(c);
-    if (err)
-        return err;
-    size_t plen = strlen(m->path) + 1;
-    char *path = acct_alloc(c, plen);
-    if (!path)
-        return UV_ENOMEM;
-    memcpy(path, m->path, plen);
-    struct sym_module *slot = modlist_open(c->mods, c->nmods, sizeof *c->mods, (size_t)at);
-    *slot = *m;
-    slot->path = path;
-    c->nmods++;
-    return 0;
-}
-
-int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
-                         const char *path, const char *build_id)
+int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
 {
     if (!path || end <= start || strlen(path) >= PROCMAPS_PATH_MAX ||
         (build_id && strlen(build_id) > 2 * PROCMAPS_BUILD_ID_MAX))
         return HT_EBADARG;
-    struct sym_module m = {
-        .start = start, .end = end, .bias = bias, .path = (char *)path, .image = -1};
-    if (build_id)
-        strcpy(m.build_id, build_id);
-    return mod_insert(c, &m, 1);
-}
-
-void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
-{
-    size_t i = modlist_upper(c->mods, c->nmods, sizeof *c->mods, start);
-    if (i > 0 && c->mods[i - 1].start == start)
-        mod_drop(c, i - 1);
-}
-
-void sym_cache_maps_changed(struct sym_cache *c)
-{
-    c->last_scan_ns = 0;
-}
-
-void sym_cache_keep_modules(struct sym_cache *c)
-{
-    c->keeps++;
-    for (size_t i = 0; i < c->nmods; i++)
-        if (c->mods[i].from_maps == MOD_SCAN) {
-            c->mods[i].from_maps = MOD_KEPT;
-            c->mods[i].kept_gen = c->keeps;
-        }
-}
-
-/* Kept modules [start, end) overlaps go: the running program maps there now. */
-static void kept_drop_overlaps(struct sym_cache *c, uint64_t start, uint64_t end)
-{
-    for (size_t i = c->nmods; i-- > 0;)
-        if (c->mods[i].from_maps == MOD_KEPT && c->mods[i].start < end && c->mods[i].end > start) {
-            mod_drop(c, i);
-            c->st.kept_replaced++;
-        }
-}
-
-/* The list full: the oldest kept module goes (its program's frames are
- * unnamed from then on, counted). 0 when there was one. */
-static int kept_drop_oldest(struct sym_cache *c)
-{
-    size_t at = c->nmods;
-    for (size_t i = 0; i < c->nmods; i++)
-        if (c->mods[i].from_maps == MOD_KEPT &&
-            (at == c->nmods || c->mods[i].kept_gen < c->mods[at].kept_gen))
-            at = i;
-    if (at == c->nmods)
-        return -1;
-    mod_drop(c, at);
-    c->st.kept_dropped++;
     return 0;
 }
 
+void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
+{
+    (void)c; /* its image stays cached by build id */
+    (void)m;
+}
+
 /* Re-read the process's modules: those of an earlier scan go, the source's stay. */
-static void mods_rescan(struct sym_cache *c)
+void sym_os_rescan(struct sym_cache *c)
 {
     struct procmaps_module *v;
     size_t n;
-    c->last_scan_ns = now_ns();
     if (!owner_ok(c) || procmaps_modules(c->pid, &v, &n) != 0)
         return;
     if (!owner_ok(c)) { /* it changed hands while its maps were read */
         ht_free(v);
         return;
     }
-    for (size_t i = c->nmods; i-- > 0;)
-        if (c->mods[i].from_maps == MOD_SCAN)
-            mod_drop(c, i);
+    symcache_scan_drop_all(c);
     for (size_t i = 0; i < n; i++) {
-        kept_drop_overlaps(c, v[i].start, v[i].end);
-        if (c->nmods >= SYM_MODULES_MAX)
-            (void)kept_drop_oldest(c);
         struct sym_module m = {.start = v[i].start,
                                .end = v[i].end,
                                .bias = v[i].bias,
@@ -421,8 +245,7 @@ static void mods_rescan(struct sym_cache *c)
                                .image = -1,
                                .from_maps = MOD_SCAN};
         memcpy(m.build_id, v[i].build_id, sizeof m.build_id);
-        if (mod_insert(c, &m, 0) != 0)
-            c->st.modules_not_added++;
+        symcache_scan_add(c, &m);
     }
     ht_free(v);
 }
@@ -618,11 +441,11 @@ static int image_load_symbols(struct sym_cache *c, struct sym_image *im, Dwfl_Mo
     }
     if (count == 0)
         return 0;
-    im->syms = acct_alloc(c, (size_t)count * sizeof *im->syms);
-    im->names = acct_alloc(c, names);
+    im->syms = symcache_alloc(c, (size_t)count * sizeof *im->syms);
+    im->names = symcache_alloc(c, names);
     if (!im->syms || !im->names) {
-        acct_free(c, im->syms, im->syms ? (size_t)count * sizeof *im->syms : 0);
-        acct_free(c, im->names, im->names ? names : 0);
+        symcache_free(c, im->syms, im->syms ? (size_t)count * sizeof *im->syms : 0);
+        symcache_free(c, im->names, im->names ? names : 0);
         im->syms = NULL;
         im->names = NULL;
         return UV_ENOMEM;
@@ -686,28 +509,27 @@ static int image_find(const struct sym_cache *c, const char *build_id)
 {
     if (!build_id[0])
         return -1;
-    for (size_t i = 0; i < c->nimages; i++)
-        if (strcmp(c->images[i]->key, build_id) == 0)
+    for (size_t i = 0; i < c->os->nimages; i++)
+        if (strcmp(c->os->images[i]->key, build_id) == 0)
             return (int)i;
     return -1;
 }
 
 static int images_add(struct sym_cache *c, struct sym_image *im)
 {
-    if (c->nimages == SYM_IMAGES_MAX)
+    if (c->os->nimages == SYM_IMAGES_MAX)
         return HT_EFULL;
-    if (c->nimages == c->capimages) {
-        size_t cap = c->capimages ? c->capimages * 2 : 16;
+    if (c->os->nimages == c->os->capimages) {
+        size_t cap = c->os->capimages ? c->os->capimages * 2 : 16;
         struct sym_image **v =
-            mem_realloc(c->acct, c->kind, c->images, c->capimages * sizeof *v, cap * sizeof *v);
+            symcache_realloc(c, c->os->images, c->os->capimages * sizeof *v, cap * sizeof *v);
         if (!v)
             return UV_ENOMEM;
-        c->st.bytes += (cap - c->capimages) * sizeof *v;
-        c->images = v;
-        c->capimages = cap;
+        c->os->images = v;
+        c->os->capimages = cap;
     }
-    c->images[c->nimages++] = im;
-    return (int)c->nimages - 1;
+    c->os->images[c->os->nimages++] = im;
+    return (int)c->os->nimages - 1;
 }
 
 /* A file without build id is known by its inode and path (a hash of it), so
@@ -744,7 +566,7 @@ static int mod_load(struct sym_cache *c, struct sym_module *m)
         return idx;
     }
     int err = UV_ENOMEM;
-    struct sym_image *im = acct_alloc(c, sizeof *im);
+    struct sym_image *im = symcache_alloc(c, sizeof *im);
     if (!im)
         goto end_dwfl;
     memset(im, 0, sizeof *im);
@@ -771,7 +593,7 @@ static struct sym_image *mod_image(struct sym_cache *c, struct sym_module *m)
             c->st.load_errors++;
         m->image = r < 0 ? -2 : r;
     }
-    return m->image >= 0 ? c->images[m->image] : NULL;
+    return m->image >= 0 ? c->os->images[m->image] : NULL;
 }
 
 static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr)
@@ -793,27 +615,14 @@ static struct sym_entry *image_lookup(const struct sym_image *im, uint64_t vaddr
     return NULL;
 }
 
-static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
-{
-    struct sym_module *m = mod_at(c, addr);
-    /* In a kept module (a program before an exec) the running program may
-     * have mapped something since: looked at as for an address in none. */
-    if ((!m || m->from_maps == MOD_KEPT) &&
-        (c->last_scan_ns == 0 || now_ns() - c->last_scan_ns >= SYM_RESCAN_NS)) {
-        mods_rescan(c);
-        m = mod_at(c, addr);
-    }
-    return m;
-}
-
 /* The module's file name, or its soname when the file name is the soname
  * with a version after it ("libstdc++.so.6.0.30" reads "libstdc++.so.6", as
  * the cull list names it); the main executable by the process's own name. */
 static const char *module_name(const struct sym_cache *c, const char *path,
                                const struct sym_image *im)
 {
-    if (c->exe_name[0] && strcmp(path, c->exe_path) == 0)
-        return c->exe_name;
+    if (c->os->exe_name[0] && strcmp(path, c->os->exe_path) == 0)
+        return c->os->exe_name;
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     size_t sl = im ? strlen(im->soname) : 0;
@@ -832,10 +641,9 @@ static int64_t dem_keep(struct sym_cache *c, struct sym_image *im, const char *t
             cap *= 2;
         if (cap > SYM_DEM_MAX)
             return -1;
-        char *d = mem_realloc(c->acct, c->kind, im->dem, im->dem_cap, cap);
+        char *d = symcache_realloc(c, im->dem, im->dem_cap, cap);
         if (!d)
             return -1;
-        c->st.bytes += cap - im->dem_cap;
         im->dem = d;
         im->dem_cap = cap;
     }
@@ -863,59 +671,6 @@ static const char *entry_name(struct sym_cache *c, struct sym_image *im, struct 
     return im->dem + off;
 }
 
-/* Does dpkg's file list at dir/name hold one of the paths (a line each)? */
-static int list_has(int dir, const char *name, const char *const *paths, int npaths)
-{
-    int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    char line[PROCMAPS_PATH_MAX];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        for (int i = 0; i < npaths && !found; i++)
-            found = strcmp(line, paths[i]) == 0;
-    }
-    fclose(f);
-    return found;
-}
-
-/* The Debian package that installed path, from dpkg's file lists
- * (/var/lib/dpkg/info/PACKAGE[:ARCH].list, one path a line): "" when none.
- * With merged /usr the maps say /usr/lib/... where the list may say /lib/... */
-static void dpkg_owner(const char *path, char *pkg, size_t sz)
-{
-    const char *paths[2] = {path, NULL};
-    int npaths = 1;
-    pkg[0] = 0;
-    if (strncmp(path, "/usr/", 5) == 0)
-        paths[npaths++] = path + 4;
-    int dfd = open("/var/lib/dpkg/info", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        size_t len = strlen(de->d_name);
-        if (len < 6 || strcmp(de->d_name + len - 5, ".list") != 0)
-            continue;
-        if (list_has(dirfd(d), de->d_name, paths, npaths)) {
-            size_t n = strcspn(de->d_name, ":");
-            n = n < len - 5 ? n : len - 5;
-            snprintf(pkg, sz, "%.*s", (int)n, de->d_name);
-            break;
-        }
-    }
-    closedir(d);
-}
-
 /* A lookup in m found no symbol: counted, and at the image's first, who
  * could supply its symbols. */
 static void unsym_note(struct sym_cache *c, struct sym_module *m, struct sym_image *im)
@@ -931,15 +686,9 @@ static void unsym_note(struct sym_cache *c, struct sym_module *m, struct sym_ima
     dpkg_owner(m->path, im->pkg, sizeof im->pkg);
 }
 
-const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
-                              size_t bufsz)
+const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
 {
-    if (bufsz == 0)
-        return NULL;
-    if (is_return && addr > 0)
-        addr--;
-    c->st.lookups++;
-    struct sym_module *m = mod_for(c, addr);
+    struct sym_module *m = symcache_mod_for(c, addr);
     if (!m) {
         c->st.misses++;
         return NULL;
@@ -957,12 +706,9 @@ const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return,
     return buf;
 }
 
-int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file, size_t filesz,
-                       unsigned *line)
+int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line)
 {
-    if (is_return && addr > 0)
-        addr--;
-    struct sym_module *m = mod_for(c, addr);
+    struct sym_module *m = symcache_mod_for(c, addr);
     struct sym_image *im = m ? mod_image(c, m) : NULL;
     if (!im)
         return UV_ENOENT;
@@ -996,9 +742,9 @@ static void hint_make(const struct sym_cache *c, char *buf, size_t sz)
 {
     const struct sym_image *top = NULL;
     buf[0] = 0;
-    for (size_t i = 0; i < c->nimages; i++)
-        if (c->images[i]->unsym && (!top || c->images[i]->unsym > top->unsym))
-            top = c->images[i];
+    for (size_t i = 0; i < c->os->nimages; i++)
+        if (c->os->images[i]->unsym && (!top || c->os->images[i]->unsym > top->unsym))
+            top = c->os->images[i];
     if (!top)
         return;
     /* The daemon keeps DEBUGINFOD_URLS only when the configuration turns
@@ -1014,8 +760,7 @@ static void hint_make(const struct sym_cache *c, char *buf, size_t sz)
                  top->unsym_path, dbg);
 }
 
-void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)
+void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
 {
-    *st = c->st;
     hint_make(c, st->hint, sizeof st->hint);
 }

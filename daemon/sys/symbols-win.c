@@ -1,11 +1,10 @@
 /* Symbolizer for a live Windows process: DbgHelp on one dedicated thread, answers cached per
  * address. */
-#include "symbols.h"
+#include "symcache.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "mem-acct.h"
-#include "modlist.h"
 #include "procmods.h"
 
 #include <inttypes.h>
@@ -17,14 +16,11 @@
 #include <windows.h>
 #include <dbghelp.h>
 
-#define SYM_MODULES_MAX 4096
 /* Answers cached per cache (a table of this many slots at most, then lookups
  * go to DbgHelp each time). */
 #define SYM_ANSWERS_MAX (1u << 20)
 #define SYM_NAME_MAX 1024 /* UTF-8 bytes of a function name; longer names are cut */
 #define SYM_FILE_MAX 1024
-/* An address in no known module re-reads the module list at most this often. */
-#define SYM_RESCAN_NS 100000000ull
 
 /* ---- the DbgHelp thread ----
  * "All DbgHelp functions are single threaded" (learn.microsoft.com, About
@@ -359,13 +355,6 @@ int sym_set_search_path(const char *path)
 
 /* ---- the cache, on the caller's thread ---- */
 
-struct sym_module {
-    uint64_t start, end, bias;
-    char *path;
-    int loaded;    /* 0 not yet asked; 1 loaded in DbgHelp; -1 failed */
-    int from_scan; /* found by reading the module list, not added */
-};
-
 struct sym_answer {
     uint64_t addr; /* 0: empty slot */
     char *text;    /* "module!function" or "module!+0xOFF" */
@@ -374,98 +363,69 @@ struct sym_answer {
     uint32_t text_len, file_len; /* bytes allocated, with the NUL */
 };
 
-struct sym_cache {
-    uint64_t pid;
-    struct mem_acct *acct;
-    int kind;
+/* The Windows part of a cache (symcache.h): its DbgHelp session and its
+ * answers. A module's image is 0 once loaded in DbgHelp. */
+struct sym_os {
     struct dbg_session *s;
-    struct sym_module *mods; /* sorted by start, not overlapping */
-    size_t nmods, capmods;
     struct sym_answer *ans; /* open addressing, capans a power of two */
     size_t nans, capans;
-    uint64_t last_scan_ns;
-    struct sym_stats st;
 };
-
-static void *acct_alloc(struct sym_cache *c, size_t n)
-{
-    void *p = mem_alloc(c->acct, c->kind, n);
-    if (p)
-        c->st.bytes += n;
-    return p;
-}
-
-static void acct_free(struct sym_cache *c, void *p, size_t n)
-{
-    if (!p)
-        return;
-    mem_free(c->acct, c->kind, p, n);
-    c->st.bytes -= n;
-}
 
 static char *acct_strdup(struct sym_cache *c, const char *s, uint32_t *len)
 {
     size_t n = strlen(s) + 1;
-    char *p = acct_alloc(c, n);
+    char *p = symcache_alloc(c, n);
     if (p)
         memcpy(p, s, n);
     *len = p ? (uint32_t)n : 0;
     return p;
 }
 
-int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+int sym_os_new(struct sym_cache *c)
 {
     if (worker_start())
         return UV_ENOMEM;
-    struct sym_cache *c = ht_calloc(1, sizeof *c);
+    struct sym_os *os = ht_calloc(1, sizeof *os);
     struct dbg_session *s = ht_calloc(1, sizeof *s);
-    if (!c || !s) {
-        ht_free(c);
+    if (!os || !s) {
+        ht_free(os);
         ht_free(s);
         return UV_ENOMEM;
     }
-    s->pid = pid;
-    c->s = s;
-    c->pid = pid;
-    c->acct = acct;
-    c->kind = kind;
-    *out = c;
+    s->pid = c->pid;
+    os->s = s;
+    c->os = os;
     return 0;
 }
 
 static void answers_clear(struct sym_cache *c)
 {
-    for (size_t i = 0; i < c->capans; i++) {
-        struct sym_answer *a = &c->ans[i];
+    for (size_t i = 0; i < c->os->capans; i++) {
+        struct sym_answer *a = &c->os->ans[i];
         if (!a->addr)
             continue;
-        acct_free(c, a->text, a->text_len);
-        acct_free(c, a->file, a->file_len);
+        symcache_free(c, a->text, a->text_len);
+        symcache_free(c, a->file, a->file_len);
         memset(a, 0, sizeof *a);
     }
-    c->nans = 0;
+    c->os->nans = 0;
     c->st.symbols = 0;
 }
 
-void sym_cache_free(struct sym_cache *c)
+void sym_os_free(struct sym_cache *c)
 {
-    if (!c)
-        return;
     struct sym_req *r = ht_calloc(1, sizeof *r);
     if (r) {
         r->op = REQ_CLEANUP;
-        r->s = c->s;
+        r->s = c->os->s;
         r->refs = 1;
         req_post(r);
     }
     /* else: without memory for the request the session leaks rather than
      * racing the DbgHelp thread. */
     answers_clear(c);
-    acct_free(c, c->ans, c->capans * sizeof *c->ans);
-    for (size_t i = 0; i < c->nmods; i++)
-        acct_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
-    acct_free(c, c->mods, c->capmods * sizeof *c->mods);
-    ht_free(c);
+    symcache_free(c, c->os->ans, c->os->capans * sizeof *c->os->ans);
+    ht_free(c->os);
 }
 
 /* ---- answers ---- */
@@ -473,38 +433,38 @@ void sym_cache_free(struct sym_cache *c)
 static size_t ans_slot(const struct sym_cache *c, uint64_t addr)
 {
     uint64_t h = addr * 0x9e3779b97f4a7c15ull;
-    size_t mask = c->capans - 1;
+    size_t mask = c->os->capans - 1;
     size_t i = (size_t)(h >> 20) & mask;
-    while (c->ans[i].addr && c->ans[i].addr != addr)
+    while (c->os->ans[i].addr && c->os->ans[i].addr != addr)
         i = (i + 1) & mask;
     return i;
 }
 
 static struct sym_answer *ans_find(struct sym_cache *c, uint64_t addr)
 {
-    if (!c->capans || !addr)
+    if (!c->os->capans || !addr)
         return NULL;
-    struct sym_answer *a = &c->ans[ans_slot(c, addr)];
+    struct sym_answer *a = &c->os->ans[ans_slot(c, addr)];
     return a->addr ? a : NULL;
 }
 
 static int ans_grow(struct sym_cache *c)
 {
-    size_t cap = c->capans ? c->capans * 2 : 256;
+    size_t cap = c->os->capans ? c->os->capans * 2 : 256;
     if (cap > SYM_ANSWERS_MAX)
         return HT_EFULL;
-    struct sym_answer *v = acct_alloc(c, cap * sizeof *v);
+    struct sym_answer *v = symcache_alloc(c, cap * sizeof *v);
     if (!v)
         return UV_ENOMEM;
     memset(v, 0, cap * sizeof *v);
-    struct sym_answer *old = c->ans;
-    size_t oldcap = c->capans;
-    c->ans = v;
-    c->capans = cap;
+    struct sym_answer *old = c->os->ans;
+    size_t oldcap = c->os->capans;
+    c->os->ans = v;
+    c->os->capans = cap;
     for (size_t i = 0; i < oldcap; i++)
         if (old[i].addr)
-            c->ans[ans_slot(c, old[i].addr)] = old[i];
-    acct_free(c, old, oldcap * sizeof *old);
+            c->os->ans[ans_slot(c, old[i].addr)] = old[i];
+    symcache_free(c, old, oldcap * sizeof *old);
     return 0;
 }
 
@@ -513,143 +473,81 @@ static int ans_grow(struct sym_cache *c)
 static struct sym_answer *ans_put(struct sym_cache *c, uint64_t addr, const char *text,
                                   const char *file, unsigned line)
 {
-    if (!addr || ((c->nans + 1) * 4 > c->capans * 3 && ans_grow(c) != 0))
+    if (!addr || ((c->os->nans + 1) * 4 > c->os->capans * 3 && ans_grow(c) != 0))
         return NULL;
     struct sym_answer a = {.addr = addr, .line = line};
     a.text = acct_strdup(c, text, &a.text_len);
     if (file)
         a.file = acct_strdup(c, file, &a.file_len);
     if (!a.text || (file && !a.file)) {
-        acct_free(c, a.text, a.text_len);
-        acct_free(c, a.file, a.file_len);
+        symcache_free(c, a.text, a.text_len);
+        symcache_free(c, a.file, a.file_len);
         return NULL;
     }
-    struct sym_answer *slot = &c->ans[ans_slot(c, addr)];
+    struct sym_answer *slot = &c->os->ans[ans_slot(c, addr)];
     *slot = a;
-    c->nans++;
+    c->os->nans++;
     c->st.symbols++;
     return slot;
 }
 
 /* ---- the module list ---- */
 
-_Static_assert(offsetof(struct sym_module, start) == 0 && offsetof(struct sym_module, end) == 8,
-               "modlist.h: a module begins with start, end");
-
-static struct sym_module *mod_at(struct sym_cache *c, uint64_t addr)
+int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
 {
-    size_t i = modlist_find(c->mods, c->nmods, sizeof *c->mods, addr);
-    return i < c->nmods ? &c->mods[i] : NULL;
+    (void)build_id; /* a PE image is known by its file; DbgHelp checks its PDB signature */
+    if (!path || !path[0] || end <= start || end - start > 0xffffffffu ||
+        strlen(path) >= PROCMODS_PATH_MAX)
+        return HT_EBADARG;
+    return 0;
 }
 
-/* Drop module i: DbgHelp forgets it, and the answers (some were in it) go. */
-static void mod_drop(struct sym_cache *c, size_t i)
+/* A module goes: DbgHelp forgets it, and the answers (some were in it) go. */
+void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
 {
-    struct sym_module *m = &c->mods[i];
-    if (m->loaded == 1) {
+    if (m->image >= 0) {
         struct sym_req *r = ht_calloc(1, sizeof *r);
         if (r) {
             r->op = REQ_UNLOAD;
-            r->s = c->s;
+            r->s = c->os->s;
             r->mod_base = m->start;
             r->refs = 1;
             req_post(r);
         }
     }
     answers_clear(c);
-    acct_free(c, m->path, strlen(m->path) + 1);
-    modlist_close(c->mods, c->nmods, sizeof *c->mods, i);
-    c->nmods--;
-}
-
-static void mod_drop_cb(void *arg, size_t i)
-{
-    mod_drop(arg, i);
-}
-
-static int mod_insert(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
-                      const char *path, int from_scan)
-{
-    long at = modlist_place((const void *const *)&c->mods, &c->nmods, sizeof *c->mods, start, end,
-                            !from_scan, mod_drop_cb, c);
-    if (at < 0)
-        return (int)at;
-    size_t i = (size_t)at;
-    if (c->nmods == c->capmods) {
-        if (c->nmods >= SYM_MODULES_MAX)
-            return HT_EFULL;
-        size_t cap = c->capmods ? c->capmods * 2 : 32;
-        struct sym_module *v =
-            mem_realloc(c->acct, c->kind, c->mods, c->capmods * sizeof *v, cap * sizeof *v);
-        if (!v)
-            return UV_ENOMEM;
-        c->st.bytes += (cap - c->capmods) * sizeof *v;
-        c->mods = v;
-        c->capmods = cap;
-    }
-    size_t plen = strlen(path) + 1;
-    char *p = acct_alloc(c, plen);
-    if (!p)
-        return UV_ENOMEM;
-    memcpy(p, path, plen);
-    modlist_open(c->mods, c->nmods, sizeof *c->mods, i);
-    c->mods[i] = (struct sym_module){
-        .start = start, .end = end, .bias = bias, .path = p, .from_scan = from_scan};
-    c->nmods++;
-    return 0;
-}
-
-int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
-                         const char *path, const char *build_id)
-{
-    (void)build_id; /* a PE image is known by its file; DbgHelp checks its PDB signature */
-    if (!path || !path[0] || end <= start || end - start > 0xffffffffu ||
-        strlen(path) >= PROCMODS_PATH_MAX)
-        return HT_EBADARG;
-    return mod_insert(c, start, end, bias, path, 0);
-}
-
-void sym_cache_remove_module(struct sym_cache *c, uint64_t start)
-{
-    size_t i = modlist_upper(c->mods, c->nmods, sizeof *c->mods, start);
-    if (i > 0 && c->mods[i - 1].start == start)
-        mod_drop(c, i - 1);
 }
 
 /* Re-read the target's modules: a scanned module still there (same range
  * and file) stays as it is, others of earlier scans go, added ones stay. */
-static void mods_rescan(struct sym_cache *c)
+void sym_os_rescan(struct sym_cache *c)
 {
     struct procmods_module *v;
     size_t n;
-    c->last_scan_ns = uv_hrtime();
     if (procmods_list(c->pid, &v, &n) != 0)
         return;
     for (size_t i = c->nmods; i-- > 0;) {
         struct sym_module *m = &c->mods[i];
-        if (!m->from_scan)
+        if (m->from_maps != MOD_SCAN)
             continue;
         int still = 0;
         for (size_t k = 0; k < n && !still; k++)
             still = v[k].base == m->start && v[k].base + v[k].size == m->end &&
                     strcmp(v[k].path, m->path) == 0;
         if (!still)
-            mod_drop(c, i);
+            symcache_mod_drop(c, i);
     }
-    for (size_t k = 0; k < n; k++)
-        if (v[k].size && !mod_at(c, v[k].base))
-            mod_insert(c, v[k].base, v[k].base + v[k].size, v[k].base, v[k].path, 1);
+    for (size_t k = 0; k < n; k++) {
+        if (!v[k].size || symcache_mod_at(c, v[k].base))
+            continue;
+        struct sym_module m = {.start = v[k].base,
+                               .end = v[k].base + v[k].size,
+                               .bias = v[k].base,
+                               .path = v[k].path,
+                               .image = -1};
+        symcache_scan_add(c, &m);
+    }
     ht_free(v);
-}
-
-static struct sym_module *mod_for(struct sym_cache *c, uint64_t addr)
-{
-    struct sym_module *m = mod_at(c, addr);
-    if (!m && (c->last_scan_ns == 0 || uv_hrtime() - c->last_scan_ns >= SYM_RESCAN_NS)) {
-        mods_rescan(c);
-        m = mod_at(c, addr);
-    }
-    return m;
 }
 
 /* ---- lookups ---- */
@@ -666,7 +564,7 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
             c->st.misses++;
         return a;
     }
-    struct sym_module *m = mod_for(c, addr);
+    struct sym_module *m = symcache_mod_for(c, addr);
     if (!m) {
         if (count)
             c->st.misses++;
@@ -677,17 +575,17 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
     if (!r)
         return NULL;
     r->op = REQ_LOOKUP;
-    r->s = c->s;
+    r->s = c->os->s;
     r->addr = addr;
     r->refs = 1;
     int asked_load = 0;
-    if (m->loaded == 0) {
+    if (m->image == -1) {
         r->load_path = wide_of(m->path);
         r->mod_base = m->start;
         r->mod_size = m->end - m->start;
         asked_load = r->load_path != NULL;
         if (!asked_load)
-            m->loaded = -1;
+            m->image = -2;
     }
     int err = req_call(r);
     if (err) {
@@ -701,7 +599,7 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
         return tmp;
     }
     if (asked_load) {
-        m->loaded = r->load_ok ? 1 : -1;
+        m->image = r->load_ok ? 0 : -2;
         if (r->load_ok)
             c->st.modules++;
         else
@@ -722,14 +620,8 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
     return a ? a : tmp;
 }
 
-const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return, char *buf,
-                              size_t bufsz)
+const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
 {
-    if (bufsz == 0)
-        return NULL;
-    if (is_return && addr > 0)
-        addr--;
-    c->st.lookups++;
     char text[SYM_NAME_MAX + PROCMODS_PATH_MAX + 32];
     struct sym_answer tmp;
     const struct sym_answer *a = lookup(c, addr, &tmp, text, sizeof text, 1);
@@ -739,11 +631,8 @@ const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return,
     return buf;
 }
 
-int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file, size_t filesz,
-                       unsigned *line)
+int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line)
 {
-    if (is_return && addr > 0)
-        addr--;
     char text[SYM_NAME_MAX + PROCMODS_PATH_MAX + 32];
     struct sym_answer tmp;
     const struct sym_answer *a = lookup(c, addr, &tmp, text, sizeof text, 0);
@@ -754,7 +643,8 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
     return 0;
 }
 
-void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)
+void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
 {
-    *st = c->st;
+    (void)c; /* DbgHelp gives no hint */
+    (void)st;
 }

@@ -12,6 +12,10 @@
  * timeouts). Each answer is cached per address. Modules are PE images: bias
  * is the image base (OFF is the RVA), build_id is ignored, and a miss reads
  * the target's module list (procmods.h) instead of /proc/PID/maps.
+ *
+ * The module table, its rescans, the accounting and the counters are one
+ * cache for both platforms (symcache.c); per OS only reading the modules
+ * and their symbols (symbols-linux.c, symbols-win.c).
  */
 #ifndef SYMBOLS_H
 #define SYMBOLS_H

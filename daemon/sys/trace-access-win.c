@@ -7,8 +7,9 @@
 
 /* Tracing another process takes SeDebugPrivilege and an ETW session, both
  * the daemon's (LocalSystem) and both beyond what an operator may do
- * itself (etw-mechanics.md §1.6, §9): members of pipe_operators_group query
- * sessions; only LocalSystem or an elevated administrator (uid 0) starts one. */
+ * itself (docs/windows.md#the-heap-logger-session, #the-pipes-security-descriptor): members of
+ * pipe_operators_group query sessions; only LocalSystem or an elevated administrator (uid 0) starts
+ * one. */
 int trace_access_open(const struct trace_who *who, uint64_t pid, int *handle, char *err,
                       size_t errsz)
 {

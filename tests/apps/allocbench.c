@@ -5,7 +5,7 @@
  * Each thread makes PAIRS malloc+free pairs of mixed sizes (7 in 8 between 8
  * and 264 bytes, 1 in 8 up to 4 KiB) over a window of 256 live blocks, malloc
  * called through a chain of 6 noinline functions (the shape of
- * linux-backend.md section 4). Each thread times its own loop with
+ * docs/linux.md#ring-buffer-and-event-rates). Each thread times its own loop with
  * clock_gettime(CLOCK_MONOTONIC) around the loop only, after an untimed warm-up
  * of 8192 pairs made before the ready line.
  *

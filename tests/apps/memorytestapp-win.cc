@@ -1,7 +1,7 @@
 /*
  * memorytestapp-win: MemoryTestApp.exe of seed 000 ("Exercise 2 - Track User
  * Mode Process Allocations") for Windows, the program the ETW sessions are
- * validated against on a real machine (README "Validating on real Windows").
+ * validated against on a real machine (docs/windows.md#validating-on-real-windows).
  * The same run as tests/apps/memorytestapp.cc, with the article's own calls:
  * VirtualAlloc(MEM_COMMIT | MEM_RESERVE) / VirtualFree(MEM_RELEASE) for the
  * commits and C++ new for the heap, and the same function names (extern "C",

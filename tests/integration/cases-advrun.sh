@@ -214,3 +214,17 @@ case_advrun_exec_32bit() {
     agent_ended a32
     stop_clean
 }
+
+# The same under --follow, where the environment (LD_PRELOAD with the agent) is kept for every
+# exec: an exec of a 32-bit program goes on without the agent in LD_PRELOAD (what else the user
+# preloads stays), so its loader has nothing to complain about.
+case_advrun_exec_32bit_follow() {
+    agent_setup
+    printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { const char *p = getenv("LD_PRELOAD"); printf("preload=%%s\\n", p ? p : "(none)"); return 0; }\n' >"$T/t32.c"
+    cc -m32 -o "$T/t32" "$T/t32.c" 2>/dev/null && "$T/t32" >/dev/null || live_skip "no 32-bit toolchain or loader"
+    timeout 30 "$HT_CTL" run --follow --name f32 -- /bin/sh -c 'exec "$1"' sh "$T/t32" >"$T/f32.out" \
+        2>"$T/f32.err" </dev/null || fail "exit code ($(cat "$T/f32.err"))"
+    grep -q 'ELF class\|ld.so' "$T/f32.err" && fail "the loader's complaint on the program's stderr: $(cat "$T/f32.err")"
+    grep -q 'preload=(none)' "$T/f32.out" || fail "the 32-bit program's LD_PRELOAD: $(cat "$T/f32.out")"
+    stop_clean
+}

@@ -16,7 +16,9 @@ attach_setup() {
 attachee_start() {
     local tag=$1
     mkfifo "$T/$tag.in"
-    "$LIVE_APPS/${2:-attachee}" ${3:-} <"$T/$tag.in" >"$T/$tag.out" 2>"$T/$tag.err" &
+    local app="$LIVE_APPS/${2:-attachee}"
+    [[ ${2:-} == /* ]] && app=$2
+    "$app" ${3:-} <"$T/$tag.in" >"$T/$tag.out" 2>"$T/$tag.err" &
     APID=$!
     LIVE_PIDS+=("$APID")
     exec 7>"$T/$tag.in"
@@ -433,9 +435,12 @@ case_sec_attach_yama_named() {
 # The app sees nothing either way; stop ends the process's session with the image's.
 case_attach_agent_exe() {
     attach_setup
-    ctl start --exe attachee --source agent --name img >"$T/start.out" 2>&1 ||
+    # A copy of its own: start --exe takes every process of the image on the machine, and other
+    # cases run attachee at the same time.
+    cp "$LIVE_APPS/attachee" "$T/attachee-exe"
+    ctl start --exe attachee-exe --source agent --name img >"$T/start.out" 2>&1 ||
         fail "start --exe: $(cat "$T/start.out")"
-    attachee_start a
+    attachee_start a "$T/attachee-exe"
     local kid=img.$APID at
     attach_wait "$kid" source_status.connected true
     at=$(ctl --json status "$kid" | jget source_status.attached_at)
@@ -468,13 +473,14 @@ case_attach_agent_exe() {
 # only the exit: the hold is a ptrace stop, never a job-control one.
 case_attach_agent_exe_gate() {
     attach_setup
-    local app="$LIVE_APPS/attachee" kid r
+    local app="$T/attachee-gate" kid r
+    cp "$LIVE_APPS/attachee" "$app" # its own file: other cases run attachee meanwhile
     ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
         fail "start --exe: $(cat "$T/start.out")"
     ctl --json status img >"$T/s"
     eq "$(jget source_status.exec_gate.watched.0 <"$T/s")" "$app" "the file watched"
     for r in 1 2 3 4 5; do
-        attachee_start "a$r"
+        attachee_start "a$r" "$app"
         kid=img.$APID
         attach_wait "$kid" source_status.connected true
         eq "$(ctl --json status "$kid" | jget source_status.attached_at)" "entry point" \

@@ -1167,7 +1167,8 @@ ITEST(owner_check, 1)
 }
 
 /* The ETW source's start on Windows: under wine (StartTraceW succeeds without
- * a session, OpenTraceW and TraceSetInformation fail: windows-build.md 3.5)
+ * a session, OpenTraceW and TraceSetInformation fail:
+ * docs/windows.md#what-wine-does-and-does-not-do)
  * start --pid and --exe fail with the API that failed named, leave no
  * session, and --exe leaves TracingFlags as it was (restored from the
  * journal). Elevated on real Windows they succeed: the session is then

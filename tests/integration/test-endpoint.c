@@ -514,7 +514,7 @@ static void test_unknown_group(void)
 }
 
 #ifdef _WIN32
-/* Wine has ntdll!wine_get_version (windows-build.md §3.1). */
+/* Wine has ntdll!wine_get_version (docs/windows.md#what-wine-does-and-does-not-do). */
 static int under_wine(void)
 {
     HMODULE nt = GetModuleHandleW(L"ntdll.dll");

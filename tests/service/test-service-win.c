@@ -2,7 +2,8 @@
  * install, the SCM starting it, its pipe answering ping, a replay load and
  * stacks, the SCM stopping it, uninstall leaving nothing; and the console
  * fallback of `run`. Runs under wine, whose SCM (services.exe) does all of it
- * (windows-build.md §3.4). Each case installs a service of its own name. */
+ * (docs/windows.md#what-wine-does-and-does-not-do). Each case installs a service of its own name.
+ */
 #include "ht-test.h"
 
 #include <windows.h>
@@ -368,7 +369,7 @@ static void test_install_config(void)
     cleanup(cur_svc);
 }
 
-/* Wine (windows-build.md §3.1): ntdll exports wine_get_version. */
+/* Wine (docs/windows.md#what-wine-does-and-does-not-do): ntdll exports wine_get_version. */
 static int under_wine(void)
 {
     HMODULE nt = GetModuleHandleW(L"ntdll.dll");

@@ -509,7 +509,7 @@ static int m_re_kept_from(uint64_t t)
     return M.re[M.nre - M.life_ring - 1].t < t; /* the latest evicted is older */
 }
 
-/* Does the engine need the realloc ring's times for this block (README: a
+/* Does the engine need the realloc ring's times for this block (docs/queries.md: a
  * block answers from its own count when its whole life is inside the window
  * and it has fewer than 127 in-place reallocs), and are they all still kept? */
 static int m_re_ok(const struct query *q, const struct mblock *b)

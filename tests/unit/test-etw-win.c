@@ -73,7 +73,8 @@ static void test_props_as_struct(void)
     CHECK_EQ(p->EnableFlags & 0xFFFF, 152);
 }
 
-/* Synthetic EVENT_RECORDs (windows-build.md 3.5 b) through the conversion the
+/* Synthetic EVENT_RECORDs (docs/windows.md#what-wine-does-and-does-not-do) through the
+ * conversion the
  * consumers use, the decoder and the correlator: a 64-bit HeapAlloc and its
  * StackWalk, a 32-bit (WOW64) one, a processor index. */
 static int n_out;

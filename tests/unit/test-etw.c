@@ -1,6 +1,7 @@
 /* The portable ETW decoder (etw-decode.h) and stack correlator (etw-stacks.h):
- * payloads built from the documented layouts (etw-mechanics.md 2.2, 3.2, 4.3),
- * the real payload values restated in etl-format.md 4.3, and a randomized
+ * payloads built from the documented layouts (docs/windows.md#etw-facts-the-code-relies-on),
+ * the decoded values of real kernel events published with TracingTools/libtrace's
+ * decoder tests (restated as values, nothing copied), and a randomized
  * comparison of the correlator against an independent model. */
 #include "engine.h"
 #include "etw-decode.h"
@@ -161,7 +162,9 @@ static void test_longer_and_short(void)
     CHECK_EQ(st.malformed, 2);
 }
 
-/* The real VirtualAlloc/VirtualFree/StackWalk values of etl-format.md 4.3. */
+/* Real VirtualAlloc/VirtualFree/StackWalk values: the decoded values of real kernel
+ * events in TracingTools/libtrace's ETW payload decoder tests (PageFaultVirtualAllocV2,
+ * PageFaultVirtualFreeV2, PageFaultVirtualFree32bitsV2, StackWalkStackV2). */
 static void test_real_vectors(void)
 {
     struct etw_decode_stats st = {0};
@@ -1115,7 +1118,8 @@ static void test_raw_fast_path(void)
     }
 }
 
-/* The heap logger's properties: etw-mechanics.md 1.3's worked example, DWORD
+/* The heap logger's properties: the worked example of
+ * docs/windows.md#the-heap-logger-session, DWORD
  * for DWORD (name "heaptraced-heap", PID 1234, Alloc, ReAlloc and Free). */
 static void test_heap_props(void)
 {
@@ -1179,7 +1183,7 @@ static void test_heap_props(void)
 #include <uv.h>
 /* Found by the adversary: ETW delivers each processor's buffers whole, so
  * one processor's events can come after another's newer ones (up to the
- * session's FlushTimer, 1 s, etw-mechanics.md 5.3), each followed by its
+ * session's FlushTimer, 1 s, docs/windows.md#real-time-consumption), each followed by its
  * stack. The ttl was measured from the event's own timestamp: a late event
  * left at once, without the stack right behind it (of 1,000,000 events with
  * timestamps going back and forth, 454,545 lost their stacks through load).
@@ -1388,7 +1392,8 @@ static void test_process_image(void)
         /* Cut into a character: the whole character is left out. */
         CHECK_EQ(etw_name_utf8(&d, name, 7), 5);
         CHECK_STR(name, "C:\\\xC3\xA9");
-        /* The same event as the Process group's opcode 10 (etl-format.md). */
+        /* The same event as the Process group's opcode 10
+         * (docs/windows.md#process-and-image-events-symbols). */
         ir.provider = etw_guid_process;
         CHECK_EQ(etw_decode(&ir, &d, &st), 1);
         CHECK_EQ(d.kind, ETW_IMAGE_LOAD);

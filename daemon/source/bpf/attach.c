@@ -19,12 +19,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-const char *bpf_libbpf_last(void);
 
 #define TRACEFS "/sys/kernel/tracing"
 
 /* The per-syscall tracepoints need tracefs; it is not mounted on every host
- * (linux-backend.md section 1): the daemon is root, so mount it. 1 when the
+ * (docs/linux.md#build-and-attach): the daemon is root, so mount it. 1 when the
  * syscalls' events are there. */
 static int tracefs_ready(void)
 {
@@ -480,4 +479,43 @@ int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
     }
     t->attach_ns = bpf_now_ns() - t0;
     return 0;
+}
+
+/* The programs take nothing from here on (heaptrace.bpf.c, detaching): the
+ * trace ends at this instant, whatever the links' removal takes after. */
+void bpf_tracer_cut(struct bpf_tracer *t)
+{
+    if (t->skel && t->skel->bss)
+        __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
+}
+
+void bpf_tracer_detach(struct bpf_tracer *t)
+{
+    bpf_tracer_cut(t);
+    /* A finishing consumer removes the links itself (bpf_tracer_finish). */
+    if (t->running && atomic_load(&t->finish))
+        return;
+    bpf_tracer_links_remove(t);
+}
+
+void bpf_tracer_links_remove(struct bpf_tracer *t)
+{
+    if (t->nlinks == 0 && t->nfds == 0)
+        return;
+    uint64_t t0 = bpf_now_ns();
+    /* The programs stop taking events first: each link's removal waits for
+     * the kernel, the target runs meanwhile, and a trace cut probe by probe
+     * holds frees without their malloc. */
+    bpf_tracer_cut(t);
+    for (uint32_t i = 0; i < t->nlinks; i++)
+        bpf_link__destroy(t->links[i]);
+    for (uint32_t i = 0; i < t->nfds; i++)
+        close(t->link_fds[i]);
+    /* A finishing stop detaches on the consumer thread while status reads
+     * these on the loop. */
+    uv_mutex_lock(&t->stats_lock);
+    t->nlinks = 0;
+    t->nfds = 0;
+    t->detach_ns = bpf_now_ns() - t0;
+    uv_mutex_unlock(&t->stats_lock);
 }

@@ -1,7 +1,7 @@
 /*
  * Records of the eBPF ring (heaptrace-bpf.h) into heaptrace events: the
  * allocator calls as heap events, the mmap family through the region table
- * as commits (linux-backend.md section 7), stacks interned through the emit
+ * as commits (docs/linux.md#mmap-family-accounting), stacks interned through the emit
  * callbacks. Independent of the ring and the kernel, so tests feed it
  * synthetic records.
  *

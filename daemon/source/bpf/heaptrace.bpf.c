@@ -2,7 +2,8 @@
 /*
  * The kernel side of the eBPF source: uprobes/uretprobes on the allocator
  * entry points, mmap-family syscall tracepoints, records into one ring
- * buffer (heaptrace-bpf.h). linux-backend.md sections 2-4 and 7 explain the
+ * buffer (heaptrace-bpf.h). docs/linux.md#facts-and-measurements-behind-the-ebpf-source
+ * explains the
  * choices: stacks taken at the return probe, inline and variable-size;
  * nested allocator calls counted once through a per-thread depth stack;
  * wakeups only past a quarter of the ring.
@@ -151,7 +152,7 @@ static __always_inline void rec_init(struct hb_rec *r, __u16 kind)
 }
 
 /* Hand size bytes of s to the ring; wake the consumer only past wake_bytes
- * (it polls every 10 ms otherwise: linux-backend.md section 4). */
+ * (it polls every 10 ms otherwise: docs/linux.md#ring-buffer-and-event-rates). */
 static __always_inline void rec_submit(struct scratch *s, __u64 size)
 {
     __u64 flags = BPF_RB_NO_WAKEUP;
@@ -373,7 +374,7 @@ int BPF_KPROBE(ht_enter, __u64 a0, __u64 a1, __u64 a2)
 
 /* Return of an allocating function: only the outermost call of the thread
  * emits, with the stack taken here, where the IP is the caller's return
- * address (linux-backend.md section 3). */
+ * address (docs/linux.md#stacks). */
 SEC("uretprobe")
 int BPF_KRETPROBE(ht_return, __u64 ret)
 {
@@ -624,7 +625,7 @@ SYS_TP(mprotect, NR_MPROTECT, 3)
 SYS_TP(brk, NR_BRK, 1)
 
 /* Fallback without tracefs: the raw syscall hooks by BTF (every syscall of
- * the system runs the tgid filter: ~37 ns each here, section 7). */
+ * the system runs the tgid filter: ~37 ns each here, docs/linux.md#build-and-attach). */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(ht_sys_enter_btf, struct pt_regs *regs, long id)
 {

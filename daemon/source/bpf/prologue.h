@@ -1,9 +1,10 @@
 /*
  * Where to place a uprobe in a function: the first instruction the kernel
  * emulates rather than single-steps (x86-64). A single-stepped probe costs
- * ~18 us a hit on these hosts against ~5 us emulated (linux-backend.md
- * sections 0 and 2): jemalloc's malloc starts with `cmp $0x1000,%rdi`, a
- * single-stepped instruction, and malloc+7 is a `ja`.
+ * ~18 us a hit on these hosts against ~5 us emulated
+ * (docs/linux.md#probe-cost-emulated-or-single-stepped): jemalloc's malloc
+ * starts with `cmp $0x1000,%rdi`, a single-stepped instruction, and malloc+7 is
+ * a `ja`.
  */
 #ifndef HT_BPF_PROLOGUE_H
 #define HT_BPF_PROLOGUE_H

@@ -2,7 +2,7 @@
  * The eBPF consumer's region table: which mappings of the target exist, and
  * of those, which belong to the allocator (made inside an allocator call: the
  * heap's own arenas and large blocks, already counted as heap events) and
- * which are committed (linux-backend.md section 7). Only mappings made while
+ * which are committed (docs/linux.md#mmap-family-accounting). Only mappings made while
  * attached are known; calls on other addresses are ignored.
  *
  * Threads: one owner (the consumer thread). Bounded: past cap regions a new

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The consumer wakes this often when the kernel side does not wake it
- * (wakeups only past a quarter of the ring: linux-backend.md section 4). */
+ * (wakeups only past a quarter of the ring: docs/linux.md#ring-buffer-and-event-rates). */
 #define POLL_MS 10
 
 static uint64_t now_rel(struct bpf_tracer *t)
@@ -262,7 +262,7 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
     return 0;
 }
 
-/* Finishing: the programs take nothing any more (tracer_cut), so the ring
+/* Finishing: the programs take nothing any more (bpf_tracer_cut), so the ring
  * holds only records taken before; every one becomes an event (the sink
  * waits for room, the loop keeps draining), then the drops counted until
  * now, then the links go (here, not on the loop: their removal is slow).

@@ -4,6 +4,7 @@
 
 #include "procmaps.h"
 #include "resolve.h"
+#include "base.h"
 #include "tracer.h"
 
 #include <stdatomic.h>
@@ -59,7 +60,8 @@ struct bpf_tracer {
     struct bpf_tracer_stats st;
 };
 
-uint64_t bpf_now_ns(void);
+/* The programs take nothing from here on (attach.c). */
+void bpf_tracer_cut(struct bpf_tracer *t);
 /* Load the skeleton with the tracer's settings (attach.c). */
 int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz);
 /* Remove the links now (slow: each waits for the kernel). The loop's

@@ -66,13 +66,6 @@ static void registry_remove(uint64_t pid)
     uv_mutex_unlock(&registry_lock);
 }
 
-uint64_t bpf_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int cap_has(const struct __user_cap_data_struct *d, unsigned cap)
 {
     return (d[cap / 32].effective >> (cap % 32)) & 1;
@@ -105,34 +98,6 @@ int bpf_tracer_available(char *err, size_t errsz)
         return HT_ENOTSUP;
     }
     return 0;
-}
-
-/* Keep libbpf's last warning for error messages instead of printing it. */
-static __thread char libbpf_last[256];
-
-static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-    static int verbose = -1;
-    if (verbose < 0)
-        verbose = getenv("HT_BPF_DEBUG") != NULL; /* libbpf's whole log on stderr */
-    if (verbose) {
-        va_list copy;
-        va_copy(copy, ap);
-        vfprintf(stderr, fmt, copy);
-        va_end(copy);
-    }
-    if (level == LIBBPF_DEBUG)
-        return 0;
-    int n = vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
-    if (n > 0 && libbpf_last[strlen(libbpf_last) - 1] == '\n')
-        libbpf_last[strlen(libbpf_last) - 1] = 0;
-    return n;
-}
-
-const char *bpf_libbpf_last(void);
-const char *bpf_libbpf_last(void)
-{
-    return libbpf_last;
 }
 
 static int pid_open(struct bpf_tracer *t, char *err, size_t errsz)
@@ -205,7 +170,7 @@ int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, c
     t->pidfd = -1;
     t->epfd = -1;
     uv_mutex_init(&t->stats_lock);
-    libbpf_set_print(libbpf_print_cb);
+    bpf_libbpf_log_install();
     rc = pid_open(t, err, errsz);
     if (rc)
         goto fail;
@@ -226,45 +191,6 @@ int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, c
 fail:
     bpf_tracer_free(t);
     return rc;
-}
-
-/* The programs take nothing from here on (heaptrace.bpf.c, detaching): the
- * trace ends at this instant, whatever the links' removal takes after. */
-static void tracer_cut(struct bpf_tracer *t)
-{
-    if (t->skel && t->skel->bss)
-        __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
-}
-
-void bpf_tracer_detach(struct bpf_tracer *t)
-{
-    tracer_cut(t);
-    /* A finishing consumer removes the links itself (bpf_tracer_finish). */
-    if (t->running && atomic_load(&t->finish))
-        return;
-    bpf_tracer_links_remove(t);
-}
-
-void bpf_tracer_links_remove(struct bpf_tracer *t)
-{
-    if (t->nlinks == 0 && t->nfds == 0)
-        return;
-    uint64_t t0 = bpf_now_ns();
-    /* The programs stop taking events first: each link's removal waits for
-     * the kernel, the target runs meanwhile, and a trace cut probe by probe
-     * holds frees without their malloc. */
-    tracer_cut(t);
-    for (uint32_t i = 0; i < t->nlinks; i++)
-        bpf_link__destroy(t->links[i]);
-    for (uint32_t i = 0; i < t->nfds; i++)
-        close(t->link_fds[i]);
-    /* A finishing stop detaches on the consumer thread while status reads
-     * these on the loop. */
-    uv_mutex_lock(&t->stats_lock);
-    t->nlinks = 0;
-    t->nfds = 0;
-    t->detach_ns = bpf_now_ns() - t0;
-    uv_mutex_unlock(&t->stats_lock);
 }
 
 /* Everything the kernel holds for the tracer: links, programs, maps (the
@@ -290,7 +216,7 @@ static void kernel_release(struct bpf_tracer *t)
 
 void bpf_tracer_finish(struct bpf_tracer *t)
 {
-    tracer_cut(t);
+    bpf_tracer_cut(t);
     /* The probes take nothing now: the process may be traced again (stop,
      * then start) while this tracer's consumer converts its kernel ring. */
     if (t->registered)

@@ -1,8 +1,8 @@
 /*
- * DWARF unwinding of the stack copies --stacks dwarf takes (linux-backend.md
- * section 3): elfutils' libdwfl over the target's modules, with a memory
- * callback serving the copied top of the stack. ~5 us a stack. Most frames
- * are unwound faster from rules cached per code address (unwind-rules.h);
+ * DWARF unwinding of the stack copies --stacks dwarf takes (docs/linux.md#stacks):
+ * elfutils' libdwfl over the target's modules, with a memory callback serving the
+ * copied top of the stack. ~5 us a stack. Most frames are unwound faster from
+ * rules cached per code address (unwind-rules.h);
  * a stack with a frame of another shape is unwound by libdwfl (counted).
  * Threads: one owner (the consumer thread).
  */

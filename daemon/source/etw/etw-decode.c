@@ -1,10 +1,11 @@
 /*
- * ETW payload decoding (etw-decode.h). Layouts: etw-mechanics.md 2.2
- * (StackWalk), 3.2 (PERFINFO_VIRTUAL_ALLOC), 4.3 (heap events, #pragma
- * pack(1) in ntwmi.h: no padding before a trailing ULONG), restating
- * PerfView's KernelTraceEventParser and ntwmi.h (sources in that document,
- * section 12). Every read checks the payload length first; a payload longer
- * than the layout is a newer version and decodes (length >=, never ==).
+ * ETW payload decoding (etw-decode.h). Layouts: StackWalk and
+ * PERFINFO_VIRTUAL_ALLOC as learn.microsoft.com documents them (StackWalk_Event
+ * class, PageFault_VirtualAlloc class), the heap events as PerfView's
+ * KernelTraceEventParser reads them (HeapTraceProviderTraceEventParser; the
+ * structs are #pragma pack(1) in ntwmi.h: no padding before a trailing
+ * ULONG). Every read checks the payload length first; a payload longer than
+ * the layout is a newer version and decodes (length >=, never ==).
  */
 #include "etw-decode.h"
 #include "ht-text.h"
@@ -13,28 +14,28 @@
 #include <string.h>
 
 /* {222962ab-6180-4b88-a825-346b75f2a24a}: HeapGuid, the heap logger's
- * Wnode.Guid and its events' ProviderId (etw-mechanics.md 1.2, 4.1). */
+ * Wnode.Guid and its events' ProviderId (PerfView's HeapTraceProviderTraceEventParser). */
 const struct etw_guid etw_guid_heap = {{0x22, 0x29, 0x62, 0xab, 0x61, 0x80, 0x4b, 0x88, 0xa8, 0x25,
                                         0x34, 0x6b, 0x75, 0xf2, 0xa2, 0x4a}};
 /* {3d6fa8d3-fe05-11d0-9dda-00c04fd7ba7c}: PageFault_V2, VirtualAlloc 98 and
- * VirtualFree 99 (etw-mechanics.md 3.2). */
+ * VirtualFree 99 (learn.microsoft.com, PageFault_VirtualAlloc class). */
 const struct etw_guid etw_guid_pagefault = {{0x3d, 0x6f, 0xa8, 0xd3, 0xfe, 0x05, 0x11, 0xd0, 0x9d,
                                              0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
-/* {def2fe46-7bd6-4b80-bd94-f57fe20d0ce3}: StackWalk, opcode 32 (etw-mechanics.md 2.2). */
+/* {def2fe46-7bd6-4b80-bd94-f57fe20d0ce3}: StackWalk, opcode 32 (StackWalk_Event class). */
 const struct etw_guid etw_guid_stackwalk = {{0xde, 0xf2, 0xfe, 0x46, 0x7b, 0xd6, 0x4b, 0x80, 0xbd,
                                              0x94, 0xf5, 0x7f, 0xe2, 0x0d, 0x0c, 0xe3}};
 
-/* {3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c}: Process (etl-format.md 4.1, group
- * 0x03); Image Load also arrives as its opcode 10 in files (etl-format.md). */
+/* {3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c}: Process (learn.microsoft.com,
+ * Process class; group 0x03); Image Load also arrives as its opcode 10 in .etl files. */
 const struct etw_guid etw_guid_process = {{0x3d, 0x6f, 0xa8, 0xd0, 0xfe, 0x05, 0x11, 0xd0, 0x9d,
                                            0xda, 0x00, 0xc0, 0x4f, 0xd7, 0xba, 0x7c}};
 /* {2cb15d1d-5fc1-11d2-abe1-00a0c911f518}: Image, opcodes 10 Load, 2 Unload,
- * 3/4 DCStart/DCEnd (etw-mechanics.md 8). */
+ * 3/4 DCStart/DCEnd (learn.microsoft.com, Image_Load class). */
 const struct etw_guid etw_guid_image = {{0x2c, 0xb1, 0x5d, 0x1d, 0x5f, 0xc1, 0x11, 0xd2, 0xab, 0xe1,
                                          0x00, 0xa0, 0xc9, 0x11, 0xf5, 0x18}};
 
 /* {6a399ae0-4bc6-4de9-870b-3657f8947e7e}: Lost_Event, opcodes 32
- * RTLostEvent, 33 RTLostBuffer, 34 RTLostFile (etw-mechanics.md 5.4). */
+ * RTLostEvent, 33 RTLostBuffer, 34 RTLostFile (learn.microsoft.com, RT_LostEvent class). */
 const struct etw_guid etw_guid_lost = {{0x6a, 0x39, 0x9a, 0xe0, 0x4b, 0xc6, 0x4d, 0xe9, 0x87, 0x0b,
                                         0x36, 0x57, 0xf8, 0x94, 0x7e, 0x7e}};
 
@@ -219,7 +220,7 @@ static int decode_stack(const struct etw_record *r, struct etw_decoded *d,
 {
     if (r->opcode != OP_STACKWALK) {
         /* 34-38: stack caching (key) records, which we never enable
-         * (etw-mechanics.md 2.2). */
+         * (learn.microsoft.com, StackWalk_Event class). */
         st->ignored_opcode++;
         return 0;
     }
@@ -255,7 +256,7 @@ static int string_at(const struct etw_record *r, uint32_t off, unsigned unit, ui
 /* Image Load/Unload/DCStart/DCEnd, version 2 and later (Vista on):
  * ImageBase P, ImageSize P, ProcessId u32, ImageCheckSum u32, TimeDateStamp
  * u32, Reserved0 u32, DefaultBase P, Reserved1-4 u32, FileName UTF-16 from
- * 3 P + 32 (56 / 44). etw-mechanics.md 8, after PerfView's
+ * 3 P + 32 (56 / 44). Image_Load class, and PerfView's
  * ImageLoadTraceData (KernelTraceEventParser.cs: FileName at HostOffset(44, 3)). */
 static int decode_image(const struct etw_record *r, struct etw_decoded *d,
                         struct etw_decode_stats *st)

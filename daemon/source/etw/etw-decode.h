@@ -1,10 +1,9 @@
 /*
  * ETW records decoded without windows.h: the heap provider's events, the
  * system logger's VirtualAlloc/VirtualFree and StackWalk events, from their
- * documented payload layouts (etw-mechanics.md sections 2.2, 3.2 and 4;
- * etl-format.md section 4). Portable C over byte buffers: the same code runs
- * in the Windows ETW consumer and on any platform for raw streams recorded
- * there (etw-raw.h).
+ * documented payload layouts (etw-decode.c names the sources). Portable C
+ * over byte buffers: the same code runs in the Windows ETW consumer and on
+ * any platform for raw streams recorded there (etw-raw.h).
  */
 #ifndef ETW_DECODE_H
 #define ETW_DECODE_H
@@ -19,7 +18,7 @@ struct etw_guid {
     uint8_t b[16];
 };
 
-/* EVENT_HEADER.Flags bits (evntcons.h; etw-mechanics.md 4.1). */
+/* EVENT_HEADER.Flags bits (evntcons.h). */
 #define ETW_HDR_FLAG_32_BIT_HEADER 0x0020
 #define ETW_HDR_FLAG_64_BIT_HEADER 0x0040
 #define ETW_HDR_FLAG_CLASSIC_HEADER 0x0100
@@ -84,7 +83,7 @@ struct etw_decoded {
     int name_wide;
 };
 
-/* VirtualAlloc flags (winnt.h; etw-mechanics.md 3.2). */
+/* VirtualAlloc flags (winnt.h). */
 #define ETW_MEM_COMMIT 0x1000u
 #define ETW_MEM_RESERVE 0x2000u
 #define ETW_MEM_DECOMMIT 0x4000u
@@ -135,7 +134,7 @@ size_t etw_name_utf8(const struct etw_decoded *d, char *out, size_t outsz);
 /* NT device paths to DOS paths: Image events name files by device
  * ("\\Device\\HarddiskVolume3\\Windows\\System32\\ntdll.dll"), DbgHelp wants
  * "C:\\Windows\\...". The pairs come from QueryDosDeviceW for each drive
- * letter (etw-mechanics.md 8); "\\SystemRoot\\" maps to system_root. */
+ * letter; "\\SystemRoot\\" maps to system_root. */
 #define ETW_DOSMAP_MAX 26
 struct etw_dosmap {
     struct {

@@ -115,11 +115,10 @@ static void restarted_others(struct etw_hub *h, const struct etw_hub_sub *sub, i
     uv_mutex_unlock(&h->mu);
 }
 
-int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
-                   size_t errsz)
+/* The refusals of etw_hub_attach, before anything changes. */
+static int attach_check(const struct etw_hub *h, const struct etw_hub_sub *sub, int exe, char *err,
+                        size_t errsz)
 {
-    *restarted = 0;
-    int exe = sub->pid == 0;
     if (sub->attached) {
         snprintf(err, errsz, "already attached");
         return HT_ESTATE;
@@ -144,6 +143,69 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
             return HT_EEXIST;
         }
     }
+    return 0;
+}
+
+/* The heap logger for the union of the targets, sub's added: restarted
+ * when it runs (the others' gap said through *restarted and their
+ * restarts), put back as it was when the new one cannot start. */
+static int heap_add(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
+                    size_t errsz)
+{
+    uint32_t old[ETW_HUB_MAX_SUBS];
+    unsigned nold = h->nheap_pids;
+    memcpy(old, h->heap_pids, nold * sizeof(old[0]));
+    int was_running = h->heap_running;
+    if (was_running) {
+        h->be.heap_stop(h->be.arg);
+        h->heap_running = 0;
+    }
+    /* The union of the subscribers' targets (those that left are
+     * dropped from the list here, at the next restart). */
+    h->nheap_pids = 0;
+    for (unsigned i = 0; i < h->nsubs; i++)
+        if (h->subs[i]->heap)
+            h->heap_pids[h->nheap_pids++] = h->subs[i]->pid;
+    /* Stacks for everyone when anyone wants them: the hooks are the
+     * logger's, not a subscriber's. */
+    int stacks = 0;
+    for (unsigned i = 0; i < h->nsubs; i++)
+        stacks |= h->subs[i]->heap && h->subs[i]->stacks;
+    int rc = h->be.heap_start(h->be.arg, h->heap_pids, h->nheap_pids, stacks, err, errsz);
+    if (rc == 0) {
+        h->heap_running = 1;
+        h->heap_starts++;
+        if (was_running) {
+            restarted_others(h, sub, restarted);
+        }
+    } else {
+        memcpy(h->heap_pids, old, nold * sizeof(old[0]));
+        h->nheap_pids = nold;
+        if (was_running) {
+            char e2[160];
+            int stacks_old = 0;
+            for (unsigned i = 0; i < h->nsubs; i++)
+                stacks_old |= h->subs[i] != sub && h->subs[i]->heap && h->subs[i]->stacks;
+            if (h->be.heap_start(h->be.arg, old, nold, stacks_old, e2, sizeof(e2)) == 0) {
+                h->heap_running = 1;
+                restarted_others(h, sub, restarted);
+            } else {
+                h->nheap_pids = 0;
+                heap_gone(h, sub, "the heap logger could not be restarted");
+            }
+        }
+    }
+    return rc;
+}
+
+int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, char *err,
+                   size_t errsz)
+{
+    *restarted = 0;
+    int exe = sub->pid == 0;
+    int rc = attach_check(h, sub, exe, err, errsz);
+    if (rc)
+        return rc;
     /* In the table first: the first records of the new target are routed. */
     atomic_store(&sub->records, 0);
     atomic_store(&sub->lost_records, 0);
@@ -154,52 +216,9 @@ int etw_hub_attach(struct etw_hub *h, struct etw_hub_sub *sub, int *restarted, c
     sub->attached = 1;
     uv_mutex_unlock(&h->mu);
 
-    int rc = 0;
-    if (sub->heap && !(h->heap_running && heap_has(h, sub->pid))) {
-        uint32_t old[ETW_HUB_MAX_SUBS];
-        unsigned nold = h->nheap_pids;
-        memcpy(old, h->heap_pids, nold * sizeof(old[0]));
-        int was_running = h->heap_running;
-        if (was_running) {
-            h->be.heap_stop(h->be.arg);
-            h->heap_running = 0;
-        }
-        /* The union of the subscribers' targets (those that left are
-         * dropped from the list here, at the next restart). */
-        h->nheap_pids = 0;
-        for (unsigned i = 0; i < h->nsubs; i++)
-            if (h->subs[i]->heap)
-                h->heap_pids[h->nheap_pids++] = h->subs[i]->pid;
-        /* Stacks for everyone when anyone wants them: the hooks are the
-         * logger's, not a subscriber's. */
-        int stacks = 0;
-        for (unsigned i = 0; i < h->nsubs; i++)
-            stacks |= h->subs[i]->heap && h->subs[i]->stacks;
-        rc = h->be.heap_start(h->be.arg, h->heap_pids, h->nheap_pids, stacks, err, errsz);
-        if (rc == 0) {
-            h->heap_running = 1;
-            h->heap_starts++;
-            if (was_running) {
-                restarted_others(h, sub, restarted);
-            }
-        } else {
-            memcpy(h->heap_pids, old, nold * sizeof(old[0]));
-            h->nheap_pids = nold;
-            if (was_running) {
-                char e2[160];
-                int stacks_old = 0;
-                for (unsigned i = 0; i < h->nsubs; i++)
-                    stacks_old |= h->subs[i] != sub && h->subs[i]->heap && h->subs[i]->stacks;
-                if (h->be.heap_start(h->be.arg, old, nold, stacks_old, e2, sizeof(e2)) == 0) {
-                    h->heap_running = 1;
-                    restarted_others(h, sub, restarted);
-                } else {
-                    h->nheap_pids = 0;
-                    heap_gone(h, sub, "the heap logger could not be restarted");
-                }
-            }
-        }
-    }
+    rc = 0;
+    if (sub->heap && !(h->heap_running && heap_has(h, sub->pid)))
+        rc = heap_add(h, sub, restarted, err, errsz);
     if (rc == 0 && sub->virt && !h->kernel_running) {
         rc = h->be.kernel_start(h->be.arg, sub->stacks, err, errsz);
         if (rc == 0) {
@@ -244,7 +263,7 @@ void etw_hub_record(struct etw_hub *h, int session, const struct etw_record *r)
     uv_mutex_lock(&h->mu);
     h->records++;
     if (etw_guid_eq(&r->provider, &etw_guid_lost)) {
-        /* Delivered before the events of the buffer that lost some (5.4):
+        /* Delivered before the events of the buffer that lost some (RT_LostEvent):
          * every subscriber of the session may have lost some. */
         for (unsigned i = 0; i < h->nsubs; i++) {
             struct etw_hub_sub *s = h->subs[i];

@@ -1,6 +1,6 @@
 /*
- * The machine's ETW sessions shared by every heaptrace session (issue 12,
- * etw-mechanics.md 1.6 and 3): Windows allows one heap logger, so the heap
+ * The machine's ETW sessions shared by every heaptrace session (issue 12;
+ * docs/windows.md): Windows allows one heap logger, so the heap
  * logger's PID list is the union of the targets of every `start --pid`, and
  * one system-logger session serves every session's VirtualAlloc. The hub
  * keeps the subscribers (one per heaptrace session), decides when a session
@@ -9,11 +9,11 @@
  * StackProcess, a VirtualAlloc/Image/Process event by the process in its
  * payload; Lost_Event records go to every subscriber of that session.
  * Portable (no windows.h): the sessions themselves are the backend's
- * (etw-source-win.c); the tests drive the hub with a backend of their own.
+ * (etw-logger-win.c); the tests drive the hub with a backend of their own.
  *
  * Restarts: a target not in the running heap logger's list restarts it with
- * the union (the PID list is fixed at StartTrace; etw-mechanics.md 1.4: the
- * update path is unverified). Between the stop and the start the other
+ * the union (the PID list is fixed at StartTrace: updating it in a running
+ * session is not a path we have seen work). Between the stop and the start the other
  * targets' heap events are lost: every other heap subscriber's `restarts`
  * counts it and attach says so. A subscriber that leaves does not restart
  * the logger: its process's records are dropped as `unrouted` until the

@@ -39,7 +39,7 @@ size_t etw_props_build(uint8_t *buf, size_t cap, const struct etw_session_spec *
     size_t name_off = ETW_PROPS_SIZE, name_end = name_off + 2 * (nlen + 1);
     size_t ext_off = 0, ext_dwords = 0;
     if (s->npids > 0) {
-        /* Aligned to 8 (PerfView does not align; harmless, 1.3). */
+        /* Aligned to 8 (PerfView's SaveExtensions does not align; harmless). */
         ext_off = (name_end + 7) & ~(size_t)7;
         ext_dwords = 1 + (1 + s->npids) + (s->nhooks ? 1 + s->nhooks : 0);
     }
@@ -55,7 +55,7 @@ size_t etw_props_build(uint8_t *buf, size_t cap, const struct etw_session_spec *
     static const uint8_t order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
     for (int i = 0; i < 16; i++)
         buf[ETW_PROPS_OFF_GUID + order[i]] = s->guid->b[i];
-    put32(buf, ETW_PROPS_OFF_CLIENT_CONTEXT, 1); /* QPC timestamps (5.2) */
+    put32(buf, ETW_PROPS_OFF_CLIENT_CONTEXT, 1); /* QPC timestamps (WNODE_HEADER.ClientContext) */
     put32(buf, ETW_PROPS_OFF_WNODE_FLAGS, ETW_WNODE_FLAG_TRACED_GUID);
     put32(buf, ETW_PROPS_OFF_BUFFER_KB, s->buffer_kb);
     put32(buf, ETW_PROPS_OFF_MIN_BUFFERS, s->min_buffers);

@@ -3,9 +3,9 @@
  * as bytes in the x64 layout (no windows.h; the Windows build checks the
  * offsets against the SDK's struct in test-etw-win): the heap logger's
  * extension block (ETW_EXT_PIDS, ETW_EXT_STACKWALK_FILTER) byte for byte as
- * etw-mechanics.md 1.2 and 1.3 give it (Geoff Chappell's
- * TRACE_ENABLE_FLAG_EXTENSION page, PerfView's ETWKernelControl
- * SaveExtensions, ntwmi.h names), and the system logger's fields (3.1).
+ * Geoff Chappell's TRACE_ENABLE_FLAG_EXTENSION page and PerfView's
+ * ETWKernelControl SaveExtensions give it (ntwmi.h names), and the system
+ * logger's fields (EVENT_TRACE_SYSTEM_LOGGER_MODE, learn.microsoft.com).
  */
 #ifndef ETW_PROPS_H
 #define ETW_PROPS_H
@@ -45,7 +45,8 @@
 #define ETW_FLAG_THREAD 0x00000002u
 #define ETW_FLAG_IMAGE_LOAD 0x00000004u
 #define ETW_FLAG_VIRTUAL_ALLOC 0x00004000u
-/* Stack-walk hook ids (group | type, etw-mechanics.md 2.1). */
+/* Stack-walk hook ids (group | type: the heap group 0x10 with the HeapAlloc
+ * and HeapReAlloc opcodes 33 and 34, etw-decode.c). */
 #define ETW_HOOK_HEAP_ALLOC 0x1021u
 #define ETW_HOOK_HEAP_REALLOC 0x1022u
 #define ETW_HOOK_HEAP_FREE 0x1024u

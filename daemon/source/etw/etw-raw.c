@@ -288,6 +288,38 @@ static int fast_record(struct etw_raw *x, const char *line, size_t len, struct e
     return 1;
 }
 
+/* A recording's gap (record --raw fell behind): lost records. 1, or -1
+ * with err set. */
+static int lost_line(struct etw_raw *x, const cJSON *o, char *err, size_t errsz)
+{
+    uint64_t n;
+    if (get_u64(o, "etw_raw_lost", UINT32_MAX, &n, err, errsz) != 0)
+        return -1;
+    x->st.lost_records += n;
+    etw_corr_lost(x->corr, n);
+    if (rawtap_on(x->tap)) {
+        /* Recorded again: the gap stays where it was. */
+        char line[48];
+        int k = snprintf(line, sizeof(line), "{\"etw_raw_lost\":%llu}\n", (unsigned long long)n);
+        rawtap_put(x->tap, line, (size_t)k);
+    }
+    return 1;
+}
+
+/* The payload's hl hex digits into x->payload: 0, or -1 with err set. */
+static int payload_hex(struct etw_raw *x, const char *hex, size_t hl, char *err, size_t errsz)
+{
+    for (size_t k = 0; k < hl; k += 2) {
+        int a = ht_hexval(hex[k]), b = ht_hexval(hex[k + 1]);
+        if (a < 0 || b < 0) {
+            snprintf(err, errsz, "field \"payload\": not hex at digit %zu", k);
+            return -1;
+        }
+        x->payload[k / 2] = (uint8_t)(a << 4 | b);
+    }
+    return 0;
+}
+
 int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, size_t errsz)
 {
     size_t i = 0;
@@ -309,20 +341,7 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
     uint64_t op, ver, fl, pid, tid, cpu, ts;
     int rc = -1;
     if (cJSON_GetObjectItemCaseSensitive(o, "etw_raw_lost")) {
-        /* A recording's gap (record --raw fell behind): lost records. */
-        uint64_t n;
-        if (get_u64(o, "etw_raw_lost", UINT32_MAX, &n, err, errsz) == 0) {
-            x->st.lost_records += n;
-            etw_corr_lost(x->corr, n);
-            rc = 1;
-            if (rawtap_on(x->tap)) {
-                /* Recorded again: the gap stays where it was. */
-                char line[48];
-                int k = snprintf(line, sizeof(line), "{\"etw_raw_lost\":%llu}\n",
-                                 (unsigned long long)n);
-                rawtap_put(x->tap, line, (size_t)k);
-            }
-        }
+        rc = lost_line(x, o, err, errsz);
         goto out;
     }
     const cJSON *prov = cJSON_GetObjectItemCaseSensitive(o, "provider");
@@ -349,14 +368,8 @@ int etw_raw_line(struct etw_raw *x, const char *line, size_t len, char *err, siz
                                                            : "longer than 64 KiB");
         goto out;
     }
-    for (size_t k = 0; k < hl; k += 2) {
-        int a = ht_hexval(pl->valuestring[k]), b = ht_hexval(pl->valuestring[k + 1]);
-        if (a < 0 || b < 0) {
-            snprintf(err, errsz, "field \"payload\": not hex at digit %zu", k);
-            goto out;
-        }
-        x->payload[k / 2] = (uint8_t)(a << 4 | b);
-    }
+    if (payload_hex(x, pl->valuestring, hl, err, errsz) != 0)
+        goto out;
     r.opcode = (uint8_t)op;
     r.version = (uint8_t)ver;
     r.flags = (uint16_t)fl;

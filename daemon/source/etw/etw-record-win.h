@@ -9,7 +9,8 @@
 
 /* Header fields and UserData of er (the payload stays er's). The processor
  * is GetEventProcessorIndex's (BufferContext, or ProcessorIndex when
- * EVENT_HEADER_FLAG_PROCESSOR_INDEX is set; etw-mechanics.md 2.3 point 5);
+ * EVENT_HEADER_FLAG_PROCESSOR_INDEX is set; learn.microsoft.com,
+ * GetEventProcessorIndex);
  * the timestamp is raw (PROCESS_TRACE_MODE_RAW_TIMESTAMP). */
 void etw_record_from_event(const EVENT_RECORD *er, struct etw_record *r);
 

@@ -1,9 +1,9 @@
 /*
  * ETW records to heaptrace events, with stack correlation (etw-stacks.h).
- * The match rule is PerfView's (TraceLog GetBestEventForQPC, restated in
- * etw-mechanics.md 2.3): the StackWalk's EventTimeStamp equals its event's
- * raw timestamp, on the StackWalk's StackThread; an event whose header has no
- * thread (VirtualAlloc) matches on timestamp and processor.
+ * The match rule is PerfView's (TraceLog GetBestEventForQPC): the StackWalk's
+ * EventTimeStamp equals its event's raw timestamp, on the StackWalk's
+ * StackThread; an event whose header has no thread (VirtualAlloc) matches on
+ * timestamp and processor.
  */
 #include "etw-stacks.h"
 
@@ -150,7 +150,7 @@ static void emit_pend(struct etw_corr *c, struct pend *p)
  * time since (without wrapping at the end of time). From its arrival, not
  * its own timestamp: ETW delivers each processor's buffers whole, so a
  * processor's events can come after another's newer ones, each with its
- * stack right behind it (etw-mechanics.md 5.3: FlushTimer 1 s). */
+ * stack right behind it (our sessions flush every second: FlushTimer 1). */
 static int waited(const struct etw_corr *c, uint64_t ns)
 {
     return c->newest_ns > ns && c->newest_ns - ns > c->cfg.ttl_ns;
@@ -176,7 +176,7 @@ static void drain(struct etw_corr *c, int force_one)
 
 /* The user frames of a stack record, innermost first, into out; kernel
  * frames (the walk starts inside NtTraceEvent) are counted and dropped. x64
- * kernel addresses are the upper canonical half (etw-mechanics.md 2.2). */
+ * kernel addresses are the upper canonical half (Intel SDM vol. 1, 3.3.7.1). */
 static uint32_t user_frames(struct etw_corr *c, const struct etw_decoded *d, uint64_t *out,
                             uint8_t *truncated)
 {
@@ -373,7 +373,8 @@ static void check_moved(struct etw_corr *c, uint32_t tid, uint64_t new_addr)
         t->awaiting = new_addr;
 }
 
-/* Fill ev from d; 0 when the record makes no event. */
+/* Fill ev from d; 0 when the record makes no event. Long: one case per
+ * decoded kind, each a few lines, read best side by side. */
 static int make_event(struct etw_corr *c, const struct etw_record *r, const struct etw_decoded *d,
                       struct ht_event *ev)
 {
@@ -393,7 +394,7 @@ static int make_event(struct etw_corr *c, const struct etw_record *r, const stru
     case ETW_HEAP_REALLOC:
         if (d->addr != d->old_addr) {
             /* A moving ReAlloc arrives with its own Alloc and Free: never
-             * counted twice (etw-mechanics.md 4.4, PerfView's HeapTracker). */
+             * counted twice (PerfView's HeapTracker pairs them so). */
             c->st.realloc_moved++;
             check_moved(c, r->tid, d->addr);
             return 0;
@@ -522,7 +523,8 @@ void etw_corr_add(struct etw_corr *c, const struct etw_record *r, const struct e
         on_stack(c, r, d);
     } else {
         /* The system logger's events name their process in the payload:
-         * the header's is the thread's that logged them (3.2). */
+         * the header's is the thread's that logged them (PageFault_VirtualAlloc
+         * class: ProcessId). */
         int sys = d->kind >= ETW_VIRTUAL_ALLOC && d->kind != ETW_STACK;
         uint32_t owner = sys ? d->owner_pid : r->pid;
         if (c->cfg.follow_first && !c->cfg.pid && !sys && owner) {

@@ -1,8 +1,8 @@
 /*
  * From decoded ETW records to heaptrace events: filtering by process, the
  * heap and VirtualAlloc semantics of the outstanding tables, and the
- * correlation of StackWalk events with the events they belong to
- * (etw-mechanics.md 2.3 and 4.4). Portable (no windows.h).
+ * correlation of StackWalk events with the events they belong to (the
+ * rule PerfView's TraceLog uses, etw-stacks.c). Portable (no windows.h).
  *
  * A StackWalk event carries the raw timestamp of its event and its thread; it
  * normally follows its event (the walk runs inside the logging call), but
@@ -11,7 +11,8 @@
  * from their arrival and max_pending events, so the events leave in the
  * order they came (a free never overtakes its alloc). Stacks that find no
  * event wait in a small table for ttl too. A stack of only kernel frames
- * waits for the user fragment with the same timestamp (2.3 point 4); kernel
+ * waits for the user fragment with the same timestamp (a walk that crosses
+ * into user mode is logged as two StackWalk events); kernel
  * frames are dropped from what is kept (counted), user frames are kept
  * innermost first.
  */
@@ -26,7 +27,7 @@
 #define ETW_MAX_FRAMES 192 /* ETW_STACK_SW_ARRAY_SIZE: deeper stacks arrive truncated */
 
 /* Kinds that get stack walks (bits 1 << enum etw_kind). The live sessions ask
- * for HeapAlloc, HeapReAlloc and VirtualAlloc (etw-mechanics.md 2.1). */
+ * for HeapAlloc, HeapReAlloc and VirtualAlloc (etw-logger-win.c). */
 #define ETW_STACK_KINDS_DEFAULT                                                                    \
     ((1u << ETW_HEAP_ALLOC) | (1u << ETW_HEAP_REALLOC) | (1u << ETW_VIRTUAL_ALLOC))
 
@@ -73,7 +74,7 @@ struct etw_corr_stats {
     uint64_t kernel_frames;       /* kernel frames dropped */
     uint64_t truncated_stacks;    /* more than ETW_MAX_FRAMES user frames */
     uint64_t realloc_in_place;
-    uint64_t realloc_moved;       /* left to their Alloc and Free events (4.4) */
+    uint64_t realloc_moved;       /* left to their Alloc and Free events */
     uint64_t realloc_moved_unpaired; /* self-check: no Alloc of the new address beside it */
     uint64_t heaps_created;
     uint64_t reserve_only;        /* VirtualAlloc without MEM_COMMIT: not a commit */

@@ -1,6 +1,6 @@
-/* IFEO TracingFlags with a crash-safe journal (ifeo.h). Registry facts:
- * etw-mechanics.md 1.5 (value name TracingFlags, REG_DWORD, bit 0 =
- * HeapTracingEnabled; key = the file name with .exe; 64-bit view). */
+/* IFEO TracingFlags with a crash-safe journal (ifeo.h). Registry facts, as
+ * PerfView's heap tracing sets them: value name TracingFlags, REG_DWORD,
+ * bit 0 = HeapTracingEnabled; key = the file name with .exe; 64-bit view. */
 #include "ifeo.h"
 
 #include "ht-error.h"
@@ -120,6 +120,44 @@ int ifeo_read(const char *exe, uint32_t *value)
     return present;
 }
 
+/* What TracingFlags is now for the image (key w at path), journaled before
+ * anything changes: 0, or a negative code with err set. */
+static int journal_first(HKEY j, const wchar_t *w, const wchar_t *path, const char *exe, char *err,
+                         size_t errsz)
+{
+    HKEY k = NULL;
+    uint64_t entry = 0;
+    LONG lr;
+    DWORD prev = 0;
+    int present = 0;
+    lr = RegOpenKeyExW(HKEY_LOCAL_MACHINE, path, 0, KEY_QUERY_VALUE | VIEW, &k);
+    if (lr == ERROR_FILE_NOT_FOUND) {
+        entry = J_KEY_CREATED;
+    } else if (lr != ERROR_SUCCESS) {
+        win_err(err, errsz, "cannot open the image's execution options", lr);
+        return map_err(lr);
+    } else {
+        lr = read_dword(k, L"TracingFlags", &prev, &present);
+        RegCloseKey(k);
+        k = NULL;
+        if (lr != ERROR_SUCCESS) {
+            snprintf(err, errsz, "%.64s has a TracingFlags value that is not a DWORD: not "
+                     "touched", exe);
+            return HT_ESTATE;
+        }
+        entry = present ? (J_HAD_VALUE | prev) : 0;
+    }
+    lr = RegSetValueExW(j, w, 0, REG_QWORD, (const BYTE *)&entry, sizeof(entry));
+    if (lr == ERROR_SUCCESS)
+        lr = RegFlushKey(j);
+    if (lr != ERROR_SUCCESS) {
+        win_err(err, errsz, "cannot write the journal", lr);
+        return map_err(lr);
+    }
+    test_crash("journal");
+    return 0;
+}
+
 int ifeo_enable(const char *journal, const char *exe, char *err, size_t errsz)
 {
     int rc = ifeo_check_name(exe, err, errsz);
@@ -143,37 +181,9 @@ int ifeo_enable(const char *journal, const char *exe, char *err, size_t errsz)
     int journaled = RegQueryValueExW(j, w, NULL, &type, (BYTE *)&entry, &size) == ERROR_SUCCESS &&
                     type == REG_QWORD;
     if (!journaled) {
-        /* What is there now, journaled before anything changes. */
-        DWORD prev = 0;
-        int present = 0;
-        lr = RegOpenKeyExW(HKEY_LOCAL_MACHINE, path, 0, KEY_QUERY_VALUE | VIEW, &k);
-        if (lr == ERROR_FILE_NOT_FOUND) {
-            entry = J_KEY_CREATED;
-        } else if (lr != ERROR_SUCCESS) {
-            win_err(err, errsz, "cannot open the image's execution options", lr);
-            rc = map_err(lr);
+        rc = journal_first(j, w, path, exe, err, errsz);
+        if (rc)
             goto out;
-        } else {
-            lr = read_dword(k, L"TracingFlags", &prev, &present);
-            RegCloseKey(k);
-            k = NULL;
-            if (lr != ERROR_SUCCESS) {
-                snprintf(err, errsz, "%.64s has a TracingFlags value that is not a DWORD: not "
-                         "touched", exe);
-                rc = HT_ESTATE;
-                goto out;
-            }
-            entry = present ? (J_HAD_VALUE | prev) : 0;
-        }
-        lr = RegSetValueExW(j, w, 0, REG_QWORD, (const BYTE *)&entry, sizeof(entry));
-        if (lr == ERROR_SUCCESS)
-            lr = RegFlushKey(j);
-        if (lr != ERROR_SUCCESS) {
-            win_err(err, errsz, "cannot write the journal", lr);
-            rc = map_err(lr);
-            goto out;
-        }
-        test_crash("journal");
     }
     lr = RegCreateKeyExW(HKEY_LOCAL_MACHINE, path, 0, NULL, 0, KEY_QUERY_VALUE | KEY_SET_VALUE | VIEW,
                          NULL, &k, NULL);

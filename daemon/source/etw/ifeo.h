@@ -1,13 +1,14 @@
 /*
- * Image File Execution Options TracingFlags, for tracing by image name
- * (etw-mechanics.md 1.5): `start --exe app.exe` sets TracingFlags bit 0
+ * Image File Execution Options TracingFlags, for tracing by image name (as
+ * PerfView's heap tracing of a program not yet started does): `start --exe
+ * app.exe` sets TracingFlags bit 0
  * (HeapTracingEnabled) under
  *   HKLM\SOFTWARE\Microsoft\Windows NT\CurrentVersion\Image File Execution Options\app.exe
  * so processes of that image started afterwards log heap events, and
  * restores what was there at session stop, at service stop, and at the next
  * service start after a crash. Every change is journaled under the service's
  * own key before it is made (PerfView keeps the same bookkeeping under
- * HKLM\SOFTWARE\Microsoft\TraceEvent\HeapTracing, etw-mechanics.md 1.5):
+ * HKLM\SOFTWARE\Microsoft\TraceEvent\HeapTracing):
  * a crash at any point leaves a journal entry that says how to undo it.
  * Windows only (ifeo-win.c).
  */

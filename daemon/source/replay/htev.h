@@ -1,4 +1,4 @@
-/* Parser for one line of a recorded event stream (.htev, JSON Lines, ARCHITECTURE.md). */
+/* Parser for one line of a recorded event stream (.htev, JSON Lines: docs/formats.md). */
 #ifndef HTEV_H
 #define HTEV_H
 

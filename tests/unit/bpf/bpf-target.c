@@ -3,7 +3,7 @@
  * known set of allocations (sizes chosen so the test can pick them out of
  * libc's own), a mapping outside the allocator, then waits for another line
  * and exits with code 7. Volatile sinks keep the compiler from removing calls
- * (linux-backend.md section 7).
+ * (docs/linux.md#mmap-family-accounting).
  */
 #define _GNU_SOURCE
 #include <malloc.h>

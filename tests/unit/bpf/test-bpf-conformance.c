@@ -7,7 +7,7 @@
  * (bpf_consume_record, the region table, the event ring, the source's
  * drain) via bpf_source_open_synthetic. The events the harness applies
  * directly are what those records mean, worked out here from the record
- * semantics (heaptrace-bpf.h, linux-backend.md section 7) with a page model
+ * semantics (heaptrace-bpf.h, docs/linux.md#mmap-family-accounting) with a page model
  * of the mappings, not with the consumer's code.
  */
 #include "bpf-source.h"

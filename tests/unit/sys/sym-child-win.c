@@ -1,6 +1,7 @@
 /* The Windows test target (test-sys-win.c): prints the addresses of its own functions and of a
  * kernel32 export, then obeys commands read from stdin. Built with -gdwarf-4 (wine's dbghelp
- * reads DWARF 4, windows-build.md §3.6), -O1 and noinline functions with known names. */
+ * reads DWARF 4, docs/windows.md#what-wine-does-and-does-not-do), -O1 and noinline functions with
+ * known names. */
 #include <stdio.h>
 #include <string.h>
 #include <windows.h>

@@ -1,6 +1,7 @@
 /* Process services on Windows (daemon/sys, *-win.c): private bytes, modules, DbgHelp symbols and
  * the exit watch, against a child (sym-child-win.c) that prints its own addresses. Runs under
- * wine; what wine's dbghelp cannot do skips with 77 and says so (windows-build.md §3.6). */
+ * wine; what wine's dbghelp cannot do skips with 77 and says so
+ * (docs/windows.md#what-wine-does-and-does-not-do). */
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-test.h"
@@ -153,8 +154,9 @@ static int is_wine(void)
 }
 
 /* The test program carries DWARF 4 (mingw GCC): wine's dbghelp reads it, Microsoft's does not
- * (it reads PDB files only; windows-build.md §3.6). On real Windows a function of the test
- * program that reads module!+0xOFF means that, and the case skips; under wine it fails. */
+ * (it reads PDB files only; docs/windows.md#what-wine-does-and-does-not-do). On real Windows a
+ * function of the test program that reads module!+0xOFF means that, and the case skips; under wine
+ * it fails. */
 static void dwarf_or_skip(const char *text)
 {
     if (!text || !strstr(text, "!+0x") || is_wine())
@@ -315,6 +317,32 @@ static void test_added_module(void)
     sym_cache_remove_module(c, v[0].base);
     CHECK_STR(sym_cache_resolve(c, child_val(&ch, "ht_win_leaf"), 0, buf, sizeof buf),
               "ht-sym-child-win.exe!ht_win_leaf");
+    ht_free(v);
+    sym_cache_free(c);
+    child_end(&ch);
+}
+
+/* A module of the list that a rescan cannot add (a module of the source's
+ * lies inside it) is counted in modules_not_added, as on Linux. */
+static void test_scan_not_added(void)
+{
+    struct child ch;
+    CHECK(child_start(&ch) == 0);
+    struct procmods_module *v = NULL;
+    size_t n = 0;
+    CHECK_EQ(procmods_list(child_pid(&ch), &v, &n), 0);
+    CHECK(n > 0 && v[0].size > 0x2000);
+    struct sym_cache *c = NULL;
+    CHECK_EQ(sym_cache_new(&c, child_pid(&ch), NULL, MEM_symbols), 0);
+    CHECK_EQ(sym_cache_add_module(c, v[0].base + 0x1000, v[0].base + 0x2000, v[0].base,
+                                  v[0].path, ""),
+             0);
+    char buf[512];
+    /* An address in no module: the module list is read again. */
+    CHECK(sym_cache_resolve(c, 0x10, 0, buf, sizeof buf) == NULL);
+    struct sym_stats st;
+    sym_cache_stats(c, &st);
+    CHECK_EQ(st.modules_not_added, 1);
     ht_free(v);
     sym_cache_free(c);
     child_end(&ch);
@@ -532,5 +560,5 @@ static void test_timeout(void)
     child_end(&ch);
 }
 
-HT_TEST_MAIN(T(procmem_commit), T(modules), T(resolve_own), T(resolve_kernel32), T(added_module),
+HT_TEST_MAIN(T(procmem_commit), T(modules), T(resolve_own), T(resolve_kernel32), T(added_module), T(scan_not_added),
              T(exit_watch), T(exit_watch_stopped), T(threads), T(search_path), T(timeout))

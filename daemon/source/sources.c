@@ -1,5 +1,5 @@
-/* The registration list (sources.def) and picking a source for a mode (source.h). */
-#include "source.h"
+/* The registration list (sources.def) and picking a source for a mode (sources.h). */
+#include "sources.h"
 
 #include "ht-error.h"
 
