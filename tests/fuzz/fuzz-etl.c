@@ -1,11 +1,14 @@
 /* Fuzz target: bytes as an .etl file through the reader (daemon/source/etl: buffer walk,
  * log-file header, XPRESS, record walker, per-processor merge) and the --stats summary, with
- * small caps so that every limit is reached; and the bytes as an XPRESS stream alone. Every
- * hostile size must end as a counted error or drop, never a read out of bounds or an
- * allocation past the caps. */
+ * small caps so that every limit is reached; then again (rewound) through the events path
+ * (stack-key definitions, the ETW decoder and correlator, as load does); and the bytes as an
+ * XPRESS stream alone. Every hostile size must end as a counted error or drop, never a read
+ * out of bounds or an allocation past the caps. */
+#include "etl-events.h"
 #include "etl-read.h"
 #include "etl-stats.h"
 #include "etl-xpress.h"
+#include "stack-intern.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -39,6 +42,28 @@ static void record_cb(void *arg, const struct etl_record *r)
     etl_stats_record(arg, r);
 }
 
+static void event_cb(void *arg, const struct ht_event *ev)
+{
+    uint64_t *n = arg;
+    *n += ev->kind;
+}
+
+/* The events path over the same reader, rewound: pid 0 follows the first heap process. */
+static void run_events(struct etl_reader *r)
+{
+    struct stack_intern si;
+    if (stack_intern_init(&si, 1u << 10, 1u << 12) != 0)
+        return;
+    struct etl_events *ev;
+    uint64_t n = 0;
+    etl_reader_rewind(r);
+    if (etl_events_new(&ev, &si, etl_reader_header(r), 0, event_cb, &n) == 0) {
+        etl_events_run(ev, r);
+        etl_events_free(ev);
+    }
+    stack_intern_close(&si);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t out[1 << 16];
@@ -52,8 +77,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         etl_stats_free(st);
         return 0;
     }
-    if (etl_reader_open(r) == 0)
+    if (etl_reader_open(r) == 0) {
         etl_reader_run(r, record_cb, st);
+        run_events(r);
+    }
     cJSON *j = etl_stats_json(st, r);
     char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
     free(txt);
