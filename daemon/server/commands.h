@@ -86,10 +86,7 @@ struct cJSON *timeline_sample_json(struct session *s, const struct tl_sample *x)
 
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);
-/* The length in a chunk header of n bytes (its newline excluded): decimal
- * digits only, no sign, space or leading zero, at most 4 MiB; a trailing CR
- * is allowed. 0, or HT_EBADARG. */
-int chunk_length(const char *h, size_t n, uint64_t *len);
+/* A chunk header's length: ht_chunk_length (ht-chunk.h). */
 void load_stream_end(struct client *c, const char *why);
 /* 1 when the loader's feed has less room than one read: stop reading it. */
 int load_stream_full(const struct client *c);
