@@ -10,7 +10,7 @@
 #include <string.h>
 
 const struct ht_cmd_spec ht_cmds[HT_CMD_COUNT] = {
-#define HT_CMD(id, name, flags, syn, sum) {HT_CMD_##id, name, flags, syn, sum},
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer) {HT_CMD_##id, name, flags, syn, sum},
 #define HT_ARG(id, name, type, flags, meta, help)
 #include "ht-commands.def"
 #undef HT_CMD
@@ -18,7 +18,7 @@ const struct ht_cmd_spec ht_cmds[HT_CMD_COUNT] = {
 };
 
 const struct ht_arg_spec ht_args[] = {
-#define HT_CMD(id, name, flags, syn, sum)
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer)
 #define HT_ARG(id, name, type, flags, meta, help) {HT_CMD_##id, name, type, flags, meta, help},
 #include "ht-commands.def"
 #undef HT_CMD
@@ -28,7 +28,7 @@ const struct ht_arg_spec ht_args[] = {
 const size_t ht_nargs = sizeof(ht_args) / sizeof(ht_args[0]);
 
 const struct ht_arg_range ht_arg_ranges[] = {
-#define HT_CMD(id, name, flags, syn, sum)
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer)
 #define HT_ARG(id, name, type, flags, meta, help)
 #define HT_RANGE(id, name, min, max) {HT_CMD_##id, name, min, max},
 #include "ht-commands.def"

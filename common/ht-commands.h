@@ -20,7 +20,7 @@ struct cJSON;
 enum ht_arg_type { HT_ARG_STR, HT_ARG_UINT, HT_ARG_BOOL, HT_ARG_SIZE, HT_ARG_LIST, HT_ARG_STEP };
 
 enum ht_cmd_id {
-#define HT_CMD(id, name, flags, syn, sum) HT_CMD_##id,
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer) HT_CMD_##id,
 #define HT_ARG(id, name, type, flags, meta, help)
 #include "ht-commands.def"
 #undef HT_CMD

@@ -405,8 +405,9 @@ static void render_budget(const cJSON *m)
     }
 }
 
-static void render_status(const cJSON *d)
+static void render_status(struct ctl *c, const cJSON *d)
 {
+    (void)c;
     char s1[24], s2[24], a[32];
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "process");
     printf("session %d \"%s\": %s (%s)%s%s\n", (int)num(d, "id"), str(d, "name"), str(d, "state"),
@@ -479,8 +480,9 @@ static void render_status(const cJSON *d)
         printf("  mark         %s at %s\n", str(q, "name"), tm(num(q, "t"), a));
 }
 
-static void render_timeline(const cJSON *d)
+static void render_timeline(struct ctl *c, const cJSON *d)
 {
+    (void)c;
     char a[32], s1[24], s2[24], s3[24];
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "complete")))
         printf("INCOMPLETE: samples before %s were overwritten\n", tm(num(d, "horizon"), a));
@@ -491,8 +493,9 @@ static void render_timeline(const cJSON *d)
                sz(num(x, "committed"), s2), sz(num(x, "private_bytes"), s3));
 }
 
-static void render_ls(const cJSON *d)
+static void render_ls(struct ctl *c, const cJSON *d)
 {
+    (void)c;
     char a[32], s1[24], s2[24];
     printf("%-4s %-16s %-8s %-8s %-22s %10s %12s %12s\n", "Id", "Name", "State", "Source",
            "Process", "Time", "Heap", "Committed");
@@ -547,8 +550,9 @@ static void nonzero_counts(const char *lead, const cJSON *o)
         printf("\n");
 }
 
-static void render_version(const cJSON *d)
+static void render_version(struct ctl *c, const cJSON *d)
 {
+    (void)c;
     char s1[24], s2[24], s3[24];
     printf("heaptraced %s, protocol %.0f, %s (libuv %s, cJSON %s)\n", str(d, "daemon"),
            num(d, "protocol"), str(d, "platform"), str(d, "libuv"), str(d, "cjson"));
@@ -594,8 +598,9 @@ static void render_version(const cJSON *d)
 }
 
 /* start and run: the new session, and what its source wants said. */
-static void render_started(const cJSON *d)
+static void render_started(struct ctl *c, const cJSON *d)
 {
+    (void)c;
     printf("session %.0f \"%s\": %s (%s)", num(d, "session"), str(d, "name"), str(d, "state"),
            str(d, "source"));
     if (cJSON_GetObjectItemCaseSensitive(d, "pid"))
@@ -608,65 +613,78 @@ static void render_started(const cJSON *d)
         printf("  note: %s\n", ctl_text(n->valuestring));
 }
 
+/* What the other commands' replies say, one renderer each (the table names them). */
+static void render_ping(struct ctl *c, const cJSON *d)
+{
+    (void)d;
+    printf("heaptraced answers at %s\n", c->endpoint);
+}
+
+static void render_mark(struct ctl *c, const cJSON *d)
+{
+    char a[32];
+    (void)c;
+    printf("mark \"%s\" at %s in session %.0f\n", str(d, "mark"), tm(num(d, "t"), a),
+           num(d, "session"));
+}
+
+static void render_load(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    /* A binary stream (.htevb) has records, not lines: its line count is 0. */
+    char lines[48] = "";
+    if (num(d, "lines") > 0)
+        snprintf(lines, sizeof(lines), " from %.0f lines", num(d, "lines"));
+    printf("session %.0f \"%s\": %.0f events%s (%.0f bytes), %.0f malformed; %s\n",
+           num(d, "session"), str(d, "name"), num(d, "events"), lines, num(d, "bytes"),
+           num(d, "malformed"), str(d, "state"));
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "errors"))
+        printf("  line %.0f: %s\n", num(e, "line"), str(e, "msg"));
+}
+
+static void render_stop(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    printf("session %.0f %s\n", num(d, "session"), str(d, "state"));
+}
+
+static void render_drop(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    printf("session %.0f dropped\n", num(d, "dropped"));
+}
+
+static void render_shutdown(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    printf("heaptraced is shutting down (%.0f sessions dropped)\n", num(d, "sessions"));
+}
+
+/* record, export and top write their data themselves (stream.c): a reply
+ * of theirs that reaches here is printed as it came. */
+static void render_json(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    print_json(d);
+}
+
+typedef void (*render_fn)(struct ctl *c, const cJSON *d);
+
+/* Every command's renderer, from the table: one without does not build. */
+static const render_fn renderers[HT_CMD_COUNT] = {
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer) [HT_CMD_##id] = renderer,
+#define HT_ARG(id, name, type, flags, meta, help)
+#include "ht-commands.def"
+#undef HT_CMD
+#undef HT_ARG
+};
+
 void render_reply(struct ctl *c, const cJSON *d)
 {
     if (c->json) {
         print_json(d);
         return;
     }
-    char a[32];
-    switch (c->cmd->id) {
-    case HT_CMD_PING:
-        printf("heaptraced answers at %s\n", c->endpoint);
-        break;
-    case HT_CMD_STACKS:
-    case HT_CMD_COMMITS:
-        render_query(c, d);
-        break;
-    case HT_CMD_STATUS:
-        render_status(d);
-        break;
-    case HT_CMD_LS:
-        render_ls(d);
-        break;
-    case HT_CMD_TIMELINE:
-        render_timeline(d);
-        break;
-    case HT_CMD_MARK:
-        printf("mark \"%s\" at %s in session %.0f\n", str(d, "mark"), tm(num(d, "t"), a),
-               num(d, "session"));
-        break;
-    case HT_CMD_LOAD: {
-        /* A binary stream (.htevb) has records, not lines: its line count is 0. */
-        char lines[48] = "";
-        if (num(d, "lines") > 0)
-            snprintf(lines, sizeof(lines), " from %.0f lines", num(d, "lines"));
-        printf("session %.0f \"%s\": %.0f events%s (%.0f bytes), %.0f malformed; %s\n",
-               num(d, "session"), str(d, "name"), num(d, "events"), lines, num(d, "bytes"),
-               num(d, "malformed"), str(d, "state"));
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "errors"))
-            printf("  line %.0f: %s\n", num(e, "line"), str(e, "msg"));
-        break;
-    }
-    case HT_CMD_VERSION:
-        render_version(d);
-        break;
-    case HT_CMD_START:
-    case HT_CMD_RUN:
-        render_started(d);
-        break;
-    case HT_CMD_STOP:
-        printf("session %.0f %s\n", num(d, "session"), str(d, "state"));
-        break;
-    case HT_CMD_DROP:
-        printf("session %.0f dropped\n", num(d, "dropped"));
-        break;
-    case HT_CMD_SHUTDOWN:
-        printf("heaptraced is shutting down (%.0f sessions dropped)\n", num(d, "sessions"));
-        break;
-    default:
-        print_json(d);
-        break;
-    }
+    renderers[c->cmd->id](c, d);
 }

@@ -1,4 +1,4 @@
-/* Configuration: defaults in code (mirrored by config/heaptraced.json), JSON overlay. */
+/* Configuration: the keys of config.def, defaulted, read from a JSON file and checked. */
 #include "config.h"
 
 #include "ht-alloc.h"
@@ -7,6 +7,7 @@
 #include "ht-units.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,31 +62,50 @@ static int parse_cull_text(struct ht_config *cfg, const char *text)
     return 0;
 }
 
+/* What a key takes; the HT_CONF type column without its prefix (config.def). */
+enum conf_type { CONF_STR, CONF_BOOL, CONF_COUNT, CONF_SIZE, CONF_DURATION, CONF_LOGLEVEL };
+
+struct conf_key {
+    const char *key;
+    enum conf_type type;
+    size_t off, size; /* the field in struct ht_config */
+    uint64_t min, max;
+    const char *doc;
+};
+
+#define CONF_FIELD_SIZE(field) sizeof(((struct ht_config *)0)->field)
+
+static const struct conf_key conf_keys[] = {
+#define HT_CONF(key, type, field, def, min, max, doc)                                              \
+    {key, CONF_##type, offsetof(struct ht_config, field), CONF_FIELD_SIZE(field), min, max, doc},
+#include "config.def"
+#undef HT_CONF
+};
+
+/* A range a 32-bit field cannot hold would be cut when stored: refused here. */
+#define HT_CONF(key, type, field, def, min, max, doc)                                              \
+    _Static_assert((max) <= 0xffffffffull || CONF_FIELD_SIZE(field) == 8,                          \
+                   "config.def: the range of " key " does not fit its field");
+#include "config.def"
+#undef HT_CONF
+
+#define CONF_DEFAULT_STR(f, d) snprintf(cfg->f, sizeof(cfg->f), "%s", d)
+#define CONF_DEFAULT_BOOL(f, d) cfg->f = d
+#define CONF_DEFAULT_COUNT(f, d) cfg->f = d
+#define CONF_DEFAULT_SIZE(f, d) cfg->f = d
+#define CONF_DEFAULT_DURATION(f, d) cfg->f = d
+#define CONF_DEFAULT_LOGLEVEL(f, d) cfg->f = d
+
 void config_defaults(struct ht_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    snprintf(cfg->endpoint, sizeof(cfg->endpoint), "%s", HT_ENDPOINT_DEFAULT);
-    cfg->log_level = LOG_INFO;
-    cfg->max_sessions = 16;
-    cfg->max_clients = 256;
-    cfg->client_output_cap = 16u << 20;
-    cfg->client_idle_ns = 30 * 1000000000ull;
-    cfg->max_clients_per_uid = 32;
-    cfg->root_clients = 16;
-    cfg->recorder_cap = 4u << 20;
-    cfg->output_cap_total = 64u << 20;
-    cfg->max_snapshots = 16;
-    cfg->snapshot_top = 50;
-    /* As many as the clients: each has at most one request and one top
-     * refresh waiting (its requests wait for its previous reply). */
-    cfg->max_queued_queries = 256;
-    cfg->session_memory_budget = 512ull << 20;
-    cfg->bpf_ring_bytes = CONFIG_BPF_RING_DEFAULT;
-    cfg->daemon_memory_budget = 2ull << 30;
+    /* The engine's limits no key sets (max_modules) keep the engine's values. */
     engine_limits_default(&cfg->limits);
+#define HT_CONF(key, type, field, def, min, max, doc) CONF_DEFAULT_##type(field, def);
+#include "config.def"
+#undef HT_CONF
     parse_cull_text(cfg, ht_default_cull_frames);
 }
-
 void config_free(struct ht_config *cfg)
 {
     for (unsigned i = 0; i < cfg->ncull; i++)
@@ -123,74 +143,158 @@ static char *read_file(const char *path, size_t cap)
     return buf;
 }
 
-static int get_u64(const cJSON *o, const char *key, uint64_t *out, int size_ok, int duration_ok,
-                   char *err, size_t errsz)
+static const struct conf_key *conf_find(const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v)
-        return 0;
+    for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
+        if (!strcmp(conf_keys[i].key, key))
+            return &conf_keys[i];
+    return NULL;
+}
+
+/* name is an object of keys ("limits" for "limits.x"). */
+static int conf_is_section(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
+        if (!strncmp(conf_keys[i].key, name, n) && conf_keys[i].key[n] == '.')
+            return 1;
+    return 0;
+}
+
+/* A value as it can be written back into a file: "16MiB", "30s", "50". */
+static const char *conf_format(enum conf_type type, uint64_t v, char *buf, size_t n)
+{
+    static const char *const sizes[] = {"KiB", "MiB", "GiB", "TiB"};
+    static const char *const times[] = {"us", "ms", "s"};
+    static const uint64_t per[] = {1000, 1000, 1000};
+    int i = -1;
+    if (type == CONF_SIZE)
+        for (; i < 3 && v && v % 1024 == 0; i++)
+            v /= 1024;
+    if (type == CONF_DURATION)
+        for (; i < 2 && v && v % per[i + 1] == 0; i++)
+            v /= per[i + 1];
+    const char *unit = i < 0               ? (type == CONF_DURATION ? "ns" : "")
+                       : type == CONF_SIZE ? sizes[i]
+                                           : times[i];
+    snprintf(buf, n, "%llu%s", (unsigned long long)v, unit);
+    return buf;
+}
+
+/* Range errors name the key and the range, in the key's units. */
+static int conf_range_error(const struct conf_key *k, char *err, size_t errsz)
+{
+    char lo[32], hi[32];
+    conf_format(k->type, k->min, lo, sizeof(lo));
+    conf_format(k->type, k->max, hi, sizeof(hi));
+    if (k->type == CONF_SIZE) {
+        snprintf(lo, sizeof(lo), "%llu", (unsigned long long)k->min);
+        snprintf(hi, sizeof(hi), "%llu", (unsigned long long)k->max);
+    }
+    if (k->max == UINT64_MAX)
+        snprintf(err, errsz, "config: %s must be at least %s%s", k->key, lo,
+                 k->type == CONF_SIZE ? " bytes" : "");
+    else
+        snprintf(err, errsz, "config: %s must be between %s and %s%s", k->key, lo, hi,
+                 k->type == CONF_SIZE ? " bytes" : "");
+    return HT_EBADARG;
+}
+
+/* A number, or for sizes and durations a string with its unit. */
+static int conf_number(const struct conf_key *k, const cJSON *v, uint64_t *out, char *err,
+                       size_t errsz)
+{
     /* 2^64 and above do not convert (undefined behaviour: 1e300 read as 0
      * or 2^63 depending on the compiler): refused like any bad value. */
     if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0) {
         *out = (uint64_t)v->valuedouble;
         return 0;
     }
-    if (cJSON_IsString(v) && ((size_ok && ht_parse_size(v->valuestring, out) == 0) ||
-                              (duration_ok && ht_parse_duration(v->valuestring, out) == 0)))
+    if (cJSON_IsString(v) &&
+        ((k->type == CONF_SIZE && ht_parse_size(v->valuestring, out) == 0) ||
+         (k->type == CONF_DURATION && ht_parse_duration(v->valuestring, out) == 0)))
         return 0;
-    snprintf(err, errsz, "config: \"%s\" has a bad value", key);
+    snprintf(err, errsz, "config: \"%s\" has a bad value", k->key);
     return HT_EBADARG;
 }
 
-static int get_u32(const cJSON *o, const char *key, uint32_t *out, char *err, size_t errsz)
+static void conf_store(struct ht_config *cfg, const struct conf_key *k, uint64_t v)
 {
-    uint64_t v = *out;
-    int rc = get_u64(o, key, &v, 0, 0, err, errsz);
-    if (rc == 0 && (v == 0 || v > 0xffffffffu)) {
-        snprintf(err, errsz, "config: \"%s\" must be between 1 and 4294967295", key);
-        return HT_EBADARG;
+    char *field = (char *)cfg + k->off;
+    if (k->size == sizeof(uint32_t)) {
+        uint32_t x = (uint32_t)v;
+        memcpy(field, &x, sizeof(x));
+    } else {
+        memcpy(field, &v, sizeof(v));
     }
-    *out = (uint32_t)v;
-    return rc;
 }
 
-/* A count that may be 0. */
-static int get_u64_in(const cJSON *o, const char *key, uint32_t *out, char *err, size_t errsz)
+static int conf_set(struct ht_config *cfg, const struct conf_key *k, const cJSON *v, char *err,
+                    size_t errsz)
 {
-    uint64_t v = *out;
-    int rc = get_u64(o, key, &v, 0, 0, err, errsz);
-    if (rc == 0 && v > 0xffffffffu) {
-        snprintf(err, errsz, "config: \"%s\" must be below 4294967296", key);
-        return HT_EBADARG;
-    }
-    *out = (uint32_t)v;
-    return rc;
-}
-
-static int get_str(const cJSON *o, const char *key, char *out, size_t outsz, char *err,
-                   size_t errsz)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v)
+    char *field = (char *)cfg + k->off;
+    uint64_t n;
+    int rc;
+    switch (k->type) {
+    case CONF_STR:
+        if (!cJSON_IsString(v) || strlen(v->valuestring) >= k->size) {
+            snprintf(err, errsz, "config: \"%s\" must be a string shorter than %zu", k->key,
+                     k->size);
+            return HT_EBADARG;
+        }
+        snprintf(field, k->size, "%s", v->valuestring);
         return 0;
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= outsz) {
-        snprintf(err, errsz, "config: \"%s\" must be a string shorter than %zu", key, outsz);
-        return HT_EBADARG;
+    case CONF_BOOL:
+        if (!cJSON_IsBool(v)) {
+            snprintf(err, errsz, "config: \"%s\" must be true or false", k->key);
+            return HT_EBADARG;
+        }
+        *(int *)(void *)field = cJSON_IsTrue(v);
+        return 0;
+    case CONF_LOGLEVEL:
+        if (!cJSON_IsString(v) || (*(int *)(void *)field = config_log_level(v->valuestring)) < 0) {
+            snprintf(err, errsz, "config: log_level must be error, warn, info or debug");
+            return HT_EBADARG;
+        }
+        return 0;
+    default:
+        if ((rc = conf_number(k, v, &n, err, errsz)) != 0)
+            return rc;
+        if (n < k->min || n > k->max)
+            return conf_range_error(k, err, errsz);
+        conf_store(cfg, k, n);
+        return 0;
     }
-    snprintf(out, outsz, "%s", v->valuestring);
-    return 0;
 }
 
-static int get_bool(const cJSON *o, const char *key, int *out, char *err, size_t errsz)
+/* Each member of o (under prefix: "limits" for its object) set, or refused
+ * when not a key of the list. */
+static int conf_walk(struct ht_config *cfg, const cJSON *o, const char *prefix, char *err,
+                     size_t errsz)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v)
-        return 0;
-    if (!cJSON_IsBool(v)) {
-        snprintf(err, errsz, "config: \"%s\" must be true or false", key);
-        return HT_EBADARG;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, o)
+    {
+        char key[128];
+        if (m->string[0] == '_')
+            continue;
+        snprintf(key, sizeof(key), "%s%s%s", prefix ? prefix : "", prefix ? "." : "", m->string);
+        const struct conf_key *k = conf_find(key);
+        int rc;
+        if (k)
+            rc = conf_set(cfg, k, m, err, errsz);
+        else if (!prefix && conf_is_section(key) && cJSON_IsObject(m))
+            rc = conf_walk(cfg, m, key, err, errsz);
+        else if (!prefix && conf_is_section(key))
+            rc = (snprintf(err, errsz, "config: \"%s\" must be an object", key), HT_EBADARG);
+        else
+            rc = (snprintf(err, errsz,
+                           "config: unknown key \"%.100s\" (heaptraced --help-config lists them)",
+                           key),
+                  HT_EBADARG);
+        if (rc)
+            return rc;
     }
-    *out = cJSON_IsTrue(v);
     return 0;
 }
 
@@ -211,6 +315,24 @@ int config_load_cull_file(struct ht_config *cfg, const char *path, char *err, si
     return rc;
 }
 
+/* What one key's range cannot say: the relations between keys and the
+ * kernel's shape of the eBPF ring. */
+static int config_check(const struct ht_config *cfg, char *err, size_t errsz)
+{
+    if (cfg->root_clients >= cfg->max_clients) {
+        snprintf(err, errsz, "config: root_clients must be below max_clients");
+        return HT_EBADARG;
+    }
+    /* The kernel takes a ring of a power of two pages (the range, in
+     * config.def, keeps it between 64 KiB and 1 GiB). */
+    uint64_t rb = cfg->bpf_ring_bytes;
+    if ((rb & (rb - 1)) != 0) {
+        snprintf(err, errsz, "config: bpf_ring_bytes must be a power of two from 64KiB to 1GiB");
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
 int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz)
 {
     char *text = read_file(path, 1u << 20);
@@ -226,132 +348,100 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         snprintf(err, errsz, "config file %s is not a JSON object", path);
         return HT_EBADARG;
     }
-    char level[16] = "", cull_file[512] = "";
-    uint64_t interval = cfg->limits.timeline_ns;
-    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(o, "limits");
-    uint64_t life = cfg->limits.life_ring, cring = cfg->limits.commit_ring,
-             tring = cfg->limits.timeline_ring;
-    int rc = get_str(o, "endpoint", cfg->endpoint, sizeof(cfg->endpoint), err, errsz);
-    if (!rc)
-        rc = get_str(o, "pipe_operators_group", cfg->pipe_operators_group,
-                     sizeof(cfg->pipe_operators_group), err, errsz);
-    if (!rc)
-        rc = get_str(o, "symbol_path", cfg->symbol_path, sizeof(cfg->symbol_path), err, errsz);
-    if (!rc)
-        rc = get_bool(o, "debuginfod", &cfg->debuginfod, err, errsz);
-    if (!rc)
-        rc = get_str(o, "log_level", level, sizeof(level), err, errsz);
-    if (!rc)
-        rc = get_str(o, "log_file", cfg->log_file, sizeof(cfg->log_file), err, errsz);
-    if (!rc)
-        rc = get_str(o, "cull_list_file", cull_file, sizeof(cull_file), err, errsz);
-    if (!rc)
-        rc = get_u32(o, "max_sessions", &cfg->max_sessions, err, errsz);
-    if (!rc)
-        rc = get_u32(o, "max_clients", &cfg->max_clients, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "client_output_cap", &cfg->client_output_cap, 1, 0, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "client_idle_timeout", &cfg->client_idle_ns, 0, 1, err, errsz);
-    if (!rc)
-        rc = get_u32(o, "max_clients_per_uid", &cfg->max_clients_per_uid, err, errsz);
-    if (!rc)
-        rc = get_u64_in(o, "root_clients", &cfg->root_clients, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "recorder_output_cap", &cfg->recorder_cap, 1, 0, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "output_cap_total", &cfg->output_cap_total, 1, 0, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "timeline_interval", &interval, 0, 1, err, errsz);
-    if (!rc)
-        rc = get_u32(o, "max_snapshots", &cfg->max_snapshots, err, errsz);
-    if (!rc)
-        rc = get_u32(o, "snapshot_top", &cfg->snapshot_top, err, errsz);
-    if (!rc)
-        rc = get_u32(o, "max_queued_queries", &cfg->max_queued_queries, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "session_memory_budget", &cfg->session_memory_budget, 1, 0, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "daemon_memory_budget", &cfg->daemon_memory_budget, 1, 0, err, errsz);
-    if (!rc)
-        rc = get_u64(o, "bpf_ring_bytes", &cfg->bpf_ring_bytes, 1, 0, err, errsz);
-    if (!rc && lim) {
-        rc = get_u32(lim, "table_cap", &cfg->limits.table_cap, err, errsz);
-        if (!rc)
-            rc = get_u32(lim, "commit_cap", &cfg->limits.commit_cap, err, errsz);
-        if (!rc)
-            rc = get_u64(lim, "life_ring", &life, 0, 0, err, errsz);
-        if (!rc)
-            rc = get_u64(lim, "commit_ring", &cring, 0, 0, err, errsz);
-        if (!rc)
-            rc = get_u64(lim, "timeline_ring", &tring, 0, 0, err, errsz);
-        if (!rc)
-            rc = get_u32(lim, "max_stacks", &cfg->limits.max_stacks, err, errsz);
-        if (!rc)
-            rc = get_u32(lim, "max_strings", &cfg->limits.max_strings, err, errsz);
-        if (!rc)
-            rc = get_u32(lim, "max_marks", &cfg->limits.max_marks, err, errsz);
-        if (!rc)
-            rc = get_u32(lim, "max_name_len", &cfg->limits.max_name_len, err, errsz);
-    }
+    int rc = conf_walk(cfg, o, NULL, err, errsz);
     cJSON_Delete(o);
-    if (rc)
-        return rc;
-    if (level[0] && (cfg->log_level = config_log_level(level)) < 0) {
-        snprintf(err, errsz, "config: log_level must be error, warn, info or debug");
-        return HT_EBADARG;
+    if (rc == 0)
+        rc = config_check(cfg, err, errsz);
+    if (rc == 0 && cfg->cull_list_file[0])
+        rc = config_load_cull_file(cfg, cfg->cull_list_file, err, errsz);
+    return rc;
+}
+
+/* The type column as the help says it. */
+static const char *conf_type_name(enum conf_type t)
+{
+    static const char *const names[] = {"string", "bool", "count", "size", "duration", "level"};
+    return names[t];
+}
+
+/* A key's default, read from a defaulted configuration, as a file writes it. */
+static const char *conf_value(const struct ht_config *cfg, const struct conf_key *k, char *buf,
+                              size_t n)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    const char *field = (const char *)cfg + k->off;
+    uint32_t u32;
+    uint64_t u64;
+    int i;
+    switch (k->type) {
+    case CONF_STR:
+        snprintf(buf, n, "\"%s\"", field);
+        return buf;
+    case CONF_BOOL:
+        memcpy(&i, field, sizeof(i));
+        return i ? "true" : "false";
+    case CONF_LOGLEVEL:
+        memcpy(&i, field, sizeof(i));
+        return i >= 0 && i < 4 ? levels[i] : "?";
+    default:
+        if (k->size == sizeof(u32)) {
+            memcpy(&u32, field, sizeof(u32));
+            u64 = u32;
+        } else {
+            memcpy(&u64, field, sizeof(u64));
+        }
+        return conf_format(k->type, u64, buf, n);
     }
-    if (cfg->root_clients >= cfg->max_clients) {
-        snprintf(err, errsz, "config: root_clients must be below max_clients");
-        return HT_EBADARG;
+}
+
+/* The values a key accepts. */
+static const char *conf_accepts(const struct conf_key *k, char *buf, size_t n)
+{
+    char lo[32], hi[32];
+    if (k->type == CONF_STR)
+        snprintf(buf, n, "at most %zu bytes", k->size - 1);
+    else if (k->type == CONF_BOOL)
+        snprintf(buf, n, "true or false");
+    else if (k->type == CONF_LOGLEVEL)
+        snprintf(buf, n, "error, warn, info or debug");
+    else if (k->max == UINT64_MAX && k->min == 0)
+        snprintf(buf, n, "any");
+    else if (k->max == UINT64_MAX)
+        snprintf(buf, n, "at least %s", conf_format(k->type, k->min, lo, sizeof(lo)));
+    else
+        snprintf(buf, n, "%s to %s", conf_format(k->type, k->min, lo, sizeof(lo)),
+                 conf_format(k->type, k->max, hi, sizeof(hi)));
+    return buf;
+}
+
+static const char conf_intro[] =
+    "heaptraced reads its configuration from a JSON object (--config FILE). Every key is\n"
+    "optional: the defaults below apply. \"limits.x\" is the member x of the object \"limits\".\n"
+    "Sizes are a number of bytes or a string such as \"64KiB\" or \"2GiB\"; durations are\n"
+    "nanoseconds or a string such as \"250ms\" or \"30s\". Keys beginning with '_' are\n"
+    "comments; any other key not listed here is refused, and the daemon does not start.\n";
+
+void config_help(FILE *f, int markdown)
+{
+    struct ht_config cfg;
+    char def[600], acc[96];
+    config_defaults(&cfg);
+    if (markdown)
+        fprintf(f, "# Configuration\n\n<!-- Generated by `heaptraced --help-config=markdown` "
+                   "from daemon/config.def: edit that list, not this file. -->\n\n");
+    fprintf(f, "%s\n", conf_intro);
+    if (markdown)
+        fprintf(f, "| Key | Type | Default | Accepts | Meaning |\n|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++) {
+        const struct conf_key *k = &conf_keys[i];
+        conf_value(&cfg, k, def, sizeof(def));
+        conf_accepts(k, acc, sizeof(acc));
+        if (markdown)
+            fprintf(f, "| `%s` | %s | `%s` | %s | %s |\n", k->key, conf_type_name(k->type),
+                    conf_value(&cfg, k, def, sizeof(def)), acc, k->doc);
+        else
+            fprintf(f, "%-24s %-8s default %s; %s\n    %s\n", k->key, conf_type_name(k->type),
+                    conf_value(&cfg, k, def, sizeof(def)), acc, k->doc);
     }
-    if (cfg->client_idle_ns < 1000000 || cfg->recorder_cap == 0) {
-        snprintf(err, errsz,
-                 "config: client_idle_timeout must be at least 1ms and "
-                 "recorder_output_cap at least 1 byte");
-        return HT_EBADARG;
-    }
-    /* Below this, every client is cut off at its first reply of any size
-     * (0 was accepted: the daemon ran and closed every connection unanswered). */
-    if (cfg->client_output_cap < CONFIG_OUTPUT_CAP_MIN) {
-        snprintf(err, errsz, "config: client_output_cap must be at least %u bytes",
-                 CONFIG_OUTPUT_CAP_MIN);
-        return HT_EBADARG;
-    }
-    /* The engine takes every due sample on the loop when an event arrives
-     * (take_due_samples: up to timeline_ring of them per event): with 1ns and
-     * a ring of 1e8, a 30 s stream froze the loop for minutes. */
-    if (interval < CONFIG_TIMELINE_NS_MIN || tring > CONFIG_TIMELINE_RING_MAX) {
-        snprintf(err, errsz,
-                 "config: timeline_interval must be at least 1ms and timeline_ring at most %u",
-                 CONFIG_TIMELINE_RING_MAX);
-        return HT_EBADARG;
-    }
-    if (interval == 0 || life == 0 || cring == 0 || tring == 0) {
-        snprintf(err, errsz, "config: intervals and ring sizes must be positive");
-        return HT_EBADARG;
-    }
-    /* The kernel takes a ring of a power of two pages; past 1 GiB it is
-     * memory locked for nothing, below 64 KiB a few stacks fill it. */
-    uint64_t rb = cfg->bpf_ring_bytes;
-    if (rb < CONFIG_BPF_RING_MIN || rb > CONFIG_BPF_RING_MAX || (rb & (rb - 1)) != 0) {
-        snprintf(err, errsz, "config: bpf_ring_bytes must be a power of two from 64KiB to 1GiB");
-        return HT_EBADARG;
-    }
-    /* Stack ids carry two flag bits in the stream id maps (htevb.c, evring.c). */
-    if (cfg->limits.max_stacks >= (1u << 30)) {
-        snprintf(err, errsz, "config: max_stacks must be below 1073741824");
-        return HT_EBADARG;
-    }
-    if (cfg->limits.max_name_len > HT_STR_MAX_LEN) {
-        snprintf(err, errsz, "config: max_name_len must be at most %u", HT_STR_MAX_LEN);
-        return HT_EBADARG;
-    }
-    cfg->limits.timeline_ns = interval;
-    cfg->limits.life_ring = life;
-    cfg->limits.commit_ring = cring;
-    cfg->limits.timeline_ring = tring;
-    if (cull_file[0])
-        return config_load_cull_file(cfg, cull_file, err, errsz);
-    return 0;
+    config_free(&cfg);
 }

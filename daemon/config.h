@@ -6,6 +6,7 @@
 #include "frame-match.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
@@ -13,14 +14,19 @@ enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
  * all of them besides its own, so they have room of their own. */
 #define HT_CULL_DEFAULT_MAX 1024
 /* The least client_output_cap: one reply frame (HT_FRAME_TARGET, 64 KiB);
- * below, ordinary replies cut off a client that reads. */
+ * below, ordinary replies cut off a client that reads (0 was accepted: the
+ * daemon ran and closed every connection unanswered). */
 #define CONFIG_OUTPUT_CAP_MIN (64u << 10)
-/* bpf_ring_bytes: the eBPF source's kernel ring buffer (a power of two). */
+/* bpf_ring_bytes: the eBPF source's kernel ring buffer (a power of two):
+ * past 1 GiB it is memory locked for nothing, below 64 KiB a few stacks
+ * fill it. */
 #define CONFIG_BPF_RING_MIN (64u << 10)
 #define CONFIG_BPF_RING_MAX (1u << 30)
 #define CONFIG_BPF_RING_DEFAULT (16u << 20)
-/* timeline_interval and timeline_ring: the samples one event can make the
- * loop take (config_load says why). */
+/* timeline_interval and timeline_ring: the engine takes every due sample on
+ * the loop when an event arrives (take_due_samples: up to timeline_ring of
+ * them per event); with 1ns and a ring of 1e8, a 30 s stream froze the loop
+ * for minutes. */
 #define CONFIG_TIMELINE_NS_MIN 1000000ULL
 #define CONFIG_TIMELINE_RING_MAX (16u << 20)
 
@@ -39,6 +45,7 @@ struct ht_config {
     int debuginfod;
     int log_level;
     char log_file[512];
+    char cull_list_file[512]; /* read at the end of config_load ("": the built-in list) */
     uint32_t max_sessions;
     uint32_t max_clients;
     uint64_t client_output_cap;
@@ -64,12 +71,18 @@ struct ht_config {
     unsigned ncull;
 };
 
+/* The defaults of every key (config.def) and the built-in cull list. */
 void config_defaults(struct ht_config *cfg);
-/* Overlay a JSON config file. 0, or an error with a message in err. */
+/* Overlay a JSON config file: every key checked against config.def (an
+ * unknown one, a bad value or one out of range is refused, naming it). 0, or
+ * HT_EBADARG with a message in err; cfg may be partly set then. */
 int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz);
 /* Read a cull list (one pattern per line, '#' comments) into cfg. */
 int config_load_cull_file(struct ht_config *cfg, const char *path, char *err, size_t errsz);
 void config_free(struct ht_config *cfg);
 int config_log_level(const char *s);
+/* Every key with its type, default, range and meaning: text, or the
+ * markdown of docs/configuration.md. */
+void config_help(FILE *f, int markdown);
 
 #endif

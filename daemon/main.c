@@ -1,4 +1,5 @@
 /* heaptraced: the command line; the daemon itself is heaptraced_run (daemon.c). */
+#include "config.h"
 #include "daemon.h"
 #include "ht-alloc.h"
 #include "ht-endpoint.h"
@@ -24,6 +25,8 @@ static void usage(FILE *f)
             "  --pipe NAME       control endpoint (default %s, or $%s)\n"
             "  --foreground      stay attached to the terminal, log to stderr\n"
             "  --log-level L     error, warn, info or debug\n"
+            "  --help-config     every configuration key: type, default, range, meaning\n"
+            "                    (--help-config=markdown: docs/configuration.md)\n"
 #ifdef _WIN32
             "  run               run under the service control manager (what the service's\n"
             "                    command line says); from a console it runs there instead\n"
@@ -102,7 +105,11 @@ int main(int argc, char **argv)
             cmd = CMD_INSTALL;
         else if (!strcmp(a, "uninstall"))
             cmd = CMD_UNINSTALL;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        else if (!strcmp(a, "--help-config") || !strcmp(a, "--help-config=text") ||
+                 !strcmp(a, "--help-config=markdown")) {
+            config_help(stdout, !strcmp(a, "--help-config=markdown"));
+            return 0;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else {

@@ -11,6 +11,7 @@
 #include "commands.h"
 
 #include "ht-alloc.h"
+#include "ht-chunk.h"
 #include "ht-error.h"
 #include "ht-units.h"
 #include "log.h"
@@ -20,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define LOAD_CHUNK_MAX (4u << 20)
 
 static void load_drained(struct session *s);
 static void load_source_end(struct session *s);
@@ -210,25 +209,6 @@ static void keep_after(struct client *c, const char *buf, size_t n)
     c->after_len += n;
 }
 
-int chunk_length(const char *h, size_t n, uint64_t *len)
-{
-    if (n > 0 && h[n - 1] == '\r')
-        n--; /* CRLF, as request lines allow */
-    /* At most 7 digits: LOAD_CHUNK_MAX has 7. */
-    if (n == 0 || n > 7 || (h[0] == '0' && n > 1))
-        return HT_EBADARG;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (h[i] < '0' || h[i] > '9')
-            return HT_EBADARG;
-        v = v * 10 + (uint64_t)(h[i] - '0');
-    }
-    if (v > LOAD_CHUNK_MAX)
-        return HT_EBADARG;
-    *len = v;
-    return 0;
-}
-
 void load_stream_bytes(struct client *c, const char *buf, size_t n)
 {
     if (c->mode == CLIENT_DRAINING) {
@@ -252,7 +232,7 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
             if (!nl)
                 return;
             uint64_t len;
-            if (chunk_length(c->in, c->in_len - 1, &len) != 0) {
+            if (ht_chunk_length(c->in, c->in_len - 1, &len) != 0) {
                 stream_error(c, "load: bad chunk header (expected decimal digits, a length up "
                                 "to 4194304 without sign or leading zeros, then a newline)");
                 return;

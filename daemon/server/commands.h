@@ -34,27 +34,15 @@ int cmd_reply(struct cmd_ctx *ctx, struct cJSON *data);
 int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void dispatch_request(struct client *c, const char *line, size_t len);
-/* Nonzero if every command of the table has a handler. */
+/* Nonzero if every command of the table has a handler (one written as NULL). */
 int dispatch_complete(void);
 
-/* Handlers, one file each (cmd-*.c). */
-int cmd_ping(struct cmd_ctx *ctx);
-int cmd_version(struct cmd_ctx *ctx);
-int cmd_start(struct cmd_ctx *ctx);
-int cmd_run(struct cmd_ctx *ctx);
-int cmd_load(struct cmd_ctx *ctx);
-int cmd_record(struct cmd_ctx *ctx);
-int cmd_ls(struct cmd_ctx *ctx);
-int cmd_status(struct cmd_ctx *ctx);
-int cmd_mark(struct cmd_ctx *ctx);
-int cmd_stacks(struct cmd_ctx *ctx);
-int cmd_commits(struct cmd_ctx *ctx);
-int cmd_timeline(struct cmd_ctx *ctx);
-int cmd_top(struct cmd_ctx *ctx);
-int cmd_export(struct cmd_ctx *ctx);
-int cmd_stop(struct cmd_ctx *ctx);
-int cmd_drop(struct cmd_ctx *ctx);
-int cmd_shutdown(struct cmd_ctx *ctx);
+/* Handlers, one file each (cmd-*.c): named by the command table. */
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer) int handler(struct cmd_ctx *ctx);
+#define HT_ARG(id, name, type, flags, meta, help)
+#include "ht-commands.def"
+#undef HT_CMD
+#undef HT_ARG
 
 /* start and run: a session on the live source picked for mode (cmd-start.c). */
 int cmd_start_live(struct cmd_ctx *ctx, unsigned mode);
@@ -98,10 +86,7 @@ struct cJSON *timeline_sample_json(struct session *s, const struct tl_sample *x)
 
 /* Load streaming (cmd-load.c): bytes of a CLIENT_STREAM client. */
 void load_stream_bytes(struct client *c, const char *buf, size_t n);
-/* The length in a chunk header of n bytes (its newline excluded): decimal
- * digits only, no sign, space or leading zero, at most 4 MiB; a trailing CR
- * is allowed. 0, or HT_EBADARG. */
-int chunk_length(const char *h, size_t n, uint64_t *len);
+/* A chunk header's length: ht_chunk_length (ht-chunk.h). */
 void load_stream_end(struct client *c, const char *why);
 /* 1 when the loader's feed has less room than one read: stop reading it. */
 int load_stream_full(const struct client *c);

@@ -11,24 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Every command's handler, from the table: one without does not build. */
 static const cmd_fn handlers[HT_CMD_COUNT] = {
-    [HT_CMD_PING] = cmd_ping,
-    [HT_CMD_VERSION] = cmd_version,
-    [HT_CMD_START] = cmd_start,
-    [HT_CMD_RUN] = cmd_run,
-    [HT_CMD_LOAD] = cmd_load,
-    [HT_CMD_RECORD] = cmd_record,
-    [HT_CMD_LS] = cmd_ls,
-    [HT_CMD_STATUS] = cmd_status,
-    [HT_CMD_MARK] = cmd_mark,
-    [HT_CMD_STACKS] = cmd_stacks,
-    [HT_CMD_COMMITS] = cmd_commits,
-    [HT_CMD_TIMELINE] = cmd_timeline,
-    [HT_CMD_TOP] = cmd_top,
-    [HT_CMD_EXPORT] = cmd_export,
-    [HT_CMD_STOP] = cmd_stop,
-    [HT_CMD_DROP] = cmd_drop,
-    [HT_CMD_SHUTDOWN] = cmd_shutdown,
+#define HT_CMD(id, name, flags, syn, sum, handler, renderer) [HT_CMD_##id] = handler,
+#define HT_ARG(id, name, type, flags, meta, help)
+#include "ht-commands.def"
+#undef HT_CMD
+#undef HT_ARG
 };
 
 int dispatch_complete(void)

@@ -1,4 +1,5 @@
 /* Issue 8 items 1, 18-20: trigger steps, declared argument ranges, strict framing, escaping. */
+#include "ht-chunk.h"
 #include "ht-commands.h"
 #include "ht-error.h"
 #include "ht-proto.h"
@@ -132,7 +133,7 @@ static void test_arg_ranges(void)
 static int chunk(const char *h, size_t n, uint64_t *len)
 {
     *len = 12345;
-    return chunk_length(h, n, len);
+    return ht_chunk_length(h, n, len);
 }
 
 static void test_chunk_headers(void)
