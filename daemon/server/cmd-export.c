@@ -6,6 +6,9 @@
 #include "ht-error.h"
 #include "query-args.h"
 #include "query-job.h"
+#ifdef HEAPTRACE_WITH_PPROF
+#include "pprof.h"
+#endif
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -46,6 +49,69 @@ static cJSON *export_data(const struct export_format *f, cJSON *head, const char
     }
     return d;
 }
+
+#ifdef HEAPTRACE_WITH_PPROF
+/* Bytes of a binary export per "data" item: a multiple of 3, so that each
+ * item is base64 on its own (RFC 4648 section 4) and under a frame. */
+#define BINARY_PIECE (3 * 16384)
+
+static char *base64(const uint8_t *b, size_t n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = ht_malloc((n + 2) / 3 * 4 + 1), *q = o;
+    for (size_t i = 0; o && i < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        *q++ = a[v >> 18];
+        *q++ = a[(v >> 12) & 63];
+        *q++ = i + 1 < n ? a[(v >> 6) & 63] : '=';
+        *q++ = i + 2 < n ? a[v & 63] : '=';
+    }
+    if (q)
+        *q = '\0';
+    return o;
+}
+
+/* A binary export's reply: {"format","bytes","samples","data":[base64
+ * pieces]}, the pieces sent a frame at a time. NULL when out of memory. */
+static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_t n, double samples)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "format", f->name);
+    cJSON_AddNumberToObject(d, "bytes", (double)n);
+    cJSON_AddNumberToObject(d, "samples", samples);
+    cJSON *arr = cJSON_AddArrayToObject(d, "data");
+    for (size_t i = 0; arr && i < n; i += BINARY_PIECE) {
+        char *piece = base64(b + i, n - i < BINARY_PIECE ? n - i : BINARY_PIECE);
+        cJSON *item = piece ? cJSON_CreateString(piece) : NULL;
+        ht_free(piece);
+        if (!item || !cJSON_AddItemToArray(arr, item)) {
+            cJSON_Delete(item);
+            arr = NULL;
+        }
+    }
+    if (!arr) {
+        cJSON_Delete(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The window [t1, t2] (ns since the session started) as pprof's time and
+ * duration: unix ns. */
+static cJSON *pprof_data(const struct export_format *f, struct pprof *p, const struct session *s,
+                         uint64_t t1, uint64_t t2, double samples)
+{
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int64_t t0 = s->wall_start * 1000000000LL + (int64_t)t1;
+    int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
+    pprof_free(p);
+    cJSON *d = rc == 0 ? binary_data(f, b, n, samples) : NULL;
+    ht_free(b);
+    return d;
+}
+#endif
 
 static int export_timeline(struct cmd_ctx *ctx, const struct export_format *f)
 {
@@ -98,6 +164,25 @@ static void export_job_done(struct qjob *j)
         return;
     }
     const struct export_job *x = j->arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (x->f->binary) {
+        /* Made whole on the loop, from the session's interner (ids and
+         * frames are the view's: append-only) and its modules. */
+        struct session *s = j->s;
+        const struct query *q = &j->qa[0]->q;
+        struct pprof *p;
+        int rc = export_pprof_rows(&s->eng.si, &s->eng.modules, &j->res[0], &p);
+        cJSON *d = rc == 0 ? pprof_data(x->f, p, s, q->t1,
+                                        q->t2 > j->view_now ? j->view_now : q->t2, j->res[0].nrows)
+                           : NULL;
+        struct reply_src *r = d ? reply_json_src(j->req_id, d) : NULL;
+        if (!r)
+            qjob_answer_error(j, HT_ENOMEM, "out of memory making the pprof profile");
+        else
+            qjob_answer_src(j, r);
+        return;
+    }
+#endif
     cJSON *arr, *outer;
     cJSON *head = rows_head(j->s, &j->qa[0]->q, &j->res[0]);
     cJSON *lead = !x->f->json ? cJSON_CreateObject() : NULL;
@@ -182,6 +267,23 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     }
     const cJSON *part =
         cJSON_GetObjectItemCaseSensitive(x->data, strcmp(what, "commits") ? "stacks" : "commits");
+#ifdef HEAPTRACE_WITH_PPROF
+    if (f->binary) {
+        /* A snapshot keeps names, not addresses: name-only locations. */
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(part, "rows");
+        const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
+        struct pprof *p;
+        int rc = export_pprof_json(rows, &p);
+        *out = rc == 0 ? pprof_data(f, p, s, (uint64_t)export_field(win, "t1"),
+                                    (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows))
+                       : NULL;
+        if (!*out) {
+            snprintf(err, errsz, "out of memory making the pprof profile");
+            return HT_ENOMEM;
+        }
+        return 0;
+    }
+#endif
     if (f->json) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "format", "json");
@@ -238,6 +340,8 @@ int cmd_export(struct cmd_ctx *ctx)
                          !strcmp(format, "pprof") ? " (pprof is not built yet)" : "");
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
+    if (f->binary && strcmp(what, "stacks"))
+        return cmd_error(ctx, HT_EBADARG, "%s holds stacks: --what stacks (the default)", f->title);
     struct session *s = ctx->s;
     if (!cJSON_GetObjectItemCaseSensitive(args, "snapshot")) {
         if (!strcmp(what, "timeline"))

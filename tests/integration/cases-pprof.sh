@@ -1,0 +1,105 @@
+# Issue 26 items 1 and 4 (pprof half): export --format pprof read by the real `go tool pprof`
+# (Debian golang-go): its totals and top sites equal `stacks` for the same query. Sourced by
+# run.sh (helpers from cases-agent.sh and cases-live.sh).
+
+pprof_need() {
+    command -v go >/dev/null || fail "go (golang-go) not installed: scripts/install-deps.sh installs it"
+    # go tool pprof wants a writable home for its cache and never the network.
+    export HOME="$T" GOFLAGS=-mod=mod GOTOOLCHAIN=local PPROF_TMPDIR="$T"
+}
+
+# pprof_totals FILE: the four sample columns' sums as go tool pprof -raw reads them
+# ("alloc_objects alloc_space inuse_objects inuse_space"), and the sample count.
+pprof_totals() {
+    go tool pprof -raw "$1" 2>"$T/pprof.err" >"$T/raw" || fail "go tool pprof -raw: $(cat "$T/pprof.err")"
+    grep -q '^alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes\[dflt\]$' \
+        "$T/raw" || fail "sample types as pprof reads them: $(sed -n 1,8p "$T/raw")"
+    awk '/^Samples:/ {s = 1; next} /^Locations/ {s = 0}
+         s && /^ *[0-9-]+ +[0-9-]+ +[0-9-]+ +[0-9-]+:/ {a += $1; b += $2; c += $3; d += $4; n++}
+         END {printf "%d %d %d %d %d\n", a, b, c, d, n}' "$T/raw"
+}
+
+# stacks_totals JSON: the same four sums over stacks' rows, and the row count.
+stacks_totals() {
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rows"]
+print(sum(x["count"] for x in r), sum(x["size"] for x in r),
+      sum(x["outstanding_count"] for x in r), sum(x["outstanding"] for x in r), len(r))' "$1"
+}
+
+# stacks_sites JSON FIELD N: the N largest allocation sites by FIELD (summed per leaf
+# function, as pprof -top's flat column sums them): "value name" lines.
+stacks_sites() {
+    python3 -c '
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+by = {}
+for x in d["rows"]:
+    f = re.sub(r"\+0x[0-9a-fA-F]+$", "", x["frames"][0]) if x["frames"] else ""
+    by[f] = by.get(f, 0) + x[sys.argv[2]]
+for f, v in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[: int(sys.argv[3])]:
+    if v:
+        print(v, f)' "$@"
+}
+
+# pprof_sites FILE INDEX N: go tool pprof -top's N first rows for sample INDEX: "flat name".
+pprof_sites() {
+    go tool pprof -top -sample_index="$2" -nodecount="$3" -unit=byte "$1" 2>"$T/pprof.err" \
+        >"$T/top" || fail "go tool pprof -top: $(cat "$T/pprof.err")"
+    awk '/^ *flat/ {s = 1; next} s && NF >= 6 {v = $1; sub(/[A-Za-z]+$/, "", v); n = $6; for (i = 7; i <= NF; i++) n = n " " $i; print v, n}' "$T/top"
+}
+
+# pprof_run NAME [run options]: mtalloc (2 threads x 5 rounds) under run, its leaks kept,
+# the session settled; the program still waits for its go.
+pprof_run() {
+    local name=$1
+    shift
+    pprof_need
+    agent_setup
+    agent_run "$name" --name "$name" "$@" -- "$LIVE_APPS/mtalloc" 2 5
+    live_go "$APID"
+    live_wait_line "$name" '"done":true'
+    live_settle "$name"
+}
+
+pprof_end() {
+    live_go "$APID"
+    wait "$APID" || fail "mtalloc exit code"
+    stop_clean
+}
+
+# pprof_same NAME FILE [query options]: the file's totals and top sites equal stacks' for the
+# same query, for inuse and alloc.
+pprof_same() {
+    local name=$1 file=$2 st pt
+    shift 2
+    ctl --json stacks "$name" --top 10000 "$@" >"$T/stacks.json" || fail "stacks $*"
+    st=$(stacks_totals "$T/stacks.json")
+    pt=$(pprof_totals "$file")
+    echo "stacks totals: $st"
+    echo "pprof  totals: $pt"
+    eq "$pt" "$st" "alloc_objects alloc_space inuse_objects inuse_space samples (pprof vs stacks $*)"
+    local idx field
+    for idx in inuse_space:outstanding alloc_space:size inuse_objects:outstanding_count \
+        alloc_objects:count; do
+        field=${idx#*:}
+        stacks_sites "$T/stacks.json" "$field" 5 >"$T/want"
+        pprof_sites "$file" "${idx%:*}" 5 >"$T/got"
+        echo "top 5 by ${idx%:*}:"
+        cat "$T/got"
+        [ -s "$T/want" ] || fail "stacks has no site by $field"
+        diff "$T/want" "$T/got" >"$T/diff" || fail "top sites by ${idx%:*} (pprof vs stacks): $(cat "$T/diff")"
+    done
+}
+
+# The whole session, read back by go tool pprof: totals and the top sites equal stacks', the
+# mappings name the modules (mtalloc itself, with its build id), locations carry addresses.
+case_pprof_mtalloc() {
+    pprof_run ppm
+    ctl export ppm --format pprof -o "$T/p.pb.gz" >"$T/o" 2>&1 || fail "export: $(cat "$T/o")"
+    [ "$(head -c 2 "$T/p.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] || fail "not gzip"
+    pprof_same ppm "$T/p.pb.gz"
+    pprof_end
+}
