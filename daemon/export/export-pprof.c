@@ -45,19 +45,18 @@ static void row_values(const struct query_row *r, int64_t v[PPROF_NVALUES])
     v[PPROF_INUSE_SPACE] = (int64_t)query_row_outstanding(r);
 }
 
-/* The modules as mappings: an image's ELF virtual address (PE: RVA) is the
- * address less its load bias, so the file offset pprof wants for the
- * mapping's start is start - bias where the image's first segment maps
- * file offset 0 at virtual address 0 (a PIE or shared object as ld links
- * them; pprof's own ELF reader then places the segments). */
-static int add_mappings(struct pprof *p, const struct stack_intern *si,
-                        const struct module_table *mt)
+/* A module's base is its mapping of file offset 0 (the lowest mapping of
+ * an ELF object, daemon/sys/procmaps.h; a PE image's base): pprof's
+ * file_offset of the mapping's start is then 0, and pprof places the
+ * segments from the file's program headers. */
+int export_pprof_modules(struct pprof *p, const struct stack_intern *si,
+                         const struct module_table *mt)
 {
     for (uint32_t i = 0; mt && i < mt->n; i++) {
         const struct module *m = &mt->v[i];
         const char *path = m->path ? stack_intern_strget(si, m->path) : NULL;
         const char *bid = m->build_id ? stack_intern_strget(si, m->build_id) : NULL;
-        if (pprof_mapping(p, m->base, m->base + m->size, m->base - m->bias, path, bid) != 0)
+        if (pprof_mapping(p, m->base, m->base + m->size, 0, path, bid) != 0)
             return HT_ENOMEM;
     }
     return 0;
@@ -84,23 +83,17 @@ static int add_row(struct pprof *p, const struct stack_intern *si, const struct 
     return pprof_sample(p, fr, n, v);
 }
 
-int export_pprof_rows(const struct stack_intern *si, const struct module_table *mt,
-                      const struct query_result *res, struct pprof **out)
+int export_pprof_rows(struct pprof *p, const struct stack_intern *si,
+                      const struct query_result *res)
 {
-    struct pprof *p = pprof_new();
     struct pprof_frame *fr = ht_calloc(HT_STACK_MAX_DEPTH, sizeof(*fr));
     char(*names)[FRAME_TEXT_MAX] = ht_malloc(HT_STACK_MAX_DEPTH * FRAME_TEXT_MAX);
-    int rc = p && fr && names ? add_mappings(p, si, mt) : HT_ENOMEM;
+    int rc = fr && names ? 0 : HT_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < res->nrows; i++)
         rc = add_row(p, si, &res->rows[i], fr, names);
     ht_free(fr);
     ht_free(names);
-    if (rc != 0) {
-        pprof_free(p);
-        return rc;
-    }
-    *out = p;
-    return 0;
+    return rc;
 }
 
 int export_pprof_json(const cJSON *rows, struct pprof **out)

@@ -62,12 +62,14 @@ struct module_table;
 struct pprof;
 struct query_result;
 struct stack_intern;
-/* pprof (export-pprof.c): a live query's rows, frames with their addresses
- * and the modules of mt (may be NULL) as mappings; or a snapshot's rows
- * (JSON: frames are names). 0 and *out (pprof_write writes it, pprof_free
- * frees it), or HT_ENOMEM. */
-int export_pprof_rows(const struct stack_intern *si, const struct module_table *mt,
-                      const struct query_result *res, struct pprof **out);
+/* pprof (export-pprof.c, into a profile of pprof.h): the engine's modules
+ * as mappings (added before any sample); a live query's rows, frames with
+ * their addresses (0, or HT_ENOMEM); or a snapshot's rows (JSON: frames are
+ * names) as a new profile, 0 and *out (pprof_free frees it), or HT_ENOMEM. */
+int export_pprof_modules(struct pprof *p, const struct stack_intern *si,
+                         const struct module_table *mt);
+int export_pprof_rows(struct pprof *p, const struct stack_intern *si,
+                      const struct query_result *res);
 int export_pprof_json(const struct cJSON *rows, struct pprof **out);
 
 #endif
@@ -120,12 +122,14 @@ struct module_table;
 struct pprof;
 struct query_result;
 struct stack_intern;
-/* pprof (export-pprof.c): a live query's rows, frames with their addresses
- * and the modules of mt (may be NULL) as mappings; or a snapshot's rows
- * (JSON: frames are names). 0 and *out (pprof_write writes it, pprof_free
- * frees it), or HT_ENOMEM. */
-int export_pprof_rows(const struct stack_intern *si, const struct module_table *mt,
-                      const struct query_result *res, struct pprof **out);
+/* pprof (export-pprof.c, into a profile of pprof.h): the engine's modules
+ * as mappings (added before any sample); a live query's rows, frames with
+ * their addresses (0, or HT_ENOMEM); or a snapshot's rows (JSON: frames are
+ * names) as a new profile, 0 and *out (pprof_free frees it), or HT_ENOMEM. */
+int export_pprof_modules(struct pprof *p, const struct stack_intern *si,
+                         const struct module_table *mt);
+int export_pprof_rows(struct pprof *p, const struct stack_intern *si,
+                      const struct query_result *res);
 int export_pprof_json(const struct cJSON *rows, struct pprof **out);
 
 #endif

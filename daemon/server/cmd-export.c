@@ -8,6 +8,7 @@
 #include "query-job.h"
 #ifdef HEAPTRACE_WITH_PPROF
 #include "pprof.h"
+#include "procmaps.h"
 #endif
 
 #include <cjson/cJSON.h>
@@ -97,6 +98,27 @@ static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_
     return d;
 }
 
+/* The mappings of a live session's process: the engine's module table
+ * when its source fills one (module events), else, the process still
+ * running, its ELF modules read from /proc/PID/maps now (the agent's
+ * stacks come with no module events). A process gone leaves locations
+ * without a mapping: their addresses and names stay. */
+static int pprof_mappings(struct pprof *p, struct session *s)
+{
+    struct engine *e = &s->eng;
+    if (e->modules.n || e->exited || !strcmp(s->source, "replay"))
+        return export_pprof_modules(p, &e->si, &e->modules);
+    struct procmaps_module *m = NULL;
+    size_t n = 0;
+    if (procmaps_modules(e->pid, &m, &n) != 0)
+        return 0; /* gone meanwhile: no mappings */
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pprof_mapping(p, m[i].start, m[i].end, 0, m[i].path, m[i].build_id);
+    ht_free(m);
+    return rc;
+}
+
 /* The window [t1, t2] (ns since the session started) as pprof's time and
  * duration: unix ns. */
 static cJSON *pprof_data(const struct export_format *f, struct pprof *p, const struct session *s,
@@ -170,8 +192,14 @@ static void export_job_done(struct qjob *j)
          * frames are the view's: append-only) and its modules. */
         struct session *s = j->s;
         const struct query *q = &j->qa[0]->q;
-        struct pprof *p;
-        int rc = export_pprof_rows(&s->eng.si, &s->eng.modules, &j->res[0], &p);
+        struct pprof *p = pprof_new();
+        int rc = p ? pprof_mappings(p, s) : HT_ENOMEM;
+        if (rc == 0)
+            rc = export_pprof_rows(p, &s->eng.si, &j->res[0]);
+        if (rc != 0) {
+            pprof_free(p);
+            p = NULL;
+        }
         cJSON *d = rc == 0 ? pprof_data(x->f, p, s, q->t1,
                                         q->t2 > j->view_now ? j->view_now : q->t2, j->res[0].nrows)
                            : NULL;

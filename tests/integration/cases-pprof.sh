@@ -94,6 +94,28 @@ pprof_same() {
     done
 }
 
+# pprof_mappings_check RAW: mtalloc's mapping carries its path and build id (readelf's), and
+# every location in it symbolizes from the mapping alone (address - start + offset, the ELF
+# virtual address of a PIE) to the function the profile names, as addr2line reads the file.
+pprof_mappings_check() {
+    local app=$LIVE_APPS/mtalloc bid line id start off n=0 addr name vaddr
+    bid=$(readelf -n "$app" | awk '/Build ID/ {print $3}')
+    line=$(grep -E "^ *[0-9]+: 0x[0-9a-f]+/0x[0-9a-f]+/0x[0-9a-f]+ $app $bid" "$1") ||
+        fail "no mapping of $app with build id $bid: $(sed -n '/^Mappings/,$p' "$1")"
+    id=$(echo "$line" | awk -F: '{print $1 + 0}')
+    start=$(echo "$line" | awk '{split($2, a, "/"); print a[1]}')
+    off=$(echo "$line" | awk '{split($2, a, "/"); print a[3]}')
+    while read -r addr name; do
+        vaddr=$(printf '0x%x' $((addr - start + off)))
+        addr2line -f -i -e "$app" "$vaddr" | grep -qx "${name#mtalloc!}" ||
+            fail "location $addr ($vaddr in $app) is $name, addr2line says $(addr2line -f -i -e "$app" "$vaddr" | paste -sd' ')"
+        n=$((n + 1))
+    done < <(awk -v m="M=$id" '/^Locations/ {s = 1; next} /^Mappings/ {s = 0}
+                               s && $3 == m && $4 ~ /^mtalloc!/ {print $2, $4}' "$1")
+    [ "$n" -ge 5 ] || fail "only $n locations in mtalloc: $(sed -n '/^Locations/,$p' "$1")"
+    echo "$n locations in mtalloc symbolize from the mapping as the profile names them"
+}
+
 # The whole session, read back by go tool pprof: totals and the top sites equal stacks', the
 # mappings name the modules (mtalloc itself, with its build id), locations carry addresses.
 case_pprof_mtalloc() {
@@ -101,5 +123,6 @@ case_pprof_mtalloc() {
     ctl export ppm --format pprof -o "$T/p.pb.gz" >"$T/o" 2>&1 || fail "export: $(cat "$T/o")"
     [ "$(head -c 2 "$T/p.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] || fail "not gzip"
     pprof_same ppm "$T/p.pb.gz"
+    pprof_mappings_check "$T/raw"
     pprof_end
 }
