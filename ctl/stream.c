@@ -570,6 +570,15 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
             break;
         rc = next_frame(c, id, &f, &more);
     }
+    /* --top keeps the largest: a profile of fewer stacks than the query
+     * found says so. */
+    double ns = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "samples"));
+    double ng = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "groups"));
+    if (rc == EXIT_OK && ng > ns)
+        fprintf(stderr,
+                "heaptracectl: the profile holds the %.0f largest of the %.0f stacks the query "
+                "found (--top, at most 10000)\n",
+                ns, ng);
     return rc;
 }
 

@@ -73,14 +73,17 @@ static char *base64(const uint8_t *b, size_t n)
     return o;
 }
 
-/* A binary export's reply: {"format","bytes","samples","data":[base64
- * pieces]}, the pieces sent a frame at a time. NULL when out of memory. */
-static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_t n, double samples)
+/* A binary export's reply: {"format","bytes","samples","groups","data":
+ * [base64 pieces]}, the pieces sent a frame at a time; groups: what the
+ * query found before --top kept samples of them. NULL when out of memory. */
+static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_t n, double samples,
+                          double groups)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "format", f->name);
     cJSON_AddNumberToObject(d, "bytes", (double)n);
     cJSON_AddNumberToObject(d, "samples", samples);
+    cJSON_AddNumberToObject(d, "groups", groups);
     cJSON *arr = cJSON_AddArrayToObject(d, "data");
     for (size_t i = 0; arr && i < n; i += BINARY_PIECE) {
         char *piece = base64(b + i, n - i < BINARY_PIECE ? n - i : BINARY_PIECE);
@@ -122,14 +125,14 @@ static int pprof_mappings(struct pprof *p, struct session *s)
 /* The window [t1, t2] (ns since the session started) as pprof's time and
  * duration: unix ns. */
 static cJSON *pprof_data(const struct export_format *f, struct pprof *p, const struct session *s,
-                         uint64_t t1, uint64_t t2, double samples)
+                         uint64_t t1, uint64_t t2, double samples, double groups)
 {
     uint8_t *b = NULL;
     size_t n = 0;
     int64_t t0 = s->wall_start * 1000000000LL + (int64_t)t1;
     int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
     pprof_free(p);
-    cJSON *d = rc == 0 ? binary_data(f, b, n, samples) : NULL;
+    cJSON *d = rc == 0 ? binary_data(f, b, n, samples, groups) : NULL;
     ht_free(b);
     return d;
 }
@@ -200,9 +203,10 @@ static void export_job_done(struct qjob *j)
             pprof_free(p);
             p = NULL;
         }
-        cJSON *d = rc == 0 ? pprof_data(x->f, p, s, q->t1,
-                                        q->t2 > j->view_now ? j->view_now : q->t2, j->res[0].nrows)
-                           : NULL;
+        cJSON *d = rc == 0
+                       ? pprof_data(x->f, p, s, q->t1, q->t2 > j->view_now ? j->view_now : q->t2,
+                                    j->res[0].nrows, (double)j->res[0].ngroups)
+                       : NULL;
         struct reply_src *r = d ? reply_json_src(j->req_id, d) : NULL;
         if (!r)
             qjob_answer_error(j, HT_ENOMEM, "out of memory making the pprof profile");
@@ -303,7 +307,8 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         struct pprof *p;
         int rc = export_pprof_json(rows, &p);
         *out = rc == 0 ? pprof_data(f, p, s, (uint64_t)export_field(win, "t1"),
-                                    (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows))
+                                    (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
+                                    (double)export_field(part, "groups"))
                        : NULL;
         if (!*out) {
             snprintf(err, errsz, "out of memory making the pprof profile");

@@ -48,7 +48,7 @@ for f, v in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[: int(sys.argv[3]
 pprof_sites() {
     go tool pprof -top -sample_index="$2" -nodecount="$3" -unit=byte "$1" 2>"$T/pprof.err" \
         >"$T/top" || fail "go tool pprof -top: $(cat "$T/pprof.err")"
-    awk '/^ *flat/ {s = 1; next} s && NF >= 6 {v = $1; sub(/[A-Za-z]+$/, "", v); n = $6; for (i = 7; i <= NF; i++) n = n " " $i; print v, n}' "$T/top"
+    awk '/^ *flat/ {s = 1; next} s && NF >= 6 {v = $1; sub(/[A-Za-z]+$/, "", v); if (v + 0 == 0) next; n = $6; for (i = 7; i <= NF; i++) n = n " " $i; print v, n}' "$T/top"
 }
 
 # pprof_run NAME [run options]: mtalloc (2 threads x 5 rounds) under run, its leaks kept,
@@ -125,4 +125,66 @@ case_pprof_mtalloc() {
     pprof_same ppm "$T/p.pb.gz"
     pprof_mappings_check "$T/raw"
     pprof_end
+}
+
+# Any query a user can run: --type, a window, filters; the profile holds what stacks shows for
+# the same options.
+case_pprof_query() {
+    pprof_run ppq
+    local i opts
+    local -a sets=("--type AIFO" "--type AIFI,AIFO" "--require mtalloc!leak_malloc"
+        "--size 0:100" "--range 0:now --cull libc.so.6!start_thread")
+    for ((i = 0; i < ${#sets[@]}; i++)); do
+        read -ra opts <<<"${sets[$i]}"
+        ctl export ppq --format pprof -o "$T/q$i.pb.gz" "${opts[@]}" >"$T/o" 2>&1 ||
+            fail "export ${opts[*]}: $(cat "$T/o")"
+        pprof_same ppq "$T/q$i.pb.gz" "${opts[@]}"
+    done
+    pprof_end
+}
+
+# A sampled session (run --sample): the profile's values are the estimates stacks shows.
+case_pprof_sampled() {
+    pprof_run pps --sample 1KiB --sample-seed 1
+    ctl --json stacks pps >"$T/j" || fail "stacks"
+    eq "$(jget quality.sampled.mean_bytes <"$T/j")" 1024 "the session is sampled"
+    ctl export pps --format pprof -o "$T/s.pb.gz" >"$T/o" 2>&1 || fail "export: $(cat "$T/o")"
+    pprof_same pps "$T/s.pb.gz"
+    pprof_end
+}
+
+# A query of no rows is a valid, empty profile (not a failure); a terminal gets no binary.
+case_pprof_empty() {
+    pprof_run ppe
+    ctl export ppe --format pprof --require 'nosuch!frame' -o "$T/e.pb.gz" >"$T/o" 2>&1 ||
+        fail "export of no rows: $(cat "$T/o")"
+    eq "$(pprof_totals "$T/e.pb.gz")" "0 0 0 0 0" "an empty profile as pprof reads it"
+    script -qec "$HT_CTL export ppe --format pprof" /dev/null </dev/null >"$T/tty" 2>&1 &&
+        fail "pprof written to a terminal: $(head -c 300 "$T/tty" | od -c | head -3)"
+    grep -q "pprof is binary" "$T/tty" || fail "terminal refusal: $(cat "$T/tty")"
+    # Redirected, the bytes are the file's.
+    ctl export ppe --format pprof --require 'nosuch!frame' >"$T/e2.pb.gz" || fail "export to stdout"
+    eq "$(pprof_totals "$T/e2.pb.gz")" "0 0 0 0 0" "the same profile through stdout"
+    pprof_end
+}
+
+# A trigger's snapshot as pprof: its totals equal the snapshot's rows (JSON export).
+case_pprof_snapshot() {
+    pprof_need
+    start_daemon
+    timeout 60 "$HT_CTL" load "$DEMO" --name d --snapshot-when 'outstanding>10KiB' --every 10KiB \
+        >/dev/null 2>&1 || fail "load"
+    ctl --json export d --format json --snapshot 3 >"$T/snap.json" || fail "export json --snapshot 3"
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["stacks"]["rows"]
+print(sum(x["count"] for x in r), sum(x["size"] for x in r),
+      sum(x["outstanding_count"] for x in r), sum(x["outstanding"] for x in r), len(r))' \
+        "$T/snap.json" >"$T/want"
+    ctl export d --format pprof --snapshot 3 -o "$T/snap.pb.gz" >"$T/o" 2>&1 ||
+        fail "export pprof --snapshot 3: $(cat "$T/o")"
+    eq "$(pprof_totals "$T/snap.pb.gz")" "$(cat "$T/want")" "snapshot 3 totals (pprof vs json)"
+    [ "$(cut -d' ' -f5 "$T/want")" -gt 0 ] || fail "snapshot 3 has no rows"
+    grep -q 'MemoryTestApp.exe!Initialize' "$T/raw" || fail "snapshot frames by name"
+    stop_clean
 }
