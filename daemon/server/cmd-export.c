@@ -1,6 +1,7 @@
 /* export: stacks, commits, the timeline or a snapshot, in a format of export/'s table. */
 #include "commands.h"
 
+#include "engine-view.h"
 #include "export.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -15,6 +16,21 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+/* What an export's answer needs besides its query. */
+struct export_job {
+    const struct export_format *f;
+    const struct export_value *value;
+#ifdef HEAPTRACE_WITH_PPROF
+    /* A binary export: the profile, its mappings added on the loop as the
+     * view opened (the engine's modules), its samples on the worker; then
+     * the reply data the loop sends. */
+    struct pprof *p;
+    uint64_t pid; /* nonzero: the worker reads the process's modules (pprof_proc_mappings) */
+    int64_t wall_start;
+    cJSON *data;
+#endif
+};
 
 /* A snapshot's rows as lines (snapshots are small: built whole), with the
  * same writer a live export streams them with. */
@@ -101,19 +117,36 @@ static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_
     return d;
 }
 
-/* The mappings of a live session's process: the engine's module table
- * when its source fills one (module events), else, the process still
- * running, its ELF modules read from /proc/PID/maps now (the agent's
- * stacks come with no module events). A process gone leaves locations
- * without a mapping: their addresses and names stay. */
-static int pprof_mappings(struct pprof *p, struct session *s)
+/* The loop's part of a profile, as the view opens: the engine's module
+ * table as mappings when its source fills one (module events); else, the
+ * process of a live session still running, the worker reads its ELF modules
+ * from /proc/PID/maps (the agent's stacks come with no module events). A
+ * process gone leaves locations without a mapping: their addresses and names
+ * stay. */
+static void pprof_opened(struct qjob *j)
 {
+    struct export_job *x = j->arg;
+    struct session *s = j->s;
     struct engine *e = &s->eng;
-    if (e->modules.n || e->exited || !strcmp(s->source, "replay"))
-        return export_pprof_modules(p, &e->si, &e->modules);
+    x->wall_start = s->wall_start;
+    x->p = pprof_new();
+    if (!x->p)
+        return;
+    if (e->modules.n || e->exited || !strcmp(s->source, "replay")) {
+        if (export_pprof_modules(x->p, &e->si, &e->modules) != 0) {
+            pprof_free(x->p);
+            x->p = NULL;
+        }
+    } else {
+        x->pid = e->pid;
+    }
+}
+
+static int pprof_proc_mappings(struct pprof *p, uint64_t pid)
+{
     struct procmaps_module *m = NULL;
     size_t n = 0;
-    if (procmaps_modules(e->pid, &m, &n) != 0)
+    if (procmaps_modules(pid, &m, &n) != 0)
         return 0; /* gone meanwhile: no mappings */
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
@@ -124,12 +157,12 @@ static int pprof_mappings(struct pprof *p, struct session *s)
 
 /* The window [t1, t2] (ns since the session started) as pprof's time and
  * duration: unix ns. */
-static cJSON *pprof_data(const struct export_format *f, struct pprof *p, const struct session *s,
+static cJSON *pprof_data(const struct export_format *f, struct pprof *p, int64_t wall_start,
                          uint64_t t1, uint64_t t2, double samples, double groups)
 {
     uint8_t *b = NULL;
     size_t n = 0;
-    int64_t t0 = s->wall_start * 1000000000LL + (int64_t)t1;
+    int64_t t0 = wall_start * 1000000000LL + (int64_t)t1;
     int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
     pprof_free(p);
     cJSON *d = rc == 0 ? binary_data(f, b, n, samples, groups) : NULL;
@@ -162,11 +195,15 @@ static int export_timeline(struct cmd_ctx *ctx, const struct export_format *f)
     return samples_reply(ctx, &sp, d, arr, outer, export_bound_item, b, b->w->begin_item);
 }
 
-/* What an export's answer needs besides its query. */
-struct export_job {
-    const struct export_format *f;
-    const struct export_value *value;
-};
+static void export_job_release(void *arg)
+{
+    struct export_job *x = arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    pprof_free(x->p);
+    cJSON_Delete(x->data);
+#endif
+    ht_free(x);
+}
 
 /* Lines (csv, collapsed) lose the result's head: what the ctl needs to say
  * why an export has nothing in it goes along (the groups the query found,
@@ -182,6 +219,31 @@ static void lines_head(cJSON *d, const cJSON *head, const struct export_value *e
     }
 }
 
+#ifdef HEAPTRACE_WITH_PPROF
+/* On the worker: the samples from the view's interner, the profile
+ * encoded, gzip'd and put in the reply's data. */
+static void pprof_work(struct qjob *j)
+{
+    struct export_job *x = j->arg;
+    const struct query *q = &j->qa[0]->q;
+    int rc = x->p ? 0 : UV_ENOMEM;
+    if (rc == 0 && x->pid)
+        rc = pprof_proc_mappings(x->p, x->pid);
+    if (rc == 0)
+        rc = export_pprof_rows(x->p, ev_stacks(j->v), &j->res[0]);
+    uint64_t t2 = q->t2 > j->view_now ? j->view_now : q->t2;
+    if (rc == 0)
+        x->data = pprof_data(x->f, x->p, x->wall_start, q->t1, t2, j->res[0].nrows,
+                             (double)j->res[0].ngroups);
+    else
+        pprof_free(x->p);
+    x->p = NULL; /* pprof_data freed it */
+    if (rc == 0 && !x->data)
+        rc = UV_ENOMEM;
+    j->rc = rc ? UV_ENOMEM : 0;
+}
+#endif
+
 static void export_job_done(struct qjob *j)
 {
     if (j->rc || !j->c) {
@@ -191,23 +253,9 @@ static void export_job_done(struct qjob *j)
     const struct export_job *x = j->arg;
 #ifdef HEAPTRACE_WITH_PPROF
     if (x->f->binary) {
-        /* Made whole on the loop, from the session's interner (ids and
-         * frames are the view's: append-only) and its modules. */
-        struct session *s = j->s;
-        const struct query *q = &j->qa[0]->q;
-        struct pprof *p = pprof_new();
-        int rc = p ? pprof_mappings(p, s) : HT_ENOMEM;
-        if (rc == 0)
-            rc = export_pprof_rows(p, &s->eng.si, &j->res[0]);
-        if (rc != 0) {
-            pprof_free(p);
-            p = NULL;
-        }
-        cJSON *d = rc == 0
-                       ? pprof_data(x->f, p, s, q->t1, q->t2 > j->view_now ? j->view_now : q->t2,
-                                    j->res[0].nrows, (double)j->res[0].ngroups)
-                       : NULL;
-        struct reply_src *r = d ? reply_json_src(j->req_id, d) : NULL;
+        struct export_job *bx = j->arg;
+        struct reply_src *r = bx->data ? reply_json_src(j->req_id, bx->data) : NULL;
+        bx->data = NULL; /* taken over */
         if (!r)
             qjob_answer_error(j, HT_ENOMEM, "out of memory making the pprof profile");
         else
@@ -245,7 +293,7 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
     x->f = f;
     x->value = value;
     j->arg = x;
-    j->release = ht_free;
+    j->release = export_job_release;
     /* Exports want everything: the top defaults to the maximum. */
     cJSON *qargs_obj = cJSON_Duplicate(ctx->req->args, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
@@ -272,6 +320,12 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
         return cmd_error(ctx, rc, "%s", err);
     }
     j->done = export_job_done;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (f->binary) {
+        j->opened = pprof_opened;
+        j->work = pprof_work;
+    }
+#endif
     return qjob_submit_request(ctx, j);
 }
 
@@ -306,7 +360,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
         struct pprof *p;
         int rc = export_pprof_json(rows, &p);
-        *out = rc == 0 ? pprof_data(f, p, s, (uint64_t)export_field(win, "t1"),
+        *out = rc == 0 ? pprof_data(f, p, s->wall_start, (uint64_t)export_field(win, "t1"),
                                     (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
                                     (double)export_field(part, "groups"))
                        : NULL;
