@@ -424,7 +424,7 @@ int cmd_export(struct cmd_ctx *ctx)
     if (!f)
         return cmd_error(ctx, HT_EBADARG, "--format must be %s%s",
                          export_format_names(names, sizeof(names)),
-                         !strcmp(format, "pprof") ? " (pprof is not built yet)" : "");
+                         !strcmp(format, "pprof") ? " (pprof is in Linux builds only)" : "");
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
     if (f->binary && strcmp(what, "stacks"))

@@ -46,7 +46,7 @@ for f, v in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[: int(sys.argv[3]
 
 # pprof_sites FILE INDEX N: go tool pprof -top's N first rows for sample INDEX: "flat name".
 pprof_sites() {
-    go tool pprof -top -sample_index="$2" -nodecount="$3" -unit=byte "$1" 2>"$T/pprof.err" \
+    go tool pprof -top -sample_index="$2" -nodecount="$3" -nodefraction=0 -unit=byte "$1" 2>"$T/pprof.err" \
         >"$T/top" || fail "go tool pprof -top: $(cat "$T/pprof.err")"
     awk '/^ *flat/ {s = 1; next} s && NF >= 6 {v = $1; sub(/[A-Za-z]+$/, "", v); if (v + 0 == 0) next; n = $6; for (i = 7; i <= NF; i++) n = n " " $i; print v, n}' "$T/top"
 }
@@ -186,5 +186,40 @@ print(sum(x["count"] for x in r), sum(x["size"] for x in r),
     eq "$(pprof_totals "$T/snap.pb.gz")" "$(cat "$T/want")" "snapshot 3 totals (pprof vs json)"
     [ "$(cut -d' ' -f5 "$T/want")" -gt 0 ] || fail "snapshot 3 has no rows"
     grep -q 'MemoryTestApp.exe!Initialize' "$T/raw" || fail "snapshot frames by name"
+    stop_clean
+}
+
+# A real Debian library built without frame pointers (libxml2, via tests/apps/xmlleak): the
+# profile equals stacks, and libxml2's mapping carries the build id readelf reads from the file
+# the process mapped, with libxml2's locations in it.
+case_pprof_libxml2() {
+    pprof_need
+    agent_setup
+    [ -x "$(xmlleak_bin)" ] || fail "no xmlleak at $(xmlleak_bin) (libxml2-dev: scripts/install-deps.sh)"
+    mkfifo "$T/xin"
+    "$HT_CTL" run --name pxml -- "$(xmlleak_bin)" 20 0 <"$T/xin" >"$T/pxml.out" 2>"$T/pxml.err" &
+    APID=$!
+    LIVE_PIDS+=("$APID")
+    exec 8>"$T/xin"
+    live_wait_line pxml '"ready"'
+    printf g >&8 # the go-signal (app-sync.h)
+    live_wait_line pxml '"done"'
+    live_settle pxml
+    local lib bid line id n
+    lib=$(awk '/libxml2\.so/ {print $6; exit}' "/proc/$APID/maps")
+    [ -n "$lib" ] || fail "xmlleak maps no libxml2"
+    bid=$(readelf -n "$lib" | awk '/Build ID/ {print $3}')
+    ctl export pxml --format pprof -o "$T/x.pb.gz" >"$T/o" 2>&1 || fail "export: $(cat "$T/o")"
+    pprof_same pxml "$T/x.pb.gz"
+    line=$(grep -E "^ *[0-9]+: 0x[0-9a-f]+/0x[0-9a-f]+/0x[0-9a-f]+ $lib $bid" "$T/raw") ||
+        fail "no mapping of $lib with build id $bid: $(sed -n '/^Mappings/,$p' "$T/raw")"
+    id=$(echo "$line" | awk -F: '{print $1 + 0}')
+    n=$(awk -v m="M=$id" '/^Locations/ {s = 1; next} /^Mappings/ {s = 0}
+                          s && $3 == m && $4 ~ /^libxml2\.so\.2!/ {k++} END {print k + 0}' "$T/raw")
+    [ "$n" -gt 0 ] || fail "no libxml2 location in its mapping: $(sed -n '/^Locations/,$p' "$T/raw" | head)"
+    echo "$n libxml2 locations in $lib's mapping (build id $bid)"
+    printf x >&8
+    exec 8>&-
+    wait "$APID" || fail "xmlleak exit code"
     stop_clean
 }
