@@ -511,9 +511,10 @@ static int export_lines(struct ctl *c, int64_t id, struct out_file *o, cJSON *d,
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/* One base64 piece (RFC 4648 section 4) decoded into out: 0, or -1 on a
- * character that is not base64 or a write that failed. */
-static int base64_write(struct out_file *o, const char *s)
+/* One base64 piece (RFC 4648 section 4) decoded into out (*written counts
+ * the bytes): 0, or -1 on a character that is not base64 or a write that
+ * failed. */
+static int base64_write(struct out_file *o, const char *s, uint64_t *written)
 {
     unsigned char buf[3 * 1024];
     size_t n = 0, len = strlen(s);
@@ -539,17 +540,19 @@ static int base64_write(struct out_file *o, const char *s)
             buf[n++] = (unsigned char)(v >> 8);
         if (pad < 1)
             buf[n++] = (unsigned char)v;
-        if (n > sizeof(buf) - 3 && out_write(o, (const char *)buf, n) != 0)
-            return -1;
-        if (n > sizeof(buf) - 3)
+        if (n > sizeof(buf) - 3 || i + 4 == len) {
+            if (out_write(o, (const char *)buf, n) != 0)
+                return -1;
+            *written += n;
             n = 0;
+        }
     }
-    return n ? out_write(o, (const char *)buf, n) : 0;
+    return 0;
 }
 
 /* A binary export (pprof): its bytes, sent as base64 pieces in "data", are
- * written as they are (*n: the bytes written; a profile of no samples is
- * still a profile). */
+ * written as they are (*n: the bytes written, all of "bytes" or a failure;
+ * a profile of no samples is still a profile). */
 static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d, int more,
                          uint64_t *n)
 {
@@ -558,17 +561,23 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
     for (cJSON *f = d; rc == EXIT_OK;) {
         cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(f, "data"))
         {
-            if (!cJSON_IsString(x) || base64_write(o, x->valuestring) != 0) {
+            if (!cJSON_IsString(x) || base64_write(o, x->valuestring, n) != 0) {
                 rc = EXIT_CMD;
                 break;
             }
-            *n += 1;
         }
         if (f != d)
             cJSON_Delete(f);
         if (rc != EXIT_OK || !more)
             break;
         rc = next_frame(c, id, &f, &more);
+    }
+    /* Every byte the daemon made, or the file is not put in place. */
+    double want = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "bytes"));
+    if (rc == EXIT_OK && (double)*n != want) {
+        fprintf(stderr, "heaptracectl: the profile came with %llu of its %.0f bytes\n",
+                (unsigned long long)*n, want);
+        rc = EXIT_CMD;
     }
     /* --top keeps the largest: a profile of fewer stacks than the query
      * found says so. */

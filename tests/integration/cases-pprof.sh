@@ -140,6 +140,10 @@ case_pprof_query() {
             fail "export ${opts[*]}: $(cat "$T/o")"
         pprof_same ppq "$T/q$i.pb.gz" "${opts[@]}"
     done
+    # --top keeps the largest stacks: the profile has them, and the ctl says it was cut.
+    ctl export ppq --format pprof --top 3 -o "$T/top3.pb.gz" >"$T/o" 2>&1 || fail "export --top 3"
+    grep -q "the profile holds the 3 largest of the [0-9]* stacks" "$T/o" || fail "--top 3 not told: $(cat "$T/o")"
+    eq "$(pprof_totals "$T/top3.pb.gz" | cut -d' ' -f5)" 3 "samples of --top 3"
     pprof_end
 }
 
