@@ -193,6 +193,11 @@ int pprof_mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offs
     return 0;
 }
 
+size_t pprof_nmappings(const struct pprof *p)
+{
+    return p->nmap;
+}
+
 /* The mapping holding addr (0: none); the mappings are sorted by start. */
 static uint64_t mapping_of(const struct pprof *p, uint64_t addr)
 {

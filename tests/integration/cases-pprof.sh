@@ -124,7 +124,15 @@ case_pprof_mtalloc() {
     [ "$(head -c 2 "$T/p.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] || fail "not gzip"
     pprof_same ppm "$T/p.pb.gz"
     pprof_mappings_check "$T/raw"
-    pprof_end
+    grep -q "no mappings" "$T/o" && fail "a live process's profile said it has no mappings"
+    # The process gone (the agent sends no module events): the profile keeps names and
+    # addresses, and the ctl says it has no mapping.
+    live_go "$APID"
+    wait "$APID" || fail "mtalloc exit code"
+    ctl export ppm --format pprof -o "$T/gone.pb.gz" >"$T/o" 2>&1 || fail "export: $(cat "$T/o")"
+    grep -q "the profile has no mappings" "$T/o" || fail "no mapping not told: $(cat "$T/o")"
+    pprof_same ppm "$T/gone.pb.gz"
+    stop_clean
 }
 
 # Any query a user can run: --type, a window, filters; the profile holds what stacks shows for
