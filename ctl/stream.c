@@ -579,12 +579,14 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
                 (unsigned long long)*n, want);
         rc = EXIT_CMD;
     }
-    const cJSON *maps = cJSON_GetObjectItemCaseSensitive(d, "mappings");
-    if (rc == EXIT_OK && cJSON_IsNumber(maps) && maps->valuedouble == 0 &&
-        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "samples")) > 0)
-        fprintf(stderr, "heaptracectl: the profile has no mappings (no module events, and the "
-                        "process is gone or its modules unreadable): frames keep their names "
-                        "and addresses, a backend cannot symbolize them\n");
+    double unmapped =
+        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "unmapped_locations"));
+    if (rc == EXIT_OK && unmapped > 0)
+        fprintf(stderr,
+                "heaptracectl: %.0f location%s of the profile %s an address in no mapping (no "
+                "module events, and the process is gone or its modules unreadable): they keep "
+                "their names, a backend cannot symbolize them\n",
+                unmapped, unmapped == 1 ? "" : "s", unmapped == 1 ? "has" : "have");
     /* --top keeps the largest: a profile of fewer stacks than the query
      * found says so. */
     double ns = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "samples"));

@@ -45,6 +45,7 @@ struct pprof {
     size_t nmap, amap;
     pb_sample *smp;
     size_t nsmp, asmp;
+    size_t unmapped; /* address locations in no mapping */
 };
 
 static int grow(void **v, size_t *alloc, size_t need, size_t sz)
@@ -193,9 +194,9 @@ int pprof_mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offs
     return 0;
 }
 
-size_t pprof_nmappings(const struct pprof *p)
+size_t pprof_unmapped(const struct pprof *p)
 {
-    return p->nmap;
+    return p->unmapped;
 }
 
 /* The mapping holding addr (0: none); the mappings are sorted by start. */
@@ -275,6 +276,7 @@ static uint64_t location_id(struct pprof *p, const struct pprof_frame *f)
     if (f->has_addr) {
         l->m.address = f->addr;
         l->m.mapping_id = mapping_of(p, f->addr);
+        p->unmapped += l->m.mapping_id == 0;
     }
     l->line.function_id = fid;
     l->m.n_line = fid ? 1 : 0; /* the pointer is set at write: loc moves as it grows */

@@ -39,8 +39,9 @@ void pprof_free(struct pprof *p);
  * ascending start. 0, or HT_ENOMEM. */
 int pprof_mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
                   const char *file, const char *build_id);
-/* The mappings added so far. */
-size_t pprof_nmappings(const struct pprof *p);
+/* Locations with an address that no mapping holds (a backend cannot
+ * symbolize them; their names stay). */
+size_t pprof_unmapped(const struct pprof *p);
 /* A sample: n frames, the allocation site first; values v. 0, or HT_ENOMEM. */
 int pprof_sample(struct pprof *p, const struct pprof_frame *f, unsigned n,
                  const int64_t v[PPROF_NVALUES]);

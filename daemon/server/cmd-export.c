@@ -163,12 +163,12 @@ static cJSON *pprof_data(const struct export_format *f, struct pprof *p, int64_t
     uint8_t *b = NULL;
     size_t n = 0;
     int64_t t0 = wall_start * 1000000000LL + (int64_t)t1;
-    double maps = (double)pprof_nmappings(p);
+    double unmapped = (double)pprof_unmapped(p);
     int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
     pprof_free(p);
     cJSON *d = rc == 0 ? binary_data(f, b, n, samples, groups) : NULL;
-    if (d) /* none: the process gone, no module events (the ctl says so) */
-        cJSON_AddNumberToObject(d, "mappings", maps);
+    if (d) /* the process gone, no module events: the ctl says so */
+        cJSON_AddNumberToObject(d, "unmapped_locations", unmapped);
     ht_free(b);
     return d;
 }
@@ -371,8 +371,6 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
             snprintf(err, errsz, "out of memory making the pprof profile");
             return HT_ENOMEM;
         }
-        /* Names only: no mapping is expected of it. */
-        cJSON_DeleteItemFromObjectCaseSensitive(*out, "mappings");
         return 0;
     }
 #endif

@@ -75,8 +75,10 @@ static void test_fields(void)
     struct pprof_frame b[] = {{0x7f0100, 1, "libc.so.6!malloc", NULL}, {0, 0, "app!named", NULL}};
     int64_t va[PPROF_NVALUES] = {3, 96, 1, 32}, vb[PPROF_NVALUES] = {1, 8, 0, 0};
     CHECK_EQ(pprof_sample(p, a, 3, va), 0);
+    CHECK_EQ(pprof_sample(p, a, 3, va), 0);
     CHECK_EQ(pprof_sample(p, b, 2, vb), 0);
     CHECK_EQ(pprof_sample(p, b, 2, vb), 0);
+    CHECK_EQ(pprof_unmapped(p), 1); /* 0x9999999, once however often it is seen */
     pb_profile *pr = decode(p, 1700000000123456789LL, 2500000000LL);
     pprof_free(p);
 
@@ -108,16 +110,17 @@ static void test_fields(void)
 
     /* malloc's address is one location in both stacks; the unnamed
      * address has no line; the name-only frame no address nor mapping. */
-    CHECK_EQ(pr->n_sample, 3);
+    CHECK_EQ(pr->n_sample, 4);
     CHECK_EQ(pr->n_location, 4);
     CHECK_EQ(pr->n_function, 3);
-    const Perftools__Profiles__Sample *s0 = pr->sample[0], *s1 = pr->sample[1];
+    const Perftools__Profiles__Sample *s0 = pr->sample[0], *s1 = pr->sample[2];
     CHECK_EQ(s0->n_location_id, 3);
     CHECK_EQ(s0->n_value, 4);
     for (int k = 0; k < 4; k++)
         CHECK_EQ(s0->value[k], va[k]);
     CHECK_EQ(s1->location_id[0], s0->location_id[0]);
-    CHECK_EQ(pr->sample[2]->location_id[1], s1->location_id[1]);
+    CHECK_EQ(pr->sample[3]->location_id[1], s1->location_id[1]);
+    CHECK_EQ(pr->sample[1]->location_id[2], s0->location_id[2]);
     CHECK_EQ(s1->value[1], 8);
     const Perftools__Profiles__Location *l = loc(pr, s0->location_id[0]);
     CHECK_EQ(l->address, 0x7f0100);
