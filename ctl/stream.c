@@ -521,6 +521,97 @@ static int export_lines(struct ctl *c, int64_t id, struct out_file *o, cJSON *d,
     return rc;
 }
 
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* One base64 piece (RFC 4648 section 4) decoded into out (*written counts
+ * the bytes): 0, or -1 on a character that is not base64 or a write that
+ * failed. */
+static int base64_write(struct out_file *o, const char *s, uint64_t *written)
+{
+    unsigned char buf[3 * 1024];
+    size_t n = 0, len = strlen(s);
+    if (len % 4)
+        return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char ch = s[i + k];
+            const char *at = ch ? strchr(b64_alphabet, ch) : NULL;
+            if (ch == '=' && i + 4 == len && k >= 2) {
+                pad++;
+                v <<= 6;
+                continue;
+            }
+            if (!at || pad)
+                return -1;
+            v = v << 6 | (uint32_t)(at - b64_alphabet);
+        }
+        buf[n++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            buf[n++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            buf[n++] = (unsigned char)v;
+        if (n > sizeof(buf) - 3 || i + 4 == len) {
+            if (out_write(o, (const char *)buf, n) != 0)
+                return -1;
+            *written += n;
+            n = 0;
+        }
+    }
+    return 0;
+}
+
+/* A binary export (pprof): its bytes, sent as base64 pieces in "data", are
+ * written as they are (*n: the bytes written, all of "bytes" or a failure;
+ * a profile of no samples is still a profile). */
+static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d, int more,
+                         uint64_t *n)
+{
+    const cJSON *x;
+    int rc = EXIT_OK;
+    for (cJSON *f = d; rc == EXIT_OK;) {
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(f, "data"))
+        {
+            if (!cJSON_IsString(x) || base64_write(o, x->valuestring, n) != 0) {
+                rc = EXIT_CMD;
+                break;
+            }
+        }
+        if (f != d)
+            cJSON_Delete(f);
+        if (rc != EXIT_OK || !more)
+            break;
+        rc = next_frame(c, id, &f, &more);
+    }
+    /* Every byte the daemon made, or the file is not put in place. */
+    double want = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "bytes"));
+    if (rc == EXIT_OK && (double)*n != want) {
+        fprintf(stderr, "heaptracectl: the profile came with %llu of its %.0f bytes\n",
+                (unsigned long long)*n, want);
+        rc = EXIT_CMD;
+    }
+    double unmapped =
+        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "unmapped_locations"));
+    if (rc == EXIT_OK && unmapped > 0)
+        fprintf(stderr,
+                "heaptracectl: %.0f location%s of the profile %s an address in no mapping (no "
+                "module events, and the process is gone or its modules unreadable): they keep "
+                "their names, a backend cannot symbolize them\n",
+                unmapped, unmapped == 1 ? "" : "s", unmapped == 1 ? "has" : "have");
+    /* --top keeps the largest: a profile of fewer stacks than the query
+     * found says so. */
+    double ns = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "samples"));
+    double ng = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "groups"));
+    if (rc == EXIT_OK && ng > ns)
+        fprintf(stderr,
+                "heaptracectl: the profile holds the %.0f largest of the %.0f stacks the query "
+                "found (--top, at most 10000)\n",
+                ns, ng);
+    return rc;
+}
+
 /* An export with nothing in it is a failure, said with why: the file is not
  * written (a 0-byte flame graph is no answer). */
 static int export_empty(const cJSON *d)
@@ -539,9 +630,23 @@ static int export_empty(const cJSON *d)
     return EXIT_CMD;
 }
 
+/* A binary format's bytes are not for a terminal. */
+static int binary_refused(const struct ctl *c)
+{
+    const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->args, "format"));
+    if (!format || strcmp(format, "pprof") || (c->output && strcmp(c->output, "-")) ||
+        !term_stdout_is_tty())
+        return 0;
+    fprintf(stderr, "heaptracectl: pprof is binary (gzip'd): write it to a file with -o FILE.pb.gz "
+                    "or redirect standard output\n");
+    return 1;
+}
+
 int ctl_export(struct ctl *c)
 {
     int64_t id;
+    if (binary_refused(c))
+        return EXIT_USAGE;
     int rc = ctl_send(c, "export", c->args, &id);
     c->args = NULL;
     cJSON *d = NULL;
@@ -558,12 +663,15 @@ int ctl_export(struct ctl *c)
     uint64_t n = 0;
     const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "format"));
     int csv = format && !strcmp(format, "csv");
-    if (cJSON_GetObjectItemCaseSensitive(d, "lines"))
+    int binary = cJSON_GetObjectItemCaseSensitive(d, "bytes") != NULL;
+    if (binary)
+        rc = export_binary(c, id, &out, d, more, &n);
+    else if (cJSON_GetObjectItemCaseSensitive(d, "lines"))
         rc = export_lines(c, id, &out, d, more, &n);
     else
         rc = export_json(c, id, &out, d, more, &n);
     /* A CSV export's first line is its header. */
-    if (rc == EXIT_OK && n <= (uint64_t)csv)
+    if (rc == EXIT_OK && !binary && n <= (uint64_t)csv)
         rc = export_empty(d);
     cJSON_Delete(d);
     if (rc != EXIT_OK) {

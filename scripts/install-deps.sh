@@ -34,6 +34,10 @@ pkgs+=(libxml2-dev redis-tools)
 # tests/integration/cases-sec.sh: a setgid program (ssh-agent), a jemalloc program
 # (redis-server) and a member's client (the system python3), run as group heaptrace members.
 pkgs+=(openssh-client redis-server python3)
+# export --format pprof: profile.proto encoded with protobuf-c (protoc-c generates its C at build
+# time) and gzip'd with zlib (zlib1g-dev, above); tests/integration/cases-pprof.sh reads the
+# profiles with the real `go tool pprof` (golang-go).
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler golang-go)
 # script(1): integration.ctl_* run the ctl on a pseudo-terminal (essential in Debian, named
 # here as the tests need it).
 pkgs+=(bsdutils)

@@ -11,7 +11,12 @@
 #include <string.h>
 
 /* Every format, in the order messages list them. */
-static const struct export_format *const formats[] = {&export_json, &export_csv, &export_collapsed};
+static const struct export_format *const formats[] = {&export_json, &export_csv, &export_collapsed
+#ifdef HEAPTRACE_WITH_PPROF
+                                                      ,
+                                                      &export_pprof
+#endif
+};
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 
 const struct export_format *export_format_find(const char *name)

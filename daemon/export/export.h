@@ -50,9 +50,29 @@ struct export_format {
     int has_value;
     /* What the format is called in a message ("collapsed-stack"). */
     const char *title;
+    /* Bytes, not text: the whole output is made at once (export_pprof_*)
+     * and sent as a byte stream; no line or JSON form. */
+    int binary;
 };
 
 extern const struct export_format export_json, export_csv, export_collapsed;
+#ifdef HEAPTRACE_WITH_PPROF
+extern const struct export_format export_pprof;
+struct module_table;
+struct pprof;
+struct query_result;
+struct stack_intern;
+/* pprof (export-pprof.c, into a profile of pprof.h): the engine's modules
+ * as mappings (added before any sample); a live query's rows, frames with
+ * their addresses (0, or HT_ENOMEM); or a snapshot's rows (JSON: frames are
+ * names) as a new profile, 0 and *out (pprof_free frees it), or HT_ENOMEM. */
+int export_pprof_modules(struct pprof *p, const struct stack_intern *si,
+                         const struct module_table *mt);
+int export_pprof_rows(struct pprof *p, const struct stack_intern *si,
+                      const struct query_result *res);
+int export_pprof_json(const struct cJSON *rows, struct pprof **out);
+
+#endif
 
 /* A format by --format's value, or NULL. */
 const struct export_format *export_format_find(const char *name);
@@ -97,5 +117,19 @@ int export_row_label(const struct cJSON *row, const char *sep, int outermost_fir
                      struct ht_sbuf *out);
 int export_sbuf_printf(struct ht_sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+struct module_table;
+struct pprof;
+struct query_result;
+struct stack_intern;
+/* pprof (export-pprof.c, into a profile of pprof.h): the engine's modules
+ * as mappings (added before any sample); a live query's rows, frames with
+ * their addresses (0, or HT_ENOMEM); or a snapshot's rows (JSON: frames are
+ * names) as a new profile, 0 and *out (pprof_free frees it), or HT_ENOMEM. */
+int export_pprof_modules(struct pprof *p, const struct stack_intern *si,
+                         const struct module_table *mt);
+int export_pprof_rows(struct pprof *p, const struct stack_intern *si,
+                      const struct query_result *res);
+int export_pprof_json(const struct cJSON *rows, struct pprof **out);
 
 #endif

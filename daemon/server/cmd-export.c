@@ -1,16 +1,36 @@
 /* export: stacks, commits, the timeline or a snapshot, in a format of export/'s table. */
 #include "commands.h"
 
+#include "engine-view.h"
 #include "export.h"
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "query-args.h"
 #include "query-job.h"
+#ifdef HEAPTRACE_WITH_PPROF
+#include "pprof.h"
+#include "procmaps.h"
+#endif
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+/* What an export's answer needs besides its query. */
+struct export_job {
+    const struct export_format *f;
+    const struct export_value *value;
+#ifdef HEAPTRACE_WITH_PPROF
+    /* A binary export: the profile, its mappings added on the loop as the
+     * view opened (the engine's modules), its samples on the worker; then
+     * the reply data the loop sends. */
+    struct pprof *p;
+    uint64_t pid; /* nonzero: the worker reads the process's modules (pprof_proc_mappings) */
+    int64_t wall_start;
+    cJSON *data;
+#endif
+};
 
 /* A snapshot's rows as lines (snapshots are small: built whole), with the
  * same writer a live export streams them with. */
@@ -47,6 +67,113 @@ static cJSON *export_data(const struct export_format *f, cJSON *head, const char
     return d;
 }
 
+#ifdef HEAPTRACE_WITH_PPROF
+/* Bytes of a binary export per "data" item: a multiple of 3, so that each
+ * item is base64 on its own (RFC 4648 section 4) and under a frame. */
+#define BINARY_PIECE (3 * 16384)
+
+static char *base64(const uint8_t *b, size_t n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = ht_malloc((n + 2) / 3 * 4 + 1), *q = o;
+    for (size_t i = 0; o && i < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        *q++ = a[v >> 18];
+        *q++ = a[(v >> 12) & 63];
+        *q++ = i + 1 < n ? a[(v >> 6) & 63] : '=';
+        *q++ = i + 2 < n ? a[v & 63] : '=';
+    }
+    if (q)
+        *q = '\0';
+    return o;
+}
+
+/* A binary export's reply: {"format","bytes","samples","groups","data":
+ * [base64 pieces]}, the pieces sent a frame at a time; groups: what the
+ * query found before --top kept samples of them. NULL when out of memory. */
+static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_t n, double samples,
+                          double groups)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "format", f->name);
+    cJSON_AddNumberToObject(d, "bytes", (double)n);
+    cJSON_AddNumberToObject(d, "samples", samples);
+    cJSON_AddNumberToObject(d, "groups", groups);
+    cJSON *arr = cJSON_AddArrayToObject(d, "data");
+    for (size_t i = 0; arr && i < n; i += BINARY_PIECE) {
+        char *piece = base64(b + i, n - i < BINARY_PIECE ? n - i : BINARY_PIECE);
+        cJSON *item = piece ? cJSON_CreateString(piece) : NULL;
+        ht_free(piece);
+        if (!item || !cJSON_AddItemToArray(arr, item)) {
+            cJSON_Delete(item);
+            arr = NULL;
+        }
+    }
+    if (!arr) {
+        cJSON_Delete(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The loop's part of a profile, as the view opens: the engine's module
+ * table as mappings when its source fills one (module events); else, the
+ * process of a live session still running, the worker reads its ELF modules
+ * from /proc/PID/maps (the agent's stacks come with no module events). A
+ * process gone leaves locations without a mapping: their addresses and names
+ * stay. */
+static void pprof_opened(struct qjob *j)
+{
+    struct export_job *x = j->arg;
+    struct session *s = j->s;
+    struct engine *e = &s->eng;
+    x->wall_start = s->wall_start;
+    x->p = pprof_new();
+    if (!x->p)
+        return;
+    if (e->modules.n || e->exited || !strcmp(s->source, "replay")) {
+        if (export_pprof_modules(x->p, &e->si, &e->modules) != 0) {
+            pprof_free(x->p);
+            x->p = NULL;
+        }
+    } else {
+        x->pid = e->pid;
+    }
+}
+
+static int pprof_proc_mappings(struct pprof *p, uint64_t pid)
+{
+    struct procmaps_module *m = NULL;
+    size_t n = 0;
+    if (procmaps_modules(pid, &m, &n) != 0)
+        return 0; /* gone meanwhile: no mappings */
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pprof_mapping(p, m[i].start, m[i].end, 0, m[i].path, m[i].build_id);
+    ht_free(m);
+    return rc;
+}
+
+/* The window [t1, t2] (ns since the session started) as pprof's time and
+ * duration: unix ns. */
+static cJSON *pprof_data(const struct export_format *f, struct pprof *p, int64_t wall_start,
+                         uint64_t t1, uint64_t t2, double samples, double groups)
+{
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int64_t t0 = wall_start * 1000000000LL + (int64_t)t1;
+    double unmapped = (double)pprof_unmapped(p);
+    int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
+    pprof_free(p);
+    cJSON *d = rc == 0 ? binary_data(f, b, n, samples, groups) : NULL;
+    if (d) /* the process gone, no module events: the ctl says so */
+        cJSON_AddNumberToObject(d, "unmapped_locations", unmapped);
+    ht_free(b);
+    return d;
+}
+#endif
+
 static int export_timeline(struct cmd_ctx *ctx, const struct export_format *f)
 {
     char err[256];
@@ -71,11 +198,15 @@ static int export_timeline(struct cmd_ctx *ctx, const struct export_format *f)
     return samples_reply(ctx, &sp, d, arr, outer, export_bound_item, b, b->w->begin_item);
 }
 
-/* What an export's answer needs besides its query. */
-struct export_job {
-    const struct export_format *f;
-    const struct export_value *value;
-};
+static void export_job_release(void *arg)
+{
+    struct export_job *x = arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    pprof_free(x->p);
+    cJSON_Delete(x->data);
+#endif
+    ht_free(x);
+}
 
 /* Lines (csv, collapsed) lose the result's head: what the ctl needs to say
  * why an export has nothing in it goes along (the groups the query found,
@@ -91,6 +222,31 @@ static void lines_head(cJSON *d, const cJSON *head, const struct export_value *e
     }
 }
 
+#ifdef HEAPTRACE_WITH_PPROF
+/* On the worker: the samples from the view's interner, the profile
+ * encoded, gzip'd and put in the reply's data. */
+static void pprof_work(struct qjob *j)
+{
+    struct export_job *x = j->arg;
+    const struct query *q = &j->qa[0]->q;
+    int rc = x->p ? 0 : UV_ENOMEM;
+    if (rc == 0 && x->pid)
+        rc = pprof_proc_mappings(x->p, x->pid);
+    if (rc == 0)
+        rc = export_pprof_rows(x->p, ev_stacks(j->v), &j->res[0]);
+    uint64_t t2 = q->t2 > j->view_now ? j->view_now : q->t2;
+    if (rc == 0)
+        x->data = pprof_data(x->f, x->p, x->wall_start, q->t1, t2, j->res[0].nrows,
+                             (double)j->res[0].ngroups);
+    else
+        pprof_free(x->p);
+    x->p = NULL; /* pprof_data freed it */
+    if (rc == 0 && !x->data)
+        rc = UV_ENOMEM;
+    j->rc = rc ? UV_ENOMEM : 0;
+}
+#endif
+
 static void export_job_done(struct qjob *j)
 {
     if (j->rc || !j->c) {
@@ -98,6 +254,18 @@ static void export_job_done(struct qjob *j)
         return;
     }
     const struct export_job *x = j->arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (x->f->binary) {
+        struct export_job *bx = j->arg;
+        struct reply_src *r = bx->data ? reply_json_src(j->req_id, bx->data) : NULL;
+        bx->data = NULL; /* taken over */
+        if (!r)
+            qjob_answer_error(j, HT_ENOMEM, "out of memory making the pprof profile");
+        else
+            qjob_answer_src(j, r);
+        return;
+    }
+#endif
     cJSON *arr, *outer;
     cJSON *head = rows_head(j->s, &j->qa[0]->q, &j->res[0]);
     cJSON *lead = !x->f->json ? cJSON_CreateObject() : NULL;
@@ -128,7 +296,7 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
     x->f = f;
     x->value = value;
     j->arg = x;
-    j->release = ht_free;
+    j->release = export_job_release;
     /* Exports want everything: the top defaults to the maximum. */
     cJSON *qargs_obj = cJSON_Duplicate(ctx->req->args, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
@@ -155,6 +323,12 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
         return cmd_error(ctx, rc, "%s", err);
     }
     j->done = export_job_done;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (f->binary) {
+        j->opened = pprof_opened;
+        j->work = pprof_work;
+    }
+#endif
     return qjob_submit_request(ctx, j);
 }
 
@@ -182,6 +356,24 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     }
     const cJSON *part =
         cJSON_GetObjectItemCaseSensitive(x->data, strcmp(what, "commits") ? "stacks" : "commits");
+#ifdef HEAPTRACE_WITH_PPROF
+    if (f->binary) {
+        /* A snapshot keeps names, not addresses: name-only locations. */
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(part, "rows");
+        const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
+        struct pprof *p;
+        int rc = export_pprof_json(rows, &p);
+        *out = rc == 0 ? pprof_data(f, p, s->wall_start, (uint64_t)export_field(win, "t1"),
+                                    (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
+                                    (double)export_field(part, "groups"))
+                       : NULL;
+        if (!*out) {
+            snprintf(err, errsz, "out of memory making the pprof profile");
+            return HT_ENOMEM;
+        }
+        return 0;
+    }
+#endif
     if (f->json) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "format", "json");
@@ -235,9 +427,11 @@ int cmd_export(struct cmd_ctx *ctx)
     if (!f)
         return cmd_error(ctx, HT_EBADARG, "--format must be %s%s",
                          export_format_names(names, sizeof(names)),
-                         !strcmp(format, "pprof") ? " (pprof is not built yet)" : "");
+                         !strcmp(format, "pprof") ? " (pprof is in Linux builds only)" : "");
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
+    if (f->binary && strcmp(what, "stacks"))
+        return cmd_error(ctx, HT_EBADARG, "%s holds stacks: --what stacks (the default)", f->title);
     struct session *s = ctx->s;
     if (!cJSON_GetObjectItemCaseSensitive(args, "snapshot")) {
         if (!strcmp(what, "timeline"))

@@ -224,6 +224,8 @@ static void run_job(struct qworker *qw, struct qjob *j)
             j->rc = UV_ENOMEM;
         }
     }
+    if (j->rc == 0 && j->work)
+        j->work(j);
 #ifdef HEAPTRACE_TEST_KNOBS
     /* A slow query on demand, for the tests of what happens meanwhile; cut
      * short when the daemon stops. */

@@ -67,6 +67,10 @@ struct qjob {
      * the same instant); the view is closed, answer (rc, res). done must
      * not start work on a session being dropped (s->dropped). */
     void (*opened)(struct qjob *j);
+    /* Worker thread, optional: after the queries, the view still open
+     * (ev_stacks(j->v)), to make an answer off the loop (a pprof body);
+     * sets rc on failure. */
+    void (*work)(struct qjob *j);
     void (*done)(struct qjob *j);
     void (*release)(void *arg); /* frees arg */
     void *arg;

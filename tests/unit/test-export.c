@@ -12,8 +12,14 @@ static void test_table(void)
     CHECK(export_format_find("json") == &export_json);
     CHECK(export_format_find("csv") == &export_csv);
     CHECK(export_format_find("collapsed") == &export_collapsed);
+#ifdef HEAPTRACE_WITH_PPROF
+    CHECK(export_format_find("pprof") == &export_pprof);
+    CHECK(export_pprof.binary && !export_pprof.json && !export_pprof.samples.row);
+    CHECK(strcmp(export_format_names(names, sizeof(names)), "json, csv, collapsed or pprof") == 0);
+#else
     CHECK(export_format_find("pprof") == NULL);
     CHECK(strcmp(export_format_names(names, sizeof(names)), "json, csv or collapsed") == 0);
+#endif
     CHECK(strcmp(export_sample_format_names(names, sizeof(names)), "json or csv") == 0);
     CHECK(export_collapsed.samples.row == NULL);
 }

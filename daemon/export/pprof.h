@@ -1,0 +1,56 @@
+/* A pprof profile (profile.proto) built sample by sample and written gzip'd:
+ * what export-pprof.c makes of a query's rows. It knows nothing of sessions:
+ * its input is frames (an address, a function's name, a file) and values. */
+#ifndef PPROF_H
+#define PPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The values of a sample, in the order of Go's heap profiles
+ * (runtime/pprof writes alloc_objects, alloc_space, inuse_objects,
+ * inuse_space; pprof's -sample_index takes these names). */
+enum {
+    PPROF_ALLOC_OBJECTS,
+    PPROF_ALLOC_SPACE,
+    PPROF_INUSE_OBJECTS,
+    PPROF_INUSE_SPACE,
+    PPROF_NVALUES
+};
+
+/* One frame of a sample. has_addr: addr is an instruction address (its
+ * Location carries it and the mapping holding it); else the frame is only a
+ * name (a recorded stream's, a snapshot's) and its Location has address 0.
+ * func: the function's name (NULL: none known, the Location has no Line);
+ * file: its source or module file (NULL: unknown). */
+struct pprof_frame {
+    uint64_t addr;
+    int has_addr;
+    const char *func;
+    const char *file;
+};
+
+struct pprof;
+
+struct pprof *pprof_new(void);
+void pprof_free(struct pprof *p);
+/* A mapping (an image in memory): [start, limit), file offset of start, its
+ * file and build id (either NULL). Mappings are added before the samples, by
+ * ascending start. 0, or HT_ENOMEM. */
+int pprof_mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+                  const char *file, const char *build_id);
+/* Locations with an address that no mapping holds (a backend cannot
+ * symbolize them; their names stay). */
+size_t pprof_unmapped(const struct pprof *p);
+/* A sample: n frames, the allocation site first; values v. 0, or HT_ENOMEM. */
+int pprof_sample(struct pprof *p, const struct pprof_frame *f, unsigned n,
+                 const int64_t v[PPROF_NVALUES]);
+/* The profile (time_nanos: the window's start, unix ns; duration_nanos its
+ * length), protobuf-encoded then gzip'd, into *out (ht_malloc'd, *len
+ * bytes). 0, or HT_ENOMEM. */
+int pprof_write(struct pprof *p, int64_t time_nanos, int64_t duration_nanos, uint8_t **out,
+                size_t *len);
+/* The profile unzipped (for tests and checks): 0, or HT_EBADARG. */
+int pprof_gunzip(const uint8_t *gz, size_t n, uint8_t **out, size_t *len);
+
+#endif
