@@ -1,7 +1,8 @@
 /*
  * A stand-in for the engine view's incremental readers, for test-diff-view:
- * query.c is compiled into that test with ev_live_nchunks, ev_live_chunk and
- * ev_live_reallocs renamed to the tv_* functions here (tests/unit/CMakeLists.txt),
+ * the query files (query*.c) are compiled into that test with ev_live_nchunks,
+ * ev_live_chunk and ev_live_reallocs renamed to the tv_* functions here
+ * (tests/unit/CMakeLists.txt),
  * so the query's fast paths run against what a time-bounded, per-stack
  * engine view gives, whatever the engine-view.c it is linked with does:
  * - live chunks of tv_chunk_entries entries (small, so a few hundred live
