@@ -1,4 +1,4 @@
-/* From request arguments to an engine query, and from its result to reply JSON. */
+/* From request arguments to an engine query (query-render.h: from its result to reply JSON). */
 #ifndef QUERY_ARGS_H
 #define QUERY_ARGS_H
 
@@ -36,20 +36,7 @@ int qargs_types(const struct cJSON *v, unsigned *types, char *err, size_t errsz)
 int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2, char *err,
                 size_t errsz);
 
-/* Reply data for a query result (rows with symbolized frames, totals,
- * completeness, data quality). */
-struct cJSON *query_result_json(struct session *s, const struct query *q,
-                                const struct query_result *res);
-/* One row of a result as reply JSON (rows are also sent one at a time),
- * its frames named through si: the session's interner on the loop, or a
- * view's (ev_stacks) on the view's thread. */
-struct stack_intern;
-struct cJSON *query_row_json(const struct stack_intern *si, const struct query *q,
-                             const struct query_result *res, const struct query_row *r);
-/* All rows of a result as a JSON array (NULL: out of memory). */
-struct cJSON *query_rows_json(const struct stack_intern *si, const struct query *q,
-                              const struct query_result *res);
-/* The session's data-quality counters. */
-struct cJSON *quality_json(struct session *s);
+/* Most callers of the parser render its result too: they include this header alone. */
+#include "query-render.h"
 
 #endif
