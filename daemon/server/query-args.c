@@ -184,6 +184,44 @@ int qargs_types(const cJSON *v, unsigned *types, char *err, size_t errsz)
     return 0;
 }
 
+/* --require, --cull, --cull-list and the default cull list into qa's
+ * pattern arrays, and the query pointed at them. */
+static int qargs_patterns(struct qargs *qa, struct session *s, const struct ht_config *cfg,
+                          const cJSON *args, char *err, size_t errsz)
+{
+    struct query *q = &qa->q;
+    int rc;
+    unsigned nreq = 0, ncull = 0;
+    if ((rc = add_patterns(qa->require, &nreq, cJSON_GetObjectItemCaseSensitive(args, "require"),
+                           "--require", err, errsz)))
+        return rc;
+    if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull"),
+                           "--cull and --cull-list", err, errsz)))
+        return rc;
+    if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull_list"),
+                           "--cull and --cull-list", err, errsz)))
+        return rc;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_default_cull"))) {
+        /* The default list alone is the same every time: its per-stack
+         * result is kept in the session across queries. */
+        if (ncull == 0)
+            q->skip_cache = &s->default_skip;
+        /* The whole list, always: it has room of its own (config.c caps it). */
+        if (cfg->ncull > HT_CULL_DEFAULT_MAX) {
+            snprintf(err, errsz, "the default cull list has more than %d patterns",
+                     HT_CULL_DEFAULT_MAX);
+            return HT_EBADARG;
+        }
+        memcpy(qa->cull + ncull, cfg->cull_pats, cfg->ncull * sizeof(*cfg->cull_pats));
+        ncull += cfg->ncull;
+    }
+    q->require = qa->require;
+    q->nrequire = nreq;
+    q->cull = qa->cull;
+    q->ncull = ncull;
+    return 0;
+}
+
 int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg, const cJSON *args,
                 int domain, char *err, size_t errsz)
 {
@@ -236,33 +274,5 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
         q->list = cJSON_IsTrue(v);
     if (q->list && !cJSON_GetObjectItemCaseSensitive(args, "sort"))
         q->sort = HT_SORT_ST; /* one block per row: biggest first */
-    unsigned nreq = 0, ncull = 0;
-    if ((rc = add_patterns(qa->require, &nreq, cJSON_GetObjectItemCaseSensitive(args, "require"),
-                           "--require", err, errsz)))
-        return rc;
-    if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull"),
-                           "--cull and --cull-list", err, errsz)))
-        return rc;
-    if ((rc = add_patterns(qa->cull, &ncull, cJSON_GetObjectItemCaseSensitive(args, "cull_list"),
-                           "--cull and --cull-list", err, errsz)))
-        return rc;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_default_cull"))) {
-        /* The default list alone is the same every time: its per-stack
-         * result is kept in the session across queries. */
-        if (ncull == 0)
-            q->skip_cache = &s->default_skip;
-        /* The whole list, always: it has room of its own (config.c caps it). */
-        if (cfg->ncull > HT_CULL_DEFAULT_MAX) {
-            snprintf(err, errsz, "the default cull list has more than %d patterns",
-                     HT_CULL_DEFAULT_MAX);
-            return HT_EBADARG;
-        }
-        memcpy(qa->cull + ncull, cfg->cull_pats, cfg->ncull * sizeof(*cfg->cull_pats));
-        ncull += cfg->ncull;
-    }
-    q->require = qa->require;
-    q->nrequire = nreq;
-    q->cull = qa->cull;
-    q->ncull = ncull;
-    return 0;
+    return qargs_patterns(qa, s, cfg, args, err, errsz);
 }
