@@ -30,6 +30,7 @@ run_suite() {
     fi
 }
 
+python3 scripts/check-size.py --self-test; python3 scripts/check-size.py # file and function sizes
 run_suite build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Sanitizers: any report fails the test (halt_on_error), leaks included.
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
