@@ -59,7 +59,7 @@ const struct alloc_entry *ev_live_chunk(const struct engine_view *v, uint32_t i,
                                         uint64_t *min_a, uint64_t *max_a);
 uint64_t ev_live_count(const struct engine_view *v);
 /*
- * Realloc events (whole session, as query.c block_reallocs counts them) on
+ * Realloc events (whole session, as query-realloc.c block_reallocs counts them) on
  * the live blocks of a stack: 1 with *out set when the engine knows it
  * exactly without a scan, 0 when the caller must count them block by block.
  */

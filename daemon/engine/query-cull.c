@@ -71,7 +71,8 @@ static unsigned frame_flags(struct qctx *c, uint64_t frame)
 
 /* Frames culled from the allocation-site end: the longest prefix whose every
  * frame matches a cull pattern; all but the bottom frame if that is everything
- * (xperf's -cullFrames rule, seed 003). */
+ * (xperf's -cullFrames rule: Microsoft, "Using Actions to Analyze Process
+ * Heap Data", xperf -a heap). */
 static unsigned cull_skip(struct qctx *c, const uint64_t *f, unsigned depth)
 {
     unsigned k = 0;

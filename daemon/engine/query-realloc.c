@@ -87,8 +87,9 @@ static uint64_t re_lookup(struct qctx *c, unsigned heap, uint64_t addr, uint64_t
 }
 
 /*
- * Realloc events of a block inside the window (seed 003: a range uses only
- * the event data between T1 and T2): the realloc that made it, at its alloc
+ * Realloc events of a block inside the window (xperf's -range T1 T2 uses
+ * only the event data between T1 and T2: Microsoft, "Using Actions to
+ * Analyze Process Heap Data"): the realloc that made it, at its alloc
  * time, and its in-place ones. The block's own count answers when all of
  * those fall inside the window and the count did not saturate; else the
  * realloc ring's event times do, and the answer is incomplete if the ring may

@@ -26,7 +26,7 @@ struct skip_cache {
     uint16_t *skip;  /* per stack id: culled frames + 1, 0 = not computed */
     uint32_t *canon; /* per stack id: the first stack with the same culled frames */
     uint32_t alloc;
-    uint64_t *slots; /* culled-suffix hash -> canonical stack id (query.c: slot_make) */
+    uint64_t *slots; /* culled-suffix hash -> canonical stack id (query-cull.c: slot_make) */
     uint32_t mask, n;
 };
 

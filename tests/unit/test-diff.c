@@ -6,7 +6,7 @@
 #include <ctype.h>
 
 #ifdef HT_VIEW_DOUBLE
-/* test-diff-view: query.c reads live chunks and realloc counts through the
+/* test-diff-view: the query files read live chunks and realloc counts through the
  * stand-in of view-double.c (small time-bounded chunks, per-stack counts). */
 #include "engine-view.h"
 #include "view-double.h"
