@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/check-refs.sh   # no reference outside the repository (docs/testing.md)
+python3 scripts/check-size.py --self-test; python3 scripts/check-size.py # file and function sizes
 
 jobs=$(nproc 2>/dev/null || echo 2)
 # run_suite DIR [CTEST_REGEX] -- CMAKE_ARGS...
@@ -30,7 +31,6 @@ run_suite() {
     fi
 }
 
-python3 scripts/check-size.py --self-test; python3 scripts/check-size.py # file and function sizes
 run_suite build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Sanitizers: any report fails the test (halt_on_error), leaks included.
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
