@@ -112,7 +112,7 @@ static inline void qfree(struct qctx *c, void *p)
         ht_free(p);
 }
 
-/* query-topn.c */
+/* query-topn.c (with query.h's query_row_* figures, which sort_key reads) */
 /* The best cap items of any type: a min-heap with the worst at the root.
  * before(a, b, sort) says whether a ranks before b. */
 typedef int (*topn_before_fn)(const void *a, const void *b, int sort);
@@ -142,7 +142,6 @@ int finish_dense(struct qctx *c, uint32_t top, struct query_result *res);
 unsigned stack_skip(struct qctx *c, uint32_t stack, const uint64_t *f, unsigned depth,
                     uint32_t *canon);
 int require_ok(struct qctx *c, const uint64_t *f, unsigned depth);
-int stack_required(struct qctx *c, uint32_t stack);
 
 /* query-image.c */
 uint64_t image_key(struct qctx *c, uint64_t frame);
@@ -159,6 +158,8 @@ int live_reallocs(struct qctx *c);
 
 /* query-scan.c */
 const void *ring_run(const struct chunk_ring *r, uint64_t i, uint64_t n, uint64_t *len);
+/* Here, beside the block loops that call it for each block with reallocs. */
+int stack_required(struct qctx *c, uint32_t stack);
 void scan_live(struct qctx *c, int dense);
 void scan_ring(struct qctx *c, int dense);
 

@@ -30,6 +30,21 @@ const void *ring_run(const struct chunk_ring *r, uint64_t i, uint64_t n, uint64_
     return r->chunks[idx >> LIFE_CHUNK_SHIFT] + (size_t)off * r->elem;
 }
 
+/* Does a stack pass the require list? Memoized per stack. */
+int stack_required(struct qctx *c, uint32_t stack)
+{
+    if (c->q->nrequire == 0)
+        return 1;
+    if (c->req && stack < c->nmemo && c->req[stack])
+        return c->req[stack] == 1;
+    unsigned depth;
+    const uint64_t *f = stack_intern_frames(c->si, stack, &depth);
+    int ok = require_ok(c, f, depth);
+    if (c->req && stack < c->nmemo)
+        c->req[stack] = ok ? 1 : 2;
+    return ok;
+}
+
 static int size_kept(const struct query *q, uint64_t size)
 {
     return size >= q->size_min && (q->size_max == UINT64_MAX || size < q->size_max);

@@ -1,8 +1,29 @@
-/* The order of rows (sort keys, ties) and the bounded heap that keeps the best N. */
+/* Row order (a row's derived figures, sort keys, ties) and the bounded top-N heap. */
 #include "query-int.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+uint64_t query_row_size(const struct query_row *r)
+{
+    return r->bytes[HT_AIFI] + r->bytes[HT_AIFO];
+}
+uint64_t query_row_count(const struct query_row *r)
+{
+    return r->count[HT_AIFI] + r->count[HT_AIFO];
+}
+uint64_t query_row_outstanding(const struct query_row *r)
+{
+    return r->bytes[HT_AIFO] + r->bytes[HT_AOFO];
+}
+uint64_t query_row_outstanding_count(const struct query_row *r)
+{
+    return r->count[HT_AIFO] + r->count[HT_AOFO];
+}
+int64_t query_row_impacting(const struct query_row *r)
+{
+    return (int64_t)(r->bytes[HT_AIFO] - r->bytes[HT_AOFI]);
+}
 
 int64_t sort_key(int sort, const struct query_row *r)
 {

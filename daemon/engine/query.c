@@ -55,27 +55,6 @@ void query_init(struct query *q)
     q->life_max = UINT64_MAX;
 }
 
-uint64_t query_row_size(const struct query_row *r)
-{
-    return r->bytes[HT_AIFI] + r->bytes[HT_AIFO];
-}
-uint64_t query_row_count(const struct query_row *r)
-{
-    return r->count[HT_AIFI] + r->count[HT_AIFO];
-}
-uint64_t query_row_outstanding(const struct query_row *r)
-{
-    return r->bytes[HT_AIFO] + r->bytes[HT_AOFO];
-}
-uint64_t query_row_outstanding_count(const struct query_row *r)
-{
-    return r->count[HT_AIFO] + r->count[HT_AOFO];
-}
-int64_t query_row_impacting(const struct query_row *r)
-{
-    return (int64_t)(r->bytes[HT_AIFO] - r->bytes[HT_AOFI]);
-}
-
 /* Whole session with no per-block filter: the exact totals since start answer it. */
 static int whole_session(const struct query *q, uint64_t now)
 {
