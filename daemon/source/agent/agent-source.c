@@ -158,6 +158,44 @@ static uint32_t target_euid(uint64_t pid)
     return uid;
 }
 
+/* What a session of the agent source must have: a mode it serves, a
+ * connection to adopt for a descendant, the launcher's pid for a launch. */
+static int open_check(const struct source_params *p, const struct agent_source *parent,
+                      int attach, char *err, size_t errsz)
+{
+    if (p->mode != SOURCE_LAUNCH && !parent && !attach) {
+        snprintf(err, errsz,
+                 "the agent source launches programs (heaptracectl run) and attaches "
+                 "to running ones (start --pid)");
+        return HT_ENOTSUP;
+    }
+    if (parent && parent->handoff_fd < 0) {
+        snprintf(err, errsz, "no connection of process %llu to adopt", (unsigned long long)p->pid);
+        return HT_EBADARG;
+    }
+    if (!p->launcher_pid && !attach) {
+        snprintf(err, errsz, "the agent source needs the launching client's pid");
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
+/* The session's options, and whose the process is. */
+static void params_take(struct agent_source *s, const struct source_params *p,
+                        const char *agent_path)
+{
+    s->follow = p->follow;
+    s->family[s->nfamily++] = s->want_pid;
+    s->owner = s->attach ? target_euid(p->pid) : p->launcher_uid;
+    s->stacks = p->stacks;
+    s->depth = p->stack_depth;
+    s->sample_ns = p->sample_ns;
+    s->sample_bytes = p->sample_bytes;
+    s->sample_seed = p->sample_seed;
+    s->max_overhead = p->max_overhead;
+    snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
+}
+
 int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_params *p,
                          const struct source_sink *sink, const char *agent_path, char *err,
                          size_t errsz)
@@ -174,20 +212,9 @@ int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_para
     int attach = p->mode == SOURCE_PID && (!p->parent || image_src);
     if (p->mode == SOURCE_IMAGE)
         return asrc_image_open(out, &source_agent_ops, loop, p, sink, agent_path, err, errsz);
-    if (p->mode != SOURCE_LAUNCH && !parent && !attach) {
-        snprintf(err, errsz,
-                 "the agent source launches programs (heaptracectl run) and attaches "
-                 "to running ones (start --pid)");
-        return HT_ENOTSUP;
-    }
-    if (parent && parent->handoff_fd < 0) {
-        snprintf(err, errsz, "no connection of process %llu to adopt", (unsigned long long)p->pid);
-        return HT_EBADARG;
-    }
-    if (!p->launcher_pid && !attach) {
-        snprintf(err, errsz, "the agent source needs the launching client's pid");
-        return HT_EBADARG;
-    }
+    int rc = open_check(p, parent, attach, err, errsz);
+    if (rc)
+        return rc;
     struct agent_source *s = ht_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errsz, "out of memory");
@@ -204,22 +231,13 @@ int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_para
         s->image_src = image_src;
         image_src->kids[image_src->nkids++] = s;
     }
-    s->follow = p->follow;
-    s->family[s->nfamily++] = s->want_pid;
-    s->owner = attach ? target_euid(p->pid) : p->launcher_uid;
-    s->stacks = p->stacks;
-    s->depth = p->stack_depth;
-    s->sample_ns = p->sample_ns;
-    s->sample_bytes = p->sample_bytes;
-    s->sample_seed = p->sample_seed;
-    s->max_overhead = p->max_overhead;
+    params_take(s, p, agent_path);
     s->child = parent != NULL;
-    snprintf(s->agent_path, sizeof(s->agent_path), "%s", agent_path);
     uv_mutex_init(&s->qmu);
     mem_acct_init(&s->acct, p->budget);
     mem_acct_init(&s->sym_acct, p->budget);
     /* The shared memory is mapped into the daemon for the session's life. */
-    int rc = mem_acct_charge(&s->acct, MEM_source_buffers,
+    rc = mem_acct_charge(&s->acct, MEM_source_buffers,
                              HTA_TOTAL_BYTES + (HTA_STACKS + 1) * 4 + QSEEN * 8);
     if (rc) {
         snprintf(err, errsz,
@@ -237,7 +255,7 @@ int agent_open_at(struct source **out, uv_loop_t *loop, const struct source_para
         goto fail;
     }
     if (parent) {
-        /* The asrc_descendant's connection, on the parent's socket: adopted. */
+        /* The descendant's connection, on the parent's socket: adopted. */
         memcpy(s->token, parent->token, sizeof(s->token));
         s->adopt_fd = parent->handoff_fd;
         parent->handoff_fd = -1;
