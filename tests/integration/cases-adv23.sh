@@ -1,0 +1,48 @@
+# Adversary cases for start --exe's exec gate (issue 23): what a careful user, or a hostile one,
+# does to the image while the gate watches it.
+
+# An exec of the image that fails after the gate's open (E2BIG: the arguments are copied after
+# the file is opened, fs/exec.c) leaves the old program running. Three in a row, then an exec of
+# another program (sleep): before, the daemon waited a second for an exec end that never came
+# (its loop held, ping 1.8 s), let go of the process without stopping it first, so its next
+# failed exec left it stopped for ever under a tracer that no longer waited (state t), and an
+# exec of any program within that second was taken as one of the image (a session img.PID for
+# sleep, the agent loaded into it). Now: each failure counted as missed at once, the process
+# runs on, no session but for the image.
+case_adv23_exe_gate_failed_exec() {
+    attach_setup
+    local app="$T/adv23-img" ms
+    cp "$LIVE_APPS/attachee" "$app"
+    ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    timeout -s KILL $((20 * ${HT_TIME_FACTOR:-1})) python3 - "$app" >"$T/py.out" 2>&1 <<'PY' &
+import os, sys, time
+app = sys.argv[1]
+for i in range(3):
+    t = time.monotonic()
+    try:
+        os.execv(app, [app] + ["a" * 100000] * 40)  # over the argument limit: E2BIG
+    except OSError as e:
+        print("failed", e.errno, "%d" % ((time.monotonic() - t) * 1000), flush=True)
+os.execv("/bin/sleep", ["sleep", "0.5"])
+PY
+    local py=$!
+    LIVE_PIDS+=("$py")
+    # The daemon answers while the execs fail (it held its loop a second for each).
+    sleep 0.2
+    ms=$( { /usr/bin/time -f %e "$HT_CTL" ping >/dev/null; } 2>&1)
+    echo "ping during the failed execs: ${ms}s"
+    wait "$py"
+    eq "$?" 0 "the program after its failed execs (137: left stopped, killed by the timeout)"
+    eq "$(grep -c '^failed 7 ' "$T/py.out")" 3 "failed execs ($(cat "$T/py.out"))"
+    ctl --json status img >"$T/s"
+    eq "$(jget source_status.exec_gate.missed <"$T/s")" 3 "failed execs counted as missed"
+    eq "$(jget source_status.exec_gate.taken <"$T/s")" 0 "processes taken"
+    eq "$(jget source_status.spawned <"$T/s")" 0 "sessions of the image's processes"
+    ctl ls >"$T/ls"
+    grep -q "img\.$py" "$T/ls" && fail "sleep traced as a process of the image: $(cat "$T/ls")"
+    awk -v m="$ms" -v f="${HT_TIME_FACTOR:-1}" 'BEGIN { exit !(m < 0.5 * f) }' || fail "ping took ${ms}s during the failed execs"
+    # The gate still takes the image itself.
+    echo | "$app" >/dev/null 2>&1 || fail "the image"
+    eq "$(ctl --json status img | jget source_status.exec_gate.taken)" 1 "the image taken after"
+}
