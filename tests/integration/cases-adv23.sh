@@ -46,3 +46,30 @@ PY
     echo | "$app" >/dev/null 2>&1 || fail "the image"
     eq "$(ctl --json status img | jget source_status.exec_gate.taken)" 1 "the image taken after"
 }
+
+# KNOWN DEFECT, not fixed (skipped unless HT_ADV23_KNOWN=1): the daemon killed -9 while a process
+# of the image runs from the gate to its entry point (here a preloaded library's constructor
+# sleeps 0.3 s in the loader) leaves the int3 (0xcc) the daemon wrote at the entry point: the
+# process, no longer traced, dies of SIGTRAP (exit 133) instead of running on unharmed. A fix
+# needs a stop at the entry point that does no harm without its tracer (or a helper process
+# that outlives the daemon and puts the byte back), too big for this pass.
+case_adv23_exe_gate_daemon_killed_at_entry() {
+    [ "${HT_ADV23_KNOWN:-0}" = 1 ] || live_skip "known defect: the entry point's int3 outlives a killed daemon"
+    attach_setup
+    command -v cc >/dev/null || live_skip "no C compiler"
+    local app="$T/adv23-img" rc
+    cp "$LIVE_APPS/attachee" "$app"
+    printf '#include <unistd.h>\n__attribute__((constructor)) static void slow(void) { usleep(300000); }\n' >"$T/slow.c"
+    cc -shared -fPIC -o "$T/libslow.so" "$T/slow.c" || fail "cc"
+    ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    echo | LD_PRELOAD=$T/libslow.so "$app" >"$T/app.out" 2>&1 &
+    local p=$!
+    sleep 0.15
+    kill -KILL "$DPID"
+    wait "$DPID" 2>/dev/null
+    DPID=
+    wait "$p"
+    rc=$?
+    eq "$rc" 0 "the image's exit after the daemon's kill -9 (133: SIGTRAP, the entry point's int3)"
+}
