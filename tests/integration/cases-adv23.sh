@@ -73,3 +73,37 @@ case_adv23_exe_gate_daemon_killed_at_entry() {
     rc=$?
     eq "$rc" 0 "the image's exit after the daemon's kill -9 (133: SIGTRAP, the entry point's int3)"
 }
+
+# Short runs of the image from parallel loops (an exec storm): the gate holds the next process
+# while the previous one runs on and exits, often before the loop accepts its agent's hello.
+# Before, the answer to that hello failed (EPIPE) and the connection was dropped uncounted: the
+# session stayed "running", unconnected, for CONNECT_MS (30 s), its slot taken and every event
+# of its process lost (11 of 12 in a 4x3 storm). Now each program's ring is taken and each
+# session ends within seconds, its process's blocks counted; none left stopped, none killed.
+case_adv23_exe_gate_parallel_short_runs() {
+    attach_setup
+    local app="$T/adv23-short" l i k n=0 loops=()
+    cp "$LIVE_APPS/attachee" "$app"
+    ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    for l in 1 2 3; do
+        (for i in 1 2 3; do echo | timeout -s KILL 20 "$app" >/dev/null 2>&1; echo "$?"; done >"$T/rc.$l") &
+        loops+=($!)
+    done
+    wait "${loops[@]}"
+    eq "$(cat "$T"/rc.* | sort | uniq -c | tr -s ' ')" " 9 0" "exit codes of the 9 runs"
+    ctl --json status img >"$T/s"
+    eq "$(jget source_status.exec_gate.taken <"$T/s")" 9 "processes held at the gate"
+    eq "$(jget source_status.spawned <"$T/s")" 9 "their sessions"
+    for ((i = 0; i < 50 * ${HT_TIME_FACTOR:-1}; i++)); do
+        ctl ls | awk '$2 ~ /^img\./ && $3 != "ended"' | grep -q . || break
+        sleep 0.1
+    done
+    for k in $(ctl ls | awk '$2 ~ /^img\./ {print $2}'); do
+        ctl --json status "$k" >"$T/k"
+        eq "$(jget state <"$T/k")" ended "$k's state (5 s after its process's end)"
+        eq "$(jget source_status.connected <"$T/k")" true "$k's agent connected"
+        n=$((n + 1))
+    done
+    eq "$n" 9 "sessions of the runs"
+}
