@@ -171,44 +171,48 @@ int inject_exec_seize(uint64_t pid)
 {
     if (ptrace(PTRACE_SEIZE, (pid_t)pid, 0, (void *)(uintptr_t)PTRACE_O_TRACEEXEC) != 0)
         return -errno;
+    /* An interrupt asked now stays pending while execve waits at the gate
+     * (a killable wait: only SIGKILL ends it, fs/notify/fanotify/fanotify.c)
+     * and is taken at the first return to user mode: after a failed execve,
+     * at once. A successful one stops at PTRACE_EVENT_EXEC first, and that
+     * trap clears the pending one (kernel/signal.c, ptrace_stop: "any trap
+     * clears pending STOP trap"). So the process never runs on traced by a
+     * daemon that has stopped waiting for it. */
+    if (ptrace(PTRACE_INTERRUPT, (pid_t)pid, 0, 0) != 0) {
+        int e = errno;
+        ptrace(PTRACE_DETACH, (pid_t)pid, 0, 0);
+        return -e;
+    }
     return 0;
 }
 
-/* After the answer: the exec's stop waited for (signals that arrive first
- * delivered as they came, a job-control stop kept), then held for the
- * inject_agent (at_entry) that follows. An exec that failed (execve
- * returned an error, the old program runs on) or a stop that never comes is
- * let go: UV_ETIMEDOUT or UV_ESRCH. */
+/* After the answer: the exec's stop waited for, then held for the
+ * inject_agent (at_entry) that follows. Any other stop comes first only
+ * when execve returned, failed (E2BIG, ENOEXEC...: the old program runs on),
+ * or when a thread other than the one seized exec'd: let go at once, a
+ * signal stopped at delivered on the detach, a job-control stop kept
+ * (ptrace(2), PTRACE_DETACH). Before, the daemon waited EXEC_TIMEOUT_MS
+ * for an exec that never came, and took the process's next exec of any
+ * program as one of the image. UV_ECANCELED, UV_ETIMEDOUT or UV_ESRCH. */
 int inject_exec_wait(uint64_t pid)
 {
     pid_t tid = (pid_t)pid;
-    uint64_t end = inj_now_ms() + EXEC_TIMEOUT_MS;
     unsigned slot = 0;
     while (slot < HELD_MAX && held[slot])
         slot++;
-    for (;;) {
-        int st, rc = slot == HELD_MAX ? UV_EBUSY : 0;
-        if (!rc)
-            rc = inj_stop_wait(tid, &st, (unsigned)(end > inj_now_ms() ? end - inj_now_ms() : 1));
-        if (rc) {
-            if (rc != UV_ESRCH)
-                inj_thread_release(tid);
-            return rc;
-        }
-        if ((st >> 8) == (SIGTRAP | (PTRACE_EVENT_EXEC << 8))) {
-            held[slot] = pid;
-            return 0;
-        }
-        int ev = st >> 16;
-        long r = ev == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP
-                     ? ptrace(PTRACE_LISTEN, tid, 0, 0) /* a group stop: stays stopped */
-                     : ptrace(PTRACE_CONT, tid, 0, (void *)(uintptr_t)(ev ? 0 : WSTOPSIG(st)));
-        if (r != 0) {
-            int e = errno;
+    int st, rc = inj_stop_wait(tid, &st, EXEC_TIMEOUT_MS);
+    if (rc) {
+        if (rc != UV_ESRCH)
             inj_thread_release(tid);
-            return -e;
-        }
+        return rc;
     }
+    if ((st >> 8) == (SIGTRAP | (PTRACE_EVENT_EXEC << 8)) && slot < HELD_MAX) {
+        held[slot] = pid;
+        return 0;
+    }
+    int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+    ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)sig);
+    return (st >> 16) == PTRACE_EVENT_EXEC ? UV_EBUSY : UV_ECANCELED;
 }
 
 /* start --exe: the main thread stopped now, run to the entry point if the

@@ -209,7 +209,13 @@ static int agent_in(struct agent_source *s, int fd, void *map)
 {
     char yes = HTA_ACCEPT;
     int cfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (cfd < 0 || send(fd, &yes, 1, MSG_NOSIGNAL) != 1) {
+    /* A program that exited before its hello was answered (a short run of
+     * an --exe image while the loop attached the next one) has recorded
+     * its whole life in the ring: taken, its connection's end then seen at
+     * once. Refusing it left its session waiting CONNECT_MS for nothing
+     * and its events lost. */
+    if (cfd < 0 ||
+        (send(fd, &yes, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE && errno != ECONNRESET)) {
         if (cfd >= 0)
             close(cfd);
         munmap(map, HTA_TOTAL_BYTES);
