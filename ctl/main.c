@@ -147,6 +147,7 @@ static const struct ht_arg_spec *find_flag(int cmd, const char *flag)
     return a && !(a->flags & HT_ARGF_POSITIONAL) ? a : NULL;
 }
 
+/* Long: the global options, one branch each, before the command's own. */
 static int parse_args(struct ctl *c, int argc, char **argv)
 {
     const char *pos[4];
@@ -232,6 +233,8 @@ static int parse_args(struct ctl *c, int argc, char **argv)
     return 0;
 }
 
+/* Long: the ctl's whole run in order: options, connection, the command, its
+ * exit code. */
 int main(int argc, char **argv)
 {
     struct ctl c;

@@ -66,7 +66,9 @@ static const struct {
 
 #define VERDICT_UNKNOWN 0xffffffffu
 
-/* Run one filter on (nr, x86-64): its return value, or VERDICT_UNKNOWN. */
+/* Run one filter on (nr, x86-64): its return value, or VERDICT_UNKNOWN.
+ * Long: a classic-BPF interpreter, one switch over the instruction classes
+ * sharing the machine's registers; split, the state would be passed around. */
 static uint32_t filter_run(const struct sock_filter *f, unsigned n, long nr)
 {
     uint32_t A = 0, X = 0, M[BPF_MEMWORDS];

@@ -193,6 +193,37 @@ static enum hb_stacks stacks_of(enum source_stacks st)
 
 static void bpf_src_close(struct source *base);
 
+/* The event ring (to the loop) and the module queue (to the symbolizer)
+ * of a session, within its budget. */
+static int queues_make(struct bpf_source *s, uv_loop_t *loop, const struct source_params *p,
+                       uint32_t ring, char *err, size_t errsz)
+{
+    /* The event ring holds about as many records as the kernel ring (one
+     * per 256 bytes of it, 1024 at least): a small kernel ring (bpf_ring_bytes)
+     * is not hidden behind a large buffer of ours. */
+    uint64_t rb = ring;
+    uint32_t nev = BPF_RING_EVENTS;
+    while (nev > 1024 && (uint64_t)nev * 256 > rb)
+        nev >>= 1;
+    struct evring_limits lim = {nev, p->max_stacks, p->max_strings, p->max_name_len, p->budget};
+    int rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
+    if (rc) {
+        snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
+        return rc;
+    }
+    if ((rc = modq_init(&s->q, &s->acct)) != 0) {
+        if (rc == HT_EFULL)
+            snprintf(err, errsz,
+                     "the memory budget cannot hold the module queue of a live trace (%u KiB; "
+                     "session_memory_budget, daemon_memory_budget)",
+                     (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
+        else
+            snprintf(err, errsz, "out of memory for the module queue");
+        return rc;
+    }
+    return 0;
+}
+
 static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct source_params *p,
                         const struct source_sink *sink, char *err, size_t errsz)
 {
@@ -245,29 +276,8 @@ static int bpf_src_open(struct source **out, uv_loop_t *loop, const struct sourc
     rc = bpf_tracer_new(&s->tracer, &tp, err, errsz);
     if (rc)
         goto fail;
-    /* The event ring holds about as many records as the kernel ring (one
-     * per 256 bytes of it, 1024 at least): a small kernel ring (bpf_ring_bytes)
-     * is not hidden behind a large buffer of ours. */
-    uint64_t rb = ring;
-    uint32_t nev = BPF_RING_EVENTS;
-    while (nev > 1024 && (uint64_t)nev * 256 > rb)
-        nev >>= 1;
-    struct evring_limits lim = {nev, p->max_stacks, p->max_strings, p->max_name_len, p->budget};
-    rc = evring_new(&s->ring, loop, &lim, ring_ready, s);
-    if (rc) {
-        snprintf(err, errsz, "cannot set up the event ring: %s", uv_strerror(rc));
+    if ((rc = queues_make(s, loop, p, ring, err, errsz)) != 0)
         goto fail;
-    }
-    if ((rc = modq_init(&s->q, &s->acct)) != 0) {
-        if (rc == HT_EFULL)
-            snprintf(err, errsz,
-                     "the memory budget cannot hold the module queue of a live trace (%u KiB; "
-                     "session_memory_budget, daemon_memory_budget)",
-                     (unsigned)((MODQ_ENTRIES * sizeof(*s->q.e) + MODQ_TEXT) >> 10));
-        else
-            snprintf(err, errsz, "out of memory for the module queue");
-        goto fail;
-    }
     /* Without a symbol cache frames stay addresses: not a reason to refuse. */
     if (sym_cache_new(&s->syms, p->pid, &s->sym_acct, MEM_symbols) != 0)
         s->syms = NULL;

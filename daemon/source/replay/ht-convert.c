@@ -186,6 +186,7 @@ static int usage(void)
     return 2;
 }
 
+/* Long: the tool's options, one branch each, then the conversion chosen. */
 int main(int argc, char **argv)
 {
     int plain = 0, version = 2, level = HTEVZ_LEVEL_DEFAULT;
