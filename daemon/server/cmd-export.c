@@ -343,8 +343,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     const char *what = w ? w->valuestring : "stacks";
     const struct export_value *value;
     const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
-    uint32_t cap = s->srv->cfg->max_snapshots;
-    const struct snapshot *x = &s->snaps[((uint32_t)snap->valuedouble + cap - 1) % cap];
+    const struct snapshot *x = session_snapshot_slot(s, (uint32_t)snap->valuedouble);
     *out = NULL;
     if (!x->data || x->seq != (uint32_t)snap->valuedouble) {
         snprintf(err, errsz, "session %u has no snapshot %u", s->id, (uint32_t)snap->valuedouble);

@@ -47,11 +47,11 @@ int cmd_load(struct cmd_ctx *ctx)
     if (!ops)
         return cmd_error(ctx, HT_ENOTSUP, "%s", err);
     int rc =
-        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
+        session_admit_for(&ctx->srv->sessions, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+        session_new(&ctx->srv->sessions, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
     s->owner = ctx->c->uid;

@@ -7,7 +7,7 @@ int cmd_ls(struct cmd_ctx *ctx)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(d, "sessions");
-    for (struct session *s = ctx->srv->sessions; s; s = s->next) {
+    for (struct session *s = ctx->srv->sessions.head; s; s = s->next) {
         if (!session_visible(s, ctx->c->uid))
             continue; /* another user's */
         cJSON *o = cJSON_CreateObject();

@@ -94,8 +94,9 @@ void rows_job_answer(struct qjob *j, unsigned i, cJSON *data, cJSON *arr, cJSON 
                      reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
 {
     struct session *s = j->s;
+    struct client *c = j->c; /* there: its callers answered a job without client as failed */
     struct reply_src *r =
-        rows_src_new(s->srv, s->id, &j->qa[i]->q, &j->res[i], fmt, fmt_arg, lead);
+        rows_src_new(c->srv, s->id, &j->qa[i]->q, &j->res[i], fmt, fmt_arg, lead);
     if (!r) {
         cJSON_Delete(data);
         qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");

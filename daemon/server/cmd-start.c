@@ -66,7 +66,7 @@ static char **argv_of(const cJSON *list)
 /* The session that traces pid now (its source attached), or NULL. */
 static struct session *tracing_session(struct server *srv, uint64_t pid)
 {
-    for (struct session *s = srv->sessions; s; s = s->next) {
+    for (struct session *s = srv->sessions.head; s; s = s->next) {
         if (!session_taking_input(s))
             continue;
         const struct source_params *lp = &s->live_params;
@@ -103,8 +103,8 @@ static void first_private_sample(struct session *s, const struct source_params *
  * dropped one is out of the list already, and nobody was told its id). */
 static void session_id_unuse(struct server *srv, uint32_t id)
 {
-    if (srv->next_session_id == id)
-        srv->next_session_id--;
+    if (srv->sessions.next_id == id)
+        srv->sessions.next_id--;
 }
 
 static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p,
@@ -175,7 +175,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
     if (o)
         return already_traced(ctx, o, p->pid);
     int rc =
-        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
+        session_admit_for(&ctx->srv->sessions, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     p->stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;
@@ -192,7 +192,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         p->argv = argv;
     }
     struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+        session_new(&ctx->srv->sessions, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s) {
         ht_free(argv);
         return cmd_error(ctx, HT_ENOMEM, "%s", err);

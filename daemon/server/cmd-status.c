@@ -26,7 +26,7 @@ static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
 }
 
 /* The session's byte budget, what it holds by structure, and what did not fit. */
-static void memory_json(cJSON *m, struct session *s)
+static void memory_json(cJSON *m, struct session *s, const struct server *srv)
 {
     const struct source_stats *in = &s->ingest; /* refreshed by session_ingest_json */
     cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
@@ -45,10 +45,10 @@ static void memory_json(cJSON *m, struct session *s)
     /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
     cJSON_AddNumberToObject(m, "alloc_failures",
                             (double)(s->eng.acct.alloc_failures + in->alloc_failures));
-    const struct mem_budget *d = &s->srv->mem;
+    const struct mem_budget *d = &srv->mem;
     cJSON *o = cJSON_AddObjectToObject(m, "daemon");
     cJSON_AddNumberToObject(o, "budget", (double)d->limit);
-    cJSON_AddNumberToObject(o, "used", (double)(mem_budget_used(d) + s->srv->out_queued));
+    cJSON_AddNumberToObject(o, "used", (double)(mem_budget_used(d) + srv->out_queued));
 }
 
 /* Queries of the session (query-job.h): how many ran, wait, run now, were
@@ -139,7 +139,7 @@ int cmd_status(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(m, "engine", (double)engine_memory(e));
     cJSON_AddNumberToObject(m, "stacks", (double)stack_intern_memory(&e->si));
     cJSON_AddNumberToObject(m, "distinct_stacks", e->si.nstacks - 1);
-    memory_json(m, s);
+    memory_json(m, s, ctx->srv);
     cJSON *rings = cJSON_AddObjectToObject(d, "rings");
     ring_json(rings, "heap_lifetimes", &e->heap_life);
     ring_json(rings, "commit_lifetimes", &e->commit_life);

@@ -122,9 +122,7 @@ static void top_tick_cb(uv_timer_t *t)
     j->opened = top_opened;
     j->done = top_done;
     j->for_client = 1;
-    j->c = c;
-    j->cnext = c->jobs;
-    c->jobs = j;
+    qjob_attach(j, c);
     c->top_job = j;
     if (session_query_submit(j) != 0) { /* the session is busy: this refresh is skipped */
         c->srv->top_frames_skipped++;

@@ -49,7 +49,7 @@ static int resolve_session(struct cmd_ctx *ctx)
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session");
     uint32_t uid = ctx->c->uid;
     if (ref) {
-        ctx->s = session_find(ctx->srv, ref);
+        ctx->s = session_find(&ctx->srv->sessions, ref);
         if (!ctx->s)
             return cmd_error(ctx, HT_ENOSESSION, "no session %s%s%s",
                              cJSON_IsString(ref) ? "\"" : "",
@@ -69,7 +69,7 @@ static int resolve_session(struct cmd_ctx *ctx)
     char names[256] = "";
     size_t n = 0;
     uint32_t seen = 0;
-    for (struct session *s = ctx->srv->sessions; s; s = s->next) {
+    for (struct session *s = ctx->srv->sessions.head; s; s = s->next) {
         if (!session_visible(s, uid))
             continue;
         seen++;

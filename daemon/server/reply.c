@@ -16,7 +16,7 @@
 
 struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz)
 {
-    for (struct session *s = srv->sessions; s; s = s->next)
+    for (struct session *s = srv->sessions.head; s; s = s->next)
         if (s->id == id)
             return s;
     snprintf(err, errsz, "session %u was dropped while the reply was sent", id);

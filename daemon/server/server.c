@@ -806,7 +806,7 @@ static void tick_cb(uv_timer_t *t)
     struct server *srv = t->data;
     /* Triggers are also checked once a second, not only when events come.
      * Replayed streams keep their own clock (the stream's times). */
-    for (struct session *s = srv->sessions; s; s = s->next)
+    for (struct session *s = srv->sessions.head; s; s = s->next)
         session_check_triggers(s);
 }
 
@@ -816,6 +816,8 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     mem_budget_init(&srv->mem, NULL, cfg->daemon_memory_budget);
+    session_set_init(&srv->sessions, loop, cfg, &srv->mem, &qjob_session_hooks);
+    srv->sessions.cull_max = QARGS_MAX_PATTERNS;
     uv_timer_init(loop, &srv->tick);
     srv->tick.data = srv;
     uv_timer_init(loop, &srv->idle);
@@ -829,11 +831,10 @@ void server_init(struct server *srv, uv_loop_t *loop, struct ht_config *cfg)
     }
     const char *sd = getenv("HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS");
     if (sd && *sd) {
-        srv->test_sym_delay_ms = strtoull(sd, NULL, 10);
-        srv->loop_thread = uv_thread_self();
+        srv->sessions.test_sym_delay_ms = strtoull(sd, NULL, 10);
         log_warn("test knob HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS: a query worker's first frame of "
                  "each session holds the symbolizer %llu ms more",
-                 (unsigned long long)srv->test_sym_delay_ms);
+                 (unsigned long long)srv->sessions.test_sym_delay_ms);
     }
 #endif
 }
@@ -868,12 +869,10 @@ void server_stop(struct server *srv)
     if (srv->stopping)
         return;
     srv->stopping = 1;
+    srv->sessions.stopping = 1; /* no query is taken from now on */
     while (srv->clients)
         client_close(srv->clients);
-    while (srv->sessions)
-        session_drop(srv->sessions);
-    /* Joined once their running queries return; the sessions kept for them are freed then. */
-    qworker_stop(srv);
+    session_set_close(&srv->sessions);
     if (srv->ep) {
         endpoint_close(srv->ep);
         srv->ep = NULL;

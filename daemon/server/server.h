@@ -8,14 +8,13 @@
 
 #include "config.h"
 #include "mem-acct.h"
+#include "session.h"
 
 #include <stdint.h>
 #include <uv.h>
 
 struct client;
 struct endpoint;
-struct qworker;
-struct session;
 struct stop_watch;
 
 struct server {
@@ -29,8 +28,7 @@ struct server {
     struct client *clients;
     uint32_t nclients;
     uint64_t next_client_id;
-    struct session *sessions;
-    uint32_t nsessions, next_session_id;
+    struct session_set sessions; /* the session layer (session.h) */
     uint64_t clients_refused, clients_dropped_slow, requests, request_errors;
     /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
     uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
@@ -49,18 +47,11 @@ struct server {
      * fail (always 0 in a Release build; unconditional here so every file
      * including this header sees one layout). */
     uint64_t test_fail_clients;
-    /* Test builds: HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS holds the symbolizer
-     * lock that long more at the first frame a query worker resolves for
-     * each session (a first symbol table load, slow under the sanitizers);
-     * loop_thread tells the workers from the loop. */
-    uint64_t test_sym_delay_ms;
-    uv_thread_t loop_thread;
     uint64_t out_queued;                   /* every client's unread output bytes */
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     uint64_t top_frames_failed;  /* top refreshes not sent: out of memory making them */
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
-    struct qworker *qw;    /* query workers (query-job.c), started with the first query */
 };
 
 /* The server's state and handles on loop, not listening, with no timer

@@ -46,7 +46,7 @@ static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
 static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
                         unsigned n, uint64_t t)
 {
-    const struct ht_config *cfg = s->srv->cfg;
+    const struct ht_config *cfg = c->srv->cfg;
     uint64_t cap =
         cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
     /* 128: room for the gap's own line. A recorder that holds unread output
@@ -54,7 +54,7 @@ static void record_send(struct session *s, struct client *c, const char *buf, si
      * instead of being disconnected for it. */
     uint64_t unread = client_unread(c);
     if (unread > 0 &&
-        (unread + len + 128 > cap || s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
+        (unread + len + 128 > cap || c->srv->out_queued + len + 128 > cfg->output_cap_total)) {
         c->rec_lost += n;
         c->rec_lost_total += n;
         s->recorder_lost += n;
@@ -123,7 +123,7 @@ static void sub_raw(struct session_sub *sub, const char *buf, size_t n, uint64_t
      * pieces, the first goes and the rest become a counted gap while it is
      * behind (found by integration.etw_record_raw_slow under load). */
     (void)lines; /* counted per piece */
-    const struct ht_config *cfg = s->srv->cfg;
+    const struct ht_config *cfg = c->srv->cfg;
     uint64_t cap =
         cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
     size_t piece = cap / 4 > 4096 ? (size_t)(cap / 4) : 4096;

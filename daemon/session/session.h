@@ -17,9 +17,11 @@
 #include <uv.h>
 
 struct cJSON;
-struct client;
+struct ht_config;
+struct mem_budget;
 struct qjob;
-struct server;
+struct qworker;
+struct session;
 
 enum session_state { SESSION_LOADING, SESSION_RUNNING, SESSION_STOPPED, SESSION_ENDED };
 
@@ -67,8 +69,36 @@ struct session_sub {
     struct session *s; /* NULL while not subscribed */
 };
 
+/* What the session layer hears from the server, which registers it. */
+struct session_hooks {
+    /* A snapshot seq of s was taken: query its stacks and commits (top
+     * rows), and hand them to session_snapshot_done. 0 when under way,
+     * HT_ENOMEM (logged here), or another error (no stacks). */
+    int (*snapshot_query)(struct session *s, uint32_t seq, uint32_t top);
+};
+
+/* The daemon's sessions and what they share (the server holds one). */
+struct session_set {
+    uv_loop_t *loop;
+    const struct ht_config *cfg;
+    struct mem_budget *mem; /* daemon-wide budget: sessions charge it */
+    const struct session_hooks *hooks;
+    /* Patterns of the default cull list a query uses (its request's room). */
+    unsigned cull_max;
+    struct session *head;
+    uint32_t n, next_id;
+    int stopping;       /* no query is taken any more */
+    struct qworker *qw; /* query workers (qworker.h), started with the first query */
+    /* Test builds: HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS holds the symbolizer
+     * lock that long more at the first frame a query worker resolves for
+     * each session (a first symbol table load, slow under the sanitizers);
+     * loop_thread tells the workers from the loop. */
+    uint64_t test_sym_delay_ms;
+    uv_thread_t loop_thread;
+};
+
 struct session {
-    struct server *srv;
+    struct session_set *set;
     struct session *next;
     uint32_t id;
     /* The uid of the client that made it (a spawned session: its parent's):
@@ -111,14 +141,14 @@ struct session {
     uint64_t snaps_dropped;
     uint64_t snaps_over_budget; /* snapshots not kept: the byte budget was reached */
     struct mem_budget mem;      /* this session's bytes, under the daemon's budget */
-    struct client *loader;      /* load: the connection sending the stream (opaque here) */
+    void *loader;               /* load: the connection sending the stream (opaque here) */
     struct session_sub *subs;   /* record and top subscriptions */
     uint32_t nrecorders;        /* subscribers that take the event stream */
     uint32_t nraw;              /* subscribers that take the source's raw records */
     uint64_t recorded_events, recorder_drops;
     /* Events left out of recordings that fell behind, reported as "lost" gaps. */
     uint64_t recorder_lost;
-    /* Queries (query-job.h): waiting in order, and the one whose view is open. */
+    /* Queries (qjob.h): waiting in order, and the one whose view is open. */
     struct qjob *q_head, *q_tail;
     uint32_t q_waiting;
     struct qjob *q_running;
@@ -144,7 +174,7 @@ struct session {
      * the sessions it spawns (sink.spawn) take them. */
     struct source_params live_params;
     uint32_t spawned, spawn_failed;
-    int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (server.h) */
+    int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (session_set) */
     /* A recorder needs the symbolizer for the drained events' frames: while
      * a query worker holds it, the drain is put off (not waited for) until
      * the query returns; drains_put_off counts the times. */
@@ -153,28 +183,33 @@ struct session {
 };
 
 /* Sessions (session.c). */
+/* An empty set on loop (hooks and cfg kept, not copied). */
+void session_set_init(struct session_set *set, uv_loop_t *loop, const struct ht_config *cfg,
+                      struct mem_budget *mem, const struct session_hooks *hooks);
+/* Drop every session, then shut the query workers down (joined). */
+void session_set_close(struct session_set *set);
 /* Whether a session named name (NULL or "": a generated one) may be created:
  * 0, HT_EFULL (every slot taken; err lists the sessions and how to free
  * one), HT_EBADARG (bad name) or HT_EEXIST. */
-int session_admit(struct server *srv, const char *name, char *err, size_t errsz);
+int session_admit(struct session_set *set, const char *name, char *err, size_t errsz);
 /* The same for a client admitted as uid: HT_EFULL names only the sessions
  * it may see (session_visible), and counts the others. */
-int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz);
-struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
-                            size_t errsz);
+int session_admit_for(struct session_set *set, const char *name, uint32_t uid, char *err,
+                      size_t errsz);
+struct session *session_new(struct session_set *set, const char *name, const char *source,
+                            char *err, size_t errsz);
 /* Off the session list at once; freed now, or when its running query
- * returns (query-job.c calls session_free_dropped). */
+ * returns (then the queue calls session_free_dropped). */
 void session_drop(struct session *s);
 void session_free_dropped(struct session *s);
 /* Hold the source's symbolizer (and what it charges) against the query
  * workers: a loop caller may wait behind a worker's symbol table load. */
-/* The session's query returned (query-job.c): a drain put off for the
- * symbolizer goes on. */
+/* The session's query returned: a drain put off for the symbolizer goes on. */
 void session_sym_released(struct session *s);
 void session_src_lock(struct session *s);
 void session_src_unlock(struct session *s);
 void session_stop(struct session *s, const char *reason);
-struct session *session_find(struct server *srv, const struct cJSON *ref);
+struct session *session_find(struct session_set *set, const struct cJSON *ref);
 /* May a client admitted as uid see and act on s? Its owner and root (uid 0) may. */
 int session_visible(const struct session *s, uint32_t uid);
 /* Apply a source's events (source_sink.events); nonzero once the session stopped. */
@@ -215,11 +250,27 @@ uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v);
 /* How many steps (next, next + every, ...) v has reached: 1 without every. */
 uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v);
 void session_check_triggers(struct session *s);
-/* A job (query-job.h) for the whole-session top stacks (default cull,
- * sorted by outstanding) of domain, or NULL when out of memory. */
-struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const char *what);
-/* Reply data of a top job's query i, or NULL when out of memory. */
-struct cJSON *session_top_result(struct qjob *j, unsigned i);
+/* The stacks and commits of snapshot seq (hooks.snapshot_query; taken
+ * over, either may be NULL) of the engine's time view_now, or why there
+ * are none (rc). */
+void session_snapshot_done(struct session *s, uint32_t seq, uint64_t view_now, struct cJSON *stacks,
+                           struct cJSON *commits, int rc);
+/* The ring slot snapshot seq is (or was) in: its seq and data say whether it is still there. */
+const struct snapshot *session_snapshot_slot(const struct session *s, uint32_t seq);
+/* Whether snapshot seq still waits for its stacks (not overwritten, s not dropped). */
+int session_snapshot_wanted(const struct session *s, uint32_t seq);
+
+/* Session queries (qjob.h): one view per engine, so a session's queries run
+ * one after the other, at most cfg max_queued_queries waiting; their view
+ * opens when their turn comes, a worker (qworker.h) runs them, and back on
+ * the loop the view is closed and the job's done callback answers.
+ * Different sessions' queries run in parallel. */
+/* Queue j on its session (taken over, freed after done): 0, or HT_EFULL /
+ * HT_ENOSESSION with j freed (counted as rejected). */
+int session_query_submit(struct qjob *j);
+/* The session is dropped: its waiting jobs are answered ENOSESSION; 1 when
+ * a query still runs (the session is freed once it returns). */
+int session_queries_cancel(struct session *s);
 /* Bytes, lines, events and the first malformed lines of the session's input. */
 struct cJSON *session_ingest_json(struct session *s);
 const char *session_state_name(enum session_state st);

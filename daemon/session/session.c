@@ -1,15 +1,17 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
 #include "session.h"
 
-#include "server.h"
+#include "config.h"
+#include "engine-view.h"
+#include "mem-acct.h"
+#include "qjob.h"
+#include "qworker.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-text.h"
 #include "ht-units.h"
 #include "log.h"
-#include "query-args.h"
-#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -17,6 +19,30 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+
+void session_set_init(struct session_set *set, uv_loop_t *loop, const struct ht_config *cfg,
+                      struct mem_budget *mem, const struct session_hooks *hooks)
+{
+    memset(set, 0, sizeof(*set));
+    set->loop = loop;
+    set->cfg = cfg;
+    set->mem = mem;
+    set->hooks = hooks;
+    set->loop_thread = uv_thread_self();
+}
+
+void session_set_close(struct session_set *set)
+{
+    set->stopping = 1;
+    while (set->head)
+        session_drop(set->head);
+    /* Joined once their running queries return; the sessions kept for them are freed then. */
+    if (set->qw) {
+        struct qworker *qw = set->qw;
+        qworker_stop(qw); /* finishes what no worker took: set->qw is still set meanwhile */
+        set->qw = NULL;
+    }
+}
 
 const char *session_state_name(enum session_state st)
 {
@@ -26,16 +52,16 @@ const char *session_state_name(enum session_state st)
 
 /* Every slot taken: say which sessions hold them (loads that failed or were
  * cut keep theirs) and how to free one. */
-static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
+static int slots_full(struct session_set *set, uint32_t uid, char *err, size_t errsz)
 {
     size_t n = (size_t)snprintf(err, errsz,
                                 "all %u session slots are taken (max_sessions); free one with "
                                 "'heaptracectl drop NAME'. Sessions:",
-                                srv->cfg->max_sessions);
+                                set->cfg->max_sessions);
     unsigned listed = 0, visible = 0;
-    for (const struct session *o = srv->sessions; o; o = o->next)
+    for (const struct session *o = set->head; o; o = o->next)
         visible += (unsigned)session_visible(o, uid);
-    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next) {
+    for (const struct session *o = set->head; o && n < errsz; o = o->next) {
         if (!session_visible(o, uid))
             continue; /* another user's: not named to this client */
         char item[192];
@@ -55,15 +81,15 @@ static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
         n += (size_t)k;
         listed++;
     }
-    if (visible < srv->nsessions && n < errsz)
+    if (visible < set->n && n < errsz)
         snprintf(err + n, errsz - n, "%s%u of other users", visible ? ", and " : " ",
-                 srv->nsessions - visible);
+                 set->n - visible);
     return HT_EFULL;
 }
 
-int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
+int session_admit(struct session_set *set, const char *name, char *err, size_t errsz)
 {
-    return session_admit_for(srv, name, 0, err, errsz);
+    return session_admit_for(set, name, 0, err, errsz);
 }
 
 /* Would session_find take name for an id? strtoul reads "12", but also
@@ -75,10 +101,11 @@ static int reads_as_id(const char *name)
     return end != name && *end == '\0';
 }
 
-int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz)
+int session_admit_for(struct session_set *set, const char *name, uint32_t uid, char *err,
+                      size_t errsz)
 {
-    if (srv->nsessions >= srv->cfg->max_sessions)
-        return slots_full(srv, uid, err, errsz);
+    if (set->n >= set->cfg->max_sessions)
+        return slots_full(set, uid, err, errsz);
     if (!name || !*name)
         return 0;
     size_t len = strlen(name);
@@ -87,7 +114,7 @@ int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *
         snprintf(err, errsz, "session name must be 1-63 bytes of UTF-8 and not a number");
         return HT_EBADARG;
     }
-    for (struct session *o = srv->sessions; o; o = o->next)
+    for (struct session *o = set->head; o; o = o->next)
         if (strcmp(o->name, name) == 0) {
             snprintf(err, errsz, "a session named \"%s\" exists already", name);
             return HT_EEXIST;
@@ -95,25 +122,25 @@ int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *
     return 0;
 }
 
-struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
-                            size_t errsz)
+struct session *session_new(struct session_set *set, const char *name, const char *source,
+                            char *err, size_t errsz)
 {
-    if (session_admit(srv, name, err, errsz) != 0)
+    if (session_admit(set, name, err, errsz) != 0)
         return NULL;
     struct session *s = ht_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    s->snaps = ht_calloc(srv->cfg->max_snapshots, sizeof(struct snapshot));
-    mem_budget_init(&s->mem, &srv->mem, srv->cfg->session_memory_budget);
+    s->snaps = ht_calloc(set->cfg->max_snapshots, sizeof(struct snapshot));
+    mem_budget_init(&s->mem, set->mem, set->cfg->session_memory_budget);
     if (!s->snaps || uv_mutex_init_recursive(&s->sym_mu) != 0) {
         ht_free(s->snaps);
         ht_free(s);
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    int eng_rc = engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem);
+    int eng_rc = engine_init_budget(&s->eng, &set->cfg->limits, &s->mem);
     if (eng_rc == 0 && modnames_init(&s->modnames, &s->eng.acct) != 0) {
         engine_close(&s->eng);
         eng_rc = UV_ENOMEM;
@@ -125,21 +152,21 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         snprintf(err, errsz,
                  "cannot create the session: out of memory, or its first tables do not fit the "
                  "memory budget (daemon-wide %llu of %llu bytes in use)",
-                 (unsigned long long)mem_budget_used(&srv->mem),
-                 (unsigned long long)srv->mem.limit);
+                 (unsigned long long)mem_budget_used(set->mem),
+                 (unsigned long long)set->mem->limit);
         return NULL;
     }
-    s->srv = srv;
-    s->id = ++srv->next_session_id;
+    s->set = set;
+    s->id = ++set->next_id;
     if (name && *name)
         snprintf(s->name, sizeof(s->name), "%s", name);
     else
         snprintf(s->name, sizeof(s->name), "s%u", s->id);
     s->source = source;
     s->wall_start = (int64_t)time(NULL);
-    s->next = srv->sessions;
-    srv->sessions = s;
-    srv->nsessions++;
+    s->next = set->head;
+    set->head = s;
+    set->n++;
     log_info("session %u \"%s\" created (%s)", s->id, s->name, source);
     return s;
 }
@@ -327,7 +354,7 @@ static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
     }
     char name[64];
     snprintf(name, sizeof(name), "%.40s.%llu", parent->name, (unsigned long long)pid);
-    struct session *c = session_new(parent->srv, name, parent->source, err, errsz);
+    struct session *c = session_new(parent->set, name, parent->source, err, errsz);
     if (!c) {
         parent->spawn_failed++;
         return HT_EFULL;
@@ -366,13 +393,13 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
     session_src_lock(s);
 #ifdef HEAPTRACE_TEST_KNOBS
     /* A slow first table load on a worker, for the tests of what the loop
-     * does meanwhile (server.h test_sym_delay_ms). */
-    const struct server *srv = s->srv;
-    if (srv->test_sym_delay_ms && !s->test_sym_delayed) {
+     * does meanwhile (session_set test_sym_delay_ms). */
+    const struct session_set *set = s->set;
+    if (set->test_sym_delay_ms && !s->test_sym_delayed) {
         uv_thread_t self = uv_thread_self();
-        if (!uv_thread_equal(&self, &srv->loop_thread)) {
+        if (!uv_thread_equal(&self, &set->loop_thread)) {
             s->test_sym_delayed = 1;
-            uv_sleep((unsigned)srv->test_sym_delay_ms);
+            uv_sleep((unsigned)set->test_sym_delay_ms);
         }
     }
 #endif
@@ -384,7 +411,7 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
 int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
                          char *err, size_t errsz)
 {
-    const struct engine_limits *lim = &s->srv->cfg->limits;
+    const struct engine_limits *lim = &s->set->cfg->limits;
     p->max_stacks = lim->max_stacks;
     p->max_strings = lim->max_strings;
     p->max_name_len = lim->max_name_len;
@@ -396,14 +423,14 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
         snprintf(err, errsz, "out of memory");
         return HT_ENOMEM;
     }
-    uv_idle_init(s->srv->loop, s->drain_idle);
+    uv_idle_init(s->set->loop, s->drain_idle);
     s->drain_idle->data = s;
     s->source = ops->name;
     s->live_params = *p;
     s->live_params.image = NULL;
     s->live_params.argv = NULL;
     s->live_params.parent = NULL;
-    int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
+    int rc = ops->open(&s->src, s->set->loop, p, &sink, err, errsz);
     if (rc != 0) {
         s->src = NULL;
         return rc;
@@ -526,23 +553,23 @@ void session_stop(struct session *s, const char *reason)
 
 void session_drop(struct session *s)
 {
-    struct server *srv = s->srv;
+    struct session_set *set = s->set;
     if (s->dropped)
         return;
     end_subscribers(s, "session dropped");
     if (s->on_dropped)
         s->on_dropped(s);
-    for (struct session **p = &srv->sessions; *p; p = &(*p)->next) {
+    for (struct session **p = &set->head; *p; p = &(*p)->next) {
         if (*p == s) {
             *p = s->next;
             break;
         }
     }
-    srv->nsessions--;
+    set->n--;
     s->dropped = 1;
     /* Waiting queries are answered now (ENOSESSION); snapshots' jobs read the ring: first. */
     int running = session_queries_cancel(s);
-    for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
+    for (uint32_t i = 0; i < set->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
     s->snaps = NULL;
@@ -554,7 +581,7 @@ void session_drop(struct session *s)
     if (running) {
         /* A worker reads the engine through its view and may ask the
          * source for frame names: both stay until its query returns
-         * (query-job.c then calls session_free_dropped). The source stops
+         * (job_finished then calls session_free_dropped). The source stops
          * producing now. */
         if (s->src && !s->src_over)
             s->src->ops->stop(s->src);
@@ -582,9 +609,9 @@ int session_visible(const struct session *s, uint32_t uid)
     return uid == 0 || s->owner == uid;
 }
 
-struct session *session_find(struct server *srv, const cJSON *ref)
+struct session *session_find(struct session_set *set, const cJSON *ref)
 {
-    for (struct session *s = srv->sessions; s; s = s->next) {
+    for (struct session *s = set->head; s; s = s->next) {
         if (cJSON_IsNumber(ref) && (double)s->id == ref->valuedouble)
             return s;
         if (cJSON_IsString(ref)) {
@@ -665,9 +692,9 @@ void session_warm(struct session *s)
      * at a time); warmed when it returns (query-job.c). */
     if (s->warmed >= n || s->q_running)
         return;
-    /* The same patterns a query with the default list alone uses (query-args.c). */
-    const struct ht_config *cfg = s->srv->cfg;
-    unsigned np = cfg->ncull < QARGS_MAX_PATTERNS ? cfg->ncull : QARGS_MAX_PATTERNS;
+    /* The same patterns a query with the default list alone uses (set->cull_max). */
+    const struct ht_config *cfg = s->set->cfg;
+    unsigned np = cfg->ncull < s->set->cull_max ? cfg->ncull : s->set->cull_max;
     if (np)
         skip_cache_warm(&s->eng, &s->default_skip, cfg->cull_pats, np, s->warmed, n);
     s->warmed = n;
@@ -843,42 +870,6 @@ cJSON *session_ingest_json(struct session *s)
     return o;
 }
 
-/* The query of a whole-session top of domain added to j: 0 or an error. */
-static int top_query_add(struct qjob *j, int domain, uint32_t top)
-{
-    char err[128];
-    if (!j->args) {
-        j->args = cJSON_CreateObject();
-        if (!j->args || !cJSON_AddNumberToObject(j->args, "top", top))
-            return HT_ENOMEM;
-    }
-    return qjob_add_query(j, j->args, domain, err, sizeof(err));
-}
-
-struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const char *what)
-{
-    struct qjob *j = qjob_new(s, what);
-    if (j && top_query_add(j, domain, top) != 0) {
-        qjob_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-cJSON *session_top_result(struct qjob *j, unsigned i)
-{
-    if (j->render == QJOB_ROWS_LOOP)
-        return query_result_json(j->s, &j->qa[i]->q, &j->res[i]);
-    struct query_result head = j->res[i];
-    head.nrows = 0; /* the rows were made on the worker */
-    cJSON *d = query_result_json(j->s, &j->qa[i]->q, &head);
-    if (d && qjob_rows_into(j, i, d) != 0) {
-        cJSON_Delete(d);
-        return NULL;
-    }
-    return d;
-}
-
 /* Bytes a cJSON tree holds, estimated from its nodes and strings (the
  * allocator's own overhead is not counted). */
 static uint64_t json_bytes(const cJSON *j)
@@ -912,59 +903,66 @@ static void snapshot_charge(struct session *s, struct snapshot *sn)
 /* A snapshot's stacks and commits come from one job (one view): urgent, so
  * it goes ahead of waiting queries, and its view opens at once unless a
  * query of the session is running (then when it returns; "stacks_t" says
- * the time the stacks are of). */
-static void snapshot_done(struct qjob *j)
+ * the time the stacks are of). The server makes the job (hooks). */
+void session_snapshot_done(struct session *s, uint32_t seq, uint64_t view_now, cJSON *st, cJSON *cm,
+                           int rc)
 {
-    struct session *s = j->s;
-    uint32_t seq = (uint32_t)(uintptr_t)j->arg;
     s->snap_pending--;
-    if (s->dropped)
+    if (s->dropped) {
+        cJSON_Delete(st);
+        cJSON_Delete(cm);
         return;
-    uint32_t cap = s->srv->cfg->max_snapshots;
+    }
+    uint32_t cap = s->set->cfg->max_snapshots;
     struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
-    if (sn->seq == seq && sn->data && j->rc == 0) { /* not overwritten meanwhile */
-        cJSON_AddNumberToObject(sn->data, "stacks_t", (double)j->view_now);
-        cJSON *st = session_top_result(j, 0), *cm = session_top_result(j, 1);
+    if (sn->seq == seq && sn->data && rc == 0) { /* not overwritten meanwhile */
+        cJSON_AddNumberToObject(sn->data, "stacks_t", (double)view_now);
         if (st)
             cJSON_AddItemToObject(sn->data, "stacks", st);
         if (cm)
             cJSON_AddItemToObject(sn->data, "commits", cm);
         snapshot_charge(s, sn);
-    } else if (j->rc != 0) {
-        log_warn("session %u: snapshot %u has no stacks: %s", s->id, seq, uv_strerror(j->rc));
+    } else {
+        cJSON_Delete(st);
+        cJSON_Delete(cm);
+        if (rc != 0)
+            log_warn("session %u: snapshot %u has no stacks: %s", s->id, seq, uv_strerror(rc));
     }
     /* A load answers once its snapshots are complete (cmd-load.c). */
     if (s->snap_pending == 0 && s->src_over && s->on_source_end)
         s->on_source_end(s);
 }
 
+const struct snapshot *session_snapshot_slot(const struct session *s, uint32_t seq)
+{
+    uint32_t cap = s->set->cfg->max_snapshots;
+    return &s->snaps[(seq + cap - 1) % cap];
+}
+
+int session_snapshot_wanted(const struct session *s, uint32_t seq)
+{
+    if (s->dropped)
+        return 0;
+    uint32_t cap = s->set->cfg->max_snapshots;
+    const struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
+    return sn->seq == seq && sn->data;
+}
+
 static void snapshot_query(struct session *s, struct snapshot *sn)
 {
-    uint32_t top = s->srv->cfg->snapshot_top;
-    struct qjob *j = session_top_job(s, HT_DOM_HEAP, top, "snapshot");
-    if (j && top_query_add(j, HT_DOM_COMMIT, top) != 0) {
-        qjob_free(j);
-        j = NULL;
-    }
-    if (!j) {
-        log_warn("session %u: snapshot %u has no stacks: out of memory", s->id, sn->seq);
-        return;
-    }
-    j->urgent = 1;
-    j->render = QJOB_ROWS_TREE;
-    j->arg = (void *)(uintptr_t)sn->seq;
-    j->done = snapshot_done;
     s->snap_pending++;
-    if (session_query_submit(j) != 0) {
-        s->snap_pending--;
-        qjob_free(j);
-    }
+    int rc = s->set->hooks->snapshot_query(s, sn->seq, s->set->cfg->snapshot_top);
+    if (rc == 0)
+        return;
+    s->snap_pending--;
+    if (rc == HT_ENOMEM)
+        log_warn("session %u: snapshot %u has no stacks: out of memory", s->id, sn->seq);
 }
 
 static void take_snapshot(struct session *s, const char *reason, uint64_t step_first,
                           uint64_t step_last)
 {
-    uint32_t cap = s->srv->cfg->max_snapshots;
+    uint32_t cap = s->set->cfg->max_snapshots;
     struct snapshot *sn = &s->snaps[s->snap_seq % cap];
     if (sn->data) {
         cJSON_Delete(sn->data);
@@ -1026,4 +1024,168 @@ void session_check_triggers(struct session *s)
             return;
         }
     }
+}
+
+/* Session queries: the queue of each session, the workers' way back. */
+
+static void session_query_next(struct session *s);
+
+/* j's done on the loop with the session pinned: an answer written releases
+ * the client's held requests, which run from inside done (client_fill ->
+ * client_output_moved), and one of them may drop this very session. While
+ * q_running is set, session_drop keeps the session (as for a query on a
+ * worker); the caller frees it when this returns 1. Without the pin a
+ * "stacks" and a "drop" in one write freed the session under job_finished
+ * (integration.query_async_drop_held_behind_query, ASan). */
+static int job_done_pinned(struct qjob *j)
+{
+    struct session *s = j->s;
+    struct qjob *was = s->q_running;
+    s->q_running = j;
+    j->done(j);
+    s->q_running = was;
+    return s->dropped && !was;
+}
+
+/* Back on the loop: close the view, answer, start the session's next query. */
+static void job_finished(struct qjob *j)
+{
+    struct session *s = j->s;
+    uint64_t t0 = uv_hrtime();
+    engine_view_close(&s->eng, j->v);
+    j->v = NULL;
+    s->q_running = NULL;
+    session_sym_released(s); /* the worker let go of the symbolizer */
+    s->qs.run++;
+    if (j->rc)
+        s->qs.failed++;
+    s->qs.worker_total_ns += j->worker_ns;
+    if (j->worker_ns > s->qs.worker_max_ns)
+        s->qs.worker_max_ns = j->worker_ns;
+    if (s->dropped && j->rc == 0) {
+        for (unsigned i = 0; i < j->nq; i++)
+            query_result_free(&j->res[i]);
+        j->rc = HT_ENOSESSION;
+    }
+    job_done_pinned(j); /* a drop meanwhile: s->dropped, freed below */
+    uint64_t hold = j->open_ns + (uv_hrtime() - t0);
+    if (hold > s->qs.hold_max_ns)
+        s->qs.hold_max_ns = hold;
+    log_debug("session %u: %s query (%u) answered: waited %.2f ms, worker %.2f ms, loop held "
+              "%.3f ms (view open %.3f ms), %s",
+              s->id, j->what, j->nq, (double)(j->t_open - j->t_submit) / 1e6,
+              (double)j->worker_ns / 1e6, (double)hold / 1e6, (double)j->open_ns / 1e6,
+              j->rc ? qjob_failure_text(j->rc) : "ok");
+    qjob_free(j);
+    if (s->dropped) {
+        session_free_dropped(s);
+        return;
+    }
+    session_warm(s); /* stacks interned meanwhile: the skip cache was the worker's */
+    session_query_next(s);
+}
+
+/* The workers, started with the first query (a server that never queries
+ * starts no thread). NULL when they cannot run: the job then runs inline. */
+static struct qworker *workers(struct session_set *set)
+{
+    if (set->qw || set->stopping)
+        return set->qw;
+    set->qw = qworker_new(set->loop, job_finished);
+    return set->qw;
+}
+
+
+/* The session's next waiting job gets the view (at most one open per engine). */
+static void session_query_next(struct session *s)
+{
+    while (!s->q_running && s->q_head && !s->dropped) {
+        struct qjob *j = s->q_head;
+        s->q_head = j->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        s->q_waiting--;
+        j->next = NULL;
+        if (j->for_client && !j->c) { /* its client went away while it waited */
+            qjob_free(j);
+            continue;
+        }
+        uint64_t t0 = uv_hrtime();
+        j->t_open = t0;
+        int rc = 0;
+        if (j->nq != 0 && (rc = engine_view_open(&s->eng, &j->v)) != 0) {
+            s->qs.failed++;
+            j->rc = rc;
+        }
+        if (j->nq == 0 || rc != 0) { /* no query (answered here, in its turn), or no view */
+            int gone = job_done_pinned(j);
+            qjob_free(j);
+            if (gone) {
+                session_free_dropped(s);
+                return;
+            }
+            continue;
+        }
+        j->view_now = ev_now(j->v);
+        if (j->opened)
+            j->opened(j);
+        j->open_ns = uv_hrtime() - t0;
+        s->q_running = j;
+        struct qworker *qw = workers(s->set);
+        if (!qw) { /* no thread: the query runs here, as it did before workers */
+            qworker_run_here(j);
+            job_finished(j);
+            return; /* job_finished went on with the next one */
+        }
+        qworker_run(qw, j);
+    }
+}
+
+int session_query_submit(struct qjob *j)
+{
+    struct session *s = j->s;
+    if (s->dropped || s->set->stopping)
+        return HT_ENOSESSION;
+    /* Queries waiting behind the running one: past cfg->max_queued_queries
+     * one more is refused (requests of one client wait for its previous
+     * reply, so these are other clients' and top refreshes). */
+    if (!j->urgent && s->q_waiting >= s->set->cfg->max_queued_queries) {
+        s->qs.rejected++;
+        return HT_EFULL;
+    }
+    j->t_submit = uv_hrtime();
+    j->next = NULL;
+    if (j->urgent) { /* after the other urgent ones, ahead of the rest */
+        struct qjob **p = &s->q_head;
+        while (*p && (*p)->urgent)
+            p = &(*p)->next;
+        j->next = *p;
+        *p = j;
+        if (!j->next)
+            s->q_tail = j;
+    } else {
+        if (s->q_tail)
+            s->q_tail->next = j;
+        else
+            s->q_head = j;
+        s->q_tail = j;
+    }
+    s->q_waiting++;
+    session_query_next(s);
+    return 0;
+}
+
+int session_queries_cancel(struct session *s)
+{
+    while (s->q_head) {
+        struct qjob *j = s->q_head;
+        s->q_head = j->next;
+        s->q_waiting--;
+        j->next = NULL;
+        j->rc = HT_ENOSESSION;
+        j->done(j);
+        qjob_free(j);
+    }
+    s->q_tail = NULL;
+    return s->q_running != NULL;
 }
