@@ -216,15 +216,13 @@ static void idle_closed_cb(uv_handle_t *h)
     ht_free(h);
 }
 
-static void end_subscribers(struct session *s, const char *why);
-
 /* The source is over (it ended, or the session stopped): its last counters
  * are kept; one without a symbolizer is closed at once, so its buffers go
  * back to the budget. */
 static void source_over(struct session *s)
 {
     s->src_over = 1;
-    end_subscribers(s, s->stop_reason); /* a finishing stop kept them for the rest */
+    session_subs_end(s, s->stop_reason); /* a finishing stop kept them for the rest */
     session_stats_refresh(s);
     if (!s->src->ops->symbolize) {
         if (s->src->ops->status_json && !s->src_status_last)
@@ -445,86 +443,6 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     return 0;
 }
 
-void session_subscribe(struct session *s, struct session_sub *sub)
-{
-    sub->s = s;
-    sub->next = s->subs;
-    s->subs = sub;
-    if (sub->ops->events)
-        s->nrecorders++;
-}
-
-int session_subscribe_raw(struct session *s, struct session_sub *sub, char *header, size_t hcap,
-                          size_t *hn, char *err, size_t errsz)
-{
-    *hn = 0;
-    if (!s->src || s->src_over || !s->src->ops->raw_tap) {
-        snprintf(err, errsz, "session %u's source (%s) has no raw records: record --raw takes a "
-                             "live ETW session (Windows) or a raw ETW stream being loaded",
-                 s->id, s->source ? s->source : "none");
-        return HT_ENOTSUP;
-    }
-    /* A later subscriber gets the header the tap opened with (*hn bytes,
-     * sent by the caller after its acknowledgement): its recording is a raw
-     * ETW stream on its own too. */
-    if (s->nraw > 0 && s->src->ops->raw_join) {
-        /* What waits goes to the others first: a send that fails at once
-         * closes its client, and when that was the last one the tap went off. */
-        *hn = s->src->ops->raw_join(s->src, header, hcap);
-    }
-    if (s->nraw == 0) {
-        *hn = 0; /* the tap puts the header itself */
-        int rc = s->src->ops->raw_tap(s->src, 1, err, errsz);
-        if (rc)
-            return rc;
-    }
-    s->nraw++;
-    session_subscribe(s, sub);
-    return 0;
-}
-
-void session_unsubscribe(struct session_sub *sub)
-{
-    struct session *s = sub->s;
-    if (!s)
-        return;
-    for (struct session_sub **p = &s->subs; *p; p = &(*p)->next) {
-        if (*p == sub) {
-            *p = sub->next;
-            if (sub->ops->raw && --s->nraw == 0 && s->src && s->src->ops->raw_tap) {
-                char err[64];
-                s->src->ops->raw_tap(s->src, 0, err, sizeof(err));
-            }
-            if (sub->ops->events)
-                s->nrecorders--;
-            break;
-        }
-    }
-    sub->next = NULL;
-    sub->s = NULL;
-}
-
-static void drain_cb(uv_idle_t *h);
-
-/* Subscribers learn that the session is over (they send their final frame). */
-static void end_subscribers(struct session *s, const char *why)
-{
-    if (s->nraw && s->src && s->src->ops->raw_tap) {
-        char err[64];
-        s->src->ops->raw_tap(s->src, 0, err, sizeof(err)); /* what waits goes out first */
-    }
-    s->nraw = 0;
-    while (s->subs) {
-        struct session_sub *sub = s->subs;
-        s->subs = sub->next;
-        if (sub->ops->events)
-            s->nrecorders--;
-        sub->next = NULL;
-        sub->ops->ended(sub, why); /* sub->s is cleared by the subscriber */
-        sub->s = NULL;
-    }
-}
-
 void session_stop(struct session *s, const char *reason)
 {
     if (s->dropped || s->state == SESSION_STOPPED || s->state == SESSION_ENDED)
@@ -548,7 +466,7 @@ void session_stop(struct session *s, const char *reason)
     log_info("session %u stopped: %s%s", s->id, reason,
              s->finishing ? " (applying what the source had taken)" : "");
     if (!s->finishing)
-        end_subscribers(s, reason);
+        session_subs_end(s, reason);
 }
 
 void session_drop(struct session *s)
@@ -556,7 +474,7 @@ void session_drop(struct session *s)
     struct session_set *set = s->set;
     if (s->dropped)
         return;
-    end_subscribers(s, "session dropped");
+    session_subs_end(s, "session dropped");
     if (s->on_dropped)
         s->on_dropped(s);
     for (struct session **p = &set->head; *p; p = &(*p)->next) {
@@ -625,26 +543,6 @@ struct session *session_find(struct session_set *set, const cJSON *ref)
     return NULL;
 }
 
-size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap)
-{
-    /* The name lives in the session, not in the fixed-size event. */
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "t", (double)t);
-    cJSON_AddStringToObject(o, "ev", "process");
-    cJSON_AddNumberToObject(o, "pid", (double)s->eng.pid);
-    cJSON_AddStringToObject(o, "name", s->process_name);
-    if (s->stream_wall[0])
-        cJSON_AddStringToObject(o, "wall", s->stream_wall);
-    int ok = cJSON_PrintPreallocated(o, buf, (int)cap - 1, 0);
-    cJSON_Delete(o);
-    if (!ok)
-        return 0;
-    size_t n = strlen(buf);
-    buf[n] = '\n';
-    buf[n + 1] = '\0';
-    return n + 1;
-}
-
 /* Events from the source, stacks already the engine's: applied in one batch,
  * or one at a time while there are triggers (a spike that passes a threshold
  * between two batch ends must not be missed). Nonzero once the session is
@@ -707,7 +605,7 @@ void session_process(void *arg, const struct source_process *p)
     snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", p->wall);
 }
 
-/* Triggers. */
+/* Triggers (their conditions are parsed in session-trigger.c). */
 
 static uint64_t metric_value(struct session *s, int metric)
 {
@@ -721,271 +619,6 @@ static uint64_t metric_value(struct session *s, int metric)
     default:
         return s->eng.now;
     }
-}
-
-uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v)
-{
-    if (v < next)
-        return 0;
-    return every ? (v - next) / every + 1 : 1;
-}
-
-uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v)
-{
-    if (every == 0)
-        return UINT64_MAX;
-    if (v < next)
-        return next;
-    uint64_t k = (v - next) / every + 1;
-    if (k > (UINT64_MAX - next) / every)
-        return UINT64_MAX;
-    return next + k * every;
-}
-
-/* --every in the unit of the trigger's metric: a duration for duration, a
- * size otherwise; a bare number counts seconds or bytes, as on the command
- * line. At least 1 s or 1 MiB, or the threshold when that is smaller, and
- * never under 1 ms or 4 KiB: each step may cost a snapshot, so a tiny step
- * would take one on every event. */
-static int parse_every(const struct trigger *t, const cJSON *every, uint64_t *out, char *err,
-                       size_t errsz)
-{
-    int dur = t->metric == TRIG_DURATION;
-    char shown[40];
-    if (cJSON_IsNumber(every)) {
-        if (dur && every->valuedouble > 18e9) /* seconds that fit in 64-bit nanoseconds */
-            goto bad;
-        *out = (uint64_t)every->valuedouble * (dur ? 1000000000ULL : 1);
-        snprintf(shown, sizeof(shown), "%.0f", every->valuedouble);
-    } else {
-        snprintf(shown, sizeof(shown), "%.32s", every->valuestring);
-        if ((dur ? ht_parse_duration(every->valuestring, out)
-                 : ht_parse_size(every->valuestring, out)) != 0)
-            goto bad;
-    }
-    uint64_t lo = dur ? 1000000ULL : 4096, hi = dur ? 1000000000ULL : 1048576;
-    uint64_t min = t->threshold < lo ? lo : t->threshold > hi ? hi : t->threshold;
-    if (*out >= min)
-        return 0;
-    char a[32];
-    if (dur)
-        snprintf(a, sizeof(a), "%.3f s", (double)min / 1e9);
-    else
-        ht_format_size(min, a, sizeof(a));
-    snprintf(err, errsz,
-             "--every %s is too small for %s: at least %s (1 s or 1 MiB, or the threshold when "
-             "smaller, and never under 1 ms or 4 KiB)",
-             shown, t->text, a);
-    return HT_EBADARG;
-bad:
-    snprintf(err, errsz, "--every %s is not a %s, as %s needs (like %s)", shown,
-             dur ? "duration" : "size", t->text, dur ? "10s" : "64MiB");
-    return HT_EBADARG;
-}
-
-int session_add_trigger(struct session *s, const char *cond, int snapshot, const cJSON *every,
-                        char *err, size_t errsz)
-{
-    static const struct {
-        const char *name;
-        int metric;
-    } metrics[] = {{"private-bytes", TRIG_PRIVATE_BYTES},
-                   {"outstanding", TRIG_OUTSTANDING},
-                   {"committed", TRIG_COMMITTED},
-                   {"duration", TRIG_DURATION}};
-    if (s->ntriggers >= SESSION_MAX_TRIGGERS) {
-        snprintf(err, errsz, "at most %d triggers per session", SESSION_MAX_TRIGGERS);
-        return HT_EFULL;
-    }
-    const char *op = strchr(cond, '>');
-    if (!op || strlen(cond) >= sizeof(s->triggers[0].text))
-        goto bad;
-    size_t nlen = (size_t)(op - cond);
-    const char *val = op[1] == '=' ? op + 2 : op + 1;
-    struct trigger *t = &s->triggers[s->ntriggers];
-    memset(t, 0, sizeof(*t));
-    t->metric = -1;
-    for (unsigned i = 0; i < 4; i++)
-        if (strlen(metrics[i].name) == nlen && strncasecmp(cond, metrics[i].name, nlen) == 0)
-            t->metric = metrics[i].metric;
-    if (t->metric < 0)
-        goto bad;
-    int rc = t->metric == TRIG_DURATION ? ht_parse_duration(val, &t->threshold)
-                                        : ht_parse_size(val, &t->threshold);
-    if (rc != 0)
-        goto bad;
-    /* "x>N" fires when the value passes N; "x>=N" when it reaches it. */
-    t->next = op[1] == '=' ? t->threshold : t->threshold + 1;
-    if (t->threshold == UINT64_MAX)
-        t->next = UINT64_MAX; /* nothing passes it */
-    snprintf(t->text, sizeof(t->text), "%s", cond);
-    t->snapshot = snapshot;
-    if (snapshot && every && (rc = parse_every(t, every, &t->every, err, errsz)) != 0)
-        return rc;
-    s->ntriggers++;
-    return 0;
-bad:
-    snprintf(err, errsz,
-             "bad condition \"%s\": expected private-bytes>SIZE, outstanding>SIZE, committed>SIZE "
-             "or duration>TIME",
-             cond);
-    return HT_EBADARG;
-}
-
-int session_add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
-{
-    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
-    static const char *const keys[] = {"stop_when", "snapshot_when"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
-        {
-            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-cJSON *session_ingest_json(struct session *s)
-{
-    session_stats_refresh(s);
-    const struct source_stats *in = &s->ingest;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "bytes", (double)in->bytes);
-    cJSON_AddNumberToObject(o, "lines", (double)in->lines);
-    cJSON_AddNumberToObject(o, "events", (double)in->events);
-    cJSON_AddNumberToObject(o, "malformed", (double)in->malformed);
-    cJSON_AddNumberToObject(o, "lost", (double)in->lost); /* what the source knows it lost */
-    if (s->input_dropped)
-        cJSON_AddNumberToObject(o, "dropped_bytes", (double)s->input_dropped);
-    cJSON *errs = cJSON_AddArrayToObject(o, "errors");
-    for (uint32_t i = 0; i < in->nerrors; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "line", (double)in->errors[i].line);
-        cJSON_AddStringToObject(e, "msg", in->errors[i].msg);
-        cJSON_AddItemToArray(errs, e);
-    }
-    return o;
-}
-
-/* Bytes a cJSON tree holds, estimated from its nodes and strings (the
- * allocator's own overhead is not counted). */
-static uint64_t json_bytes(const cJSON *j)
-{
-    uint64_t n = 0;
-    for (; j; j = j->next) {
-        n += sizeof(cJSON);
-        if (j->string)
-            n += strlen(j->string) + 1;
-        if (j->valuestring)
-            n += strlen(j->valuestring) + 1;
-        n += json_bytes(j->child);
-    }
-    return n;
-}
-
-/* A snapshot counts in the session's budget; one that does not fit is not kept. */
-static void snapshot_charge(struct session *s, struct snapshot *sn)
-{
-    sn->bytes = json_bytes(sn->data);
-    if (mem_acct_charge(&s->eng.acct, MEM_snapshots, sn->bytes) == 0)
-        return;
-    log_warn("session %u: snapshot %u (%llu bytes) not kept: over the memory budget", s->id,
-             sn->seq, (unsigned long long)sn->bytes);
-    cJSON_Delete(sn->data);
-    sn->data = NULL;
-    sn->bytes = 0;
-    s->snaps_over_budget++;
-}
-
-/* A snapshot's stacks and commits come from one job (one view): urgent, so
- * it goes ahead of waiting queries, and its view opens at once unless a
- * query of the session is running (then when it returns; "stacks_t" says
- * the time the stacks are of). The server makes the job (hooks). */
-void session_snapshot_done(struct session *s, uint32_t seq, uint64_t view_now, cJSON *st, cJSON *cm,
-                           int rc)
-{
-    s->snap_pending--;
-    if (s->dropped) {
-        cJSON_Delete(st);
-        cJSON_Delete(cm);
-        return;
-    }
-    uint32_t cap = s->set->cfg->max_snapshots;
-    struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
-    if (sn->seq == seq && sn->data && rc == 0) { /* not overwritten meanwhile */
-        cJSON_AddNumberToObject(sn->data, "stacks_t", (double)view_now);
-        if (st)
-            cJSON_AddItemToObject(sn->data, "stacks", st);
-        if (cm)
-            cJSON_AddItemToObject(sn->data, "commits", cm);
-        snapshot_charge(s, sn);
-    } else {
-        cJSON_Delete(st);
-        cJSON_Delete(cm);
-        if (rc != 0)
-            log_warn("session %u: snapshot %u has no stacks: %s", s->id, seq, uv_strerror(rc));
-    }
-    /* A load answers once its snapshots are complete (cmd-load.c). */
-    if (s->snap_pending == 0 && s->src_over && s->on_source_end)
-        s->on_source_end(s);
-}
-
-const struct snapshot *session_snapshot_slot(const struct session *s, uint32_t seq)
-{
-    uint32_t cap = s->set->cfg->max_snapshots;
-    return &s->snaps[(seq + cap - 1) % cap];
-}
-
-int session_snapshot_wanted(const struct session *s, uint32_t seq)
-{
-    if (s->dropped)
-        return 0;
-    uint32_t cap = s->set->cfg->max_snapshots;
-    const struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
-    return sn->seq == seq && sn->data;
-}
-
-static void snapshot_query(struct session *s, struct snapshot *sn)
-{
-    s->snap_pending++;
-    int rc = s->set->hooks->snapshot_query(s, sn->seq, s->set->cfg->snapshot_top);
-    if (rc == 0)
-        return;
-    s->snap_pending--;
-    if (rc == HT_ENOMEM)
-        log_warn("session %u: snapshot %u has no stacks: out of memory", s->id, sn->seq);
-}
-
-static void take_snapshot(struct session *s, const char *reason, uint64_t step_first,
-                          uint64_t step_last)
-{
-    uint32_t cap = s->set->cfg->max_snapshots;
-    struct snapshot *sn = &s->snaps[s->snap_seq % cap];
-    if (sn->data) {
-        cJSON_Delete(sn->data);
-        mem_acct_discharge(&s->eng.acct, MEM_snapshots, sn->bytes);
-        sn->bytes = 0;
-        s->snaps_dropped++;
-    } else {
-        s->nsnaps++;
-    }
-    sn->seq = ++s->snap_seq;
-    sn->t = s->eng.now;
-    snprintf(sn->reason, sizeof(sn->reason), "%s", reason);
-    sn->data = cJSON_CreateObject();
-    cJSON_AddNumberToObject(sn->data, "seq", sn->seq);
-    cJSON_AddNumberToObject(sn->data, "t", (double)sn->t);
-    cJSON_AddStringToObject(sn->data, "reason", reason);
-    cJSON_AddNumberToObject(sn->data, "step_first", (double)step_first);
-    cJSON_AddNumberToObject(sn->data, "step_last", (double)step_last);
-    cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
-    cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
-    cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
-    snapshot_query(s, sn);
-    log_info("session %u: snapshot %u (%s)", s->id, sn->seq, reason);
 }
 
 void session_check_triggers(struct session *s)
@@ -1016,7 +649,7 @@ void session_check_triggers(struct session *s)
                          (unsigned long long)first, (unsigned long long)t->steps);
             else if (t->every)
                 snprintf(reason + n, sizeof(reason) - n, " (step %llu)", (unsigned long long)first);
-            take_snapshot(s, reason, first, t->steps);
+            session_take_snapshot(s, reason, first, t->steps);
             t->next = next;
         } else {
             t->next = UINT64_MAX;
