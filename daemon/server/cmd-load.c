@@ -36,7 +36,7 @@ static void load_dropped(struct session *s)
     s->loader = NULL;
     client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
     c->mode = CLIENT_LINES;
-    client_close(c);
+    c->srv->close_client(c);
 }
 
 int cmd_load(struct cmd_ctx *ctx)
@@ -115,10 +115,10 @@ static void loader_done(struct client *c, struct session *s)
     c->after = NULL;
     c->after_len = 0;
     if (after && !c->closing)
-        client_feed(c, after, n);
+        c->srv->feed_client(c, after, n);
     ht_free(after);
     if (!c->closing)
-        client_resume(c);
+        c->srv->resume_client(c);
 }
 
 /* The source is over: drained to the end, or its session stopped. */
@@ -135,7 +135,7 @@ static void load_source_end(struct session *s)
         s->loader = NULL;
         loader_done(c, s);
     } else {
-        client_resume(c); /* stopped early: the rest of its stream is read and dropped */
+        c->srv->resume_client(c); /* stopped early: the rest of its stream is read and dropped */
     }
 }
 
@@ -145,7 +145,7 @@ static void load_drained(struct session *s)
     struct client *c = s->loader;
     if (c && c->mode == CLIENT_STREAM && session_taking_input(s) &&
         s->src->ops->space(s->src) >= CLIENT_READ_MAX)
-        client_resume(c);
+        c->srv->resume_client(c);
 }
 
 int load_stream_full(const struct client *c)
@@ -183,7 +183,7 @@ void load_stream_end(struct client *c, const char *why)
         c->mode = CLIENT_LINES;
     } else {
         c->mode = CLIENT_DRAINING;
-        client_pause(c);
+        c->srv->pause_client(c);
     }
     s->src->ops->close_input(s->src);
 }
@@ -193,7 +193,7 @@ static void stream_error(struct client *c, const char *msg)
     int64_t id = c->load_req_id;
     load_stream_end(c, "bad chunk framing from the client");
     client_send(c, ht_reply_err(id, HT_EBADARG, msg));
-    client_close(c); /* framing is lost: nothing after this can be read safely */
+    c->srv->close_client(c); /* framing is lost: nothing after this can be read safely */
 }
 
 /* Keep what the client sent after its end chunk until the summary is out. */
@@ -201,7 +201,7 @@ static void keep_after(struct client *c, const char *buf, size_t n)
 {
     char *nb = ht_realloc(c->after, c->after_len + n);
     if (!nb) {
-        client_close(c);
+        c->srv->close_client(c);
         return;
     }
     memcpy(nb + c->after_len, buf, n);
@@ -244,7 +244,7 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
                     if (c->mode == CLIENT_DRAINING)
                         keep_after(c, buf, n);
                     else
-                        client_feed(c, buf, n); /* a request again */
+                        c->srv->feed_client(c, buf, n); /* a request again */
                 }
                 return;
             }

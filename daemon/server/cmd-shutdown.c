@@ -12,7 +12,7 @@ static void stop_cb(uv_timer_t *t)
 {
     struct server *srv = t->data;
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    server_stop(srv);
+    srv->stop_server(srv);
 }
 
 /* Another user's session, if any: shutting down would stop and drop it. */
@@ -38,7 +38,7 @@ int cmd_shutdown(struct cmd_ctx *ctx)
     /* Give the reply a moment to be written before every client closes. */
     uv_timer_t *t = malloc(sizeof(*t));
     if (!t) {
-        server_stop(ctx->srv);
+        ctx->srv->stop_server(ctx->srv);
         return 0;
     }
     uv_timer_init(ctx->srv->loop, t);

@@ -28,18 +28,6 @@ int dispatch_complete(void)
     return 1;
 }
 
-int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    ctx->srv->request_errors++;
-    client_send(ctx->c, ht_reply_err(ctx->req->id, err, msg));
-    return err;
-}
-
 /* The only place a command's SESSION is resolved, so no command can forget
  * whose it is: a client sees and names only its own sessions (root: all);
  * naming another's is EPERM. SESSION may be left out when exactly one

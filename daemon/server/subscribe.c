@@ -5,7 +5,7 @@
  * only calls these callbacks.
  */
 #include "client.h"
-#include "server.h"
+#include "server-state.h"
 #include "session.h"
 
 #include "ht-alloc.h"

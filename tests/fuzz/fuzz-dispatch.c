@@ -20,6 +20,7 @@
 #include "log.h"
 #include "replay.h"
 #include "commands.h"
+#include "server.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
