@@ -70,6 +70,19 @@ int session_query_submit(struct qjob *j);
 /* The session is dropped: its waiting jobs are answered ENOSESSION; 1 when
  * a query still runs (the session is freed once it returns). */
 int session_queries_cancel(struct session *s);
+/* What status needs from outside the session layer. */
+struct session_status_ctx {
+    /* The daemon-wide budget, and the output queued to clients counted in it. */
+    const struct mem_budget *daemon_mem;
+    uint64_t out_queued;
+    /* Bytes queued to sub's client while it records s (0 otherwise). */
+    uint64_t (*sub_queued)(struct session_sub *sub, const struct session *s);
+    /* The data-quality counters (query-args.h quality_json). */
+    struct cJSON *(*quality)(struct session *s);
+};
+/* The status reply's data: state, process, ingest, heap, memory, rings,
+ * quality, triggers, snapshots, marks, queries (NULL: out of memory). */
+struct cJSON *session_status_json(struct session *s, const struct session_status_ctx *x);
 /* Bytes, lines, events and the first malformed lines of the session's input. */
 struct cJSON *session_ingest_json(struct session *s);
 const char *session_state_name(enum session_state st);
