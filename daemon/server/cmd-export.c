@@ -346,7 +346,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     const struct snapshot *x = session_snapshot_slot(s, (uint32_t)snap->valuedouble);
     *out = NULL;
     if (!x->data || x->seq != (uint32_t)snap->valuedouble) {
-        snprintf(err, errsz, "session %u has no snapshot %u", s->id, (uint32_t)snap->valuedouble);
+        snprintf(err, errsz, "session %u has no snapshot %u", session_id(s), (uint32_t)snap->valuedouble);
         return HT_EBADARG;
     }
     if (!strcmp(what, "timeline")) {
@@ -442,7 +442,7 @@ int cmd_export(struct cmd_ctx *ctx)
             return cmd_error(ctx, rc, "%s", err);
         return export_rows(ctx, f, what, value);
     }
-    if (s->snap_pending) {
+    if (session_snapshots_pending(s)) {
         struct qjob *j = qjob_new(s, "export snapshot");
         if (!j || !(j->args = cJSON_Duplicate(args, 1))) {
             qjob_free(j);

@@ -18,7 +18,7 @@ static void stop_cb(uv_timer_t *t)
 /* Another user's session, if any: shutting down would stop and drop it. */
 static const struct session *others_session(struct cmd_ctx *ctx)
 {
-    for (const struct session *s = ctx->srv->sessions.head; s; s = s->next)
+    for (const struct session *s = ctx->srv->sessions.head; s; s = session_next(s))
         if (!session_visible(s, ctx->c->uid))
             return s;
     return NULL;

@@ -57,14 +57,14 @@ static int resolve_session(struct cmd_ctx *ctx)
     char names[256] = "";
     size_t n = 0;
     uint32_t seen = 0;
-    for (struct session *s = ctx->srv->sessions.head; s; s = s->next) {
+    for (struct session *s = ctx->srv->sessions.head; s; s = session_next(s)) {
         if (!session_visible(s, uid))
             continue;
         seen++;
         ctx->s = s;
         if (n + 70 < sizeof(names))
-            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id,
-                                  s->name);
+            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", session_id(s),
+                                  session_name(s));
     }
     if (seen == 1)
         return 0;

@@ -26,7 +26,7 @@ int qjob_add_query(struct qjob *j, cJSON *args, int domain, char *err, size_t er
         snprintf(err, errsz, "out of memory");
         return HT_ENOMEM;
     }
-    int rc = qargs_parse(qa, j->s, j->s->set->cfg, args, domain, err, errsz);
+    int rc = qargs_parse(qa, j->s, session_config(j->s), args, domain, err, errsz);
     if (rc != 0) {
         ht_free(qa);
         return rc;
@@ -180,7 +180,7 @@ int qjob_submit_request(struct cmd_ctx *ctx, struct qjob *j)
         snprintf(msg, sizeof(msg),
                  "session %u is busy: %u queries wait behind a running one (max_queued_queries); "
                  "try again",
-                 s->id, s->q_waiting);
+                 session_id(s), session_queries_waiting(s));
         qjob_answer_error(j, HT_EFULL, msg);
         qjob_free(j);
     } else if (rc != 0) {

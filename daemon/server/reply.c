@@ -18,8 +18,8 @@
 
 struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz)
 {
-    for (struct session *s = srv->sessions.head; s; s = s->next)
-        if (s->id == id)
+    for (struct session *s = srv->sessions.head; s; s = session_next(s))
+        if (session_id(s) == id)
             return s;
     snprintf(err, errsz, "session %u was dropped while the reply was sent", id);
     return NULL;

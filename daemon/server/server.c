@@ -475,7 +475,7 @@ static void tick_cb(uv_timer_t *t)
     struct server *srv = t->data;
     /* Triggers are also checked once a second, not only when events come.
      * Replayed streams keep their own clock (the stream's times). */
-    for (struct session *s = srv->sessions.head; s; s = s->next)
+    for (struct session *s = srv->sessions.head; s; s = session_next(s))
         session_check_triggers(s);
 }
 

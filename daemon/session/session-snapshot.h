@@ -5,7 +5,7 @@
 #ifndef SESSION_SNAPSHOT_H
 #define SESSION_SNAPSHOT_H
 
-#include "session-int.h"
+#include "session-types.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* What a session shows of itself: its status, its input's figures, its
  * process line (session.h). */
 #include "session.h"
+#include "session-int.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -54,6 +55,146 @@ cJSON *session_ingest_json(struct session *s)
         cJSON_AddItemToArray(errs, e);
     }
     return o;
+}
+
+
+uint32_t session_id(const struct session *s)
+{
+    return s->id;
+}
+
+struct session *session_next(const struct session *s)
+{
+    return s->next;
+}
+
+const char *session_name(const struct session *s)
+{
+    return s->name;
+}
+
+enum session_state session_state(const struct session *s)
+{
+    return s->state;
+}
+
+struct engine *session_engine(struct session *s)
+{
+    return &s->eng;
+}
+
+const char *session_source_name(const struct session *s)
+{
+    return s->source;
+}
+
+const char *session_process_name(const struct session *s)
+{
+    return s->process_name;
+}
+
+int session_dropped(const struct session *s)
+{
+    return s->dropped;
+}
+
+cJSON *session_source_status(struct session *s)
+{
+    return s->src && s->src->ops->status_json ? s->src->ops->status_json(s->src) : NULL;
+}
+
+void session_set_owner(struct session *s, uint32_t uid)
+{
+    s->owner = uid;
+}
+
+size_t session_input_space(const struct session *s)
+{
+    return s->src->ops->space(s->src);
+}
+
+void session_input_write(struct session *s, const char *buf, size_t n)
+{
+    s->input_dropped += n - s->src->ops->write(s->src, buf, n);
+}
+
+void session_input_close(struct session *s)
+{
+    s->src->ops->close_input(s->src);
+}
+
+void session_set_state(struct session *s, enum session_state st)
+{
+    s->state = st;
+}
+
+const char *session_stop_reason(const struct session *s)
+{
+    return s->stop_reason;
+}
+
+void session_set_end_reason(struct session *s, const char *why)
+{
+    snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
+}
+
+const struct ht_config *session_config(const struct session *s)
+{
+    return s->set->cfg;
+}
+
+const struct source_stats *session_ingest(const struct session *s)
+{
+    return &s->ingest;
+}
+
+const struct source_params *session_live_params(const struct session *s)
+{
+    return &s->live_params;
+}
+
+uint32_t session_snapshots_pending(const struct session *s)
+{
+    return s->snap_pending;
+}
+
+uint32_t session_queries_waiting(const struct session *s)
+{
+    return s->q_waiting;
+}
+
+void *session_loader(const struct session *s)
+{
+    return s->loader;
+}
+
+void session_set_loader(struct session *s, void *loader)
+{
+    s->loader = loader;
+}
+
+void session_set_input_hooks(struct session *s, void (*drained)(struct session *s),
+                             void (*source_end)(struct session *s),
+                             void (*dropped)(struct session *s))
+{
+    s->on_drained = drained;
+    s->on_source_end = source_end;
+    s->on_dropped = dropped;
+}
+
+uint64_t session_recorded_events(const struct session *s)
+{
+    return s->recorded_events;
+}
+
+void session_recorder_lost(struct session *s, uint64_t n)
+{
+    s->recorder_lost += n;
+}
+
+void session_recorder_drops(struct session *s, uint64_t n)
+{
+    s->recorder_drops += n;
 }
 
 /* status. */

@@ -5,7 +5,7 @@
 #ifndef SESSION_TRIGGER_H
 #define SESSION_TRIGGER_H
 
-#include "session-int.h"
+#include "session-types.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
 #include "session.h"
+#include "session-int.h"
 
 #include "config.h"
 #include "engine-view.h"

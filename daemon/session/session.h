@@ -7,10 +7,14 @@
 #ifndef SESSION_H
 #define SESSION_H
 
-#include "session-int.h"
+#include "engine.h"
+#include "session-types.h"
+#include "source.h"
 #include "session-snapshot.h"
 #include "session-sub.h"
 #include "session-trigger.h"
+
+struct qjob;
 
 /* Sessions (session.c). */
 /* An empty set on loop (hooks and cfg kept, not copied). */
@@ -70,6 +74,60 @@ int session_query_submit(struct qjob *j);
 /* The session is dropped: its waiting jobs are answered ENOSESSION; 1 when
  * a query still runs (the session is freed once it returns). */
 int session_queries_cancel(struct session *s);
+/* What a session is (session-status.c): read by the server and commands
+ * instead of the struct's fields. */
+uint32_t session_id(const struct session *s);
+/* The set's sessions: set->head, then each one's next (NULL at the end). */
+struct session *session_next(const struct session *s);
+const char *session_name(const struct session *s);
+enum session_state session_state(const struct session *s);
+/* Its engine (engine.h: the figures, tables and rings the queries read). */
+struct engine *session_engine(struct session *s);
+/* The source's name ("replay", "bpf", ...) and the traced process's name. */
+const char *session_source_name(const struct session *s);
+const char *session_process_name(const struct session *s);
+/* 1 once dropped: off the list, kept until its running query returns. */
+int session_dropped(const struct session *s);
+/* The source's own status (source.h status_json; NULL without a source or
+ * one): the caller frees it. */
+struct cJSON *session_source_status(struct session *s);
+/* The uid of the client that made it (session_visible). */
+void session_set_owner(struct session *s, uint32_t uid);
+/* A stream being loaded (session_taking_input): room in the source's feed,
+ * bytes written to it (what finds no room is counted as dropped input),
+ * and its end. */
+size_t session_input_space(const struct session *s);
+void session_input_write(struct session *s, const char *buf, size_t n);
+void session_input_close(struct session *s);
+/* The command that starts a session sets its first state (loading, running). */
+void session_set_state(struct session *s, enum session_state st);
+/* Why it stopped ("" while it runs); why its input ended, said when the
+ * source has drained (a load cut short). */
+const char *session_stop_reason(const struct session *s);
+void session_set_end_reason(struct session *s, const char *why);
+/* The daemon's configuration it was made with. */
+const struct ht_config *session_config(const struct session *s);
+/* What its input held (refreshed by session_stats_refresh). */
+const struct source_stats *session_ingest(const struct session *s);
+/* The parameters its live source began with (session_source_begin). */
+const struct source_params *session_live_params(const struct session *s);
+/* Snapshots whose stacks are still being queried; queries waiting. */
+uint32_t session_snapshots_pending(const struct session *s);
+uint32_t session_queries_waiting(const struct session *s);
+/* The owner of its input (load: the loading connection, opaque here), and
+ * what it is told: after each drain, once the source is over (and its
+ * snapshots complete), and first thing when the session is dropped. */
+void *session_loader(const struct session *s);
+void session_set_loader(struct session *s, void *loader);
+void session_set_input_hooks(struct session *s, void (*drained)(struct session *s),
+                             void (*source_end)(struct session *s),
+                             void (*dropped)(struct session *s));
+/* Recorders' events: recorded, and left out (lost: in a gap of a recorder
+ * behind; drops: never expected). */
+uint64_t session_recorded_events(const struct session *s);
+void session_recorder_lost(struct session *s, uint64_t n);
+void session_recorder_drops(struct session *s, uint64_t n);
+
 /* What status needs from outside the session layer. */
 struct session_status_ctx {
     /* The daemon-wide budget, and the output queued to clients counted in it. */

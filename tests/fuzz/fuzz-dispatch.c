@@ -20,6 +20,7 @@
 #include "log.h"
 #include "replay.h"
 #include "commands.h"
+#include "session-int.h" /* the test reads the session's fields */
 #include "server.h"
 
 #include <cjson/cJSON.h>

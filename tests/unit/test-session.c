@@ -4,6 +4,7 @@
  * data, drop closes, a failing open leaves nothing, frames are symbolized
  * through the source, and the source's lost events show in data quality. */
 #include "commands.h"
+#include "session-int.h" /* the test reads the session's fields */
 #include "server.h"
 #include "evring.h"
 #include "frame-match.h"
