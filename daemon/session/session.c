@@ -588,7 +588,7 @@ void session_warm(struct session *s)
 {
     uint32_t n = s->eng.si.nstacks;
     /* The skip cache is the running query's meanwhile (query.h: one thread
-     * at a time); warmed when it returns (query-job.c). */
+     * at a time); warmed when it returns (job_finished). */
     if (s->warmed >= n || s->q_running)
         return;
     /* The same patterns a query with the default list alone uses (set->cull_max). */

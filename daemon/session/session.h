@@ -68,8 +68,8 @@ void session_check_triggers(struct session *s);
  * opens when their turn comes, a worker (qworker.h) runs them, and back on
  * the loop the view is closed and the job's done callback answers.
  * Different sessions' queries run in parallel. */
-/* Queue j on its session (taken over, freed after done): 0, or HT_EFULL /
- * HT_ENOSESSION with j freed (counted as rejected). */
+/* Queue j on its session (taken over, freed after done): 0, or HT_EFULL
+ * (counted as rejected) / HT_ENOSESSION, j left to the caller to free. */
 int session_query_submit(struct qjob *j);
 /* The session is dropped: its waiting jobs are answered ENOSESSION; 1 when
  * a query still runs (the session is freed once it returns). */
