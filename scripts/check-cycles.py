@@ -230,7 +230,7 @@ def main():
                 more = " (+%d)" % (len(ws) - 3) if len(ws) > 3 else ""
                 print("  %s -> %s: %s%s" % (a, b, ", ".join(ws[:3]), more))
     print("check-cycles: %d files, %d objects, %d edges, %d cycles (%d not allowed)"
-          % (len(nodes), nobj, len(adj and [1 for a in adj for _ in adj[a]]), len(comps), bad))
+          % (len(nodes), nobj, sum(len(v) for v in adj.values()), len(comps), bad))
     sys.exit(1 if bad else 0)
 
 
