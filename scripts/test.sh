@@ -32,6 +32,8 @@ run_suite() {
 }
 
 run_suite build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# No cycle of daemon files (includes and calls between the objects just built).
+python3 scripts/check-cycles.py build-test
 # Sanitizers: any report fails the test (halt_on_error), leaks included.
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

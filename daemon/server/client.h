@@ -7,6 +7,7 @@
 #define CLIENT_H
 
 #include "ht-proto.h"
+#include "reply.h"
 #include "session.h"
 
 #include <stddef.h>
@@ -93,55 +94,24 @@ void client_start(struct client *c);
 int client_send(struct client *c, char *line);
 /* Bytes sent to the client that it has not read yet (queued or in libuv). */
 uint64_t client_unread(const struct client *c);
+/* The output side's state, for the server's decisions (client.c): what the
+ * client has not read, queued reply streams included; whether it is busy
+ * (an answer being computed, or that backlog past half its output cap:
+ * requests wait); whether it is answered (nothing queued, written or held). */
+uint64_t client_backlog(const struct client *c);
+int client_busy(const struct client *c);
+int client_flushed(const struct client *c);
+/* Move queued replies to libuv (one stream frame per call). */
+void client_pump(struct client *c);
+/* Drop every queued reply (the client closes). */
+void client_out_clear(struct client *c);
 /* A reply stream's next frame is made only while the client has less than
  * this unread: a reader gets every frame, a client that stops reading holds
  * at most this much plus one frame. */
 #define CLIENT_OUT_LOW (512 * 1024)
 
-/* A reply produced one frame at a time (reply.c): its next frame is made when
- * the client has read the previous ones, so no request holds the loop for
- * longer than one frame takes. */
-struct reply_src {
-    struct ht_framer fr;
-    /* Append the next item's JSON text to out (empty): 1 added, 0 no more
-     * items, or an error (the reply then ends with an error envelope, err). */
-    int (*item)(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz);
-    void (*free)(struct reply_src *r); /* frees r itself */
-    struct ht_sbuf ahead;              /* the next item, made early: it says if more come */
-    int done;
-    const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
-    /* For the debug log: the loop's longest hold for one frame, wall time
-     * and the loop thread's CPU time (the one a loaded host does not swell). */
-    uint64_t frames, bytes, slowest_ns, slowest_cpu_ns;
-    uint64_t held; /* bytes the source holds (a query's rows): queued output until freed */
-};
-/* How a stream turns one row (or sample) into its item: 1 added to out, 0
- * skipped, or an error. NULL means the row's JSON itself. */
-typedef int (*reply_fmt_fn)(const void *arg, const struct cJSON *row, uint32_t rank,
-                            struct ht_sbuf *out);
-/* Append row as the item fmt makes of it (see reply_fmt_fn). */
-int reply_item_add(const struct cJSON *row, reply_fmt_fn fmt, const void *arg, uint32_t rank,
-                   struct ht_sbuf *out);
-/* Cut data's array arr (in data, or in its member outer) for r, the reply
- * to request id; data is freed. 0, or HT_ENOMEM with r freed. */
-int reply_src_ready(struct reply_src *r, int64_t id, struct cJSON *data, struct cJSON *arr,
-                    struct cJSON *outer);
-/* Cut data's array arr (in data, or in its member outer) for r and queue r
- * to the client; data is freed. Returns 0 (an error was answered). */
-int reply_start(struct cmd_ctx *ctx, struct reply_src *r, struct cJSON *data, struct cJSON *arr,
-                struct cJSON *outer);
-/* Reply data (taken over) as a stream whose biggest array is cut into
- * frames, as cmd_reply sends it; NULL when out of memory. */
-struct reply_src *reply_json_src(int64_t id, struct cJSON *data);
 /* Queue a reply stream (taken over) after the client's other replies. */
 void client_send_src(struct client *c, struct reply_src *r);
-/* The next frame of r (*last = 1 when it is the last one, or an error
- * envelope ended it); NULL when out of memory. */
-char *reply_src_next(struct reply_src *r, int *last);
-void reply_src_free(struct reply_src *r);
-/* The session a streamed reply reads from, or NULL with the message for a
- * session dropped while its reply was sent. */
-struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz);
 void client_close(struct client *c);
 /* Stop / restart reading a client (a load stream waits for its feed). */
 void client_pause(struct client *c);

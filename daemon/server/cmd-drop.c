@@ -11,7 +11,7 @@ int cmd_drop(struct cmd_ctx *ctx)
     if (!cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session"))
         return cmd_error(ctx, HT_EBADARG,
                          "drop needs the session named: heaptracectl drop SESSION");
-    uint32_t id = ctx->s->id;
+    uint32_t id = session_id(ctx->s);
     session_drop(ctx->s);
     ctx->s = NULL;
     cJSON *d = cJSON_CreateObject();

@@ -127,12 +127,12 @@ static void pprof_opened(struct qjob *j)
 {
     struct export_job *x = j->arg;
     struct session *s = j->s;
-    struct engine *e = &s->eng;
-    x->wall_start = s->wall_start;
+    struct engine *e = session_engine(s);
+    x->wall_start = session_wall_start(s);
     x->p = pprof_new();
     if (!x->p)
         return;
-    if (e->modules.n || e->exited || !strcmp(s->source, "replay")) {
+    if (e->modules.n || e->exited || !strcmp(session_source_name(s), "replay")) {
         if (export_pprof_modules(x->p, &e->si, &e->modules) != 0) {
             pprof_free(x->p);
             x->p = NULL;
@@ -343,11 +343,10 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     const char *what = w ? w->valuestring : "stacks";
     const struct export_value *value;
     const cJSON *snap = cJSON_GetObjectItemCaseSensitive(args, "snapshot");
-    uint32_t cap = s->srv->cfg->max_snapshots;
-    const struct snapshot *x = &s->snaps[((uint32_t)snap->valuedouble + cap - 1) % cap];
+    const struct snapshot *x = session_snapshot_slot(s, (uint32_t)snap->valuedouble);
     *out = NULL;
     if (!x->data || x->seq != (uint32_t)snap->valuedouble) {
-        snprintf(err, errsz, "session %u has no snapshot %u", s->id, (uint32_t)snap->valuedouble);
+        snprintf(err, errsz, "session %u has no snapshot %u", session_id(s), (uint32_t)snap->valuedouble);
         return HT_EBADARG;
     }
     if (!strcmp(what, "timeline")) {
@@ -363,7 +362,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
         struct pprof *p;
         int rc = export_pprof_json(rows, &p);
-        *out = rc == 0 ? pprof_data(f, p, s->wall_start, (uint64_t)export_field(win, "t1"),
+        *out = rc == 0 ? pprof_data(f, p, session_wall_start(s), (uint64_t)export_field(win, "t1"),
                                     (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
                                     (double)export_field(part, "groups"))
                        : NULL;
@@ -443,7 +442,7 @@ int cmd_export(struct cmd_ctx *ctx)
             return cmd_error(ctx, rc, "%s", err);
         return export_rows(ctx, f, what, value);
     }
-    if (s->snap_pending) {
+    if (session_snapshots_pending(s)) {
         struct qjob *j = qjob_new(s, "export snapshot");
         if (!j || !(j->args = cJSON_Duplicate(args, 1))) {
             qjob_free(j);

@@ -29,14 +29,14 @@ static void load_source_end(struct session *s);
  * closed (the rest of its stream has nowhere to go). */
 static void load_dropped(struct session *s)
 {
-    struct client *c = s->loader;
+    struct client *c = session_loader(s);
     if (!c)
         return;
     c->loading = NULL;
-    s->loader = NULL;
+    session_set_loader(s, NULL);
     client_send(c, ht_reply_err(c->load_req_id, HT_ENOSESSION, "session dropped during load"));
     c->mode = CLIENT_LINES;
-    client_close(c);
+    c->srv->close_client(c);
 }
 
 int cmd_load(struct cmd_ctx *ctx)
@@ -47,14 +47,14 @@ int cmd_load(struct cmd_ctx *ctx)
     if (!ops)
         return cmd_error(ctx, HT_ENOTSUP, "%s", err);
     int rc =
-        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
+        session_admit_for(&ctx->srv->sessions, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+        session_new(&ctx->srv->sessions, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s)
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
-    s->owner = ctx->c->uid;
+    session_set_owner(s, ctx->c->uid);
     rc = session_add_triggers(s, ctx->req->args, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
@@ -63,24 +63,22 @@ int cmd_load(struct cmd_ctx *ctx)
     struct source_params p;
     memset(&p, 0, sizeof(p));
     p.mode = SOURCE_STREAM;
-    s->state = SESSION_LOADING;
-    s->on_drained = load_drained;
-    s->on_source_end = load_source_end;
-    s->on_dropped = load_dropped;
+    session_set_state(s, SESSION_LOADING);
+    session_set_input_hooks(s, load_drained, load_source_end, load_dropped);
     rc = session_source_begin(s, ops, &p, err, sizeof(err));
     if (rc != 0) {
         session_drop(s);
         return cmd_error(ctx, rc == UV_ENOMEM ? HT_ENOMEM : HT_EINTERNAL, "%s", err);
     }
-    s->loader = ctx->c;
+    session_set_loader(s, ctx->c);
     ctx->c->loading = s;
     ctx->c->load_req_id = ctx->req->id;
     ctx->c->mode = CLIENT_STREAM;
     ctx->c->chunk_left = 0;
     ctx->c->in_len = 0;
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
-    cJSON_AddStringToObject(d, "name", s->name);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
+    cJSON_AddStringToObject(d, "name", session_name(s));
     cJSON_AddStringToObject(d, "send", "chunks: <length>\\n<bytes>, then 0\\n");
     client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
     return 0;
@@ -89,11 +87,11 @@ int cmd_load(struct cmd_ctx *ctx)
 static void load_summary(struct client *c, struct session *s)
 {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
-    cJSON_AddStringToObject(d, "name", s->name);
-    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
-    if (s->stop_reason[0])
-        cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
+    cJSON_AddStringToObject(d, "name", session_name(s));
+    cJSON_AddStringToObject(d, "state", session_state_name(session_state(s)));
+    if (session_stop_reason(s)[0])
+        cJSON_AddStringToObject(d, "stop_reason", session_stop_reason(s));
     /* The ingest figures sit at the top level of the summary. */
     cJSON *in = session_ingest_json(s), *m;
     while ((m = in->child) != NULL)
@@ -115,43 +113,43 @@ static void loader_done(struct client *c, struct session *s)
     c->after = NULL;
     c->after_len = 0;
     if (after && !c->closing)
-        client_feed(c, after, n);
+        c->srv->feed_client(c, after, n);
     ht_free(after);
     if (!c->closing)
-        client_resume(c);
+        c->srv->resume_client(c);
 }
 
 /* The source is over: drained to the end, or its session stopped. */
 static void load_source_end(struct session *s)
 {
-    struct client *c = s->loader;
+    struct client *c = session_loader(s);
     if (!c)
         return;
     if (c->mode == CLIENT_DRAINING) {
         /* The summary waits for the snapshots the load took: what the
          * client asks next sees them whole (query-job.h runs them). */
-        if (s->snap_pending)
+        if (session_snapshots_pending(s))
             return;
-        s->loader = NULL;
+        session_set_loader(s, NULL);
         loader_done(c, s);
     } else {
-        client_resume(c); /* stopped early: the rest of its stream is read and dropped */
+        c->srv->resume_client(c); /* stopped early: the rest of its stream is read and dropped */
     }
 }
 
 /* After each drain: a paused loader reads again once its source has room. */
 static void load_drained(struct session *s)
 {
-    struct client *c = s->loader;
+    struct client *c = session_loader(s);
     if (c && c->mode == CLIENT_STREAM && session_taking_input(s) &&
-        s->src->ops->space(s->src) >= CLIENT_READ_MAX)
-        client_resume(c);
+        session_input_space(s) >= CLIENT_READ_MAX)
+        c->srv->resume_client(c);
 }
 
 int load_stream_full(const struct client *c)
 {
     const struct session *s = c->loading;
-    return s && session_taking_input(s) && s->src->ops->space(s->src) < CLIENT_READ_MAX;
+    return s && session_taking_input(s) && session_input_space(s) < CLIENT_READ_MAX;
 }
 
 /* The input ended (end chunk, disconnect, bad framing): the session ends
@@ -162,7 +160,7 @@ void load_stream_end(struct client *c, const char *why)
     c->in_len = 0;
     if (s && c->mode == CLIENT_DRAINING) {
         /* Gone after its end chunk: the session ends as it would have. */
-        s->loader = NULL;
+        session_set_loader(s, NULL);
         c->loading = NULL;
         return;
     }
@@ -171,21 +169,21 @@ void load_stream_end(struct client *c, const char *why)
         c->loading = NULL;
         c->mode = CLIENT_LINES;
         if (s)
-            s->loader = NULL;
+            session_set_loader(s, NULL);
         if (s && !why)
             load_summary(c, s);
         return;
     }
     if (why) {
-        snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
-        s->loader = NULL;
+        session_set_end_reason(s, why);
+        session_set_loader(s, NULL);
         c->loading = NULL;
         c->mode = CLIENT_LINES;
     } else {
         c->mode = CLIENT_DRAINING;
-        client_pause(c);
+        c->srv->pause_client(c);
     }
-    s->src->ops->close_input(s->src);
+    session_input_close(s);
 }
 
 static void stream_error(struct client *c, const char *msg)
@@ -193,7 +191,7 @@ static void stream_error(struct client *c, const char *msg)
     int64_t id = c->load_req_id;
     load_stream_end(c, "bad chunk framing from the client");
     client_send(c, ht_reply_err(id, HT_EBADARG, msg));
-    client_close(c); /* framing is lost: nothing after this can be read safely */
+    c->srv->close_client(c); /* framing is lost: nothing after this can be read safely */
 }
 
 /* Keep what the client sent after its end chunk until the summary is out. */
@@ -201,7 +199,7 @@ static void keep_after(struct client *c, const char *buf, size_t n)
 {
     char *nb = ht_realloc(c->after, c->after_len + n);
     if (!nb) {
-        client_close(c);
+        c->srv->close_client(c);
         return;
     }
     memcpy(nb + c->after_len, buf, n);
@@ -244,7 +242,7 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
                     if (c->mode == CLIENT_DRAINING)
                         keep_after(c, buf, n);
                     else
-                        client_feed(c, buf, n); /* a request again */
+                        c->srv->feed_client(c, buf, n); /* a request again */
                 }
                 return;
             }
@@ -255,7 +253,7 @@ void load_stream_bytes(struct client *c, const char *buf, size_t n)
         /* Reading pauses while the source has less room than one read, so
          * this always fits; a stopped session drops the rest. */
         if (s && session_taking_input(s))
-            s->input_dropped += take - s->src->ops->write(s->src, buf, take);
+            session_input_write(s, buf, take);
         c->chunk_left -= take;
         buf += take;
         n -= take;

@@ -20,21 +20,21 @@
 int cmd_record(struct cmd_ctx *ctx)
 {
     struct session *s = ctx->s;
-    if (s->state != SESSION_LOADING && s->state != SESSION_RUNNING)
+    if (session_state(s) != SESSION_LOADING && session_state(s) != SESSION_RUNNING)
         return cmd_error(ctx, HT_ESTATE, "session %u is %s: no more events will come to record",
-                         s->id, session_state_name(s->state));
+                         session_id(s), session_state_name(session_state(s)));
     if (ctx->c->recording || ctx->c->topping)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
-    if (ctx->c == s->loader)
+    if (ctx->c == session_loader(s))
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot record");
     /* .htev has no field for a sample's weight: a replay would count each
      * sampled block once. Refused rather than silently wrong. */
-    if (s->ingest.sampling)
+    if (session_ingest(s)->sampling)
         return cmd_error(
             ctx, HT_ENOTSUP,
             "session %u is sampled (run --sample or --max-overhead): .htev carries "
             "no sample weights, so a replay would be wrong; query or export it instead",
-            s->id);
+            session_id(s));
     const cJSON *raw = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "raw");
     if (raw && !cJSON_IsBool(raw))
         return cmd_error(ctx, HT_EBADARG, "\"raw\" must be true or false");
@@ -46,7 +46,7 @@ int cmd_record(struct cmd_ctx *ctx)
         if (rc)
             return cmd_error(ctx, rc, "%s", err);
         cJSON *d = cJSON_CreateObject();
-        cJSON_AddNumberToObject(d, "session", s->id);
+        cJSON_AddNumberToObject(d, "session", session_id(s));
         cJSON_AddStringToObject(d, "recording", "raw ETW stream lines follow; a reply line ends them");
         client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
         /* Joining a recording under way: the stream's header opens this one too. */
@@ -56,14 +56,14 @@ int cmd_record(struct cmd_ctx *ctx)
     }
     client_subscribe(ctx->c, s, 1);
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
     cJSON_AddStringToObject(d, "recording", "htev lines follow; a reply line ends them");
     client_send(ctx->c, ht_reply_ok(ctx->req->id, d, 1));
     /* A recording is replayable on its own: it opens with the process line
      * when the process is known already (else the stream's own line comes). */
-    if (s->eng.pid || s->process_name[0]) {
+    if (session_engine(s)->pid || session_process_name(s)[0]) {
         char line[1024];
-        size_t n = session_process_line(s, s->eng.now, line, sizeof(line));
+        size_t n = session_process_line(s, session_engine(s)->now, line, sizeof(line));
         if (n)
             client_send(ctx->c, ht_strndup(line, n));
     }

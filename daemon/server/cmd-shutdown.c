@@ -12,13 +12,13 @@ static void stop_cb(uv_timer_t *t)
 {
     struct server *srv = t->data;
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    server_stop(srv);
+    srv->stop_server(srv);
 }
 
 /* Another user's session, if any: shutting down would stop and drop it. */
 static const struct session *others_session(struct cmd_ctx *ctx)
 {
-    for (const struct session *s = ctx->srv->sessions; s; s = s->next)
+    for (const struct session *s = ctx->srv->sessions.head; s; s = session_next(s))
         if (!session_visible(s, ctx->c->uid))
             return s;
     return NULL;
@@ -33,12 +33,12 @@ int cmd_shutdown(struct cmd_ctx *ctx)
                          (unsigned)ctx->c->uid);
     log_info("shutdown requested by client %llu", (unsigned long long)ctx->c->id);
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "sessions", ctx->srv->nsessions);
+    cJSON_AddNumberToObject(d, "sessions", ctx->srv->sessions.n);
     cmd_reply(ctx, d);
     /* Give the reply a moment to be written before every client closes. */
     uv_timer_t *t = malloc(sizeof(*t));
     if (!t) {
-        server_stop(ctx->srv);
+        ctx->srv->stop_server(ctx->srv);
         return 0;
     }
     uv_timer_init(ctx->srv->loop, t);

@@ -32,7 +32,7 @@ static int rows_item(struct reply_src *r, struct ht_sbuf *out, char *err, size_t
     int rc = 0;
     while (rc == 0 && x->next < x->res.nrows) {
         uint32_t i = x->next++;
-        cJSON *o = query_row_json(&s->eng.si, &x->q, &x->res, &x->res.rows[i]);
+        cJSON *o = query_row_json(&session_engine(s)->si, &x->q, &x->res, &x->res.rows[i]);
         rc = reply_item_add(o, x->fmt, x->fmt_arg, i + 1, out);
         cJSON_Delete(o);
     }
@@ -75,7 +75,7 @@ struct reply_src *rows_src_new(struct server *srv, uint32_t session, const struc
 int rows_reply(struct cmd_ctx *ctx, const struct query *q, struct query_result *res, cJSON *data,
                cJSON *arr, cJSON *outer, reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
 {
-    struct reply_src *r = rows_src_new(ctx->srv, ctx->s->id, q, res, fmt, fmt_arg, lead);
+    struct reply_src *r = rows_src_new(ctx->srv, session_id(ctx->s), q, res, fmt, fmt_arg, lead);
     if (!r) {
         cJSON_Delete(data);
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
@@ -94,8 +94,9 @@ void rows_job_answer(struct qjob *j, unsigned i, cJSON *data, cJSON *arr, cJSON 
                      reply_fmt_fn fmt, const void *fmt_arg, const char *lead)
 {
     struct session *s = j->s;
+    struct client *c = j->c; /* there: its callers answered a job without client as failed */
     struct reply_src *r =
-        rows_src_new(s->srv, s->id, &j->qa[i]->q, &j->res[i], fmt, fmt_arg, lead);
+        rows_src_new(c->srv, session_id(s), &j->qa[i]->q, &j->res[i], fmt, fmt_arg, lead);
     if (!r) {
         cJSON_Delete(data);
         qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");

@@ -66,12 +66,12 @@ static char **argv_of(const cJSON *list)
 /* The session that traces pid now (its source attached), or NULL. */
 static struct session *tracing_session(struct server *srv, uint64_t pid)
 {
-    for (struct session *s = srv->sessions; s; s = s->next) {
+    for (struct session *s = srv->sessions.head; s; s = session_next(s)) {
         if (!session_taking_input(s))
             continue;
-        const struct source_params *lp = &s->live_params;
+        const struct source_params *lp = session_live_params(s);
         if ((lp->mode == SOURCE_PID && lp->pid == pid) ||
-            (lp->mode == SOURCE_LAUNCH && s->eng.pid == pid))
+            (lp->mode == SOURCE_LAUNCH && session_engine(s)->pid == pid))
             return s;
     }
     return NULL;
@@ -86,7 +86,7 @@ static int already_traced(struct cmd_ctx *ctx, const struct session *o, uint64_t
     return cmd_error(ctx, HT_EEXIST,
                      "process %llu is already traced by session %u \"%s\" ('heaptracectl stop "
                      "%u' ends it)",
-                     (unsigned long long)pid, o->id, o->name, o->id);
+                     (unsigned long long)pid, session_id(o), session_name(o), session_id(o));
 }
 
 /* The first private-bytes reading, at the start: until the source's sampler
@@ -96,34 +96,34 @@ static void first_private_sample(struct session *s, const struct source_params *
 {
     struct procmem pm;
     if (p->mode == SOURCE_PID && procmem_read(p->pid, &pm) == 0)
-        engine_private_bytes(&s->eng, pm.private_bytes);
+        engine_private_bytes(session_engine(s), pm.private_bytes);
 }
 
 /* A start that failed gives its id back: the next session gets it (the
  * dropped one is out of the list already, and nobody was told its id). */
 static void session_id_unuse(struct server *srv, uint32_t id)
 {
-    if (srv->next_session_id == id)
-        srv->next_session_id--;
+    if (srv->sessions.next_id == id)
+        srv->sessions.next_id--;
 }
 
 static int live_reply(struct cmd_ctx *ctx, struct session *s, const struct source_params *p,
                       const char *choice)
 {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
-    cJSON_AddStringToObject(d, "name", s->name);
-    cJSON_AddStringToObject(d, "source", s->source);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
+    cJSON_AddStringToObject(d, "name", session_name(s));
+    cJSON_AddStringToObject(d, "source", session_source_name(s));
     if (choice && choice[0])
         cJSON_AddStringToObject(d, "source_choice", choice);
-    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    cJSON_AddStringToObject(d, "state", session_state_name(session_state(s)));
     if (p->mode == SOURCE_PID)
         cJSON_AddNumberToObject(d, "pid", (double)p->pid);
     /* What the source wants said at the start (ETW: only processes started
      * from now on; a heap logger restart other sessions may have lost
      * events to), from its status "notes". */
-    if (s->src && s->src->ops->status_json) {
-        cJSON *st = s->src->ops->status_json(s->src);
+    cJSON *st = session_source_status(s);
+    if (st) {
         cJSON *notes = cJSON_DetachItemFromObjectCaseSensitive(st, "notes");
         if (cJSON_IsArray(notes))
             cJSON_AddItemToObject(d, "notes", notes);
@@ -175,7 +175,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
     if (o)
         return already_traced(ctx, o, p->pid);
     int rc =
-        session_admit_for(ctx->srv, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
+        session_admit_for(&ctx->srv->sessions, name ? name->valuestring : NULL, ctx->c->uid, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
     p->stack_depth = depth ? (uint32_t)depth->valuedouble : HT_STACK_MAX_DEPTH;
@@ -192,12 +192,12 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         p->argv = argv;
     }
     struct session *s =
-        session_new(ctx->srv, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
+        session_new(&ctx->srv->sessions, name ? name->valuestring : NULL, ops->name, err, sizeof(err));
     if (!s) {
         ht_free(argv);
         return cmd_error(ctx, HT_ENOMEM, "%s", err);
     }
-    s->owner = ctx->c->uid;
+    session_set_owner(s, ctx->c->uid);
     rc = session_add_triggers(s, args, err, sizeof(err));
     if (rc == 0) {
         /* Private bytes sampled four times per timeline interval (a read of
@@ -208,7 +208,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         if (p->sample_ns < 10000000ULL)
             p->sample_ns = 10000000ULL;
         p->ring_bytes = ctx->srv->cfg->bpf_ring_bytes;
-        s->state = SESSION_RUNNING;
+        session_set_state(s, SESSION_RUNNING);
         /* Before the source starts: its start may apply its first events
          * (the process), and the timeline's first sample is taken with them. */
         first_private_sample(s, p);
@@ -218,7 +218,7 @@ static int live_session(struct cmd_ctx *ctx, const struct source_ops *ops, struc
         rc = trace_access_confirm(who, p->pid, handle, err, sizeof(err));
     ht_free(argv);
     if (rc != 0) {
-        uint32_t id = s->id;
+        uint32_t id = session_id(s);
         log_info("session %u: %s with source %s failed: %s", id, mode_flag(mode), ops->name, err);
         session_drop(s);
         session_id_unuse(ctx->srv, id);

@@ -1,193 +1,21 @@
-/* status: everything about one session: state, memory, rings, data quality, triggers, snapshots. */
+/* status: everything about one session: state, memory, rings, data quality,
+ * triggers, snapshots (the session layer builds it: session_status_json). */
 #include "commands.h"
 
 #include "query-args.h"
 
 #include <cjson/cJSON.h>
 
-static void ring_json(cJSON *parent, const char *key, const struct chunk_ring *r)
+/* What a recorder of s has been sent and not read: counted in status. */
+static uint64_t sub_queued(struct session_sub *sub, const struct session *s)
 {
-    cJSON *o = cJSON_AddObjectToObject(parent, key);
-    cJSON_AddNumberToObject(o, "len", (double)chunk_ring_len(r));
-    cJSON_AddNumberToObject(o, "cap", (double)r->cap);
-    cJSON_AddNumberToObject(o, "pushed", (double)r->pushed);
-    cJSON_AddBoolToObject(o, "evicted", r->evicted);
-    if (r->evicted)
-        cJSON_AddNumberToObject(o, "horizon", (double)r->horizon);
-}
-
-/* One number per structure, the engine's and (while it is open) the source's. */
-static cJSON *by_kind_json(const uint64_t *eng, const uint64_t *dec)
-{
-    cJSON *o = cJSON_CreateObject();
-    for (int k = 0; k < MEM_KINDS; k++)
-        cJSON_AddNumberToObject(o, mem_kind_names[k], (double)(eng[k] + (dec ? dec[k] : 0)));
-    return o;
-}
-
-/* The session's byte budget, what it holds by structure, and what did not fit. */
-static void memory_json(cJSON *m, struct session *s)
-{
-    const struct source_stats *in = &s->ingest; /* refreshed by session_ingest_json */
-    cJSON_AddNumberToObject(m, "budget", (double)s->mem.limit);
-    cJSON_AddNumberToObject(m, "used", (double)mem_budget_used(&s->mem));
-    cJSON_AddItemToObject(m, "by_structure",
-                          by_kind_json(s->eng.acct.bytes, s->src ? in->mem : NULL));
-    cJSON_AddItemToObject(m, "over_budget", by_kind_json(s->eng.acct.over_budget, in->over_budget));
-    cJSON_AddItemToObject(m, "no_memory", by_kind_json(s->eng.acct.no_memory, in->no_memory));
-    uint64_t rec = 0;
-    for (struct session_sub *sub = s->subs; sub; sub = sub->next) {
-        const struct client *c = client_of_sub(sub);
-        if (c->recording == s)
-            rec += c->out_pending;
-    }
-    cJSON_AddNumberToObject(m, "recorders_queued", (double)rec);
-    /* Calls of the allocator that failed: after each, growth backs off (mem-acct.h). */
-    cJSON_AddNumberToObject(m, "alloc_failures",
-                            (double)(s->eng.acct.alloc_failures + in->alloc_failures));
-    const struct mem_budget *d = &s->srv->mem;
-    cJSON *o = cJSON_AddObjectToObject(m, "daemon");
-    cJSON_AddNumberToObject(o, "budget", (double)d->limit);
-    cJSON_AddNumberToObject(o, "used", (double)(mem_budget_used(d) + s->srv->out_queued));
-}
-
-/* Queries of the session (query-job.h): how many ran, wait, run now, were
- * refused for a full queue or failed, and the longest each took of the loop
- * (view open + close + answer) and of a worker. */
-static void queries_json(cJSON *o, const struct session *s)
-{
-    cJSON_AddNumberToObject(o, "run", (double)s->qs.run);
-    cJSON_AddNumberToObject(o, "waiting", s->q_waiting);
-    cJSON_AddNumberToObject(o, "in_flight", s->q_running ? 1 : 0);
-    cJSON_AddNumberToObject(o, "rejected_busy", (double)s->qs.rejected);
-    cJSON_AddNumberToObject(o, "failed", (double)s->qs.failed);
-    cJSON_AddNumberToObject(o, "longest_loop_hold_ms", (double)s->qs.hold_max_ns / 1e6);
-    cJSON_AddNumberToObject(o, "longest_worker_ms", (double)s->qs.worker_max_ns / 1e6);
-    cJSON_AddNumberToObject(o, "worker_ms", (double)s->qs.worker_total_ns / 1e6);
-    /* Drains put off while a query held the symbolizer a recorder needed. */
-    cJSON_AddNumberToObject(o, "drains_put_off", (double)s->drains_put_off);
+    const struct client *c = client_of_sub(sub);
+    return c->recording == s ? c->out_pending : 0;
 }
 
 int cmd_status(struct cmd_ctx *ctx)
 {
-    struct session *s = ctx->s;
-    struct engine *e = &s->eng;
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "id", s->id);
-    cJSON_AddStringToObject(d, "name", s->name);
-    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
-    if (s->finishing) /* stopped, still applying what the source had taken */
-        cJSON_AddTrueToObject(d, "draining");
-    if (s->stop_reason[0])
-        cJSON_AddStringToObject(d, "stop_reason", s->stop_reason);
-    cJSON_AddStringToObject(d, "source", s->source);
-    cJSON_AddNumberToObject(d, "wall_start", (double)s->wall_start);
-    cJSON_AddNumberToObject(d, "now", (double)e->now);
-    cJSON *p = cJSON_AddObjectToObject(d, "process");
-    cJSON_AddNumberToObject(p, "pid", (double)e->pid);
-    cJSON_AddStringToObject(p, "name", s->process_name);
-    if (s->stream_wall[0])
-        cJSON_AddStringToObject(p, "recorded_at", s->stream_wall);
-    cJSON_AddBoolToObject(p, "exited", e->exited);
-    if (e->exited)
-        cJSON_AddNumberToObject(p, "exit_code", (double)e->exit_code);
-    cJSON *mods = cJSON_AddObjectToObject(d, "modules");
-    cJSON_AddNumberToObject(mods, "count", e->modules.n);
-    cJSON_AddNumberToObject(mods, "loads", (double)e->modules.loads);
-    cJSON_AddNumberToObject(mods, "unloads", (double)e->modules.unloads);
-    cJSON_AddNumberToObject(mods, "dropped", (double)e->modules.drops);
-    cJSON_AddNumberToObject(mods, "unknown_unloads", (double)e->modules.unknown_unloads);
-    /* Module ranges not kept for naming a replay's frames (modnames.h: the
-     * cap, a zero or wrapping range, memory); loop-owned like the table. */
-    cJSON_AddNumberToObject(mods, "names_dropped", (double)s->modnames.drops);
-    cJSON_AddItemToObject(d, "ingest", session_ingest_json(s));
-    /* The source's own view (eBPF: its probes, ring size, drops), while it is kept. */
-    cJSON *sj = NULL;
-    if (s->src && s->src->ops->status_json) {
-        sj = s->src->ops->status_json(s->src); /* never waits for the symbolizer (source.h) */
-    } else if (s->src_status_last) {
-        sj = cJSON_Duplicate(s->src_status_last, 1);
-    }
-    /* The launch details (the agent's token) are for run's reply only. */
-    cJSON_DeleteItemFromObjectCaseSensitive(sj, "launch");
-    if (sj)
-        cJSON_AddItemToObject(d, "source_status", sj);
-    cJSON *h = cJSON_AddObjectToObject(d, "heap");
-    cJSON_AddNumberToObject(h, "outstanding", (double)e->heap_bytes);
-    cJSON_AddNumberToObject(h, "outstanding_count", (double)e->heap_count);
-    cJSON_AddNumberToObject(h, "peak", (double)e->peak_heap_bytes);
-    cJSON_AddNumberToObject(h, "table_cap", e->table.cap);
-    cJSON *heaps = cJSON_AddArrayToObject(h, "heaps");
-    for (uint32_t i = 0; i < e->nheaps; i++) {
-        cJSON *o = cJSON_CreateObject();
-        char buf[24];
-        snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)e->heaps[i].handle);
-        cJSON_AddStringToObject(o, "handle", buf);
-        cJSON_AddNumberToObject(o, "outstanding", (double)e->heaps[i].out_bytes);
-        cJSON_AddNumberToObject(o, "outstanding_count", (double)e->heaps[i].out_count);
-        cJSON_AddNumberToObject(o, "destroys", (double)e->heaps[i].destroys);
-        cJSON_AddItemToArray(heaps, o);
-    }
-    cJSON *c = cJSON_AddObjectToObject(d, "commits");
-    cJSON_AddNumberToObject(c, "committed", (double)e->commits.bytes);
-    cJSON_AddNumberToObject(c, "ranges", e->commits.n);
-    cJSON_AddNumberToObject(c, "peak", (double)e->peak_commit_bytes);
-    cJSON *pb = cJSON_AddObjectToObject(d, "private_bytes");
-    cJSON_AddNumberToObject(pb, "now", (double)e->private_bytes);
-    cJSON_AddNumberToObject(pb, "peak", (double)e->peak_private_bytes);
-    cJSON *m = cJSON_AddObjectToObject(d, "memory");
-    cJSON_AddNumberToObject(m, "engine", (double)engine_memory(e));
-    cJSON_AddNumberToObject(m, "stacks", (double)stack_intern_memory(&e->si));
-    cJSON_AddNumberToObject(m, "distinct_stacks", e->si.nstacks - 1);
-    memory_json(m, s);
-    cJSON *rings = cJSON_AddObjectToObject(d, "rings");
-    ring_json(rings, "heap_lifetimes", &e->heap_life);
-    ring_json(rings, "commit_lifetimes", &e->commit_life);
-    ring_json(rings, "realloc_events", &e->re_ring);
-    cJSON *tl = cJSON_AddObjectToObject(rings, "timeline");
-    cJSON_AddNumberToObject(tl, "len", (double)timeline_len(&e->tl));
-    cJSON_AddNumberToObject(tl, "cap", (double)e->tl.cap);
-    cJSON_AddNumberToObject(tl, "interval_ns", (double)e->lim.timeline_ns);
-    cJSON_AddItemToObject(d, "quality", quality_json(s));
-    cJSON *tr = cJSON_AddArrayToObject(d, "triggers");
-    for (unsigned i = 0; i < s->ntriggers; i++) {
-        const struct trigger *t = &s->triggers[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "when", t->text);
-        cJSON_AddStringToObject(o, "action", t->snapshot ? "snapshot" : "stop");
-        if (t->every)
-            cJSON_AddNumberToObject(o, "every", (double)t->every);
-        cJSON_AddNumberToObject(o, "fired", t->fired);
-        if (t->snapshot && t->every)
-            cJSON_AddNumberToObject(o, "steps", (double)t->steps);
-        if (t->fired) {
-            cJSON_AddNumberToObject(o, "first_fired_at", (double)t->first_t);
-            cJSON_AddNumberToObject(o, "last_fired_at", (double)t->last_t);
-        }
-        cJSON_AddItemToArray(tr, o);
-    }
-    cJSON *sn = cJSON_AddArrayToObject(d, "snapshots");
-    uint32_t cap = ctx->srv->cfg->max_snapshots;
-    for (uint32_t k = 0; k < cap; k++) {
-        const struct snapshot *x = &s->snaps[(s->snap_seq + k) % cap];
-        if (!x->data)
-            continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "seq", x->seq);
-        cJSON_AddNumberToObject(o, "t", (double)x->t);
-        cJSON_AddStringToObject(o, "reason", x->reason);
-        cJSON_AddItemToArray(sn, o);
-    }
-    cJSON_AddNumberToObject(d, "snapshots_dropped", (double)s->snaps_dropped);
-    /* Events recorders missed while behind, each reported in its stream as a "lost" gap. */
-    cJSON_AddNumberToObject(d, "recorder_lost", (double)s->recorder_lost);
-    cJSON *mk = cJSON_AddArrayToObject(d, "marks");
-    for (uint32_t i = 0; i < e->nmarks; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", e->marks[i].name);
-        cJSON_AddNumberToObject(o, "t", (double)e->marks[i].t);
-        cJSON_AddItemToArray(mk, o);
-    }
-    queries_json(cJSON_AddObjectToObject(d, "queries"), s);
-    return cmd_reply(ctx, d);
+    const struct session_status_ctx x = {&ctx->srv->mem, ctx->srv->out_queued, sub_queued,
+                                         quality_json};
+    return cmd_reply(ctx, session_status_json(ctx->s, &x));
 }

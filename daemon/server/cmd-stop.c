@@ -5,11 +5,11 @@
 
 int cmd_stop(struct cmd_ctx *ctx)
 {
-    int was = ctx->s->state;
+    int was = session_state(ctx->s);
     session_stop(ctx->s, "stopped by request");
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", ctx->s->id);
-    cJSON_AddStringToObject(d, "state", session_state_name(ctx->s->state));
+    cJSON_AddNumberToObject(d, "session", session_id(ctx->s));
+    cJSON_AddStringToObject(d, "state", session_state_name(session_state(ctx->s)));
     cJSON_AddBoolToObject(d, "was_active", was == SESSION_LOADING || was == SESSION_RUNNING);
     return cmd_reply(ctx, d);
 }

@@ -13,7 +13,7 @@
 int timeline_head(struct session *s, const cJSON *args, cJSON **out, struct tl_span *sp, char *err,
                   size_t errsz)
 {
-    const struct timeline *tl = &s->eng.tl;
+    const struct timeline *tl = &session_engine(s)->tl;
     uint64_t t1 = 0, t2 = UINT64_MAX, step = 0;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "range");
     int rc;
@@ -25,8 +25,8 @@ int timeline_head(struct session *s, const cJSON *args, cJSON **out, struct tl_s
         return HT_EBADARG;
     }
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
-    cJSON_AddNumberToObject(d, "interval_ns", (double)s->eng.lim.timeline_ns);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
+    cJSON_AddNumberToObject(d, "interval_ns", (double)session_engine(s)->lim.timeline_ns);
     uint64_t n = timeline_len(tl);
     uint64_t oldest = n ? timeline_at(tl, 0)->t : 0;
     /* Samples older than the ring's oldest are gone: say so. */
@@ -36,12 +36,12 @@ int timeline_head(struct session *s, const cJSON *args, cJSON **out, struct tl_s
         cJSON_AddNumberToObject(d, "horizon", (double)oldest);
     cJSON_AddArrayToObject(d, "samples");
     cJSON *heaps = cJSON_AddArrayToObject(d, "heaps");
-    for (uint32_t h = 0; h < s->eng.nheaps && h < HT_TIMELINE_HEAPS; h++) {
+    for (uint32_t h = 0; h < session_engine(s)->nheaps && h < HT_TIMELINE_HEAPS; h++) {
         char buf[32];
-        if (h == HT_TIMELINE_HEAPS - 1 && s->eng.nheaps > HT_TIMELINE_HEAPS)
+        if (h == HT_TIMELINE_HEAPS - 1 && session_engine(s)->nheaps > HT_TIMELINE_HEAPS)
             snprintf(buf, sizeof(buf), "other");
         else
-            snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)s->eng.heaps[h].handle);
+            snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)session_engine(s)->heaps[h].handle);
         cJSON_AddItemToArray(heaps, cJSON_CreateString(buf));
     }
     /* The reply holds the samples taken so far: a live session's later ones
@@ -75,7 +75,7 @@ static uint64_t sample_search(const struct timeline *tl, uint64_t t)
 
 const struct tl_sample *timeline_next(struct session *s, struct tl_span *sp)
 {
-    const struct timeline *tl = &s->eng.tl;
+    const struct timeline *tl = &session_engine(s)->tl;
     uint64_t from = sp->t1;
     if (sp->started) {
         if (sp->last_t >= sp->t2)
@@ -109,7 +109,7 @@ cJSON *timeline_sample_json(struct session *s, const struct tl_sample *x)
     cJSON_AddNumberToObject(o, "committed", (double)x->commit_bytes);
     cJSON_AddNumberToObject(o, "private_bytes", (double)x->private_bytes);
     cJSON *ph = cJSON_AddArrayToObject(o, "per_heap");
-    for (uint32_t h = 0; h < HT_TIMELINE_HEAPS && h < s->eng.nheaps; h++)
+    for (uint32_t h = 0; h < HT_TIMELINE_HEAPS && h < session_engine(s)->nheaps; h++)
         cJSON_AddItemToArray(ph, cJSON_CreateNumber((double)x->per_heap[h]));
     return o;
 }
@@ -155,7 +155,7 @@ int samples_reply(struct cmd_ctx *ctx, const struct tl_span *sp, cJSON *data, cJ
         return cmd_error(ctx, HT_ENOMEM, "out of memory");
     }
     t->srv = ctx->srv;
-    t->session = ctx->s->id;
+    t->session = session_id(ctx->s);
     t->span = *sp;
     t->fmt = fmt;
     t->fmt_arg = fmt_arg;

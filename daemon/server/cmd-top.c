@@ -24,7 +24,7 @@ struct top_figures {
 static void top_opened(struct qjob *j)
 {
     struct top_figures *f = j->arg;
-    const struct engine *e = &j->s->eng;
+    const struct engine *e = session_engine(j->s);
     f->now = e->now;
     f->outstanding = e->heap_bytes;
     f->outstanding_count = e->heap_count;
@@ -40,7 +40,7 @@ static void top_done(struct qjob *j)
     if (c)
         c->top_job = NULL;
     /* The client went, or its subscription ended meanwhile: nothing to send. */
-    if (!c || c->closing || c->topping != s || s->dropped)
+    if (!c || c->closing || c->topping != s || session_dropped(s))
         return;
     if (j->rc) { /* the query failed (out of memory): this refresh is not sent */
         c->srv->top_frames_failed++;
@@ -53,7 +53,7 @@ static void top_done(struct qjob *j)
         return;
     }
     cJSON_AddNumberToObject(d, "seq", (double)++c->top_seq);
-    cJSON_AddStringToObject(d, "state", session_state_name(s->state));
+    cJSON_AddStringToObject(d, "state", session_state_name(session_state(s)));
     cJSON_AddNumberToObject(d, "now", (double)f->now);
     cJSON_AddNumberToObject(d, "outstanding", (double)f->outstanding);
     cJSON_AddNumberToObject(d, "outstanding_count", (double)f->outstanding_count);
@@ -122,9 +122,7 @@ static void top_tick_cb(uv_timer_t *t)
     j->opened = top_opened;
     j->done = top_done;
     j->for_client = 1;
-    j->c = c;
-    j->cnext = c->jobs;
-    c->jobs = j;
+    qjob_attach(j, c);
     c->top_job = j;
     if (session_query_submit(j) != 0) { /* the session is busy: this refresh is skipped */
         c->srv->top_frames_skipped++;
@@ -143,7 +141,7 @@ int cmd_top(struct cmd_ctx *ctx)
                          v->valuestring);
     if (ctx->c->recording || ctx->c->topping)
         return cmd_error(ctx, HT_ESTATE, "this connection already has a subscription");
-    if (ctx->c == ctx->s->loader)
+    if (ctx->c == session_loader(ctx->s))
         return cmd_error(ctx, HT_ESTATE, "the loading connection cannot subscribe");
     v = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "top");
     ctx->c->top_rows = v ? (uint32_t)v->valuedouble : 20;

@@ -9,7 +9,7 @@
 #include "client.h"
 #include "ht-commands.h"
 #include "query.h"
-#include "server.h"
+#include "server-state.h"
 #include "session.h"
 
 #include <stdint.h>
@@ -33,6 +33,10 @@ typedef int (*cmd_fn)(struct cmd_ctx *ctx);
 int cmd_reply(struct cmd_ctx *ctx, struct cJSON *data);
 int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Cut data's array arr (in data, or in its member outer) for r and queue r
+ * to the client; data is freed. Returns 0 (an error was answered). */
+int reply_start(struct cmd_ctx *ctx, struct reply_src *r, struct cJSON *data, struct cJSON *arr,
+                struct cJSON *outer);
 void dispatch_request(struct client *c, const char *line, size_t len);
 /* Nonzero if every command of the table has a handler (one written as NULL). */
 int dispatch_complete(void);

@@ -28,18 +28,6 @@ int dispatch_complete(void)
     return 1;
 }
 
-int cmd_error(struct cmd_ctx *ctx, int err, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    ctx->srv->request_errors++;
-    client_send(ctx->c, ht_reply_err(ctx->req->id, err, msg));
-    return err;
-}
-
 /* The only place a command's SESSION is resolved, so no command can forget
  * whose it is: a client sees and names only its own sessions (root: all);
  * naming another's is EPERM. SESSION may be left out when exactly one
@@ -49,7 +37,7 @@ static int resolve_session(struct cmd_ctx *ctx)
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(ctx->req->args, "session");
     uint32_t uid = ctx->c->uid;
     if (ref) {
-        ctx->s = session_find(ctx->srv, ref);
+        ctx->s = session_find(&ctx->srv->sessions, ref);
         if (!ctx->s)
             return cmd_error(ctx, HT_ENOSESSION, "no session %s%s%s",
                              cJSON_IsString(ref) ? "\"" : "",
@@ -69,14 +57,14 @@ static int resolve_session(struct cmd_ctx *ctx)
     char names[256] = "";
     size_t n = 0;
     uint32_t seen = 0;
-    for (struct session *s = ctx->srv->sessions; s; s = s->next) {
+    for (struct session *s = ctx->srv->sessions.head; s; s = session_next(s)) {
         if (!session_visible(s, uid))
             continue;
         seen++;
         ctx->s = s;
         if (n + 70 < sizeof(names))
-            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", s->id,
-                                  s->name);
+            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%u (%s)", n ? ", " : "", session_id(s),
+                                  session_name(s));
     }
     if (seen == 1)
         return 0;

@@ -1,6 +1,9 @@
 /* Query arguments (range, types, filters, culling) into an engine query. */
 #include "query-args.h"
 
+/* Not converted to session.h's functions yet: reads struct session. */
+#include "session-int.h"
+
 #include "config.h"
 #include "engine.h"
 #include "ht-error.h"

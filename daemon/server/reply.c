@@ -1,6 +1,8 @@
 /* Replies made one frame at a time: the frames of a big reply are built when
  * the client has read the previous ones (server.c asks), never all at once. */
-#include "commands.h"
+#include "reply.h"
+
+#include "server-state.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
@@ -16,8 +18,8 @@
 
 struct session *reply_session(struct server *srv, uint32_t id, char *err, size_t errsz)
 {
-    for (struct session *s = srv->sessions; s; s = s->next)
-        if (s->id == id)
+    for (struct session *s = srv->sessions.head; s; s = session_next(s))
+        if (session_id(s) == id)
             return s;
     snprintf(err, errsz, "session %u was dropped while the reply was sent", id);
     return NULL;
@@ -173,14 +175,6 @@ int reply_src_ready(struct reply_src *r, int64_t id, cJSON *data, cJSON *arr, cJ
     return 0;
 }
 
-int reply_start(struct cmd_ctx *ctx, struct reply_src *r, cJSON *data, cJSON *arr, cJSON *outer)
-{
-    if (reply_src_ready(r, ctx->req->id, data, arr, outer) != 0)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
-    client_send_src(ctx->c, r);
-    return 0;
-}
-
 struct reply_src *reply_json_src(int64_t id, cJSON *data)
 {
     struct json_src *j = data ? ht_calloc(1, sizeof(*j)) : NULL;
@@ -198,13 +192,4 @@ struct reply_src *reply_json_src(int64_t id, cJSON *data)
         return NULL;
     }
     return &j->base;
-}
-
-int cmd_reply(struct cmd_ctx *ctx, cJSON *data)
-{
-    struct reply_src *r = reply_json_src(ctx->req->id, data);
-    if (!r)
-        return cmd_error(ctx, HT_ENOMEM, "out of memory building the reply");
-    client_send_src(ctx->c, r);
-    return 0;
 }

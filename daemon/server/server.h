@@ -1,67 +1,12 @@
-/* heaptraced's server: the loop, the listener, the lists of clients and
- * sessions, the daemon-wide limits and budget (server.c). */
+/* heaptraced's server (server.c): starts and stops the listener, the
+ * timers and the sessions; its state is server-state.h. */
 #ifdef HT_IN_ENGINE
 #error "the engine includes no source or server header (daemon/CMakeLists.txt)"
 #endif
 #ifndef SERVER_H
 #define SERVER_H
 
-#include "config.h"
-#include "mem-acct.h"
-
-#include <stdint.h>
-#include <uv.h>
-
-struct client;
-struct endpoint;
-struct qworker;
-struct session;
-struct stop_watch;
-
-struct server {
-    uv_loop_t *loop;
-    struct ht_config *cfg;
-    struct endpoint *ep;     /* listening (endpoint.h), NULL otherwise */
-    struct stop_watch *stop; /* stop requests (sys/stop.h) while listening, NULL otherwise */
-    uv_timer_t tick;
-    uv_timer_t idle; /* closes clients idle past cfg->client_idle_ns */
-    int stopping;
-    struct client *clients;
-    uint32_t nclients;
-    uint64_t next_client_id;
-    struct session *sessions;
-    uint32_t nsessions, next_session_id;
-    uint64_t clients_refused, clients_dropped_slow, requests, request_errors;
-    /* Connection limits (each refusal under its own name; clients_refused is EPERM). */
-    uint64_t clients_refused_full, clients_refused_uid, clients_refused_nofd, accept_errors,
-        clients_idle_closed;
-    /* Clients closed for making no progress with replies unread (server.c
-     * client_stalled), the reply bytes they were not sent, and the requests
-     * read from them that were never answered. */
-    uint64_t clients_closed_stalled, stalled_unread_bytes, stalled_requests;
-    /* A connection that came while no client could be allocated is accepted
-     * into this spare handle and closed (libuv stops watching a listener whose
-     * waiting connection is never accepted: the daemon would go deaf). */
-    uv_pipe_t nomem_pipe;
-    int nomem_pipe_busy, nomem_waiting;
-    uint64_t clients_refused_nomem;
-    /* Test builds: HEAPTRACED_TEST_FAIL_CLIENTS makes so many client_new calls
-     * fail (always 0 in a Release build; unconditional here so every file
-     * including this header sees one layout). */
-    uint64_t test_fail_clients;
-    /* Test builds: HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS holds the symbolizer
-     * lock that long more at the first frame a query worker resolves for
-     * each session (a first symbol table load, slow under the sanitizers);
-     * loop_thread tells the workers from the loop. */
-    uint64_t test_sym_delay_ms;
-    uv_thread_t loop_thread;
-    uint64_t out_queued;                   /* every client's unread output bytes */
-    uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
-    uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
-    uint64_t top_frames_failed;  /* top refreshes not sent: out of memory making them */
-    struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
-    struct qworker *qw;    /* query workers (query-job.c), started with the first query */
-};
+#include "server-state.h"
 
 /* The server's state and handles on loop, not listening, with no timer
  * started and no stop requests watched (server_stop closes them). */

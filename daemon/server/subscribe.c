@@ -5,7 +5,7 @@
  * only calls these callbacks.
  */
 #include "client.h"
-#include "server.h"
+#include "server-state.h"
 #include "session.h"
 
 #include "ht-alloc.h"
@@ -25,7 +25,7 @@ static char *record_lost_line(struct session *s, struct client *c, uint64_t t, u
     }
     struct ht_event ev = {.t = t, .kind = HT_EV_LOST, .size = count};
     char line[128];
-    size_t n = htev_format(&ev, &s->eng.si, line, sizeof(line));
+    size_t n = htev_format(&ev, &session_engine(s)->si, line, sizeof(line));
     return n ? ht_strndup(line, n) : NULL;
 }
 
@@ -46,7 +46,7 @@ static void record_gap_flush(struct session *s, struct client *c, uint64_t t)
 static void record_send(struct session *s, struct client *c, const char *buf, size_t len,
                         unsigned n, uint64_t t)
 {
-    const struct ht_config *cfg = s->srv->cfg;
+    const struct ht_config *cfg = c->srv->cfg;
     uint64_t cap =
         cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
     /* 128: room for the gap's own line. A recorder that holds unread output
@@ -54,15 +54,15 @@ static void record_send(struct session *s, struct client *c, const char *buf, si
      * instead of being disconnected for it. */
     uint64_t unread = client_unread(c);
     if (unread > 0 &&
-        (unread + len + 128 > cap || s->srv->out_queued + len + 128 > cfg->output_cap_total)) {
+        (unread + len + 128 > cap || c->srv->out_queued + len + 128 > cfg->output_cap_total)) {
         c->rec_lost += n;
         c->rec_lost_total += n;
-        s->recorder_lost += n;
+        session_recorder_lost(s, n);
         return;
     }
     record_gap_flush(s, c, t);
     if (client_send(c, ht_strndup(buf, len)) != 0)
-        s->recorder_drops += n;
+        session_recorder_drops(s, n);
 }
 
 /* A batch as .htev lines to the recorder, one write per batch. */
@@ -84,12 +84,12 @@ static void record_batch(struct session *s, struct client *c, const struct ht_ev
         }
         len += evs[i].kind == HT_EV_PROCESS
                    ? session_process_line(s, evs[i].t, buf + len, cap - len - 1)
-                   : htev_format(&evs[i], &s->eng.si, buf + len, cap - len - 1);
+                   : htev_format(&evs[i], &session_engine(s)->si, buf + len, cap - len - 1);
     }
     if (!buf) { /* out of memory: the batch is a gap in the recording */
         c->rec_lost += n;
         c->rec_lost_total += n;
-        s->recorder_lost += n;
+        session_recorder_lost(s, n);
     } else if (len > 0) {
         record_send(s, c, buf, len, n, evs[0].t);
     }
@@ -115,7 +115,7 @@ static void sub_raw(struct session_sub *sub, const char *buf, size_t n, uint64_t
     if (lost) {
         c->rec_lost += lost;
         c->rec_lost_total += lost;
-        s->recorder_lost += lost;
+        session_recorder_lost(s, lost);
     }
     /* In pieces of whole lines of at most a quarter of the recorder's cap:
      * the tap hands over up to 8 MiB at once, and a piece that size sent to
@@ -123,7 +123,7 @@ static void sub_raw(struct session_sub *sub, const char *buf, size_t n, uint64_t
      * pieces, the first goes and the rest become a counted gap while it is
      * behind (found by integration.etw_record_raw_slow under load). */
     (void)lines; /* counted per piece */
-    const struct ht_config *cfg = s->srv->cfg;
+    const struct ht_config *cfg = c->srv->cfg;
     uint64_t cap =
         cfg->recorder_cap < cfg->client_output_cap ? cfg->recorder_cap : cfg->client_output_cap;
     size_t piece = cap / 4 > 4096 ? (size_t)(cap / 4) : 4096;
@@ -144,13 +144,13 @@ static void sub_raw(struct session_sub *sub, const char *buf, size_t n, uint64_t
         for (const char *p = buf + off; (p = memchr(p, '\n', (size_t)(buf + end - p))) != NULL; p++)
             nlines++;
         uint64_t before = c->rec_lost_total;
-        record_send(s, c, buf + off, end - off, nlines, s->eng.now);
+        record_send(s, c, buf + off, end - off, nlines, session_engine(s)->now);
         if (c->rec_lost_total == before)
             c->rec_lines += nlines;
         off = end;
     }
     if (!n && lost)
-        record_gap_flush(s, c, s->eng.now);
+        record_gap_flush(s, c, session_engine(s)->now);
 }
 
 /* The client side of a subscription that ended. */
@@ -171,15 +171,15 @@ static void sub_ended(struct session_sub *sub, const char *why)
     int was_recording = c->recording == s;
     client_sub_clear(c);
     if (was_recording)
-        record_gap_flush(s, c, s->eng.now);
+        record_gap_flush(s, c, session_engine(s)->now);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "end", why);
-    cJSON_AddNumberToObject(d, "session", s->id);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
     if (was_recording && c->rec_raw) {
         cJSON_AddNumberToObject(d, "records", (double)c->rec_lines);
         cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
     } else if (was_recording) {
-        cJSON_AddNumberToObject(d, "events", (double)s->recorded_events);
+        cJSON_AddNumberToObject(d, "events", (double)session_recorded_events(s));
         cJSON_AddNumberToObject(d, "lost", (double)c->rec_lost_total);
     }
     client_send(c, ht_reply_ok(c->sub_req_id, d, 0));

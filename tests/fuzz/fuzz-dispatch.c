@@ -20,6 +20,8 @@
 #include "log.h"
 #include "replay.h"
 #include "commands.h"
+#include "session-int.h" /* the test reads the session's fields */
+#include "server.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -101,7 +103,7 @@ static void demo_event(void *arg, const struct ht_event *ev)
 static struct session *demo_session(struct server *srv)
 {
     char err[256];
-    struct session *s = session_new(srv, "demo", "replay", err, sizeof(err));
+    struct session *s = session_new(&srv->sessions, "demo", "replay", err, sizeof(err));
     struct demo_loader *dl = calloc(1, sizeof(*dl));
     if (!s || !dl || replay_init(&dl->rp, &s->eng.si, demo_event, dl) != 0)
         abort();
@@ -130,7 +132,7 @@ static void world_up(void)
     server_init(srv, &w.loop, &w.cfg);
     w.demo = demo_session(srv);
     w.demo_marks = w.demo->eng.nmarks;
-    w.demo_next_id = srv->next_session_id;
+    w.demo_next_id = srv->sessions.next_id;
     w.up = 1;
 }
 
@@ -148,7 +150,7 @@ static void world_down(void)
 
 static int session_alive(const struct session *s)
 {
-    for (const struct session *o = w.srv.sessions; o; o = o->next)
+    for (const struct session *o = w.srv.sessions.head; o; o = o->next)
         if (o == s)
             return 1;
     return 0;
@@ -164,7 +166,7 @@ static int client_alive(const struct client *c)
 
 static int any_feed(void)
 {
-    for (const struct session *s = w.srv.sessions; s; s = s->next)
+    for (const struct session *s = w.srv.sessions.head; s; s = s->next)
         if (s->src && !s->src_over)
             return 1;
     return 0;
@@ -177,7 +179,7 @@ static void count_foreign(uv_handle_t *h, void *arg)
     struct server *srv = &w.srv;
     if (uv_is_closing(h) || h == (uv_handle_t *)&srv->tick || h == (uv_handle_t *)&srv->idle)
         return;
-    for (const struct session *s = srv->sessions; s; s = s->next)
+    for (const struct session *s = srv->sessions.head; s; s = s->next)
         if (h == (uv_handle_t *)s->drain_idle)
             return; /* a session's drain scheduler, closed with it */
     (*(int *)arg)++;
@@ -310,7 +312,7 @@ static void settle(int them)
         drain_replies(them);
         uv_run(&w.loop, UV_RUN_ONCE);
     }
-    for (struct session *s = w.srv.sessions; s; s = s->next)
+    for (struct session *s = w.srv.sessions.head; s; s = s->next)
         session_check_triggers(s);
     uv_run(&w.loop, UV_RUN_NOWAIT); /* close callbacks */
 }
@@ -349,14 +351,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reply_len = 0;
     reply_skip = 0;
     /* Sessions the input made go; the demo session stays unless it changed. */
-    for (struct session *s = w.srv.sessions, *next; s; s = next) {
+    for (struct session *s = w.srv.sessions.head, *next; s; s = next) {
         next = s->next;
         if (s != w.demo)
             session_drop(s);
     }
     uv_run(&w.loop, UV_RUN_NOWAIT);
     /* The next input's sessions get the same ids (2, 3, ...). */
-    w.srv.next_session_id = w.demo_next_id;
+    w.srv.sessions.next_id = w.demo_next_id;
     w.srv.next_client_id = 0;
     if (world_dirty())
         world_down();

@@ -5,6 +5,7 @@
 #include "ht-proto.h"
 #include "query-args.h"
 #include "commands.h"
+#include "session-int.h" /* the test reads the session's fields */
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

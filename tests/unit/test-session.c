@@ -4,6 +4,8 @@
  * data, drop closes, a failing open leaves nothing, frames are symbolized
  * through the source, and the source's lost events show in data quality. */
 #include "commands.h"
+#include "session-int.h" /* the test reads the session's fields */
+#include "server.h"
 #include "evring.h"
 #include "frame-match.h"
 #include "ht-error.h"
@@ -225,7 +227,7 @@ static struct session *up(uint64_t pid, int *rc, char *err, size_t errsz)
     uv_loop_init(&loop);
     config_defaults(&cfg);
     server_init(&srv, &loop, &cfg);
-    struct session *s = session_new(&srv, "live", "fake", err, errsz);
+    struct session *s = session_new(&srv.sessions, "live", "fake", err, errsz);
     if (!s)
         abort();
     struct source_params p;
@@ -322,7 +324,7 @@ static void test_open_fails_leaves_nothing(void)
     CHECK_STR(err, "fake: no such process 99");
     CHECK(s->src == NULL);
     session_drop(s);
-    CHECK_EQ(srv.nsessions, 0);
+    CHECK_EQ(srv.sessions.n, 0);
     CHECK_EQ(down(), 0);
 }
 
@@ -374,7 +376,7 @@ static void test_drop_while_query_runs(void)
     CHECK_EQ(top_submit(s, 2), 0); /* waits behind the first */
     CHECK_EQ(s->q_waiting, 1);
     session_drop(s);
-    CHECK_EQ(srv.nsessions, 0);
+    CHECK_EQ(srv.sessions.n, 0);
     CHECK_EQ(n_done, 1); /* the waiting one, at once */
     CHECK_EQ(done_order[0], 2);
     CHECK_EQ(last_rc, HT_ENOSESSION);
@@ -439,7 +441,7 @@ static void test_spawn(void)
     config_defaults(&cfg);
     cfg.max_sessions = 3;
     server_init(&srv, &loop, &cfg);
-    struct session *s = session_new(&srv, "app", "fake", err, sizeof(err));
+    struct session *s = session_new(&srv.sessions, "app", "fake", err, sizeof(err));
     struct source_params p;
     memset(&p, 0, sizeof(p));
     p.mode = SOURCE_IMAGE;
@@ -452,7 +454,7 @@ static void test_spawn(void)
     CHECK_EQ(session_source_begin(s, &fake_ops, &p, err, sizeof(err)), 0);
     struct source *parent = s->src;
     CHECK_EQ(parent->sink.spawn(parent->sink.arg, 77, err, sizeof(err)), 0);
-    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(srv.sessions.n, 2);
     CHECK_EQ(last_open.mode, SOURCE_PID);
     CHECK_EQ(last_open.pid, 77);
     CHECK(last_open.parent == parent);
@@ -461,7 +463,7 @@ static void test_spawn(void)
     CHECK_EQ(last_open.stack_depth, 33);
     CHECK_EQ(last_open.sample_ns, 123456789);
     CHECK(last_open.budget != NULL && last_open.budget != p.budget);
-    struct session *c = srv.sessions; /* the newest first */
+    struct session *c = srv.sessions.head; /* the newest first */
     CHECK_STR(c->name, "app.77");
     CHECK_EQ(c->state, SESSION_RUNNING);
     CHECK(c->src != NULL);
@@ -474,18 +476,18 @@ static void test_spawn(void)
     CHECK_EQ(parent->sink.spawn(parent->sink.arg, 78, err, sizeof(err)), 0);
     CHECK_EQ(parent->sink.spawn(parent->sink.arg, 79, err, sizeof(err)), HT_EFULL);
     CHECK_EQ(s->spawn_failed, 2);
-    CHECK_EQ(srv.nsessions, 3);
+    CHECK_EQ(srv.sessions.n, 3);
     /* A failing open leaves no session behind. */
     fail_open = 1;
-    session_drop(srv.sessions); /* app.78: a slot again */
+    session_drop(srv.sessions.head); /* app.78: a slot again */
     CHECK(parent->sink.spawn(parent->sink.arg, 80, err, sizeof(err)) != 0);
     fail_open = 0;
-    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(srv.sessions.n, 2);
     CHECK_EQ(s->spawn_failed, 3);
     /* A stopped parent spawns nothing. */
     session_stop(s, "stopped by request");
     CHECK_EQ(parent->sink.spawn(parent->sink.arg, 81, err, sizeof(err)), HT_ESTATE);
-    CHECK_EQ(srv.nsessions, 2);
+    CHECK_EQ(srv.sessions.n, 2);
     CHECK_EQ(down(), 0);
 }
 

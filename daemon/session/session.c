@@ -1,15 +1,18 @@
 /* Sessions: an engine fed by a source, with triggers, snapshots and subscribers. */
 #include "session.h"
+#include "session-int.h"
 
-#include "server.h"
+#include "config.h"
+#include "engine-view.h"
+#include "mem-acct.h"
+#include "qjob.h"
+#include "qworker.h"
 
 #include "ht-alloc.h"
 #include "ht-error.h"
 #include "ht-text.h"
 #include "ht-units.h"
 #include "log.h"
-#include "query-args.h"
-#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -17,6 +20,30 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+
+void session_set_init(struct session_set *set, uv_loop_t *loop, const struct ht_config *cfg,
+                      struct mem_budget *mem, const struct session_hooks *hooks)
+{
+    memset(set, 0, sizeof(*set));
+    set->loop = loop;
+    set->cfg = cfg;
+    set->mem = mem;
+    set->hooks = hooks;
+    set->loop_thread = uv_thread_self();
+}
+
+void session_set_close(struct session_set *set)
+{
+    set->stopping = 1;
+    while (set->head)
+        session_drop(set->head);
+    /* Joined once their running queries return; the sessions kept for them are freed then. */
+    if (set->qw) {
+        struct qworker *qw = set->qw;
+        qworker_stop(qw); /* finishes what no worker took: set->qw is still set meanwhile */
+        set->qw = NULL;
+    }
+}
 
 const char *session_state_name(enum session_state st)
 {
@@ -26,16 +53,16 @@ const char *session_state_name(enum session_state st)
 
 /* Every slot taken: say which sessions hold them (loads that failed or were
  * cut keep theirs) and how to free one. */
-static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
+static int slots_full(struct session_set *set, uint32_t uid, char *err, size_t errsz)
 {
     size_t n = (size_t)snprintf(err, errsz,
                                 "all %u session slots are taken (max_sessions); free one with "
                                 "'heaptracectl drop NAME'. Sessions:",
-                                srv->cfg->max_sessions);
+                                set->cfg->max_sessions);
     unsigned listed = 0, visible = 0;
-    for (const struct session *o = srv->sessions; o; o = o->next)
+    for (const struct session *o = set->head; o; o = o->next)
         visible += (unsigned)session_visible(o, uid);
-    for (const struct session *o = srv->sessions; o && n < errsz; o = o->next) {
+    for (const struct session *o = set->head; o && n < errsz; o = o->next) {
         if (!session_visible(o, uid))
             continue; /* another user's: not named to this client */
         char item[192];
@@ -55,15 +82,15 @@ static int slots_full(struct server *srv, uint32_t uid, char *err, size_t errsz)
         n += (size_t)k;
         listed++;
     }
-    if (visible < srv->nsessions && n < errsz)
+    if (visible < set->n && n < errsz)
         snprintf(err + n, errsz - n, "%s%u of other users", visible ? ", and " : " ",
-                 srv->nsessions - visible);
+                 set->n - visible);
     return HT_EFULL;
 }
 
-int session_admit(struct server *srv, const char *name, char *err, size_t errsz)
+int session_admit(struct session_set *set, const char *name, char *err, size_t errsz)
 {
-    return session_admit_for(srv, name, 0, err, errsz);
+    return session_admit_for(set, name, 0, err, errsz);
 }
 
 /* Would session_find take name for an id? strtoul reads "12", but also
@@ -75,10 +102,11 @@ static int reads_as_id(const char *name)
     return end != name && *end == '\0';
 }
 
-int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *err, size_t errsz)
+int session_admit_for(struct session_set *set, const char *name, uint32_t uid, char *err,
+                      size_t errsz)
 {
-    if (srv->nsessions >= srv->cfg->max_sessions)
-        return slots_full(srv, uid, err, errsz);
+    if (set->n >= set->cfg->max_sessions)
+        return slots_full(set, uid, err, errsz);
     if (!name || !*name)
         return 0;
     size_t len = strlen(name);
@@ -87,7 +115,7 @@ int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *
         snprintf(err, errsz, "session name must be 1-63 bytes of UTF-8 and not a number");
         return HT_EBADARG;
     }
-    for (struct session *o = srv->sessions; o; o = o->next)
+    for (struct session *o = set->head; o; o = o->next)
         if (strcmp(o->name, name) == 0) {
             snprintf(err, errsz, "a session named \"%s\" exists already", name);
             return HT_EEXIST;
@@ -95,25 +123,25 @@ int session_admit_for(struct server *srv, const char *name, uint32_t uid, char *
     return 0;
 }
 
-struct session *session_new(struct server *srv, const char *name, const char *source, char *err,
-                            size_t errsz)
+struct session *session_new(struct session_set *set, const char *name, const char *source,
+                            char *err, size_t errsz)
 {
-    if (session_admit(srv, name, err, errsz) != 0)
+    if (session_admit(set, name, err, errsz) != 0)
         return NULL;
     struct session *s = ht_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    s->snaps = ht_calloc(srv->cfg->max_snapshots, sizeof(struct snapshot));
-    mem_budget_init(&s->mem, &srv->mem, srv->cfg->session_memory_budget);
+    s->snaps = ht_calloc(set->cfg->max_snapshots, sizeof(struct snapshot));
+    mem_budget_init(&s->mem, set->mem, set->cfg->session_memory_budget);
     if (!s->snaps || uv_mutex_init_recursive(&s->sym_mu) != 0) {
         ht_free(s->snaps);
         ht_free(s);
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    int eng_rc = engine_init_budget(&s->eng, &srv->cfg->limits, &s->mem);
+    int eng_rc = engine_init_budget(&s->eng, &set->cfg->limits, &s->mem);
     if (eng_rc == 0 && modnames_init(&s->modnames, &s->eng.acct) != 0) {
         engine_close(&s->eng);
         eng_rc = UV_ENOMEM;
@@ -125,21 +153,21 @@ struct session *session_new(struct server *srv, const char *name, const char *so
         snprintf(err, errsz,
                  "cannot create the session: out of memory, or its first tables do not fit the "
                  "memory budget (daemon-wide %llu of %llu bytes in use)",
-                 (unsigned long long)mem_budget_used(&srv->mem),
-                 (unsigned long long)srv->mem.limit);
+                 (unsigned long long)mem_budget_used(set->mem),
+                 (unsigned long long)set->mem->limit);
         return NULL;
     }
-    s->srv = srv;
-    s->id = ++srv->next_session_id;
+    s->set = set;
+    s->id = ++set->next_id;
     if (name && *name)
         snprintf(s->name, sizeof(s->name), "%s", name);
     else
         snprintf(s->name, sizeof(s->name), "s%u", s->id);
     s->source = source;
     s->wall_start = (int64_t)time(NULL);
-    s->next = srv->sessions;
-    srv->sessions = s;
-    srv->nsessions++;
+    s->next = set->head;
+    set->head = s;
+    set->n++;
     log_info("session %u \"%s\" created (%s)", s->id, s->name, source);
     return s;
 }
@@ -189,15 +217,13 @@ static void idle_closed_cb(uv_handle_t *h)
     ht_free(h);
 }
 
-static void end_subscribers(struct session *s, const char *why);
-
 /* The source is over (it ended, or the session stopped): its last counters
  * are kept; one without a symbolizer is closed at once, so its buffers go
  * back to the budget. */
 static void source_over(struct session *s)
 {
     s->src_over = 1;
-    end_subscribers(s, s->stop_reason); /* a finishing stop kept them for the rest */
+    session_subs_end(s, s->stop_reason); /* a finishing stop kept them for the rest */
     session_stats_refresh(s);
     if (!s->src->ops->symbolize) {
         if (s->src->ops->status_json && !s->src_status_last)
@@ -327,7 +353,7 @@ static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
     }
     char name[64];
     snprintf(name, sizeof(name), "%.40s.%llu", parent->name, (unsigned long long)pid);
-    struct session *c = session_new(parent->srv, name, parent->source, err, errsz);
+    struct session *c = session_new(parent->set, name, parent->source, err, errsz);
     if (!c) {
         parent->spawn_failed++;
         return HT_EFULL;
@@ -366,13 +392,13 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
     session_src_lock(s);
 #ifdef HEAPTRACE_TEST_KNOBS
     /* A slow first table load on a worker, for the tests of what the loop
-     * does meanwhile (server.h test_sym_delay_ms). */
-    const struct server *srv = s->srv;
-    if (srv->test_sym_delay_ms && !s->test_sym_delayed) {
+     * does meanwhile (session_set test_sym_delay_ms). */
+    const struct session_set *set = s->set;
+    if (set->test_sym_delay_ms && !s->test_sym_delayed) {
         uv_thread_t self = uv_thread_self();
-        if (!uv_thread_equal(&self, &srv->loop_thread)) {
+        if (!uv_thread_equal(&self, &set->loop_thread)) {
             s->test_sym_delayed = 1;
-            uv_sleep((unsigned)srv->test_sym_delay_ms);
+            uv_sleep((unsigned)set->test_sym_delay_ms);
         }
     }
 #endif
@@ -384,7 +410,7 @@ static const char *session_resolve(void *arg, uint64_t addr, char *buf, size_t b
 int session_source_begin(struct session *s, const struct source_ops *ops, struct source_params *p,
                          char *err, size_t errsz)
 {
-    const struct engine_limits *lim = &s->srv->cfg->limits;
+    const struct engine_limits *lim = &s->set->cfg->limits;
     p->max_stacks = lim->max_stacks;
     p->max_strings = lim->max_strings;
     p->max_name_len = lim->max_name_len;
@@ -396,14 +422,14 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
         snprintf(err, errsz, "out of memory");
         return HT_ENOMEM;
     }
-    uv_idle_init(s->srv->loop, s->drain_idle);
+    uv_idle_init(s->set->loop, s->drain_idle);
     s->drain_idle->data = s;
     s->source = ops->name;
     s->live_params = *p;
     s->live_params.image = NULL;
     s->live_params.argv = NULL;
     s->live_params.parent = NULL;
-    int rc = ops->open(&s->src, s->srv->loop, p, &sink, err, errsz);
+    int rc = ops->open(&s->src, s->set->loop, p, &sink, err, errsz);
     if (rc != 0) {
         s->src = NULL;
         return rc;
@@ -416,86 +442,6 @@ int session_source_begin(struct session *s, const struct source_ops *ops, struct
     s->eng.si.resolve = session_resolve;
     s->eng.si.resolve_arg = s;
     return 0;
-}
-
-void session_subscribe(struct session *s, struct session_sub *sub)
-{
-    sub->s = s;
-    sub->next = s->subs;
-    s->subs = sub;
-    if (sub->ops->events)
-        s->nrecorders++;
-}
-
-int session_subscribe_raw(struct session *s, struct session_sub *sub, char *header, size_t hcap,
-                          size_t *hn, char *err, size_t errsz)
-{
-    *hn = 0;
-    if (!s->src || s->src_over || !s->src->ops->raw_tap) {
-        snprintf(err, errsz, "session %u's source (%s) has no raw records: record --raw takes a "
-                             "live ETW session (Windows) or a raw ETW stream being loaded",
-                 s->id, s->source ? s->source : "none");
-        return HT_ENOTSUP;
-    }
-    /* A later subscriber gets the header the tap opened with (*hn bytes,
-     * sent by the caller after its acknowledgement): its recording is a raw
-     * ETW stream on its own too. */
-    if (s->nraw > 0 && s->src->ops->raw_join) {
-        /* What waits goes to the others first: a send that fails at once
-         * closes its client, and when that was the last one the tap went off. */
-        *hn = s->src->ops->raw_join(s->src, header, hcap);
-    }
-    if (s->nraw == 0) {
-        *hn = 0; /* the tap puts the header itself */
-        int rc = s->src->ops->raw_tap(s->src, 1, err, errsz);
-        if (rc)
-            return rc;
-    }
-    s->nraw++;
-    session_subscribe(s, sub);
-    return 0;
-}
-
-void session_unsubscribe(struct session_sub *sub)
-{
-    struct session *s = sub->s;
-    if (!s)
-        return;
-    for (struct session_sub **p = &s->subs; *p; p = &(*p)->next) {
-        if (*p == sub) {
-            *p = sub->next;
-            if (sub->ops->raw && --s->nraw == 0 && s->src && s->src->ops->raw_tap) {
-                char err[64];
-                s->src->ops->raw_tap(s->src, 0, err, sizeof(err));
-            }
-            if (sub->ops->events)
-                s->nrecorders--;
-            break;
-        }
-    }
-    sub->next = NULL;
-    sub->s = NULL;
-}
-
-static void drain_cb(uv_idle_t *h);
-
-/* Subscribers learn that the session is over (they send their final frame). */
-static void end_subscribers(struct session *s, const char *why)
-{
-    if (s->nraw && s->src && s->src->ops->raw_tap) {
-        char err[64];
-        s->src->ops->raw_tap(s->src, 0, err, sizeof(err)); /* what waits goes out first */
-    }
-    s->nraw = 0;
-    while (s->subs) {
-        struct session_sub *sub = s->subs;
-        s->subs = sub->next;
-        if (sub->ops->events)
-            s->nrecorders--;
-        sub->next = NULL;
-        sub->ops->ended(sub, why); /* sub->s is cleared by the subscriber */
-        sub->s = NULL;
-    }
 }
 
 void session_stop(struct session *s, const char *reason)
@@ -521,28 +467,28 @@ void session_stop(struct session *s, const char *reason)
     log_info("session %u stopped: %s%s", s->id, reason,
              s->finishing ? " (applying what the source had taken)" : "");
     if (!s->finishing)
-        end_subscribers(s, reason);
+        session_subs_end(s, reason);
 }
 
 void session_drop(struct session *s)
 {
-    struct server *srv = s->srv;
+    struct session_set *set = s->set;
     if (s->dropped)
         return;
-    end_subscribers(s, "session dropped");
+    session_subs_end(s, "session dropped");
     if (s->on_dropped)
         s->on_dropped(s);
-    for (struct session **p = &srv->sessions; *p; p = &(*p)->next) {
+    for (struct session **p = &set->head; *p; p = &(*p)->next) {
         if (*p == s) {
             *p = s->next;
             break;
         }
     }
-    srv->nsessions--;
+    set->n--;
     s->dropped = 1;
     /* Waiting queries are answered now (ENOSESSION); snapshots' jobs read the ring: first. */
     int running = session_queries_cancel(s);
-    for (uint32_t i = 0; i < srv->cfg->max_snapshots; i++)
+    for (uint32_t i = 0; i < set->cfg->max_snapshots; i++)
         cJSON_Delete(s->snaps[i].data);
     ht_free(s->snaps);
     s->snaps = NULL;
@@ -554,7 +500,7 @@ void session_drop(struct session *s)
     if (running) {
         /* A worker reads the engine through its view and may ask the
          * source for frame names: both stay until its query returns
-         * (query-job.c then calls session_free_dropped). The source stops
+         * (job_finished then calls session_free_dropped). The source stops
          * producing now. */
         if (s->src && !s->src_over)
             s->src->ops->stop(s->src);
@@ -582,9 +528,9 @@ int session_visible(const struct session *s, uint32_t uid)
     return uid == 0 || s->owner == uid;
 }
 
-struct session *session_find(struct server *srv, const cJSON *ref)
+struct session *session_find(struct session_set *set, const cJSON *ref)
 {
-    for (struct session *s = srv->sessions; s; s = s->next) {
+    for (struct session *s = set->head; s; s = s->next) {
         if (cJSON_IsNumber(ref) && (double)s->id == ref->valuedouble)
             return s;
         if (cJSON_IsString(ref)) {
@@ -596,26 +542,6 @@ struct session *session_find(struct server *srv, const cJSON *ref)
         }
     }
     return NULL;
-}
-
-size_t session_process_line(struct session *s, uint64_t t, char *buf, size_t cap)
-{
-    /* The name lives in the session, not in the fixed-size event. */
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "t", (double)t);
-    cJSON_AddStringToObject(o, "ev", "process");
-    cJSON_AddNumberToObject(o, "pid", (double)s->eng.pid);
-    cJSON_AddStringToObject(o, "name", s->process_name);
-    if (s->stream_wall[0])
-        cJSON_AddStringToObject(o, "wall", s->stream_wall);
-    int ok = cJSON_PrintPreallocated(o, buf, (int)cap - 1, 0);
-    cJSON_Delete(o);
-    if (!ok)
-        return 0;
-    size_t n = strlen(buf);
-    buf[n] = '\n';
-    buf[n + 1] = '\0';
-    return n + 1;
 }
 
 /* Events from the source, stacks already the engine's: applied in one batch,
@@ -662,12 +588,12 @@ void session_warm(struct session *s)
 {
     uint32_t n = s->eng.si.nstacks;
     /* The skip cache is the running query's meanwhile (query.h: one thread
-     * at a time); warmed when it returns (query-job.c). */
+     * at a time); warmed when it returns (job_finished). */
     if (s->warmed >= n || s->q_running)
         return;
-    /* The same patterns a query with the default list alone uses (query-args.c). */
-    const struct ht_config *cfg = s->srv->cfg;
-    unsigned np = cfg->ncull < QARGS_MAX_PATTERNS ? cfg->ncull : QARGS_MAX_PATTERNS;
+    /* The same patterns a query with the default list alone uses (set->cull_max). */
+    const struct ht_config *cfg = s->set->cfg;
+    unsigned np = cfg->ncull < s->set->cull_max ? cfg->ncull : s->set->cull_max;
     if (np)
         skip_cache_warm(&s->eng, &s->default_skip, cfg->cull_pats, np, s->warmed, n);
     s->warmed = n;
@@ -680,7 +606,7 @@ void session_process(void *arg, const struct source_process *p)
     snprintf(s->stream_wall, sizeof(s->stream_wall), "%s", p->wall);
 }
 
-/* Triggers. */
+/* Triggers (their conditions are parsed in session-trigger.c). */
 
 static uint64_t metric_value(struct session *s, int metric)
 {
@@ -694,300 +620,6 @@ static uint64_t metric_value(struct session *s, int metric)
     default:
         return s->eng.now;
     }
-}
-
-uint64_t trigger_steps(uint64_t next, uint64_t every, uint64_t v)
-{
-    if (v < next)
-        return 0;
-    return every ? (v - next) / every + 1 : 1;
-}
-
-uint64_t trigger_next_after(uint64_t next, uint64_t every, uint64_t v)
-{
-    if (every == 0)
-        return UINT64_MAX;
-    if (v < next)
-        return next;
-    uint64_t k = (v - next) / every + 1;
-    if (k > (UINT64_MAX - next) / every)
-        return UINT64_MAX;
-    return next + k * every;
-}
-
-/* --every in the unit of the trigger's metric: a duration for duration, a
- * size otherwise; a bare number counts seconds or bytes, as on the command
- * line. At least 1 s or 1 MiB, or the threshold when that is smaller, and
- * never under 1 ms or 4 KiB: each step may cost a snapshot, so a tiny step
- * would take one on every event. */
-static int parse_every(const struct trigger *t, const cJSON *every, uint64_t *out, char *err,
-                       size_t errsz)
-{
-    int dur = t->metric == TRIG_DURATION;
-    char shown[40];
-    if (cJSON_IsNumber(every)) {
-        if (dur && every->valuedouble > 18e9) /* seconds that fit in 64-bit nanoseconds */
-            goto bad;
-        *out = (uint64_t)every->valuedouble * (dur ? 1000000000ULL : 1);
-        snprintf(shown, sizeof(shown), "%.0f", every->valuedouble);
-    } else {
-        snprintf(shown, sizeof(shown), "%.32s", every->valuestring);
-        if ((dur ? ht_parse_duration(every->valuestring, out)
-                 : ht_parse_size(every->valuestring, out)) != 0)
-            goto bad;
-    }
-    uint64_t lo = dur ? 1000000ULL : 4096, hi = dur ? 1000000000ULL : 1048576;
-    uint64_t min = t->threshold < lo ? lo : t->threshold > hi ? hi : t->threshold;
-    if (*out >= min)
-        return 0;
-    char a[32];
-    if (dur)
-        snprintf(a, sizeof(a), "%.3f s", (double)min / 1e9);
-    else
-        ht_format_size(min, a, sizeof(a));
-    snprintf(err, errsz,
-             "--every %s is too small for %s: at least %s (1 s or 1 MiB, or the threshold when "
-             "smaller, and never under 1 ms or 4 KiB)",
-             shown, t->text, a);
-    return HT_EBADARG;
-bad:
-    snprintf(err, errsz, "--every %s is not a %s, as %s needs (like %s)", shown,
-             dur ? "duration" : "size", t->text, dur ? "10s" : "64MiB");
-    return HT_EBADARG;
-}
-
-int session_add_trigger(struct session *s, const char *cond, int snapshot, const cJSON *every,
-                        char *err, size_t errsz)
-{
-    static const struct {
-        const char *name;
-        int metric;
-    } metrics[] = {{"private-bytes", TRIG_PRIVATE_BYTES},
-                   {"outstanding", TRIG_OUTSTANDING},
-                   {"committed", TRIG_COMMITTED},
-                   {"duration", TRIG_DURATION}};
-    if (s->ntriggers >= SESSION_MAX_TRIGGERS) {
-        snprintf(err, errsz, "at most %d triggers per session", SESSION_MAX_TRIGGERS);
-        return HT_EFULL;
-    }
-    const char *op = strchr(cond, '>');
-    if (!op || strlen(cond) >= sizeof(s->triggers[0].text))
-        goto bad;
-    size_t nlen = (size_t)(op - cond);
-    const char *val = op[1] == '=' ? op + 2 : op + 1;
-    struct trigger *t = &s->triggers[s->ntriggers];
-    memset(t, 0, sizeof(*t));
-    t->metric = -1;
-    for (unsigned i = 0; i < 4; i++)
-        if (strlen(metrics[i].name) == nlen && strncasecmp(cond, metrics[i].name, nlen) == 0)
-            t->metric = metrics[i].metric;
-    if (t->metric < 0)
-        goto bad;
-    int rc = t->metric == TRIG_DURATION ? ht_parse_duration(val, &t->threshold)
-                                        : ht_parse_size(val, &t->threshold);
-    if (rc != 0)
-        goto bad;
-    /* "x>N" fires when the value passes N; "x>=N" when it reaches it. */
-    t->next = op[1] == '=' ? t->threshold : t->threshold + 1;
-    if (t->threshold == UINT64_MAX)
-        t->next = UINT64_MAX; /* nothing passes it */
-    snprintf(t->text, sizeof(t->text), "%s", cond);
-    t->snapshot = snapshot;
-    if (snapshot && every && (rc = parse_every(t, every, &t->every, err, errsz)) != 0)
-        return rc;
-    s->ntriggers++;
-    return 0;
-bad:
-    snprintf(err, errsz,
-             "bad condition \"%s\": expected private-bytes>SIZE, outstanding>SIZE, committed>SIZE "
-             "or duration>TIME",
-             cond);
-    return HT_EBADARG;
-}
-
-int session_add_triggers(struct session *s, const cJSON *args, char *err, size_t errsz)
-{
-    const cJSON *every = cJSON_GetObjectItemCaseSensitive(args, "every");
-    static const char *const keys[] = {"stop_when", "snapshot_when"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(args, keys[k]))
-        {
-            int rc = session_add_trigger(s, it->valuestring, k, every, err, errsz);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-cJSON *session_ingest_json(struct session *s)
-{
-    session_stats_refresh(s);
-    const struct source_stats *in = &s->ingest;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "bytes", (double)in->bytes);
-    cJSON_AddNumberToObject(o, "lines", (double)in->lines);
-    cJSON_AddNumberToObject(o, "events", (double)in->events);
-    cJSON_AddNumberToObject(o, "malformed", (double)in->malformed);
-    cJSON_AddNumberToObject(o, "lost", (double)in->lost); /* what the source knows it lost */
-    if (s->input_dropped)
-        cJSON_AddNumberToObject(o, "dropped_bytes", (double)s->input_dropped);
-    cJSON *errs = cJSON_AddArrayToObject(o, "errors");
-    for (uint32_t i = 0; i < in->nerrors; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "line", (double)in->errors[i].line);
-        cJSON_AddStringToObject(e, "msg", in->errors[i].msg);
-        cJSON_AddItemToArray(errs, e);
-    }
-    return o;
-}
-
-/* The query of a whole-session top of domain added to j: 0 or an error. */
-static int top_query_add(struct qjob *j, int domain, uint32_t top)
-{
-    char err[128];
-    if (!j->args) {
-        j->args = cJSON_CreateObject();
-        if (!j->args || !cJSON_AddNumberToObject(j->args, "top", top))
-            return HT_ENOMEM;
-    }
-    return qjob_add_query(j, j->args, domain, err, sizeof(err));
-}
-
-struct qjob *session_top_job(struct session *s, int domain, uint32_t top, const char *what)
-{
-    struct qjob *j = qjob_new(s, what);
-    if (j && top_query_add(j, domain, top) != 0) {
-        qjob_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-cJSON *session_top_result(struct qjob *j, unsigned i)
-{
-    if (j->render == QJOB_ROWS_LOOP)
-        return query_result_json(j->s, &j->qa[i]->q, &j->res[i]);
-    struct query_result head = j->res[i];
-    head.nrows = 0; /* the rows were made on the worker */
-    cJSON *d = query_result_json(j->s, &j->qa[i]->q, &head);
-    if (d && qjob_rows_into(j, i, d) != 0) {
-        cJSON_Delete(d);
-        return NULL;
-    }
-    return d;
-}
-
-/* Bytes a cJSON tree holds, estimated from its nodes and strings (the
- * allocator's own overhead is not counted). */
-static uint64_t json_bytes(const cJSON *j)
-{
-    uint64_t n = 0;
-    for (; j; j = j->next) {
-        n += sizeof(cJSON);
-        if (j->string)
-            n += strlen(j->string) + 1;
-        if (j->valuestring)
-            n += strlen(j->valuestring) + 1;
-        n += json_bytes(j->child);
-    }
-    return n;
-}
-
-/* A snapshot counts in the session's budget; one that does not fit is not kept. */
-static void snapshot_charge(struct session *s, struct snapshot *sn)
-{
-    sn->bytes = json_bytes(sn->data);
-    if (mem_acct_charge(&s->eng.acct, MEM_snapshots, sn->bytes) == 0)
-        return;
-    log_warn("session %u: snapshot %u (%llu bytes) not kept: over the memory budget", s->id,
-             sn->seq, (unsigned long long)sn->bytes);
-    cJSON_Delete(sn->data);
-    sn->data = NULL;
-    sn->bytes = 0;
-    s->snaps_over_budget++;
-}
-
-/* A snapshot's stacks and commits come from one job (one view): urgent, so
- * it goes ahead of waiting queries, and its view opens at once unless a
- * query of the session is running (then when it returns; "stacks_t" says
- * the time the stacks are of). */
-static void snapshot_done(struct qjob *j)
-{
-    struct session *s = j->s;
-    uint32_t seq = (uint32_t)(uintptr_t)j->arg;
-    s->snap_pending--;
-    if (s->dropped)
-        return;
-    uint32_t cap = s->srv->cfg->max_snapshots;
-    struct snapshot *sn = &s->snaps[(seq + cap - 1) % cap];
-    if (sn->seq == seq && sn->data && j->rc == 0) { /* not overwritten meanwhile */
-        cJSON_AddNumberToObject(sn->data, "stacks_t", (double)j->view_now);
-        cJSON *st = session_top_result(j, 0), *cm = session_top_result(j, 1);
-        if (st)
-            cJSON_AddItemToObject(sn->data, "stacks", st);
-        if (cm)
-            cJSON_AddItemToObject(sn->data, "commits", cm);
-        snapshot_charge(s, sn);
-    } else if (j->rc != 0) {
-        log_warn("session %u: snapshot %u has no stacks: %s", s->id, seq, uv_strerror(j->rc));
-    }
-    /* A load answers once its snapshots are complete (cmd-load.c). */
-    if (s->snap_pending == 0 && s->src_over && s->on_source_end)
-        s->on_source_end(s);
-}
-
-static void snapshot_query(struct session *s, struct snapshot *sn)
-{
-    uint32_t top = s->srv->cfg->snapshot_top;
-    struct qjob *j = session_top_job(s, HT_DOM_HEAP, top, "snapshot");
-    if (j && top_query_add(j, HT_DOM_COMMIT, top) != 0) {
-        qjob_free(j);
-        j = NULL;
-    }
-    if (!j) {
-        log_warn("session %u: snapshot %u has no stacks: out of memory", s->id, sn->seq);
-        return;
-    }
-    j->urgent = 1;
-    j->render = QJOB_ROWS_TREE;
-    j->arg = (void *)(uintptr_t)sn->seq;
-    j->done = snapshot_done;
-    s->snap_pending++;
-    if (session_query_submit(j) != 0) {
-        s->snap_pending--;
-        qjob_free(j);
-    }
-}
-
-static void take_snapshot(struct session *s, const char *reason, uint64_t step_first,
-                          uint64_t step_last)
-{
-    uint32_t cap = s->srv->cfg->max_snapshots;
-    struct snapshot *sn = &s->snaps[s->snap_seq % cap];
-    if (sn->data) {
-        cJSON_Delete(sn->data);
-        mem_acct_discharge(&s->eng.acct, MEM_snapshots, sn->bytes);
-        sn->bytes = 0;
-        s->snaps_dropped++;
-    } else {
-        s->nsnaps++;
-    }
-    sn->seq = ++s->snap_seq;
-    sn->t = s->eng.now;
-    snprintf(sn->reason, sizeof(sn->reason), "%s", reason);
-    sn->data = cJSON_CreateObject();
-    cJSON_AddNumberToObject(sn->data, "seq", sn->seq);
-    cJSON_AddNumberToObject(sn->data, "t", (double)sn->t);
-    cJSON_AddStringToObject(sn->data, "reason", reason);
-    cJSON_AddNumberToObject(sn->data, "step_first", (double)step_first);
-    cJSON_AddNumberToObject(sn->data, "step_last", (double)step_last);
-    cJSON_AddNumberToObject(sn->data, "private_bytes", (double)s->eng.private_bytes);
-    cJSON_AddNumberToObject(sn->data, "outstanding", (double)s->eng.heap_bytes);
-    cJSON_AddNumberToObject(sn->data, "committed", (double)s->eng.commits.bytes);
-    snapshot_query(s, sn);
-    log_info("session %u: snapshot %u (%s)", s->id, sn->seq, reason);
 }
 
 void session_check_triggers(struct session *s)
@@ -1018,7 +650,7 @@ void session_check_triggers(struct session *s)
                          (unsigned long long)first, (unsigned long long)t->steps);
             else if (t->every)
                 snprintf(reason + n, sizeof(reason) - n, " (step %llu)", (unsigned long long)first);
-            take_snapshot(s, reason, first, t->steps);
+            session_take_snapshot(s, reason, first, t->steps);
             t->next = next;
         } else {
             t->next = UINT64_MAX;
@@ -1026,4 +658,168 @@ void session_check_triggers(struct session *s)
             return;
         }
     }
+}
+
+/* Session queries: the queue of each session, the workers' way back. */
+
+static void session_query_next(struct session *s);
+
+/* j's done on the loop with the session pinned: an answer written releases
+ * the client's held requests, which run from inside done (client_fill ->
+ * client_output_moved), and one of them may drop this very session. While
+ * q_running is set, session_drop keeps the session (as for a query on a
+ * worker); the caller frees it when this returns 1. Without the pin a
+ * "stacks" and a "drop" in one write freed the session under job_finished
+ * (integration.query_async_drop_held_behind_query, ASan). */
+static int job_done_pinned(struct qjob *j)
+{
+    struct session *s = j->s;
+    struct qjob *was = s->q_running;
+    s->q_running = j;
+    j->done(j);
+    s->q_running = was;
+    return s->dropped && !was;
+}
+
+/* Back on the loop: close the view, answer, start the session's next query. */
+static void job_finished(struct qjob *j)
+{
+    struct session *s = j->s;
+    uint64_t t0 = uv_hrtime();
+    engine_view_close(&s->eng, j->v);
+    j->v = NULL;
+    s->q_running = NULL;
+    session_sym_released(s); /* the worker let go of the symbolizer */
+    s->qs.run++;
+    if (j->rc)
+        s->qs.failed++;
+    s->qs.worker_total_ns += j->worker_ns;
+    if (j->worker_ns > s->qs.worker_max_ns)
+        s->qs.worker_max_ns = j->worker_ns;
+    if (s->dropped && j->rc == 0) {
+        for (unsigned i = 0; i < j->nq; i++)
+            query_result_free(&j->res[i]);
+        j->rc = HT_ENOSESSION;
+    }
+    job_done_pinned(j); /* a drop meanwhile: s->dropped, freed below */
+    uint64_t hold = j->open_ns + (uv_hrtime() - t0);
+    if (hold > s->qs.hold_max_ns)
+        s->qs.hold_max_ns = hold;
+    log_debug("session %u: %s query (%u) answered: waited %.2f ms, worker %.2f ms, loop held "
+              "%.3f ms (view open %.3f ms), %s",
+              s->id, j->what, j->nq, (double)(j->t_open - j->t_submit) / 1e6,
+              (double)j->worker_ns / 1e6, (double)hold / 1e6, (double)j->open_ns / 1e6,
+              j->rc ? qjob_failure_text(j->rc) : "ok");
+    qjob_free(j);
+    if (s->dropped) {
+        session_free_dropped(s);
+        return;
+    }
+    session_warm(s); /* stacks interned meanwhile: the skip cache was the worker's */
+    session_query_next(s);
+}
+
+/* The workers, started with the first query (a server that never queries
+ * starts no thread). NULL when they cannot run: the job then runs inline. */
+static struct qworker *workers(struct session_set *set)
+{
+    if (set->qw || set->stopping)
+        return set->qw;
+    set->qw = qworker_new(set->loop, job_finished);
+    return set->qw;
+}
+
+
+/* The session's next waiting job gets the view (at most one open per engine). */
+static void session_query_next(struct session *s)
+{
+    while (!s->q_running && s->q_head && !s->dropped) {
+        struct qjob *j = s->q_head;
+        s->q_head = j->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        s->q_waiting--;
+        j->next = NULL;
+        if (j->for_client && !j->c) { /* its client went away while it waited */
+            qjob_free(j);
+            continue;
+        }
+        uint64_t t0 = uv_hrtime();
+        j->t_open = t0;
+        int rc = 0;
+        if (j->nq != 0 && (rc = engine_view_open(&s->eng, &j->v)) != 0) {
+            s->qs.failed++;
+            j->rc = rc;
+        }
+        if (j->nq == 0 || rc != 0) { /* no query (answered here, in its turn), or no view */
+            int gone = job_done_pinned(j);
+            qjob_free(j);
+            if (gone) {
+                session_free_dropped(s);
+                return;
+            }
+            continue;
+        }
+        j->view_now = ev_now(j->v);
+        if (j->opened)
+            j->opened(j);
+        j->open_ns = uv_hrtime() - t0;
+        s->q_running = j;
+        struct qworker *qw = workers(s->set);
+        if (!qw) { /* no thread: the query runs here, as it did before workers */
+            qworker_run_here(j);
+            job_finished(j);
+            return; /* job_finished went on with the next one */
+        }
+        qworker_run(qw, j);
+    }
+}
+
+int session_query_submit(struct qjob *j)
+{
+    struct session *s = j->s;
+    if (s->dropped || s->set->stopping)
+        return HT_ENOSESSION;
+    /* Queries waiting behind the running one: past cfg->max_queued_queries
+     * one more is refused (requests of one client wait for its previous
+     * reply, so these are other clients' and top refreshes). */
+    if (!j->urgent && s->q_waiting >= s->set->cfg->max_queued_queries) {
+        s->qs.rejected++;
+        return HT_EFULL;
+    }
+    j->t_submit = uv_hrtime();
+    j->next = NULL;
+    if (j->urgent) { /* after the other urgent ones, ahead of the rest */
+        struct qjob **p = &s->q_head;
+        while (*p && (*p)->urgent)
+            p = &(*p)->next;
+        j->next = *p;
+        *p = j;
+        if (!j->next)
+            s->q_tail = j;
+    } else {
+        if (s->q_tail)
+            s->q_tail->next = j;
+        else
+            s->q_head = j;
+        s->q_tail = j;
+    }
+    s->q_waiting++;
+    session_query_next(s);
+    return 0;
+}
+
+int session_queries_cancel(struct session *s)
+{
+    while (s->q_head) {
+        struct qjob *j = s->q_head;
+        s->q_head = j->next;
+        s->q_waiting--;
+        j->next = NULL;
+        j->rc = HT_ENOSESSION;
+        j->done(j);
+        qjob_free(j);
+    }
+    s->q_tail = NULL;
+    return s->q_running != NULL;
 }
