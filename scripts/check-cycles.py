@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Fails when files of the daemon depend on each other in a circle.
 
-The graph has one node per .c file of daemon/ (a header counts as the .c of
-the same name next to it, when there is one) and an edge A -> B when
-  - A includes "B" (#include "..." resolved to a file of daemon/); a header
-    with no .c of its own (commands.h, tracer-int.h) only declares: A
-    depends on what it includes, as if A included those itself, or
+The graph has one node per .c and .h file of daemon/ and an edge A -> B when
+  - A includes "B" (#include "..." resolved to a file of daemon/): an
+    include cycle is a set of headers that include each other, or
   - A's object file uses a symbol that B's object file defines (nm: A's
     undefined symbols resolved to the object that defines them), for the
-    daemon's objects in the build directory given as argument.
-Every strongly connected component of more than one file is a cycle: it is
-printed with the edges that make it, and the script exits 1 unless the
-component is listed in scripts/check-cycles.allow (one component a line:
-its files separated by spaces, then "#" and the reason).
+    daemon's objects in the build directory given as argument: a call cycle
+    is a set of .c files that call (or read) each other in a circle.
+A header is not the .c of the same name: including a module's header to
+use its types and declarations is a dependency on the header only, and the
+calls into the module are the call edges. Every strongly connected
+component of more than one file is a cycle: it is printed with the edges
+that make it, and the script exits 1 unless the component is listed in
+scripts/check-cycles.allow (one component a line: its files separated by
+spaces, then "#" and the reason).
 
 usage: scripts/check-cycles.py BUILD_DIR [--graph]
 """
@@ -37,17 +39,12 @@ def source_files():
 
 
 def node_of(path):
-    """A header is the node of its .c (same folder, same name) when there is one."""
-    if path.endswith(".h"):
-        c = path[:-2] + ".c"
-        if os.path.exists(os.path.join(ROOT, c)):
-            return c
+    """Every file is a node of its own (a header is not its .c)."""
     return path
 
 
 def include_edges(files):
-    """(A, B, '#include "b.h"') for each include of a daemon file by another one,
-    through the headers that have no .c of their own."""
+    """(A, B, '#include "b.h"') for each include of a daemon file by another one."""
     by_name = {}
     for f in files:
         by_name.setdefault(os.path.basename(f), []).append(f)
@@ -67,29 +64,7 @@ def include_edges(files):
                 a, b = node_of(f), node_of(t)
                 if a != b:
                     edges.append((a, b, '#include "%s"' % inc))
-    return through_headers(edges)
-
-
-def through_headers(edges):
-    """Edges to a header without its .c go on to what that header includes."""
-    out_of = {}
-    for a, b, w in edges:
-        out_of.setdefault(a, []).append((b, w))
-    res = set()
-    for a, b, w in edges:
-        if a.endswith(".h"):
-            continue
-        seen, todo = set(), [(b, w)]
-        while todo:
-            n, why = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n.endswith(".h"):
-                todo += [(m, why + " > " + w2.split(" ", 1)[1]) for m, w2 in out_of.get(n, [])]
-            elif n != a:
-                res.add((a, n, why))
-    return sorted(res)
+    return sorted(set(edges))
 
 
 def daemon_objects(build):
@@ -211,7 +186,7 @@ def main():
     for a, b, w in edges:
         adj.setdefault(a, set()).add(b)
         why.setdefault((a, b), []).append(w)
-    nodes = sorted({node_of(f) for f in files if not node_of(f).endswith(".h")})
+    nodes = sorted({node_of(f) for f in files})
     if "--graph" in sys.argv:
         for a in nodes:
             for b in sorted(adj.get(a, ())):

@@ -241,3 +241,18 @@ int require_ok(struct qctx *c, const uint64_t *f, unsigned depth)
             return 1;
     return 0;
 }
+
+/* Does a stack pass the require list? Memoized per stack. */
+int stack_required(struct qctx *c, uint32_t stack)
+{
+    if (c->q->nrequire == 0)
+        return 1;
+    if (c->req && stack < c->nmemo && c->req[stack])
+        return c->req[stack] == 1;
+    unsigned depth;
+    const uint64_t *f = stack_intern_frames(c->si, stack, &depth);
+    int ok = require_ok(c, f, depth);
+    if (c->req && stack < c->nmemo)
+        c->req[stack] = ok ? 1 : 2;
+    return ok;
+}

@@ -11,6 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Records [i, n) of a ring come in runs stored contiguously: the record at
+ * i, and in *len how many follow it in its run (chunk_ring_at's layout). */
+const void *ring_run(const struct chunk_ring *r, uint64_t i, uint64_t n, uint64_t *len)
+{
+    uint64_t idx = r->pushed <= r->cap ? i : (r->pushed + i) % r->cap;
+    uint64_t per = 1ULL << LIFE_CHUNK_SHIFT, off = idx & (per - 1), run = per - off;
+    if (r->pushed > r->cap && run > r->cap - idx)
+        run = r->cap - idx; /* wraps to record 0 of the storage */
+    *len = run < n - i ? run : n - i;
+    return r->chunks[idx >> LIFE_CHUNK_SHIFT] + (size_t)off * r->elem;
+}
+
 /* A block named by heap, address, alloc time and closed (freed at its alloc
  * time: engine.c, realloc_close). */
 struct re_key {

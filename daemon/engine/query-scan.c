@@ -18,33 +18,6 @@ static int classify(const struct query *q, uint64_t a, uint64_t f)
     return f <= q->t2 ? HT_AOFI : HT_AOFO;
 }
 
-/* Records [i, n) of a ring come in runs stored contiguously: the record at
- * i, and in *len how many follow it in its run (chunk_ring_at's layout). */
-const void *ring_run(const struct chunk_ring *r, uint64_t i, uint64_t n, uint64_t *len)
-{
-    uint64_t idx = r->pushed <= r->cap ? i : (r->pushed + i) % r->cap;
-    uint64_t per = 1ULL << LIFE_CHUNK_SHIFT, off = idx & (per - 1), run = per - off;
-    if (r->pushed > r->cap && run > r->cap - idx)
-        run = r->cap - idx; /* wraps to record 0 of the storage */
-    *len = run < n - i ? run : n - i;
-    return r->chunks[idx >> LIFE_CHUNK_SHIFT] + (size_t)off * r->elem;
-}
-
-/* Does a stack pass the require list? Memoized per stack. */
-int stack_required(struct qctx *c, uint32_t stack)
-{
-    if (c->q->nrequire == 0)
-        return 1;
-    if (c->req && stack < c->nmemo && c->req[stack])
-        return c->req[stack] == 1;
-    unsigned depth;
-    const uint64_t *f = stack_intern_frames(c->si, stack, &depth);
-    int ok = require_ok(c, f, depth);
-    if (c->req && stack < c->nmemo)
-        c->req[stack] = ok ? 1 : 2;
-    return ok;
-}
-
 static int size_kept(const struct query *q, uint64_t size)
 {
     return size >= q->size_min && (q->size_max == UINT64_MAX || size < q->size_max);

@@ -42,19 +42,6 @@
 #include <string.h>
 #include <uv.h>
 
-const char *const ht_by_names[] = {"stack", "frame", "image", "heap", "type", NULL};
-const char *const ht_sort_names[] = {"so", "soc", "st", "stc", "src", "impact", NULL};
-const char *const ht_type_names[] = {"AIFI", "AIFO", "AOFI", "AOFO", NULL};
-
-void query_init(struct query *q)
-{
-    memset(q, 0, sizeof(*q));
-    q->t2 = UINT64_MAX;
-    q->types = HT_TYPES_ALL;
-    q->size_max = UINT64_MAX;
-    q->life_max = UINT64_MAX;
-}
-
 /* Whole session with no per-block filter: the exact totals since start answer it. */
 static int whole_session(const struct query *q, uint64_t now)
 {

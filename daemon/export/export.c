@@ -1,4 +1,4 @@
-/* The export formats' table, and what the line formats share: labels, values, lines. */
+/* What the line formats share: labels, values, lines (the table: export-table.c). */
 #include "export.h"
 
 #include "ht-error.h"
@@ -9,52 +9,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Every format, in the order messages list them. */
-static const struct export_format *const formats[] = {&export_json, &export_csv, &export_collapsed
-#ifdef HEAPTRACE_WITH_PPROF
-                                                      ,
-                                                      &export_pprof
-#endif
-};
-#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
-
-const struct export_format *export_format_find(const char *name)
-{
-    for (size_t i = 0; i < NFORMATS; i++)
-        if (!strcmp(formats[i]->name, name))
-            return formats[i];
-    return NULL;
-}
-
-/* Names of the formats (with samples: those that have a form for them), as
- * "a, b or c". */
-static const char *names_of(char *buf, size_t n, int samples)
-{
-    const struct export_format *pick[NFORMATS];
-    size_t k = 0, len = 0;
-    for (size_t i = 0; i < NFORMATS; i++)
-        if (!samples || formats[i]->json || formats[i]->samples.row)
-            pick[k++] = formats[i];
-    buf[0] = '\0';
-    for (size_t i = 0; i < k && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%s",
-                                i == 0       ? ""
-                                : i + 1 == k ? " or "
-                                             : ", ",
-                                pick[i]->name);
-    return buf;
-}
-
-const char *export_format_names(char *buf, size_t n)
-{
-    return names_of(buf, n, 0);
-}
-
-const char *export_sample_format_names(char *buf, size_t n)
-{
-    return names_of(buf, n, 1);
-}
 
 int64_t export_field(const cJSON *row, const char *key)
 {
@@ -174,26 +128,17 @@ int export_line_item(const char *line, struct ht_sbuf *out)
     return rc == 0 ? 1 : rc;
 }
 
-/* Every pair export_bind can give: [format][rows, samples][no value, a
- * sort's figure, a type mask]. Filled on the loop thread only. */
 #define NSORTS (sizeof(sort_values) / sizeof(sort_values[0]))
 #define NTYPES (sizeof(type_values) / sizeof(type_values[0]))
-static struct export_bound bound[NFORMATS][2][1 + NSORTS + NTYPES];
+_Static_assert(1 + NSORTS + NTYPES <= EXPORT_VALUE_SLOTS, "export.h: EXPORT_VALUE_SLOTS too small");
 
-const struct export_bound *export_bind(const struct export_format *f, int samples,
-                                       const struct export_value *v)
+size_t export_value_slot(const struct export_value *v)
 {
-    size_t fi = 0, vi = 0;
-    while (fi + 1 < NFORMATS && formats[fi] != f)
-        fi++;
     if (v >= sort_values && v < sort_values + NSORTS)
-        vi = 1 + (size_t)(v - sort_values);
-    else if (v >= type_values && v < type_values + NTYPES)
-        vi = 1 + NSORTS + (size_t)(v - type_values);
-    struct export_bound *b = &bound[fi][samples != 0][vi];
-    b->w = samples ? &f->samples : &f->rows;
-    b->v = vi ? v : NULL;
-    return b;
+        return 1 + (size_t)(v - sort_values);
+    if (v >= type_values && v < type_values + NTYPES)
+        return 1 + NSORTS + (size_t)(v - type_values);
+    return 0;
 }
 
 int export_bound_item(const void *arg, const cJSON *row, uint32_t rank, struct ht_sbuf *out)

@@ -92,6 +92,9 @@ void export_value_name(const struct export_value *ev, char *buf, size_t n);
 /* One line as a JSON string item of a reply's "lines" array: 1, or an error. */
 int export_line_item(const char *line, struct ht_sbuf *out);
 
+/* A value's place among those export_bind keeps a writer for (0: none). */
+#define EXPORT_VALUE_SLOTS 32
+size_t export_value_slot(const struct export_value *v);
 /* A writer and the value its lines carry, bound for a reply that streams
  * after its request is gone: static, one per pair (export_bind). */
 struct export_bound {

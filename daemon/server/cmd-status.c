@@ -16,6 +16,6 @@ static uint64_t sub_queued(struct session_sub *sub, const struct session *s)
 int cmd_status(struct cmd_ctx *ctx)
 {
     const struct session_status_ctx x = {&ctx->srv->mem, ctx->srv->out_queued, sub_queued,
-                                         quality_json};
+                                         session_quality_json};
     return cmd_reply(ctx, session_status_json(ctx->s, &x));
 }

@@ -1,9 +1,6 @@
 /* Query arguments (range, types, filters, culling) into an engine query. */
 #include "query-args.h"
 
-/* Not converted to session.h's functions yet: reads struct session. */
-#include "session-int.h"
-
 #include "config.h"
 #include "engine.h"
 #include "ht-error.h"
@@ -25,7 +22,7 @@ static int bound_parse(struct session *s, const char *b, size_t n, int is_end, u
     }
     memcpy(text, b, n);
     text[n] = '\0';
-    uint64_t now = s->eng.now, d;
+    uint64_t now = session_engine(s)->now, d;
     if (n == 0) {
         *out = is_end ? now : 0;
         return 0;
@@ -46,7 +43,7 @@ static int bound_parse(struct session *s, const char *b, size_t n, int is_end, u
         *out = d;
         return 0;
     }
-    const struct mark *m = engine_mark_find(&s->eng, text);
+    const struct mark *m = engine_mark_find(session_engine(s), text);
     if (m) {
         *out = m->t;
         return 0;
@@ -74,7 +71,7 @@ int range_parse(struct session *s, const char *text, uint64_t *t1, uint64_t *t2,
         return rc;
     /* Nothing has happened after now: a window that starts later is refused
      * (however its end is written), one that ends later ends at now. */
-    uint64_t now = s->eng.now;
+    uint64_t now = session_engine(s)->now;
     if (*t1 > now) {
         char a[32], b[32];
         snprintf(err, errsz,
@@ -208,7 +205,7 @@ static int qargs_patterns(struct qargs *qa, struct session *s, const struct ht_c
         /* The default list alone is the same every time: its per-stack
          * result is kept in the session across queries. */
         if (ncull == 0)
-            q->skip_cache = &s->default_skip;
+            q->skip_cache = session_default_skip(s);
         /* The whole list, always: it has room of its own (config.c caps it). */
         if (cfg->ncull > HT_CULL_DEFAULT_MAX) {
             snprintf(err, errsz, "the default cull list has more than %d patterns",
@@ -232,7 +229,7 @@ int qargs_parse(struct qargs *qa, struct session *s, const struct ht_config *cfg
     query_init(q);
     q->domain = domain;
     q->top = 50;
-    q->t2 = s->eng.now;
+    q->t2 = session_engine(s)->now;
     qa->has_range = 0;
     const cJSON *v;
     int rc = 0;

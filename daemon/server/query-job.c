@@ -2,6 +2,7 @@
  * arguments, their answers put in the client's replies in order, and the
  * whole-session top jobs (top, snapshots) (query-job.h). */
 #include "query-job.h"
+#include "query-render.h"
 
 #include "commands.h"
 

@@ -49,59 +49,6 @@ static void hex_json(cJSON *o, const char *key, uint64_t v)
     cJSON_AddStringToObject(o, key, buf);
 }
 
-/* A sampled session (run --sample, --max-overhead) says so in every reply:
- * its counts and sizes are estimates. Exact sessions' replies are unchanged. */
-static void sampled_json(cJSON *o, const struct source_stats *in)
-{
-    if (!in->sampling)
-        return;
-    cJSON *sm = cJSON_AddObjectToObject(o, "sampled");
-    cJSON_AddNumberToObject(sm, "mean_bytes", (double)in->sample_mean);
-    cJSON_AddNumberToObject(sm, "sampled_allocs", (double)in->sampled_allocs);
-    if (in->sample_max_overhead) {
-        cJSON_AddNumberToObject(sm, "max_overhead_pct", in->sample_max_overhead);
-        cJSON_AddNumberToObject(sm, "overhead_pct", (double)in->sample_overhead_ppm / 1e4);
-        cJSON_AddNumberToObject(sm, "rate_changes", (double)in->sample_rate_changes);
-    }
-    cJSON_AddNumberToObject(o, "sample_set_full", (double)in->sample_set_full);
-}
-
-cJSON *quality_json(struct session *s)
-{
-    cJSON *o = cJSON_CreateObject();
-#define X(name, doc) cJSON_AddNumberToObject(o, #name, (double)s->eng.q.name);
-    HT_QUALITY_MAP(X)
-#undef X
-    /* Lost: "lost" records in the stream, and what the source itself knows it lost. */
-    if (s->ingest.lost)
-        cJSON_ReplaceItemInObjectCaseSensitive(
-            o, "lost", cJSON_CreateNumber((double)(s->eng.q.lost + s->ingest.lost)));
-    cJSON_AddNumberToObject(o, "malformed_lines", (double)s->ingest.malformed);
-    cJSON_AddNumberToObject(o, "ring_drops",
-                            (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
-    cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
-    /* Both interners count: the engine's and the source's private one. */
-    const struct source_stats *in = &s->ingest;
-    cJSON_AddNumberToObject(o, "stack_table_drops",
-                            (double)(s->eng.si.drops + in->stack_table_drops));
-    cJSON_AddNumberToObject(o, "string_drops", (double)(s->eng.si.str_drops + in->string_drops));
-    cJSON_AddNumberToObject(o, "long_names", (double)(s->eng.si.long_names + in->long_names));
-    cJSON_AddNumberToObject(o, "invalid_utf8_names",
-                            (double)(s->eng.si.bad_utf8 + in->bad_utf8_names));
-    uint64_t over = mem_acct_refusals(&s->eng.acct, 1), nomem = mem_acct_refusals(&s->eng.acct, 0);
-    for (int k = 0; k < MEM_KINDS; k++) {
-        over += in->over_budget[k];
-        nomem += in->no_memory[k];
-    }
-    cJSON_AddNumberToObject(o, "budget_drops", (double)over);
-    cJSON_AddNumberToObject(o, "no_memory_drops", (double)nomem);
-    cJSON_AddNumberToObject(o, "timeline_drops", (double)s->eng.tl.dropped);
-    cJSON_AddNumberToObject(o, "snapshots_over_budget", (double)s->snaps_over_budget);
-    cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
-    sampled_json(o, in);
-    return o;
-}
-
 cJSON *query_row_json(const struct stack_intern *si, const struct query *q,
                       const struct query_result *res, const struct query_row *r)
 {
@@ -166,15 +113,15 @@ cJSON *query_rows_json(const struct stack_intern *si, const struct query *q,
 cJSON *query_result_json(struct session *s, const struct query *q, const struct query_result *res)
 {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddNumberToObject(d, "session", s->id);
+    cJSON_AddNumberToObject(d, "session", session_id(s));
     cJSON *proc = cJSON_AddObjectToObject(d, "process");
-    cJSON_AddNumberToObject(proc, "pid", (double)s->eng.pid);
-    cJSON_AddStringToObject(proc, "name", s->process_name);
+    cJSON_AddNumberToObject(proc, "pid", (double)session_engine(s)->pid);
+    cJSON_AddStringToObject(proc, "name", session_process_name(s));
     cJSON_AddStringToObject(d, "domain", q->domain == HT_DOM_HEAP ? "heap" : "commit");
     cJSON *w = cJSON_AddObjectToObject(d, "window");
     cJSON_AddNumberToObject(w, "t1", (double)q->t1);
-    cJSON_AddNumberToObject(w, "t2", (double)(q->t2 > s->eng.now ? s->eng.now : q->t2));
-    cJSON_AddNumberToObject(w, "wall_start", (double)s->wall_start);
+    cJSON_AddNumberToObject(w, "t2", (double)(q->t2 > session_engine(s)->now ? session_engine(s)->now : q->t2));
+    cJSON_AddNumberToObject(w, "wall_start", (double)session_wall_start(s));
     cJSON_AddStringToObject(d, "by", q->list ? "block" : ht_by_names[q->by]);
     cJSON_AddStringToObject(d, "sort", ht_sort_names[q->sort]);
     cJSON_AddBoolToObject(d, "complete", res->complete);
@@ -184,9 +131,9 @@ cJSON *query_result_json(struct session *s, const struct query *q, const struct 
     cJSON_AddNumberToObject(d, "groups", (double)res->ngroups);
     cJSON *rows = cJSON_AddArrayToObject(d, "rows");
     for (uint32_t i = 0; i < res->nrows; i++)
-        cJSON_AddItemToArray(rows, query_row_json(&s->eng.si, q, res, &res->rows[i]));
+        cJSON_AddItemToArray(rows, query_row_json(&session_engine(s)->si, q, res, &res->rows[i]));
     cJSON *total = cJSON_AddObjectToObject(d, "total");
     figures_json(total, &res->total);
-    cJSON_AddItemToObject(d, "quality", quality_json(s));
+    cJSON_AddItemToObject(d, "quality", session_quality_json(s));
     return d;
 }

@@ -20,7 +20,5 @@ struct cJSON *query_row_json(const struct stack_intern *si, const struct query *
 /* All rows of a result as a JSON array (NULL: out of memory). */
 struct cJSON *query_rows_json(const struct stack_intern *si, const struct query *q,
                               const struct query_result *res);
-/* The session's data-quality counters. */
-struct cJSON *quality_json(struct session *s);
 
 #endif

@@ -78,6 +78,11 @@ enum session_state session_state(const struct session *s)
     return s->state;
 }
 
+struct skip_cache *session_default_skip(struct session *s)
+{
+    return &s->default_skip;
+}
+
 struct engine *session_engine(struct session *s)
 {
     return &s->eng;
@@ -409,4 +414,57 @@ cJSON *session_status_json(struct session *s, const struct session_status_ctx *x
     }
     queries_json(cJSON_AddObjectToObject(d, "queries"), s);
     return d;
+}
+
+/* A sampled session (run --sample, --max-overhead) says so in every reply:
+ * its counts and sizes are estimates. Exact sessions' replies are unchanged. */
+static void sampled_json(cJSON *o, const struct source_stats *in)
+{
+    if (!in->sampling)
+        return;
+    cJSON *sm = cJSON_AddObjectToObject(o, "sampled");
+    cJSON_AddNumberToObject(sm, "mean_bytes", (double)in->sample_mean);
+    cJSON_AddNumberToObject(sm, "sampled_allocs", (double)in->sampled_allocs);
+    if (in->sample_max_overhead) {
+        cJSON_AddNumberToObject(sm, "max_overhead_pct", in->sample_max_overhead);
+        cJSON_AddNumberToObject(sm, "overhead_pct", (double)in->sample_overhead_ppm / 1e4);
+        cJSON_AddNumberToObject(sm, "rate_changes", (double)in->sample_rate_changes);
+    }
+    cJSON_AddNumberToObject(o, "sample_set_full", (double)in->sample_set_full);
+}
+
+cJSON *session_quality_json(struct session *s)
+{
+    cJSON *o = cJSON_CreateObject();
+#define X(name, doc) cJSON_AddNumberToObject(o, #name, (double)s->eng.q.name);
+    HT_QUALITY_MAP(X)
+#undef X
+    /* Lost: "lost" records in the stream, and what the source itself knows it lost. */
+    if (s->ingest.lost)
+        cJSON_ReplaceItemInObjectCaseSensitive(
+            o, "lost", cJSON_CreateNumber((double)(s->eng.q.lost + s->ingest.lost)));
+    cJSON_AddNumberToObject(o, "malformed_lines", (double)s->ingest.malformed);
+    cJSON_AddNumberToObject(o, "ring_drops",
+                            (double)(s->eng.heap_life.dropped + s->eng.commit_life.dropped));
+    cJSON_AddNumberToObject(o, "commit_split_drops", (double)s->eng.commits.split_drops);
+    /* Both interners count: the engine's and the source's private one. */
+    const struct source_stats *in = &s->ingest;
+    cJSON_AddNumberToObject(o, "stack_table_drops",
+                            (double)(s->eng.si.drops + in->stack_table_drops));
+    cJSON_AddNumberToObject(o, "string_drops", (double)(s->eng.si.str_drops + in->string_drops));
+    cJSON_AddNumberToObject(o, "long_names", (double)(s->eng.si.long_names + in->long_names));
+    cJSON_AddNumberToObject(o, "invalid_utf8_names",
+                            (double)(s->eng.si.bad_utf8 + in->bad_utf8_names));
+    uint64_t over = mem_acct_refusals(&s->eng.acct, 1), nomem = mem_acct_refusals(&s->eng.acct, 0);
+    for (int k = 0; k < MEM_KINDS; k++) {
+        over += in->over_budget[k];
+        nomem += in->no_memory[k];
+    }
+    cJSON_AddNumberToObject(o, "budget_drops", (double)over);
+    cJSON_AddNumberToObject(o, "no_memory_drops", (double)nomem);
+    cJSON_AddNumberToObject(o, "timeline_drops", (double)s->eng.tl.dropped);
+    cJSON_AddNumberToObject(o, "snapshots_over_budget", (double)s->snaps_over_budget);
+    cJSON_AddNumberToObject(o, "recorder_drops", (double)s->recorder_drops);
+    sampled_json(o, in);
+    return o;
 }

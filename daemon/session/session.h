@@ -83,6 +83,8 @@ const char *session_name(const struct session *s);
 enum session_state session_state(const struct session *s);
 /* Its engine (engine.h: the figures, tables and rings the queries read). */
 struct engine *session_engine(struct session *s);
+/* The default cull list's per-stack cache, for a query's plan. */
+struct skip_cache *session_default_skip(struct session *s);
 /* The source's name ("replay", "bpf", ...) and the traced process's name. */
 const char *session_source_name(const struct session *s);
 const char *session_process_name(const struct session *s);
@@ -137,7 +139,7 @@ struct session_status_ctx {
     uint64_t out_queued;
     /* Bytes queued to sub's client while it records s (0 otherwise). */
     uint64_t (*sub_queued)(struct session_sub *sub, const struct session *s);
-    /* The data-quality counters (query-args.h quality_json). */
+    /* The data-quality counters (session_quality_json). */
     struct cJSON *(*quality)(struct session *s);
 };
 /* The status reply's data: state, process, ingest, heap, memory, rings,
@@ -145,6 +147,9 @@ struct session_status_ctx {
 struct cJSON *session_status_json(struct session *s, const struct session_status_ctx *x);
 /* Bytes, lines, events and the first malformed lines of the session's input. */
 struct cJSON *session_ingest_json(struct session *s);
+/* The data-quality counters every reply carries: the engine's, the
+ * source's and the session's own drops. */
+struct cJSON *session_quality_json(struct session *s);
 const char *session_state_name(enum session_state st);
 
 #endif

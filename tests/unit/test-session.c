@@ -283,7 +283,7 @@ static void test_live_ends_with_exit(void)
     cJSON_Delete(last_top);
     last_top = NULL;
     /* The source's own lost events are in data quality. */
-    cJSON *q = quality_json(s);
+    cJSON *q = session_quality_json(s);
     CHECK_EQ(cJSON_GetObjectItemCaseSensitive(q, "lost")->valuedouble, 5);
     cJSON_Delete(q);
     session_drop(s);
