@@ -62,6 +62,7 @@ static int run_config(const struct run_opts *o, struct ht_config *cfg)
 static void stop_http(void *arg)
 {
     http_stop(arg);
+    routes_free();
 }
 
 /* Serve until stopped. The exit code. */

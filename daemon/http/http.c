@@ -263,7 +263,12 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     size_t end = http_head_end(c->buf, c->len);
     if (end) {
         uv_read_stop(st);
+        uint64_t t0 = uv_hrtime();
         conn_request(c, end);
+        uint64_t held = uv_hrtime() - t0;
+        struct server *srv = c->h->srv;
+        if (held > srv->http.hold_max_ns)
+            srv->http.hold_max_ns = held;
     } else if (c->len == sizeof(c->buf)) {
         uv_read_stop(st);
         c->state = CONN_HANDLING;

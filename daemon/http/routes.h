@@ -10,5 +10,7 @@
 
 /* Ended by {NULL, NULL}; passed to http_start by the daemon's startup. */
 extern const struct http_route http_routes[];
+/* What the routes keep between requests (the last exposition), freed. */
+void routes_free(void);
 
 #endif

@@ -304,7 +304,13 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
     counter(b, "http_not_found", "HTTP requests answered 404", srv->http.not_found);
     counter(b, "http_bad_method", "HTTP requests answered 405", srv->http.bad_method);
     counter(b, "http_unavailable", "HTTP requests answered 503", srv->http.unavailable);
+    counter(b, "http_metrics_reused",
+            "scrapes answered with the exposition made under 100 ms before",
+            srv->http.metrics_reused);
     gauge(b, "http_connections", "HTTP connections open", srv->http.conns);
+    gauge(b, "http_longest_hold_seconds",
+          "longest an HTTP request held the loop (parsed, answer made and queued)",
+          (double)srv->http.hold_max_ns / 1e9);
 }
 
 /* What a recorder of s has been sent and not read (as status counts it). */

@@ -57,6 +57,8 @@ struct server {
     struct {
         uint64_t requests, refused_full, bad, too_large, idle_closed, not_found, bad_method,
             unavailable;
+        uint64_t metrics_reused; /* scrapes answered with the last exposition (routes.c) */
+        uint64_t hold_max_ns; /* longest a request held the loop: parsed, routed, answer queued */
         uint32_t conns;
     } http;
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */

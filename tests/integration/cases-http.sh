@@ -59,14 +59,21 @@ case_http_metrics() {
     eq "$got" "$want" "committed bytes"
     # Daemon-wide: the sessions, and this request counted.
     grep -qx 'heaptrace_sessions 1' "$T/m.txt" || fail "sessions"
+    # Past the 100 ms an exposition is reused (routes.c): a new one, this request counted.
+    sleep 0.15
     grep -qx 'heaptrace_http_requests_total 2' <(http_get /metrics) || fail "http requests counted"
     # HEAD: the headers alone; other methods 405, other paths 404, both counted.
     curl -sS -I "http://127.0.0.1:$HPORT/metrics" | grep -q "^HTTP/1.1 200" || fail HEAD
     eq "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$HPORT/metrics")" 405 POST
     eq "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HPORT/nothing")" 404 "unknown path"
+    sleep 0.15
     http_get /metrics >"$T/m2.txt"
     grep -qx 'heaptrace_http_bad_method_total 1' "$T/m2.txt" || fail "405 not counted"
     grep -qx 'heaptrace_http_not_found_total 1' "$T/m2.txt" || fail "404 not counted"
+    # Within 100 ms the same text again (two requests from one curl), counted as reused.
+    curl -sS "http://127.0.0.1:$HPORT/metrics" "http://127.0.0.1:$HPORT/metrics" >"$T/m3.txt"
+    sleep 0.15
+    http_get /metrics | grep -q '^heaptrace_http_metrics_reused_total [1-9]' || fail "reuse not counted"
     stop_clean
 }
 
