@@ -117,28 +117,30 @@ EOT
     eq "$got" 1 "the scrape target is up"
 }
 
-# The worst `heaptracectl ping` (ms) in the background while $@ runs; prints it.
+# The worst `heaptracectl ping` (ms) in the background while $@ runs; prints it. Each call has
+# files of its own (two run at once in case_http_hostile).
 ping_while() {
+    local f="$T/ping.$BASHPID.$RANDOM"
+    echo 0 >"$f.worst"
     (
         worst=0
-        while [ ! -e "$T/ping.stop" ]; do
+        while [ ! -e "$f.stop" ]; do
             t0=$(date +%s%N)
-            "$HT_CTL" ping >/dev/null || echo "ping failed" >>"$T/ping.fail"
+            "$HT_CTL" ping >/dev/null || echo "ping failed" >>"$f.fail"
             ms=$((($(date +%s%N) - t0) / 1000000))
             [ "$ms" -gt "$worst" ] && worst=$ms
-            echo "$worst" >"$T/ping.worst"
+            echo "$worst" >"$f.worst"
             sleep 0.05
         done
     ) &
     local pp=$!
     "$@"
     local rc=$?
-    touch "$T/ping.stop"
+    touch "$f.stop"
     wait "$pp"
-    rm -f "$T/ping.stop"
-    echo "worst ping during ${*:3}: $(cat "$T/ping.worst") ms"
-    [ ! -e "$T/ping.fail" ] || fail "a ping failed during ${*:3}"
-    [ "$(cat "$T/ping.worst")" -lt 1000 ] || fail "ping took $(cat "$T/ping.worst") ms during ${*:3}"
+    echo "worst ping during ${*:4}: $(cat "$f.worst") ms"
+    [ ! -e "$f.fail" ] || fail "a ping failed during ${*:4}"
+    [ "$(cat "$f.worst")" -lt 1000 ] || fail "ping took $(cat "$f.worst") ms during ${*:4}"
     return $rc
 }
 
