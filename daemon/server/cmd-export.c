@@ -127,12 +127,12 @@ static void pprof_opened(struct qjob *j)
 {
     struct export_job *x = j->arg;
     struct session *s = j->s;
-    struct engine *e = &s->eng;
-    x->wall_start = s->wall_start;
+    struct engine *e = session_engine(s);
+    x->wall_start = session_wall_start(s);
     x->p = pprof_new();
     if (!x->p)
         return;
-    if (e->modules.n || e->exited || !strcmp(s->source, "replay")) {
+    if (e->modules.n || e->exited || !strcmp(session_source_name(s), "replay")) {
         if (export_pprof_modules(x->p, &e->si, &e->modules) != 0) {
             pprof_free(x->p);
             x->p = NULL;
@@ -362,7 +362,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
         struct pprof *p;
         int rc = export_pprof_json(rows, &p);
-        *out = rc == 0 ? pprof_data(f, p, s->wall_start, (uint64_t)export_field(win, "t1"),
+        *out = rc == 0 ? pprof_data(f, p, session_wall_start(s), (uint64_t)export_field(win, "t1"),
                                     (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
                                     (double)export_field(part, "groups"))
                        : NULL;

@@ -93,6 +93,11 @@ const char *session_process_name(const struct session *s)
     return s->process_name;
 }
 
+int64_t session_wall_start(const struct session *s)
+{
+    return s->wall_start;
+}
+
 int session_dropped(const struct session *s)
 {
     return s->dropped;

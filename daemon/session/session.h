@@ -86,6 +86,8 @@ struct engine *session_engine(struct session *s);
 /* The source's name ("replay", "bpf", ...) and the traced process's name. */
 const char *session_source_name(const struct session *s);
 const char *session_process_name(const struct session *s);
+/* Unix seconds when it started. */
+int64_t session_wall_start(const struct session *s);
 /* 1 once dropped: off the list, kept until its running query returns. */
 int session_dropped(const struct session *s);
 /* The source's own status (source.h status_json; NULL without a source or
