@@ -661,6 +661,16 @@ static void render_shutdown(struct ctl *c, const cJSON *d)
     printf("heaptraced is shutting down (%.0f sessions dropped)\n", num(d, "sessions"));
 }
 
+/* metrics: the exposition as the daemon made it, a line each (for a
+ * textfile collector). */
+static void render_metrics(struct ctl *c, const cJSON *d)
+{
+    (void)c;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(d, "lines")) if (cJSON_IsString(l))
+        printf("%s\n", l->valuestring);
+}
+
 /* record, export and top write their data themselves (stream.c): a reply
  * of theirs that reaches here is printed as it came. */
 static void render_json(struct ctl *c, const cJSON *d)

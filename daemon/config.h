@@ -64,6 +64,8 @@ struct ht_config {
     uint64_t session_memory_budget; /* bytes one session may hold (0: no limit) */
     uint64_t daemon_memory_budget; /* bytes all sessions and queued output may hold (0: no limit) */
     uint64_t bpf_ring_bytes;       /* the eBPF source's kernel ring, per session */
+    /* The HTTP listener's address (daemon/http; "HOST:PORT", "[V6]:PORT"), "" for none: off. */
+    char metrics_listen[128];
     struct engine_limits limits;
     /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;

@@ -4,6 +4,8 @@
 #include "commands.h"
 #include "config.h"
 #include "ht-endpoint.h"
+#include "http.h"
+#include "routes.h"
 #include "log.h"
 #include "server.h"
 #include "sys/privileges.h"
@@ -56,6 +58,13 @@ static int run_config(const struct run_opts *o, struct ht_config *cfg)
     return 0;
 }
 
+/* The server stops the HTTP listener with itself (server-state.h stop_hook). */
+static void stop_http(void *arg)
+{
+    http_stop(arg);
+    routes_free();
+}
+
 /* Serve until stopped. The exit code. */
 static int run_loop(const struct run_opts *o, struct ht_config *cfg)
 {
@@ -67,6 +76,20 @@ static int run_loop(const struct run_opts *o, struct ht_config *cfg)
         uv_run(&loop, UV_RUN_DEFAULT); /* let the closed handles finish */
         uv_loop_close(&loop);
         return 1;
+    }
+    struct http *http = NULL;
+    if (cfg->metrics_listen[0]) {
+        char err[320];
+        if (http_start(&srv, cfg->metrics_listen, http_routes, &http, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            server_stop(&srv);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            uv_loop_close(&loop);
+            return 1;
+        }
+        srv.stop_hook = stop_http;
+        srv.stop_hook_arg = http;
+        log_info("HTTP (GET /metrics) on %s", cfg->metrics_listen);
     }
     if (o->listening)
         o->listening(o->hook_arg);

@@ -53,6 +53,14 @@ struct server {
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     uint64_t top_frames_failed;  /* top refreshes not sent: out of memory making them */
+    /* The HTTP listener's counters (daemon/http/http.c; all 0 while it is off). */
+    struct {
+        uint64_t requests, refused_full, bad, too_large, idle_closed, not_found, bad_method,
+            unavailable;
+        uint64_t metrics_reused; /* scrapes answered with the last exposition (routes.c) */
+        uint64_t hold_max_ns; /* longest a request held the loop: parsed, routed, answer queued */
+        uint32_t conns;
+    } http;
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
     /* The output side (client.c) calls back into the server (server.c): a
      * client to close (a failed write, a cap passed), and output that moved
@@ -65,6 +73,10 @@ struct server {
     void (*feed_client)(struct client *c, const char *buf, size_t n);
     void (*pause_client)(struct client *c);
     void (*resume_client)(struct client *c);
+    /* Called by server_stop, for what the daemon started beside the server
+     * (the HTTP listener); NULL for none. */
+    void (*stop_hook)(void *arg);
+    void *stop_hook_arg;
     /* server_stop, for the shutdown command (which the server dispatches). */
     void (*stop_server)(struct server *srv);
 };

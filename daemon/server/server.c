@@ -548,6 +548,8 @@ void server_stop(struct server *srv)
     while (srv->clients)
         client_close(srv->clients);
     session_set_close(&srv->sessions);
+    if (srv->stop_hook)
+        srv->stop_hook(srv->stop_hook_arg);
     if (srv->ep) {
         endpoint_close(srv->ep);
         srv->ep = NULL;

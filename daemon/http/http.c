@@ -1,0 +1,413 @@
+/* A minimal, hardened HTTP/1.1 server for read-only GET and HEAD (RFC 9112
+ * message syntax): one request per connection, answered with
+ * "Connection: close"; a request bigger than HTTP_REQ_MAX or with more than
+ * HTTP_HEADERS_MAX header lines is answered 431, one not whole within
+ * HTTP_IDLE_MS of the connection is closed, connections past
+ * HTTP_CONNS_MAX are closed at once. Each is counted (server-state.h http).
+ * Debian 12 packages no HTTP parser library for C (no llhttp), hence this. */
+#include "http.h"
+
+#include "ht-error.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+struct http {
+    struct server *srv;
+    const struct http_route *routes;
+    uv_tcp_t listener;
+    uv_timer_t idle;
+    struct http_conn *conns;
+    int handles; /* open handles of its own: freed when none is left */
+};
+
+enum conn_state { CONN_READING, CONN_HANDLING, CONN_WRITING, CONN_CLOSING };
+
+struct http_conn {
+    uv_tcp_t tcp;
+    struct http *h;
+    struct http_conn *prev, *next;
+    enum conn_state state;
+    int head;          /* HEAD: the answer has no body */
+    uint64_t deadline; /* uv_now (ms) past which it is closed */
+    uv_write_t wr;
+    char *out;
+    size_t len;
+    char buf[HTTP_REQ_MAX];
+};
+
+size_t http_head_end(const char *buf, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (buf[i] != '\n')
+            continue;
+        if (buf[i + 1] == '\n')
+            return i + 2;
+        if (buf[i + 1] == '\r' && i + 2 < n && buf[i + 2] == '\n')
+            return i + 3;
+    }
+    return 0;
+}
+
+/* The line at *p ends at its LF (a CR before it dropped): NUL-terminated
+ * in place, *p moved past it; NULL at the end. */
+static char *next_line(char **p, char *end)
+{
+    char *s = *p;
+    char *lf = memchr(s, '\n', (size_t)(end - s));
+    if (!lf)
+        return NULL;
+    *lf = '\0';
+    if (lf > s && lf[-1] == '\r')
+        lf[-1] = '\0';
+    *p = lf + 1;
+    return s;
+}
+
+static int token_char(char c)
+{
+    return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+static int parse_request_line(char *line, const char **method, const char **path,
+                              const char **query)
+{
+    char *sp1 = strchr(line, ' ');
+    if (!sp1 || sp1 == line)
+        return 400;
+    *sp1 = '\0';
+    for (const char *m = line; *m; m++)
+        if (!token_char(*m))
+            return 400;
+    char *target = sp1 + 1, *sp2 = strchr(target, ' ');
+    if (!sp2 || target[0] != '/')
+        return 400;
+    *sp2 = '\0';
+    if (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0)
+        return 400;
+    for (const char *t = target; *t; t++)
+        if (*t <= 0x20 || *t >= 0x7f)
+            return 400;
+    char *q = strchr(target, '?');
+    if (q)
+        *q++ = '\0';
+    *method = line;
+    *path = target;
+    *query = q ? q : "";
+    if (strcmp(line, "GET") != 0 && strcmp(line, "HEAD") != 0)
+        return 405;
+    return 0;
+}
+
+int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query)
+{
+    char *p = buf, *end = buf + n;
+    char *line = next_line(&p, end);
+    if (!line)
+        return 400;
+    int rc = parse_request_line(line, method, path, query);
+    if (rc == 400)
+        return rc;
+    /* Header lines: "name: value", no line folding (RFC 9112 5.2 lets a
+     * server reject it), at most HTTP_HEADERS_MAX of them. */
+    unsigned nh = 0;
+    while ((line = next_line(&p, end)) && line[0]) {
+        if (++nh > HTTP_HEADERS_MAX)
+            return 431;
+        char *colon = strchr(line, ':');
+        if (!colon || colon == line)
+            return 400;
+        for (const char *c = line; c < colon; c++)
+            if (!token_char(*c))
+                return 400;
+    }
+    return rc;
+}
+
+static void conn_closed(uv_handle_t *hd)
+{
+    struct http_conn *c = hd->data;
+    free(c->out);
+    free(c);
+}
+
+static void conn_close(struct http_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    c->state = CONN_CLOSING;
+    struct http *h = c->h;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        h->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    h->srv->http.conns--;
+    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+static void write_done(uv_write_t *w, int status)
+{
+    (void)status;
+    conn_close(w->data);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 431:
+        return "Request Header Fields Too Large";
+    default:
+        return "Service Unavailable";
+    }
+}
+
+void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    char head[320];
+    int hn =
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
+                 "Connection: close\r\n\r\n",
+                 status, reason(status), ctype, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
+    size_t blen = c->head ? 0 : len;
+    c->out = malloc((size_t)hn + blen);
+    if (!c->out) {
+        c->h->srv->http.unavailable++;
+        conn_close(c);
+        return;
+    }
+    memcpy(c->out, head, (size_t)hn);
+    if (blen)
+        memcpy(c->out + hn, body, blen);
+    c->state = CONN_WRITING;
+    /* A reader as slow as a slow writer gets the same time to take the answer. */
+    c->deadline = uv_now(c->tcp.loop) + HTTP_IDLE_MS;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)hn + blen));
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0)
+        conn_close(c);
+}
+
+static void respond_text(struct http_conn *c, int status, const char *text)
+{
+    http_respond(c, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static void conn_request(struct http_conn *c, size_t n)
+{
+    struct server *srv = c->h->srv;
+    const char *method = "", *path = "", *query = "";
+    int rc = http_parse(c->buf, n, &method, &path, &query);
+    c->state = CONN_HANDLING;
+    c->head = strcmp(method, "HEAD") == 0;
+    if (rc == 400) {
+        srv->http.bad++;
+        respond_text(c, 400, "bad request\n");
+        return;
+    }
+    if (rc == 431) {
+        srv->http.too_large++;
+        respond_text(c, 431, "too many header lines\n");
+        return;
+    }
+    if (rc == 405) {
+        srv->http.bad_method++;
+        respond_text(c, 405, "only GET and HEAD\n");
+        return;
+    }
+    for (const struct http_route *r = c->h->routes; r->path; r++) {
+        if (strcmp(r->path, path) == 0) {
+            srv->http.requests++;
+            r->fn(c, srv, query);
+            return;
+        }
+    }
+    srv->http.not_found++;
+    respond_text(c, 404, "not found\n");
+}
+
+static void conn_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b)
+{
+    (void)suggested;
+    struct http_conn *c = hd->data;
+    *b = uv_buf_init(c->buf + c->len, (unsigned)(sizeof(c->buf) - c->len));
+}
+
+static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    (void)b;
+    struct http_conn *c = st->data;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->state != CONN_READING)
+        return;
+    c->len += (size_t)nread;
+    size_t end = http_head_end(c->buf, c->len);
+    if (end) {
+        uv_read_stop(st);
+        uint64_t t0 = uv_hrtime();
+        conn_request(c, end);
+        uint64_t held = uv_hrtime() - t0;
+        struct server *srv = c->h->srv;
+        if (held > srv->http.hold_max_ns)
+            srv->http.hold_max_ns = held;
+    } else if (c->len == sizeof(c->buf)) {
+        uv_read_stop(st);
+        c->state = CONN_HANDLING;
+        c->h->srv->http.too_large++;
+        respond_text(c, 431, "request head over 8 KiB\n");
+    }
+}
+
+static void refused_closed(uv_handle_t *hd)
+{
+    free(hd);
+}
+
+/* Past the cap a connection is accepted and closed: one left waiting would
+ * stay in the backlog, and the listener would keep being told of it. */
+static void refuse(struct http *h, uv_stream_t *server)
+{
+    h->srv->http.refused_full++;
+    uv_tcp_t *t = malloc(sizeof(*t));
+    if (!t)
+        return;
+    uv_tcp_init(server->loop, t);
+    uv_accept(server, (uv_stream_t *)t);
+    uv_close((uv_handle_t *)t, refused_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct http *h = server->data;
+    if (status < 0)
+        return;
+    if (h->srv->http.conns >= HTTP_CONNS_MAX) {
+        refuse(h, server);
+        return;
+    }
+    struct http_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        refuse(h, server);
+        return;
+    }
+    c->h = h;
+    uv_tcp_init(server->loop, &c->tcp);
+    c->tcp.data = c;
+    c->state = CONN_READING;
+    c->deadline = uv_now(server->loop) + HTTP_IDLE_MS;
+    c->next = h->conns;
+    if (h->conns)
+        h->conns->prev = c;
+    h->conns = c;
+    h->srv->http.conns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
+        conn_close(c);
+}
+
+static void idle_tick(uv_timer_t *t)
+{
+    struct http *h = t->data;
+    uint64_t now = uv_now(t->loop);
+    for (struct http_conn *c = h->conns, *next; c; c = next) {
+        next = c->next;
+        if (now >= c->deadline) {
+            h->srv->http.idle_closed++;
+            conn_close(c);
+        }
+    }
+}
+
+/* "host:port" or "[v6]:port" into sa. */
+static int parse_addr(const char *addr, struct sockaddr_storage *sa, char *err, size_t errsz)
+{
+    char host[128];
+    const char *colon = strrchr(addr, ':');
+    const char *h = addr, *he = colon;
+    if (colon && addr[0] == '[') {
+        h = addr + 1;
+        he = colon > addr && colon[-1] == ']' ? colon - 1 : NULL;
+    }
+    char *endp = NULL;
+    unsigned long port = colon ? strtoul(colon + 1, &endp, 10) : 0;
+    if (!colon || !he || he <= h || (size_t)(he - h) >= sizeof(host) || !endp || *endp ||
+        colon[1] == '\0' || port == 0 || port > 65535) {
+        snprintf(err, errsz, "metrics_listen \"%s\": not HOST:PORT or [V6]:PORT", addr);
+        return HT_EBADARG;
+    }
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = '\0';
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)sa) != 0 &&
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)sa) != 0) {
+        snprintf(err, errsz, "metrics_listen \"%s\": %s is not an IP address", addr, host);
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
+static void own_closed(uv_handle_t *hd)
+{
+    struct http *h = hd->data;
+    if (--h->handles == 0)
+        free(h);
+}
+
+int http_start(struct server *srv, const char *addr, const struct http_route *routes,
+               struct http **out, char *err, size_t errsz)
+{
+    struct sockaddr_storage sa;
+    memset(&sa, 0, sizeof(sa));
+    int rc = parse_addr(addr, &sa, err, errsz);
+    if (rc)
+        return rc;
+    struct http *h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(err, errsz, "out of memory");
+        return HT_ENOMEM;
+    }
+    h->srv = srv;
+    h->routes = routes;
+    uv_tcp_init(srv->loop, &h->listener);
+    uv_timer_init(srv->loop, &h->idle);
+    h->listener.data = h->idle.data = h;
+    h->handles = 2;
+    int uerr = uv_tcp_bind(&h->listener, (const struct sockaddr *)&sa, 0);
+    if (!uerr)
+        uerr = uv_listen((uv_stream_t *)&h->listener, 128, on_connection);
+    if (uerr) {
+        snprintf(err, errsz, "metrics_listen %s: %s", addr, uv_strerror(uerr));
+        uv_close((uv_handle_t *)&h->listener, own_closed);
+        uv_close((uv_handle_t *)&h->idle, own_closed);
+        return uerr;
+    }
+    uv_timer_start(&h->idle, idle_tick, 1000, 1000);
+    *out = h;
+    return 0;
+}
+
+void http_stop(struct http *h)
+{
+    while (h->conns)
+        conn_close(h->conns);
+    uv_close((uv_handle_t *)&h->listener, own_closed);
+    uv_close((uv_handle_t *)&h->idle, own_closed);
+}

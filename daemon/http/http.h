@@ -1,0 +1,51 @@
+/* The HTTP listener (http.c): read-only GET/HEAD on the daemon's loop, off
+ * unless the configuration names an address (metrics_listen). */
+#ifdef HT_IN_ENGINE
+#error "the engine includes no source or server header (daemon/CMakeLists.txt)"
+#endif
+#ifndef HTTP_H
+#define HTTP_H
+
+#include "server-state.h"
+
+#include <stddef.h>
+
+/* Limits of one connection: a request line and its headers fit in
+ * HTTP_REQ_MAX bytes and HTTP_HEADERS_MAX lines, and come whole within
+ * HTTP_IDLE_MS of the connection (a byte a second does not keep it). */
+#define HTTP_REQ_MAX 8192
+#define HTTP_HEADERS_MAX 64
+#define HTTP_IDLE_MS 10000
+#define HTTP_CONNS_MAX 256
+
+struct http;
+struct http_conn;
+
+/* A route's handler answers now or later (a handler that runs a query on
+ * the workers answers from its done callback) with http_respond. query is
+ * what followed '?' in the target ("" without one). */
+typedef void (*http_handler)(struct http_conn *c, struct server *srv, const char *query);
+struct http_route {
+    const char *path;
+    http_handler fn;
+};
+
+/* Listen on addr ("127.0.0.1:9464", "[::1]:9464") for srv, serving routes
+ * (a table ended by {NULL, NULL}; routes.h): 0, or an error with a message
+ * in err. */
+int http_start(struct server *srv, const char *addr, const struct http_route *routes,
+               struct http **out, char *err, size_t errsz);
+/* Close the listener and every connection. */
+void http_stop(struct http *h);
+/* The answer to c's request: status, content type and body (copied; body
+ * left out for HEAD); the connection closes once it is written. */
+void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len);
+
+/* Parse a request held in buf (n bytes, the blank line included): 0 with
+ * method, path and query (NUL-terminated inside buf), or the status to
+ * answer (400, 405, 431). Exposed for the unit test. */
+int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query);
+/* Where the request's head ends (just past its blank line) in buf[0..n), or 0. */
+size_t http_head_end(const char *buf, size_t n);
+
+#endif

@@ -1,0 +1,351 @@
+/* The Prometheus text exposition (format 0.0.4: "# HELP", "# TYPE", then
+ * `name{label="value"} number` lines, one family's samples together; see
+ * prometheus/docs content/docs/instrumenting/exposition_formats.md).
+ *
+ * Per session every number of its status reply is a gauge named after its
+ * path (heap.outstanding -> heaptrace_session_heap_outstanding), so the
+ * exposition says what status says and a counter added to status is
+ * exported without a change here. Per daemon: sessions, clients, memory,
+ * queries and the HTTP listener's counters. */
+#include "metrics.h"
+
+#include "client.h"
+#include "ht-error.h"
+#include "query-args.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define METRIC_NAME_MAX 160
+/* Label values (names of sessions and processes) are cut to this many bytes. */
+#define METRIC_LABEL_MAX 200
+
+struct mbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+};
+
+static void mb_put(struct mbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 16384;
+        while (b->n + n + 1 > cap)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void mb_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mb_printf(struct mbuf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        mb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* A label value: backslash, double quote and line feed escaped as the
+ * format requires; cut to METRIC_LABEL_MAX bytes at a UTF-8 boundary. */
+static void mb_label(struct mbuf *b, const char *v)
+{
+    size_t n = strlen(v);
+    if (n > METRIC_LABEL_MAX) {
+        n = METRIC_LABEL_MAX;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '\\')
+            mb_put(b, "\\\\", 2);
+        else if (v[i] == '"')
+            mb_put(b, "\\\"", 2);
+        else if (v[i] == '\n')
+            mb_put(b, "\\n", 2);
+        else
+            mb_put(b, v + i, 1);
+    }
+}
+
+static void mb_value(struct mbuf *b, double v)
+{
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        mb_printf(b, " %.0f\n", v);
+    else
+        mb_printf(b, " %.17g\n", v);
+}
+
+/* One status number: its metric name and value. */
+struct mfield {
+    char name[METRIC_NAME_MAX];
+    char path[METRIC_NAME_MAX]; /* as status names it, for HELP */
+    double v;
+};
+
+struct mset {
+    struct mfield *f;
+    size_t n, cap;
+    int oom;
+};
+
+/* Suffixes the exposition's linter (promtool check metrics) keeps for other
+ * types or units, renamed: "_count"/"_sum"/"_bucket" belong to histograms
+ * and summaries, "_total" to counters, "_ms" is not a base unit. */
+static double field_name(char *name, size_t cap, const char *path, double v)
+{
+    size_t n = 0;
+    for (const char *p = path; *p && n + 1 < cap; p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        name[n++] = ok ? (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch) : '_';
+    }
+    name[n] = '\0';
+    static const struct {
+        const char *from, *to;
+        double scale;
+    } sfx[] = {{"_ms", "_seconds", 1e-3}, {"_ns", "_seconds", 1e-9},  {"_count", "_number", 1},
+               {"_sum", "_summed", 1},    {"_bucket", "_buckets", 1}, {"_total", "_all", 1}};
+    for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+        size_t fl = strlen(sfx[i].from), tl = strlen(sfx[i].to);
+        if (n >= fl && strcmp(name + n - fl, sfx[i].from) == 0 && n - fl + tl + 1 <= cap) {
+            strcpy(name + n - fl, sfx[i].to);
+            return v * sfx[i].scale;
+        }
+    }
+    return v;
+}
+
+static void mset_add(struct mset *m, const char *path, double v)
+{
+    if (m->oom || !isfinite(v))
+        return;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        struct mfield *f = realloc(m->f, cap * sizeof(*f));
+        if (!f) {
+            m->oom = 1;
+            return;
+        }
+        m->f = f;
+        m->cap = cap;
+    }
+    struct mfield *f = &m->f[m->n++];
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    f->v = field_name(f->name, sizeof(f->name), path, v);
+}
+
+/* Every number and boolean under o, by its path ("heap.outstanding").
+ * Arrays (heaps, triggers, snapshots, errors) have no fixed name per item:
+ * left out, their lengths are not. */
+static void flatten(struct mset *m, const cJSON *o, const char *prefix)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        char path[METRIC_NAME_MAX];
+        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", it->string);
+        if (cJSON_IsNumber(it))
+            mset_add(m, path, it->valuedouble);
+        else if (cJSON_IsBool(it))
+            mset_add(m, path, cJSON_IsTrue(it) ? 1 : 0);
+        else if (cJSON_IsObject(it))
+            flatten(m, it, path);
+    }
+}
+
+static const struct mfield *mset_find(const struct mset *m, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->f[i].name, name) == 0)
+            return &m->f[i];
+    return NULL;
+}
+
+/* What one session's samples are labelled with. */
+struct msess {
+    char name[128], image[128], source[32];
+    uint32_t id;
+    long long pid;
+    struct mset f;
+};
+
+static void mb_labels(struct mbuf *b, const struct msess *s)
+{
+    mb_put(b, "{session=\"", 10);
+    mb_label(b, s->name);
+    mb_printf(b, "\",id=\"%u\",pid=\"%lld\",image=\"", s->id, s->pid);
+    mb_label(b, s->image);
+    mb_put(b, "\",source=\"", 10);
+    mb_label(b, s->source);
+    mb_put(b, "\"}", 2);
+}
+
+static void sess_collect(struct msess *ms, struct session *s, const struct session_status_ctx *x)
+{
+    memset(ms, 0, sizeof(*ms));
+    snprintf(ms->name, sizeof(ms->name), "%s", session_name(s));
+    snprintf(ms->image, sizeof(ms->image), "%s", session_process_name(s));
+    snprintf(ms->source, sizeof(ms->source), "%s", session_source_name(s));
+    ms->id = session_id(s);
+    cJSON *st = session_status_json(s, x);
+    if (!st) {
+        ms->f.oom = 1;
+        return;
+    }
+    const cJSON *pid =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "process"), "pid");
+    ms->pid = cJSON_IsNumber(pid) ? (long long)pid->valuedouble : 0;
+    /* The daemon's memory is a daemon metric, not one per session. */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "memory"),
+                                            "daemon");
+    flatten(&ms->f, st, "");
+    cJSON_Delete(st);
+}
+
+/* Every session's families: each name once, in the order first seen. */
+static void sess_families(struct mbuf *b, struct msess *ss, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < ss[i].f.n; k++) {
+            const struct mfield *f = &ss[i].f.f[k];
+            int seen = 0;
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = mset_find(&ss[j].f, f->name) != NULL;
+            if (seen || mset_find(&ss[i].f, f->name) != f)
+                continue;
+            mb_printf(b, "# HELP heaptrace_session_%s status %s of the session\n", f->name,
+                      f->path);
+            mb_printf(b, "# TYPE heaptrace_session_%s gauge\n", f->name);
+            for (size_t j = i; j < n; j++) {
+                const struct mfield *g = mset_find(&ss[j].f, f->name);
+                if (!g)
+                    continue;
+                mb_printf(b, "heaptrace_session_%s", f->name);
+                mb_labels(b, &ss[j]);
+                mb_value(b, g->v);
+            }
+        }
+    }
+}
+
+static void gauge(struct mbuf *b, const char *name, const char *help, double v)
+{
+    mb_printf(b, "# HELP heaptrace_%s %s\n# TYPE heaptrace_%s gauge\nheaptrace_%s", name, help,
+              name, name);
+    mb_value(b, v);
+}
+
+static void counter(struct mbuf *b, const char *name, const char *help, uint64_t v)
+{
+    mb_printf(b, "# HELP heaptrace_%s_total %s\n# TYPE heaptrace_%s_total counter\n", name, help,
+              name);
+    mb_printf(b, "heaptrace_%s_total %llu\n", name, (unsigned long long)v);
+}
+
+static double field_or0(const struct mset *m, const char *name)
+{
+    const struct mfield *f = mset_find(m, name);
+    return f ? f->v : 0;
+}
+
+static void daemon_metrics(struct mbuf *b, struct server *srv, const struct msess *ss, size_t n)
+{
+    double run = 0, refused = 0, hold = 0;
+    for (size_t i = 0; i < n; i++) {
+        run += field_or0(&ss[i].f, "queries_run");
+        refused += field_or0(&ss[i].f, "queries_rejected_busy");
+        double h = field_or0(&ss[i].f, "queries_longest_loop_hold_seconds");
+        hold = h > hold ? h : hold;
+    }
+    gauge(b, "sessions", "sessions the daemon holds", (double)n);
+    gauge(b, "clients", "clients connected to the control socket", srv->nclients);
+    gauge(b, "memory_used_bytes", "bytes held by every session and queued output",
+          (double)(mem_budget_used(&srv->mem) + srv->out_queued));
+    gauge(b, "memory_budget_bytes", "daemon_memory_budget (0: no limit)", (double)srv->mem.limit);
+    gauge(b, "queries_run", "queries run by the sessions held now", run);
+    gauge(b, "queries_refused", "queries refused (queue full) by the sessions held now", refused);
+    gauge(b, "longest_loop_hold_seconds",
+          "longest the loop was held by a query of a session held now", hold);
+    counter(b, "requests", "control requests read", srv->requests);
+    counter(b, "request_errors", "control requests answered with an error", srv->request_errors);
+    counter(b, "clients_refused_full", "control clients refused: max_clients reached",
+            srv->clients_refused_full);
+    counter(b, "clients_refused_uid", "control clients refused: max_clients_per_uid reached",
+            srv->clients_refused_uid);
+    counter(b, "clients_refused_perm", "control clients refused: not allowed",
+            srv->clients_refused);
+    counter(b, "clients_idle_closed", "control clients closed idle", srv->clients_idle_closed);
+    counter(b, "http_requests", "HTTP requests answered", srv->http.requests);
+    counter(b, "http_refused_full", "HTTP connections refused: the connection cap was reached",
+            srv->http.refused_full);
+    counter(b, "http_bad_requests", "HTTP requests answered 400", srv->http.bad);
+    counter(b, "http_too_large", "HTTP requests answered 431 (request or header count too big)",
+            srv->http.too_large);
+    counter(b, "http_idle_closed", "HTTP connections closed at the idle timeout",
+            srv->http.idle_closed);
+    counter(b, "http_not_found", "HTTP requests answered 404", srv->http.not_found);
+    counter(b, "http_bad_method", "HTTP requests answered 405", srv->http.bad_method);
+    counter(b, "http_unavailable", "HTTP requests answered 503", srv->http.unavailable);
+    counter(b, "http_metrics_reused",
+            "scrapes answered with the exposition made under 100 ms before",
+            srv->http.metrics_reused);
+    gauge(b, "http_connections", "HTTP connections open", srv->http.conns);
+    gauge(b, "http_longest_hold_seconds",
+          "longest an HTTP request held the loop (parsed, answer made and queued)",
+          (double)srv->http.hold_max_ns / 1e9);
+}
+
+/* What a recorder of s has been sent and not read (as status counts it). */
+static uint64_t sub_queued(struct session_sub *sub, const struct session *s)
+{
+    const struct client *c = client_of_sub(sub);
+    return c->recording == s ? c->out_pending : 0;
+}
+
+int metrics_render(struct server *srv, char **out, size_t *len)
+{
+    const struct session_status_ctx x = {&srv->mem, srv->out_queued, sub_queued, quality_json};
+    size_t n = 0;
+    for (struct session *s = srv->sessions.head; s; s = session_next(s))
+        n++;
+    struct msess *ss = calloc(n ? n : 1, sizeof(*ss));
+    if (!ss)
+        return HT_ENOMEM;
+    size_t i = 0;
+    int oom = 0;
+    for (struct session *s = srv->sessions.head; s && i < n; s = session_next(s), i++) {
+        sess_collect(&ss[i], s, &x);
+        oom |= ss[i].f.oom;
+    }
+    struct mbuf b = {0};
+    daemon_metrics(&b, srv, ss, n);
+    sess_families(&b, ss, n);
+    for (i = 0; i < n; i++)
+        free(ss[i].f.f);
+    free(ss);
+    if (b.oom || oom) {
+        free(b.p);
+        return HT_ENOMEM;
+    }
+    *out = b.p;
+    *len = b.n;
+    return 0;
+}
