@@ -322,7 +322,7 @@ static uint64_t sub_queued(struct session_sub *sub, const struct session *s)
 
 int metrics_render(struct server *srv, char **out, size_t *len)
 {
-    const struct session_status_ctx x = {&srv->mem, srv->out_queued, sub_queued, quality_json};
+    const struct session_status_ctx x = {&srv->mem, srv->out_queued, sub_queued, session_quality_json};
     size_t n = 0;
     for (struct session *s = srv->sessions.head; s; s = session_next(s))
         n++;
