@@ -101,6 +101,9 @@ struct session {
      * the sessions it spawns (sink.spawn) take them. */
     struct source_params live_params;
     uint32_t spawned, spawn_failed;
+    /* A spawned session: its parent's id (0: none). The parent's ended
+     * spawned sessions dropped to free a slot for a new one. */
+    uint32_t spawned_by, spawned_dropped;
     int test_sym_delayed; /* HEAPTRACED_TEST_SYMBOLIZE_DELAY_MS done (session_set) */
     /* A recorder needs the symbolizer for the drained events' frames: while
      * a query worker holds it, the drain is put off (not waited for) until

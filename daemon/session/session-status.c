@@ -378,6 +378,14 @@ cJSON *session_status_json(struct session *s, const struct session_status_ctx *x
     cJSON_DeleteItemFromObjectCaseSensitive(sj, "launch");
     if (sj)
         cJSON_AddItemToObject(d, "source_status", sj);
+    if (s->spawned || s->spawn_failed) {
+        /* start --exe: the sessions made for the image's processes, those
+         * that could not be made, and ended ones dropped to make room. */
+        cJSON *sp = cJSON_AddObjectToObject(d, "spawned");
+        cJSON_AddNumberToObject(sp, "sessions", s->spawned);
+        cJSON_AddNumberToObject(sp, "failed", s->spawn_failed);
+        cJSON_AddNumberToObject(sp, "ended_dropped", s->spawned_dropped);
+    }
     status_heap(d, e);
     cJSON *c = cJSON_AddObjectToObject(d, "commits");
     cJSON_AddNumberToObject(c, "committed", (double)e->commits.bytes);

@@ -264,6 +264,26 @@ static void sink_raw(void *arg, const char *buf, size_t n, uint64_t lines, uint6
 /* A new process of an image traced with start --exe: its own session,
  * "<name>.<pid>", with the parent's parameters and a source of the parent's
  * backend taking its records from the parent's (source.h spawn). */
+/* Every slot taken when a process of the parent's image starts: the oldest
+ * of the parent's spawned sessions that has ended is dropped for it (its
+ * figures gone, counted in the parent's status and logged), so an image
+ * run again and again is traced in its latest runs rather than refused
+ * from the max_sessions-th on. 1 if one was dropped. */
+static int spawned_make_room(struct session *parent)
+{
+    struct session *old = NULL;
+    for (struct session *o = parent->set->head; o; o = o->next)
+        if (o->spawned_by == parent->id && o->state == SESSION_ENDED && (!old || o->id < old->id))
+            old = o;
+    if (!old)
+        return 0;
+    log_info("session %u \"%s\": ended session %u \"%s\" dropped for a new process of its image",
+             parent->id, parent->name, old->id, old->name);
+    parent->spawned_dropped++;
+    session_drop(old);
+    return 1;
+}
+
 static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
 {
     struct session *parent = arg;
@@ -276,11 +296,14 @@ static int sink_spawn(void *arg, uint64_t pid, char *err, size_t errsz)
     char name[64];
     snprintf(name, sizeof(name), "%.40s.%llu", parent->name, (unsigned long long)pid);
     struct session *c = session_new(parent->set, name, parent->source, err, errsz);
+    if (!c && spawned_make_room(parent))
+        c = session_new(parent->set, name, parent->source, err, errsz);
     if (!c) {
         parent->spawn_failed++;
         return HT_EFULL;
     }
     c->owner = parent->owner;
+    c->spawned_by = parent->id;
     struct source_params p = parent->live_params;
     p.mode = SOURCE_PID;
     p.pid = pid;

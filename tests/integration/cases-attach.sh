@@ -515,6 +515,33 @@ PY
     echo | "$app" >/dev/null 2>&1 || fail "the image after stop"
 }
 
+# An image run again and again (a cron job, a crashing service): with every session slot taken, the
+# oldest ended session of the image is dropped for the new process (counted in the image session's
+# status, spawned.ended_dropped), so its latest runs are traced instead of every run past
+# max_sessions being refused.
+case_attach_agent_exe_slots_reused() {
+    [ "$(id -u)" -eq 0 ] || live_skip "attaching needs root"
+    [ -n "$LIVE_APPS" ] && [ -x "$LIVE_APPS/attachee" ] || live_skip "test apps not built"
+    trap live_cleanup EXIT
+    echo '{"max_sessions": 3}' >"$T/cfg.json"
+    start_daemon --config "$T/cfg.json"
+    local app="$T/attachee-slots" r pid
+    cp "$LIVE_APPS/attachee" "$app"
+    ctl start --exe "$app" --source agent --name img >"$T/start.out" 2>&1 ||
+        fail "start --exe: $(cat "$T/start.out")"
+    for r in 1 2 3 4 5 6; do
+        echo | "$app" >"$T/run$r.out" 2>&1 || fail "run $r: $(cat "$T/run$r.out")"
+        pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$T/run$r.out" | head -n 1)
+        [ -n "$pid" ] || fail "run $r printed no pid: $(cat "$T/run$r.out")"
+        attach_wait "img.$pid" state ended
+    done
+    ctl --json status img >"$T/s"
+    eq "$(jget spawned.sessions <"$T/s")" 6 "sessions made for the image's runs"
+    eq "$(jget spawned.failed <"$T/s")" 0 "runs refused a session"
+    eq "$(jget spawned.ended_dropped <"$T/s")" 4 "ended sessions dropped for newer runs"
+    ctl --json status "img.$pid" >/dev/null || fail "the last run's session is gone"
+}
+
 # start --exe is root's (it traces every user's processes of the image). (sec_: runs alone.)
 case_sec_attach_exe_root_only() {
     sec_group
