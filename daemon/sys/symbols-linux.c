@@ -154,7 +154,7 @@ static void exe_learn(struct sym_cache *c)
         snprintf(c->os->exe_name, sizeof c->os->exe_name, "%s", comm);
 }
 
-int sym_os_new(struct sym_cache *c)
+static int sym_os_new(struct sym_cache *c)
 {
     c->os = ht_calloc(1, sizeof *c->os);
     if (!c->os)
@@ -174,7 +174,7 @@ static void image_free(struct sym_cache *c, struct sym_image *im)
     symcache_free(c, im, sizeof *im);
 }
 
-void sym_os_free(struct sym_cache *c)
+static void sym_os_free(struct sym_cache *c)
 {
     for (size_t i = 0; i < c->os->nimages; i++)
         image_free(c, c->os->images[i]);
@@ -208,7 +208,7 @@ static int owner_ok(struct sym_cache *c)
     return 0;
 }
 
-int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
+static int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
 {
     if (!path || end <= start || strlen(path) >= PROCMAPS_PATH_MAX ||
         (build_id && strlen(build_id) > 2 * PROCMAPS_BUILD_ID_MAX))
@@ -216,14 +216,14 @@ int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const ch
     return 0;
 }
 
-void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
+static void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
 {
     (void)c; /* its image stays cached by build id */
     (void)m;
 }
 
 /* Re-read the process's modules: those of an earlier scan go, the source's stay. */
-void sym_os_rescan(struct sym_cache *c)
+static void sym_os_rescan(struct sym_cache *c)
 {
     struct procmaps_module *v;
     size_t n;
@@ -686,7 +686,7 @@ static void unsym_note(struct sym_cache *c, struct sym_module *m, struct sym_ima
     dpkg_owner(m->path, im->pkg, sizeof im->pkg);
 }
 
-const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
+static const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
 {
     struct sym_module *m = symcache_mod_for(c, addr);
     if (!m) {
@@ -706,7 +706,8 @@ const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t
     return buf;
 }
 
-int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line)
+static int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz,
+                           unsigned *line)
 {
     struct sym_module *m = symcache_mod_for(c, addr);
     struct sym_image *im = m ? mod_image(c, m) : NULL;
@@ -760,7 +761,23 @@ static void hint_make(const struct sym_cache *c, char *buf, size_t sz)
                  top->unsym_path, dbg);
 }
 
-void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
+static void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
 {
     hint_make(c, st->hint, sizeof st->hint);
+}
+
+static const struct sym_os_ops os_ops = {
+    .new = sym_os_new,
+    .free = sym_os_free,
+    .module_check = sym_os_module_check,
+    .module_dropped = sym_os_module_dropped,
+    .rescan = sym_os_rescan,
+    .resolve = sym_os_resolve,
+    .lineinfo = sym_os_lineinfo,
+    .stats = sym_os_stats,
+};
+
+int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+{
+    return symcache_new(out, pid, acct, kind, &os_ops);
 }

@@ -381,7 +381,7 @@ static char *acct_strdup(struct sym_cache *c, const char *s, uint32_t *len)
     return p;
 }
 
-int sym_os_new(struct sym_cache *c)
+static int sym_os_new(struct sym_cache *c)
 {
     if (worker_start())
         return UV_ENOMEM;
@@ -412,7 +412,7 @@ static void answers_clear(struct sym_cache *c)
     c->st.symbols = 0;
 }
 
-void sym_os_free(struct sym_cache *c)
+static void sym_os_free(struct sym_cache *c)
 {
     struct sym_req *r = ht_calloc(1, sizeof *r);
     if (r) {
@@ -493,7 +493,7 @@ static struct sym_answer *ans_put(struct sym_cache *c, uint64_t addr, const char
 
 /* ---- the module list ---- */
 
-int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
+static int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id)
 {
     (void)build_id; /* a PE image is known by its file; DbgHelp checks its PDB signature */
     if (!path || !path[0] || end <= start || end - start > 0xffffffffu ||
@@ -503,7 +503,7 @@ int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const ch
 }
 
 /* A module goes: DbgHelp forgets it, and the answers (some were in it) go. */
-void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
+static void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
 {
     if (m->image >= 0) {
         struct sym_req *r = ht_calloc(1, sizeof *r);
@@ -520,7 +520,7 @@ void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m)
 
 /* Re-read the target's modules: a scanned module still there (same range
  * and file) stays as it is, others of earlier scans go, added ones stay. */
-void sym_os_rescan(struct sym_cache *c)
+static void sym_os_rescan(struct sym_cache *c)
 {
     struct procmods_module *v;
     size_t n;
@@ -620,7 +620,7 @@ static const struct sym_answer *lookup(struct sym_cache *c, uint64_t addr, struc
     return a ? a : tmp;
 }
 
-const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
+static const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz)
 {
     char text[SYM_NAME_MAX + PROCMODS_PATH_MAX + 32];
     struct sym_answer tmp;
@@ -631,7 +631,8 @@ const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t
     return buf;
 }
 
-int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line)
+static int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz,
+                           unsigned *line)
 {
     char text[SYM_NAME_MAX + PROCMODS_PATH_MAX + 32];
     struct sym_answer tmp;
@@ -643,8 +644,24 @@ int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t files
     return 0;
 }
 
-void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
+static void sym_os_stats(const struct sym_cache *c, struct sym_stats *st)
 {
     (void)c; /* DbgHelp gives no hint */
     (void)st;
+}
+
+static const struct sym_os_ops os_ops = {
+    .new = sym_os_new,
+    .free = sym_os_free,
+    .module_check = sym_os_module_check,
+    .module_dropped = sym_os_module_dropped,
+    .rescan = sym_os_rescan,
+    .resolve = sym_os_resolve,
+    .lineinfo = sym_os_lineinfo,
+    .stats = sym_os_stats,
+};
+
+int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+{
+    return symcache_new(out, pid, acct, kind, &os_ops);
 }

@@ -35,7 +35,8 @@ void *symcache_realloc(struct sym_cache *c, void *p, size_t old, size_t new_size
     return v;
 }
 
-int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind)
+int symcache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind,
+                 const struct sym_os_ops *ops)
 {
     struct sym_cache *c = ht_calloc(1, sizeof *c);
     if (!c)
@@ -43,7 +44,8 @@ int sym_cache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, i
     c->pid = pid;
     c->acct = acct;
     c->kind = kind;
-    int err = sym_os_new(c);
+    c->ops = ops;
+    int err = ops->new(c);
     if (err) {
         ht_free(c);
         return err;
@@ -56,7 +58,7 @@ void sym_cache_free(struct sym_cache *c)
 {
     if (!c)
         return;
-    sym_os_free(c);
+    c->ops->free(c);
     for (size_t i = 0; i < c->nmods; i++)
         symcache_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
     symcache_free(c, c->mods, c->capmods * sizeof *c->mods);
@@ -76,7 +78,7 @@ struct sym_module *symcache_mod_at(struct sym_cache *c, uint64_t addr)
 
 void symcache_mod_drop(struct sym_cache *c, size_t i)
 {
-    sym_os_module_dropped(c, &c->mods[i]);
+    c->ops->module_dropped(c, &c->mods[i]);
     symcache_free(c, c->mods[i].path, strlen(c->mods[i].path) + 1);
     modlist_close(c->mods, c->nmods, sizeof *c->mods, i);
     c->nmods--;
@@ -128,7 +130,7 @@ static int mod_insert(struct sym_cache *c, const struct sym_module *m, int repla
 int sym_cache_add_module(struct sym_cache *c, uint64_t start, uint64_t end, uint64_t bias,
                          const char *path, const char *build_id)
 {
-    if (sym_os_module_check(start, end, path, build_id) != 0)
+    if (c->ops->module_check(start, end, path, build_id) != 0)
         return HT_EBADARG;
     struct sym_module m = {
         .start = start, .end = end, .bias = bias, .path = (char *)path, .image = -1};
@@ -214,7 +216,7 @@ struct sym_module *symcache_mod_for(struct sym_cache *c, uint64_t addr)
     if ((!m || m->from_maps == MOD_KEPT) &&
         (c->last_scan_ns == 0 || uv_hrtime() - c->last_scan_ns >= SYM_RESCAN_NS)) {
         c->last_scan_ns = uv_hrtime();
-        sym_os_rescan(c);
+        c->ops->rescan(c);
         m = symcache_mod_at(c, addr);
     }
     return m;
@@ -230,7 +232,7 @@ const char *sym_cache_resolve(struct sym_cache *c, uint64_t addr, int is_return,
     if (is_return && addr > 0)
         addr--;
     c->st.lookups++;
-    return sym_os_resolve(c, addr, buf, bufsz);
+    return c->ops->resolve(c, addr, buf, bufsz);
 }
 
 int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *file, size_t filesz,
@@ -238,11 +240,11 @@ int sym_cache_lineinfo(struct sym_cache *c, uint64_t addr, int is_return, char *
 {
     if (is_return && addr > 0)
         addr--;
-    return sym_os_lineinfo(c, addr, file, filesz, line);
+    return c->ops->lineinfo(c, addr, file, filesz, line);
 }
 
 void sym_cache_stats(const struct sym_cache *c, struct sym_stats *st)
 {
     *st = c->st;
-    sym_os_stats(c, st);
+    c->ops->stats(c, st);
 }

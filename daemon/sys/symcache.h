@@ -56,6 +56,7 @@ struct sym_cache {
     uint64_t keeps; /* sym_cache_keep_modules calls so far */
     struct sym_stats st;
     struct sym_os *os;
+    const struct sym_os_ops *ops;
 };
 
 /* ---- symcache.c, for the OS part ---- */
@@ -80,23 +81,31 @@ void symcache_scan_add(struct sym_cache *c, const struct sym_module *m);
 /* The modules of earlier scans go. */
 void symcache_scan_drop_all(struct sym_cache *c);
 
-/* ---- the OS part (symbols-linux.c, symbols-win.c) ---- */
+/* ---- the OS part (symbols-linux.c, symbols-win.c) ----
+ * Its functions, given to the cache when it is made (symcache_new): the
+ * cache calls them through this table, so that the OS part calls the cache
+ * and never the other way round by name (scripts/check-cycles.py). */
+struct sym_os_ops {
+    /* c->os for a new cache (pid, acct and kind set): 0 or UV_ENOMEM. */
+    int (*new)(struct sym_cache *c);
+    /* Before c's modules are freed. */
+    void (*free)(struct sym_cache *c);
+    /* sym_cache_add_module's arguments: 0, or HT_EBADARG. */
+    int (*module_check)(uint64_t start, uint64_t end, const char *path, const char *build_id);
+    /* m is about to leave the table. */
+    void (*module_dropped)(struct sym_cache *c, struct sym_module *m);
+    /* Read the process's modules again (c->last_scan_ns is set). */
+    void (*rescan)(struct sym_cache *c);
+    /* sym_cache_resolve and sym_cache_lineinfo after the shared part (addr
+     * is the address to look up; lookups counted). */
+    const char *(*resolve)(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz);
+    int (*lineinfo)(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line);
+    /* What st (a copy of c->st) lacks: the Linux hint. */
+    void (*stats)(const struct sym_cache *c, struct sym_stats *st);
+};
 
-/* c->os for a new cache (pid, acct and kind set): 0 or UV_ENOMEM. */
-int sym_os_new(struct sym_cache *c);
-/* Before c's modules are freed. */
-void sym_os_free(struct sym_cache *c);
-/* sym_cache_add_module's arguments: 0, or HT_EBADARG. */
-int sym_os_module_check(uint64_t start, uint64_t end, const char *path, const char *build_id);
-/* m is about to leave the table. */
-void sym_os_module_dropped(struct sym_cache *c, struct sym_module *m);
-/* Read the process's modules again (c->last_scan_ns is set). */
-void sym_os_rescan(struct sym_cache *c);
-/* sym_cache_resolve and sym_cache_lineinfo after the shared part (addr is the
- * address to look up; lookups counted). */
-const char *sym_os_resolve(struct sym_cache *c, uint64_t addr, char *buf, size_t bufsz);
-int sym_os_lineinfo(struct sym_cache *c, uint64_t addr, char *file, size_t filesz, unsigned *line);
-/* What st (a copy of c->st) lacks: the Linux hint. */
-void sym_os_stats(const struct sym_cache *c, struct sym_stats *st);
+/* sym_cache_new with the OS part's table (each OS's sym_cache_new). */
+int symcache_new(struct sym_cache **out, uint64_t pid, struct mem_acct *acct, int kind,
+                 const struct sym_os_ops *ops);
 
 #endif
