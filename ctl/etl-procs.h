@@ -19,7 +19,7 @@ struct etl_procs {
     struct etl_proc *v;
     uint32_t n;
     uint32_t *slot;   /* open addressing, pid -> index + 1 */
-    uint64_t dropped; /* processes past ETL_PROCS_MAX: their events not counted here */
+    uint64_t dropped; /* records of processes past ETL_PROCS_MAX (not listed) */
 };
 
 /* The whole file through rd (opened): 0, or a negative code (the reader's counts say why). */

@@ -65,6 +65,9 @@ case_etlsess_pick() {
     ctl load "$T/c.htevb" --pid 8 >"$T/o" 2>&1
     eq "$?" 2 "--pid of an .htevb"
     grep -q 'for Windows traces' "$T/o" || fail "--pid of an .htevb: $(cat "$T/o")"
+    ctl load "$T/p.etl" --pid 0 >"$T/o" 2>&1
+    eq "$?" 2 "--pid 0"
+    grep -q 'expected a process id' "$T/o" || fail "--pid 0: $(cat "$T/o")"
     stop_clean
 }
 
