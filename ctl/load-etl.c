@@ -201,29 +201,35 @@ static int load_process(struct ctl *c, FILE *in, const char *path, const struct 
                 cJSON_IsNumber(sid) ? sid->valueint : 0);
     cJSON_Delete(env);
     int read_error = 0;
+    /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
+     * that the connection can carry the next process. */
     rc = send_process(c, in, path, p->pid, &read_error);
-    if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
+    if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
-    if (rc != 0) {
+    if (rc == EXIT_UNREACHABLE) {
         fprintf(stderr, "heaptracectl: lost the connection while loading process %u\n", p->pid);
         if (ctl_read_frame(c, id, &env) == EXIT_OK)
             cJSON_Delete(env);
         return rc;
     }
+    int conv = rc;
     if ((rc = ctl_read_frame(c, id, &env)) != 0)
         return rc;
     cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(env, "data");
     cJSON_Delete(env);
     render_reply(c, sum);
     cJSON_Delete(sum);
-    if (read_error) {
+    if (conv != 0)
+        fprintf(stderr,
+                "heaptracectl: %s: process %u could not be converted (out of memory, or the file "
+                "could not be sized)\n",
+                path, p->pid);
+    else if (read_error)
         fprintf(stderr,
                 "heaptracectl: read error on %s (see above): session of process %u "
                 "holds what was sent\n",
                 path, p->pid);
-        return EXIT_CMD;
-    }
-    return EXIT_OK;
+    return conv != 0 || read_error ? EXIT_CMD : EXIT_OK;
 }
 
 static int picked(const struct ctl *c, const struct etl_proc *p)
