@@ -23,6 +23,8 @@ struct ctl {
     const char *file;   /* load FILE */
     const char *output; /* -o FILE */
     int tree;
+    uint32_t etl_pid;        /* load FILE.etl --pid N */
+    const char *etl_process; /* load FILE.etl --process NAME */
 };
 
 /* Send a request and read its reply, merging "more" frames. On success
@@ -45,11 +47,11 @@ void render_top(struct ctl *c, const struct cJSON *data, int tty);
 /* Longer help printed after a command's options, or NULL (help-notes.c). */
 const char *ctl_help_notes(const char *cmd);
 int ctl_load(struct ctl *c);
-/* load FILE.etl (load-etl.c): is in a Windows trace (rewound after the look)? Its events
- * sent as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE; *read_error set when the
- * file could not be read whole (its errors printed). */
+/* load FILE.etl (load-etl.c): is in a Windows trace (rewound after the look)? Its processes
+ * (those --pid / --process pick) each loaded into a session of its own: an exit code (errors
+ * printed; the sessions made stay whatever fails later). */
 int ctl_etl_is(FILE *in);
-int ctl_etl_send(struct ctl *c, FILE *in, const char *path, int *read_error);
+int ctl_etl_load(struct ctl *c, FILE *in, const char *path);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);
 int ctl_top(struct ctl *c);

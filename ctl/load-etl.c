@@ -1,14 +1,18 @@
-/* heaptracectl load FILE.etl: a Windows trace converted on the ctl's side into the .htevb
- * stream the daemon loads. The ctl does it because the reader seeks (each processor's
- * buffers are interleaved in the file and merged by time) while a load streams bytes in
- * order; the daemon sees an ordinary .htevb stream. */
+/* heaptracectl load FILE.etl: a Windows trace converted on the ctl's side into .htevb
+ * streams the daemon loads, one session per process with heap or VirtualAlloc events. The
+ * ctl does it because the reader seeks (each processor's buffers are interleaved in the file
+ * and merged by time) while a load streams bytes in order; the daemon sees ordinary .htevb
+ * streams. Each process is its own pass over the file: memory does not grow with the number
+ * of processes or the size of the file. */
 #include "ctl.h"
+#include "etl-procs.h"
 
 #include "etl-events.h"
 #include "etl-read.h"
 #include "htevb.h"
 #include "stack-intern.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +90,8 @@ int ctl_etl_is(FILE *in)
     return ok;
 }
 
-static void report(const char *path, const struct etl_reader *rd, const struct etl_events *ev)
+/* The reader's errors and Windows' own losses, once for the file. */
+static void report_reader(const char *path, const struct etl_reader *rd)
 {
     const struct etl_counts *c = etl_reader_counts(rd);
     for (int k = 0; k < ETL_ERR_N; k++)
@@ -100,29 +105,38 @@ static void report(const char *path, const struct etl_reader *rd, const struct e
                 "flagged buffers lost, %u buffers lost\n",
                 path, (unsigned long long)c->flag_events_lost,
                 (unsigned long long)c->flag_buffer_lost, etl_reader_header(rd)->buffers_lost);
-    if (ev) {
-        struct etl_events_stats st;
-        etl_events_stats(ev, &st);
-        fprintf(stderr,
-                "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
-                "references unresolved\n",
-                path, st.corr.followed_pid, st.name, (unsigned long long)st.corr.events_in,
-                (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
-    }
 }
 
-int ctl_etl_send(struct ctl *c, FILE *in, const char *path, int *read_error)
+static void report_process(const char *path, uint32_t pid, const struct etl_events *ev)
+{
+    struct etl_events_stats st;
+    etl_events_stats(ev, &st);
+    fprintf(stderr,
+            "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
+            "references unresolved\n",
+            path, pid, st.name, (unsigned long long)st.corr.events_in,
+            (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
+}
+
+static long long file_size(FILE *in)
+{
+#ifdef _WIN32
+    return _fseeki64(in, 0, SEEK_END) == 0 ? _ftelli64(in) : -1;
+#else
+    return fseeko(in, 0, SEEK_END) == 0 ? (long long)ftello(in) : -1;
+#endif
+}
+
+/* Process pid's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
+ * *read_error set when the file could not be read whole. */
+static int send_process(struct ctl *c, FILE *in, const char *path, uint32_t pid, int *read_error)
 {
     struct etl_load *l = calloc(1, sizeof(*l));
     struct etl_reader *rd = NULL;
     struct stack_intern si;
     int rc = EXIT_CMD, si_ok = 0;
-#ifdef _WIN32
-    long long size = _fseeki64(in, 0, SEEK_END) == 0 ? _ftelli64(in) : -1;
-#else
-    long long size = fseeko(in, 0, SEEK_END) == 0 ? (long long)ftello(in) : -1;
-#endif
-    *read_error = 0;
+    long long size = file_size(in);
+    *read_error = 1;
     if (!l || size < 0 || etl_reader_new(&rd, read_at, in, (uint64_t)size, NULL) != 0)
         goto out;
     l->c = c;
@@ -133,16 +147,15 @@ int ctl_etl_send(struct ctl *c, FILE *in, const char *path, int *read_error)
         htevb_writer_close(&l->w);
         goto out;
     }
-    if (etl_reader_open(rd) == 0 &&
-        etl_events_new(&l->ev, &si, etl_reader_header(rd), 0, event_cb, l) == 0 &&
-        etl_events_run(l->ev, rd) == 0)
-        rc = EXIT_OK;
+    int ok = etl_reader_open(rd) == 0 &&
+             etl_events_new(&l->ev, &si, etl_reader_header(rd), pid, event_cb, l) == 0 &&
+             etl_events_run(l->ev, rd) == 0;
     htevb_writer_close(&l->w);
     flush(l);
-    report(path, rd, l->ev);
+    if (l->ev)
+        report_process(path, pid, l->ev);
     /* The file could not be read as a whole: the session holds what was sent. */
-    if (etl_reader_counts(rd)->err[ETL_ERR_READ] || rc != EXIT_OK)
-        *read_error = 1;
+    *read_error = etl_reader_counts(rd)->err[ETL_ERR_READ] || !ok;
     rc = l->send_failed ? EXIT_UNREACHABLE : EXIT_OK;
 out:
     if (l)
@@ -151,5 +164,160 @@ out:
         stack_intern_close(&si);
     etl_reader_free(rd);
     free(l);
+    return rc;
+}
+
+int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
+
+/* The session's name: `<image>.<pid>`, or `N.<pid>` under --name N; a process whose
+ * Process event is not in the trace is "process.<pid>". */
+static cJSON *session_args(const struct ctl *c, const struct etl_proc *p)
+{
+    cJSON *args = c->args ? cJSON_Duplicate(c->args, 1) : cJSON_CreateObject();
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->args, "name");
+    const char *base = cJSON_IsString(n) ? n->valuestring : p->name[0] ? p->name : "process";
+    char name[300];
+    snprintf(name, sizeof(name), "%s.%u", base, p->pid);
+    cJSON_DeleteItemFromObjectCaseSensitive(args, "name");
+    cJSON_AddStringToObject(args, "name", name);
+    return args;
+}
+
+/* One process into a new session: 0, EXIT_CMD (this one failed, the others may go on) or
+ * EXIT_UNREACHABLE (the daemon is gone: what was loaded before stays). */
+static int load_process(struct ctl *c, FILE *in, const char *path, const struct etl_proc *p)
+{
+    int64_t id;
+    cJSON *env;
+    int rc = ctl_send(c, "load", session_args(c, p), &id);
+    if (rc == 0)
+        rc = ctl_read_frame(c, id, &env); /* acknowledged: streaming may start */
+    if (rc != 0)
+        return rc;
+    const cJSON *sid =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(env, "data"), "session");
+    if (!c->json)
+        fprintf(stderr, "loading %s process %u into session %d...\n", path, p->pid,
+                cJSON_IsNumber(sid) ? sid->valueint : 0);
+    cJSON_Delete(env);
+    int read_error = 0;
+    /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
+     * that the connection can carry the next process. */
+    rc = send_process(c, in, path, p->pid, &read_error);
+    if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
+        rc = EXIT_UNREACHABLE;
+    if (rc == EXIT_UNREACHABLE) {
+        fprintf(stderr, "heaptracectl: lost the connection while loading process %u\n", p->pid);
+        if (ctl_read_frame(c, id, &env) == EXIT_OK)
+            cJSON_Delete(env);
+        return rc;
+    }
+    int conv = rc;
+    if ((rc = ctl_read_frame(c, id, &env)) != 0)
+        return rc;
+    cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(env, "data");
+    cJSON_Delete(env);
+    render_reply(c, sum);
+    cJSON_Delete(sum);
+    if (conv != 0)
+        fprintf(stderr,
+                "heaptracectl: %s: process %u could not be converted (out of memory, or the file "
+                "could not be sized)\n",
+                path, p->pid);
+    else if (read_error)
+        fprintf(stderr,
+                "heaptracectl: read error on %s (see above): session of process %u "
+                "holds what was sent\n",
+                path, p->pid);
+    return conv != 0 || read_error ? EXIT_CMD : EXIT_OK;
+}
+
+static int picked(const struct ctl *c, const struct etl_proc *p)
+{
+    if (p->events == 0)
+        return 0;
+    if (c->etl_pid && p->pid != c->etl_pid)
+        return 0;
+    return !c->etl_process || etl_proc_name_eq(p->name, c->etl_process);
+}
+
+/* None of the trace's processes is the one asked for: say which there are. */
+static int none_picked(const struct ctl *c, const char *path, const struct etl_procs *ps)
+{
+    fprintf(stderr, "heaptracectl: %s: no process", path);
+    if (c->etl_pid)
+        fprintf(stderr, " %u", c->etl_pid);
+    if (c->etl_process)
+        fprintf(stderr, " named %s", ctl_text(c->etl_process));
+    fprintf(stderr, " with heap or VirtualAlloc events; there are:");
+    int any = 0;
+    for (uint32_t i = 0; i < ps->n; i++)
+        if (ps->v[i].events) {
+            fprintf(stderr, "%s %s (pid %u, %llu events)", any ? "," : "",
+                    ps->v[i].name[0] ? ctl_text(ps->v[i].name) : "?", ps->v[i].pid,
+                    (unsigned long long)ps->v[i].events);
+            any = 1;
+        }
+    fprintf(stderr, "%s\n", any ? "" : " none");
+    return EXIT_CMD;
+}
+
+/* The processes of the file, each loaded in turn; a failed one is reported and the next
+ * goes on, a lost daemon stops (the sessions made stay). */
+static int load_each(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps)
+{
+    uint32_t made = 0, failed = 0, want = 0;
+    for (uint32_t i = 0; i < ps->n; i++)
+        want += picked(c, &ps->v[i]);
+    if (want == 0)
+        return none_picked(c, path, ps);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        if (!picked(c, &ps->v[i]))
+            continue;
+        int rc = load_process(c, in, path, &ps->v[i]);
+        if (rc == EXIT_UNREACHABLE) {
+            fprintf(stderr,
+                    "heaptracectl: %s: %u of %u processes loaded before the daemon "
+                    "went away; their sessions stay\n",
+                    path, made, want);
+            return rc;
+        }
+        if (rc == 0)
+            made++;
+        else
+            failed++;
+    }
+    if (failed)
+        fprintf(stderr, "heaptracectl: %s: %u of %u processes loaded, %u failed (above)\n", path,
+                made, want, failed);
+    return failed ? EXIT_CMD : EXIT_OK;
+}
+
+int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
+{
+    struct etl_reader *rd = NULL;
+    struct etl_procs ps;
+    memset(&ps, 0, sizeof(ps));
+    long long size = file_size(in);
+    int rc = EXIT_CMD;
+    if (size < 0 || etl_reader_new(&rd, read_at, in, (uint64_t)size, NULL) != 0) {
+        fprintf(stderr, "heaptracectl: %s: cannot read\n", path);
+        goto out;
+    }
+    int scan = etl_reader_open(rd);
+    if (scan == 0)
+        scan = etl_procs_scan(&ps, rd);
+    report_reader(path, rd);
+    if (ps.dropped)
+        fprintf(stderr,
+                "heaptracectl: %s: more than %d processes: %llu records of the "
+                "others not listed (processes_dropped)\n",
+                path, ETL_PROCS_MAX, (unsigned long long)ps.dropped);
+    if (scan != 0 && ps.n == 0)
+        goto out;
+    rc = load_each(c, in, path, &ps);
+out:
+    etl_procs_free(&ps);
+    etl_reader_free(rd);
     return rc;
 }

@@ -96,6 +96,19 @@ static int set_arg(struct ctl *c, const struct ht_arg_spec *a, const char *val)
         c->file = val;
         return 0;
     }
+    if ((a->flags & HT_ARGF_CTL) && !strcmp(a->name, "process")) {
+        c->etl_process = val;
+        return 0;
+    }
+    if ((a->flags & HT_ARGF_CTL) && !strcmp(a->name, "pid")) {
+        char *end;
+        unsigned long long v = strtoull(val, &end, 10);
+        if (strspn(val, "0123456789") != strlen(val) || end == val || *end || v == 0 ||
+            v > UINT32_MAX)
+            return usage_error(c->cmd, "expected a process id, got \"%s\"", val);
+        c->etl_pid = (uint32_t)v;
+        return 0;
+    }
     switch (a->type) {
     case HT_ARG_BOOL:
         if (!strcmp(a->name, "tree"))

@@ -77,6 +77,17 @@ int ctl_load(struct ctl *c)
      * regular file is looked at: the look reads ahead, which a pipe or FIFO cannot undo. */
     int etl = in != stdin && fstat(fileno(in), &sb) == 0 && S_ISREG(sb.st_mode) &&
               ctl_etl_is(in);
+    if (etl || c->etl_pid || c->etl_process) {
+        int rc = etl ? ctl_etl_load(c, in, c->file) : EXIT_USAGE;
+        if (!etl)
+            fprintf(stderr,
+                    "heaptracectl: --pid and --process are for Windows traces (.etl); "
+                    "%s is not one\n",
+                    c->file);
+        if (in != stdin)
+            fclose(in);
+        return rc;
+    }
     int64_t id;
     cJSON *env;
     int rc = open_stream(c, "load", &id, &env); /* acknowledged: streaming may start */
@@ -92,7 +103,7 @@ int ctl_load(struct ctl *c)
                 cJSON_IsNumber(sid) ? sid->valueint : 0);
     cJSON_Delete(env);
     int read_error = 0;
-    rc = etl ? ctl_etl_send(c, in, c->file, &read_error) : send_bytes(c, in, &read_error);
+    rc = send_bytes(c, in, &read_error);
     if (in != stdin)
         fclose(in);
     if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
@@ -114,7 +125,7 @@ int ctl_load(struct ctl *c)
     cJSON_Delete(sum);
     if (read_error) {
         fprintf(stderr, "heaptracectl: read error on %s (%s): the session holds what was sent\n",
-                c->file, etl ? "see above" : strerror(read_error));
+                c->file, strerror(read_error));
         return EXIT_CMD;
     }
     return EXIT_OK;

@@ -19,15 +19,16 @@ load() {
     /usr/bin/time -f "%e %M" -o "$T/time" "$build/ctl/heaptracectl" load "$1" --name "$2" \
         >/dev/null 2>&1
     local ev
-    ev=$("$build/ctl/heaptracectl" --json status "$2" | python3 -c \
+    ev=$("$build/ctl/heaptracectl" --json status "$3" | python3 -c \
         'import json,sys; print(json.load(sys.stdin)["quality"]["events"])')
     read -r wall rss <"$T/time"
-    echo "$2: $ev events in $wall s: $(python3 -c "print(round($ev / max($wall, 1e-3)))") events/s, ctl peak RSS $rss KB"
+    echo "$3: $ev events in $wall s: $(python3 -c "print(round($ev / max($wall, 1e-3)))") events/s, ctl peak RSS $rss KB"
 }
-load "$T/b.etl" etl
-load "$T/b.htevb" htevb
+# An .etl's session is named NAME.<pid> (make-etl.py's process is 4242).
+load "$T/b.etl" etl etl.4242
+load "$T/b.htevb" htevb htevb
 echo "daemon peak RSS $(awk '/VmHWM/ {print $2}' /proc/$dpid/status) KB"
-for s in etl htevb; do
-    "$build/ctl/heaptracectl" --json stacks "$s" --top 50 | "$build/tests/integration/ht-testtool" norm | grep -v "\"session\"" >"$T/$s.top"
+for s in etl.4242 htevb; do
+    "$build/ctl/heaptracectl" --json stacks "$s" --top 50 | "$build/tests/integration/ht-testtool" norm | grep -v "\"session\"" >"$T/${s%.*}.top"
 done
 cmp -s "$T/etl.top" "$T/htevb.top" && echo "top 50 stacks: identical" || { echo "top 50 stacks: DIFFER"; diff "$T/etl.top" "$T/htevb.top" | head -20; }

@@ -1,0 +1,87 @@
+/* Which processes a Windows trace holds: each record as the ETW consumer delivers it
+ * (etl_to_etw), decoded by the same decoder the sessions use, so that a process is listed
+ * exactly when a session of it would get events. */
+#include "etl-procs.h"
+
+#include "etl-events.h"
+#include "etw-decode.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define SLOTS (2 * ETL_PROCS_MAX) /* a power of two, half full at most */
+
+static struct etl_proc *find(struct etl_procs *p, uint32_t pid)
+{
+    uint32_t h = (pid * 2654435761u) & (SLOTS - 1);
+    for (;; h = (h + 1) & (SLOTS - 1)) {
+        uint32_t i = p->slot[h];
+        if (i == 0)
+            break;
+        if (p->v[i - 1].pid == pid)
+            return &p->v[i - 1];
+    }
+    if (p->n == ETL_PROCS_MAX) {
+        p->dropped++;
+        return NULL;
+    }
+    struct etl_proc *e = &p->v[p->n++];
+    memset(e, 0, sizeof(*e));
+    e->pid = pid;
+    p->slot[h] = p->n;
+    return e;
+}
+
+/* The owner as the correlator takes it (etw-stacks.c etw_corr_add): the system logger's
+ * VirtualAlloc/VirtualFree name it in the payload, heap events in the header. */
+static void record(void *arg, const struct etl_record *r)
+{
+    struct etl_procs *p = arg;
+    struct etw_record e;
+    struct etw_decoded d;
+    struct etw_decode_stats st;
+    memset(&st, 0, sizeof(st));
+    if (!etl_to_etw(r, &e) || etw_decode(&e, &d, &st) != 1)
+        return;
+    int heap = d.kind >= ETW_HEAP_CREATE && d.kind <= ETW_HEAP_DESTROY;
+    int virt = d.kind == ETW_VIRTUAL_ALLOC || d.kind == ETW_VIRTUAL_FREE;
+    uint32_t owner = heap ? e.pid : d.owner_pid;
+    if ((!heap && !virt && d.kind != ETW_PROCESS_START) || owner == 0 || owner == 0xFFFFFFFFu)
+        return;
+    struct etl_proc *x = find(p, owner);
+    if (!x)
+        return;
+    if (d.kind == ETW_PROCESS_START) {
+        if (!x->name[0])
+            etw_name_utf8(&d, x->name, sizeof(x->name));
+    } else {
+        x->events++;
+    }
+}
+
+int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd)
+{
+    memset(p, 0, sizeof(*p));
+    p->v = malloc(ETL_PROCS_MAX * sizeof(*p->v));
+    p->slot = calloc(SLOTS, sizeof(*p->slot));
+    if (!p->v || !p->slot)
+        return UV_ENOMEM;
+    return etl_reader_run(rd, record, p);
+}
+
+void etl_procs_free(struct etl_procs *p)
+{
+    free(p->v);
+    free(p->slot);
+    memset(p, 0, sizeof(*p));
+}
+
+int etl_proc_name_eq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+            return 0;
+    return *a == *b;
+}

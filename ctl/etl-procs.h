@@ -1,0 +1,31 @@
+/* The processes of a Windows trace (.etl) that have heap or VirtualAlloc events, with their
+ * image names from the trace's Process events: one pass over the file, in bounded memory. */
+#ifndef ETL_PROCS_H
+#define ETL_PROCS_H
+
+#include "etl-read.h"
+
+#include <stdint.h>
+
+#define ETL_PROCS_MAX 4096 /* processes kept (named or with events); past it: dropped */
+
+struct etl_proc {
+    uint32_t pid;
+    uint64_t events; /* heap and VirtualAlloc events owned by pid */
+    char name[128];  /* ImageFileName of its first named Process event, "" if none */
+};
+
+struct etl_procs {
+    struct etl_proc *v;
+    uint32_t n;
+    uint32_t *slot;   /* open addressing, pid -> index + 1 */
+    uint64_t dropped; /* records of processes past ETL_PROCS_MAX (not listed) */
+};
+
+/* The whole file through rd (opened): 0, or a negative code (the reader's counts say why). */
+int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd);
+void etl_procs_free(struct etl_procs *p);
+/* Image names compared as Windows does, without regard to case (ASCII). */
+int etl_proc_name_eq(const char *a, const char *b);
+
+#endif
