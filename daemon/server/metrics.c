@@ -181,7 +181,10 @@ static const struct mfield *mset_find(const struct mset *m, const char *name)
 
 /* What one session's samples are labelled with. */
 struct msess {
-    char name[128], image[128], source[32];
+    /* Room past METRIC_LABEL_MAX: mb_label cuts a longer value at a UTF-8
+     * boundary; a cut here, by the copy, could split a character and make
+     * the whole exposition unparsable (promtool: "invalid label value"). */
+    char name[METRIC_LABEL_MAX + 4], image[METRIC_LABEL_MAX + 4], source[32];
     uint32_t id;
     long long pid;
     struct mset f;
