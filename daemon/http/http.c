@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 struct http {
@@ -72,8 +73,35 @@ static int token_char(char c)
     return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
 }
 
+/* RFC 9112 3.2.2: a server MUST accept the absolute-form
+ * ("http://host:port/metrics?x"); its path and query are what is routed (the
+ * authority is ours whatever it says). *target moved to the path; a target
+ * with no path after its authority is "/" (RFC 9110 4.2.3). Origin-form is
+ * left as it is. */
+static int absolute_form(char **target)
+{
+    char *t = *target;
+    size_t skip = strncasecmp(t, "http://", 7) == 0    ? 7
+                  : strncasecmp(t, "https://", 8) == 0 ? 8
+                                                       : 0;
+    if (!skip)
+        return 0;
+    char *p = t + skip + strcspn(t + skip, "/?");
+    if (p == t + skip)
+        return -1; /* no authority */
+    if (*p == '/') {
+        *target = p;
+        return 0;
+    }
+    /* "http://host" or "http://host?q": the path is "/", written over the
+     * authority's last byte. */
+    p[-1] = '/';
+    *target = p - 1;
+    return 0;
+}
+
 static int parse_request_line(char *line, const char **method, const char **path,
-                              const char **query)
+                              const char **query, int *v11)
 {
     char *sp1 = strchr(line, ' ');
     if (!sp1 || sp1 == line)
@@ -83,14 +111,17 @@ static int parse_request_line(char *line, const char **method, const char **path
         if (!token_char(*m))
             return 400;
     char *target = sp1 + 1, *sp2 = strchr(target, ' ');
-    if (!sp2 || target[0] != '/')
+    if (!sp2)
         return 400;
     *sp2 = '\0';
     if (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0)
         return 400;
+    *v11 = strcmp(sp2 + 1, "HTTP/1.1") == 0;
     for (const char *t = target; *t; t++)
         if (*t <= 0x20 || *t >= 0x7f)
             return 400;
+    if (absolute_form(&target) != 0 || target[0] != '/')
+        return 400;
     char *q = strchr(target, '?');
     if (q)
         *q++ = '\0';
@@ -102,18 +133,44 @@ static int parse_request_line(char *line, const char **method, const char **path
     return 0;
 }
 
+/* A NUL or a CR not ending a line anywhere in the head: RFC 9110 5.5 lets a
+ * recipient reject a field value holding either, RFC 9112 2.2 a bare CR. */
+static int head_bytes_bad(const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0' || (buf[i] == '\r' && (i + 1 == n || buf[i + 1] != '\n')))
+            return 1;
+    return 0;
+}
+
+/* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
+ * with more than one, MUST be answered 400. */
+static int host_count_bad(unsigned hosts, int v11)
+{
+    return hosts > 1 || (hosts == 0 && v11);
+}
+
 int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query)
 {
     char *p = buf, *end = buf + n;
+    if (head_bytes_bad(buf, n))
+        return 400;
+    /* RFC 9112 2.2: a server SHOULD ignore an empty line before the
+     * request line (some clients send one after a POST's body). */
+    if (p < end && *p == '\r')
+        p++;
+    if (p < end && *p == '\n')
+        p++;
     char *line = next_line(&p, end);
     if (!line)
         return 400;
-    int rc = parse_request_line(line, method, path, query);
+    int v11 = 0;
+    int rc = parse_request_line(line, method, path, query, &v11);
     if (rc == 400)
         return rc;
     /* Header lines: "name: value", no line folding (RFC 9112 5.2 lets a
      * server reject it), at most HTTP_HEADERS_MAX of them. */
-    unsigned nh = 0;
+    unsigned nh = 0, hosts = 0;
     while ((line = next_line(&p, end)) && line[0]) {
         if (++nh > HTTP_HEADERS_MAX)
             return 431;
@@ -123,8 +180,9 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
         for (const char *c = line; c < colon; c++)
             if (!token_char(*c))
                 return 400;
+        hosts += colon - line == 4 && strncasecmp(line, "host", 4) == 0;
     }
-    return rc;
+    return host_count_bad(hosts, v11) ? 400 : rc;
 }
 
 static void conn_closed(uv_handle_t *hd)

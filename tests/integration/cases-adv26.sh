@@ -23,3 +23,44 @@ case_adv26_metrics_long_utf8_image() {
     eq "${#img}" 100 "characters of the image label"
     stop_clean
 }
+
+# adv26_http_status REQUEST...: the status line of each raw request (python bytes literals)
+# sent to the listener, one a line.
+adv26_http_status() {
+    python3 - "$HPORT" "$@" <<'PY'
+import ast, socket, sys
+for lit in sys.argv[2:]:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(ast.literal_eval(lit))
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    print(out.split(b"\r\n", 1)[0].decode())
+PY
+}
+
+# RFC 9112's musts: an HTTP/1.1 request without Host, or any with two, is answered 400
+# (3.2); the absolute-form target is accepted (3.2.2); a NUL or a bare CR in a field
+# value is rejected (RFC 9110 5.5, RFC 9112 2.2); an empty line before the request line
+# is ignored (2.2). On main: 200, 200, 400, 200, 200, 400.
+case_adv26_http_rfc9112() {
+    http_daemon
+    local got
+    got=$(adv26_http_status \
+        "b'GET /metrics HTTP/1.1\r\n\r\n'" \
+        "b'GET /metrics HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n'" \
+        "b'GET http://127.0.0.1/metrics?x HTTP/1.1\r\nHost: a\r\n\r\n'" \
+        "b'GET /metrics HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n'" \
+        "b'GET /metrics HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n'" \
+        "b'\r\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n'" \
+        "b'GET /metrics HTTP/1.0\r\n\r\n'" \
+        "b'GET HTTP://h HTTP/1.1\r\nHost: a\r\n\r\n'" \
+        "b'GET http:///metrics HTTP/1.1\r\nHost: a\r\n\r\n'" | tr -d '\r' | paste -sd,)
+    eq "$got" "HTTP/1.1 400 Bad Request,HTTP/1.1 400 Bad Request,HTTP/1.1 200 OK,HTTP/1.1 400 Bad Request,HTTP/1.1 400 Bad Request,HTTP/1.1 200 OK,HTTP/1.1 200 OK,HTTP/1.1 404 Not Found,HTTP/1.1 400 Bad Request" "status lines"
+    sleep 0.15
+    http_get /metrics | grep -qx 'heaptrace_http_bad_requests_total 5' || fail "400s not counted"
+    stop_clean
+}
