@@ -64,3 +64,37 @@ case_adv26_http_rfc9112() {
     http_get /metrics | grep -qx 'heaptrace_http_bad_requests_total 5' || fail "400s not counted"
     stop_clean
 }
+
+# Configurations the daemon took though they are not what they say: a fraction (1.5
+# sessions ran as 1), a key given twice (the first kept), text after the object, "limits.x"
+# as one key (taken as the member of "limits"); a FIFO as the file hung the start forever.
+# Each is refused now, the daemon not starting, with a reason.
+case_adv26_config_refused() {
+    local cfg why n=0
+    for cfg in '{"max_sessions": 1.5}|bad value' \
+        '{"max_sessions": 16, "max_sessions": 17}|given twice' \
+        '{"limits": {"max_stacks": 5, "max_stacks": 6}}|given twice' \
+        '{"max_sessions": 16} x|not a JSON object' \
+        '{"limits.max_stacks": 5}|unknown key'; do
+        why=${cfg#*|}
+        printf '%s\n' "${cfg%|*}" >"$T/c$n.json"
+        HEAPTRACE_PIPE=$T/c.sock timeout 10 "$HT_DAEMON" --foreground --config "$T/c$n.json" \
+            >"$T/c$n.log" 2>&1
+        eq "$?" 1 "exit code with ${cfg%|*}"
+        grep -q "$why" "$T/c$n.log" || fail "no reason for ${cfg%|*}: $(cat "$T/c$n.log")"
+        n=$((n + 1))
+    done
+    mkfifo "$T/fifo"
+    HEAPTRACE_PIPE=$T/c.sock timeout 10 "$HT_DAEMON" --foreground --config "$T/fifo" \
+        >"$T/fifo.log" 2>&1
+    eq "$?" 1 "exit code with a FIFO as the configuration"
+    grep -q "not a JSON object" "$T/fifo.log" || fail "no reason: $(cat "$T/fifo.log")"
+    mkdir "$T/dir"
+    HEAPTRACE_PIPE=$T/c.sock timeout 10 "$HT_DAEMON" --foreground --config "$T/dir" >"$T/dir.log" 2>&1
+    eq "$?" 1 "exit code with a directory as the configuration"
+    grep -q "a directory" "$T/dir.log" || fail "no reason: $(cat "$T/dir.log")"
+    # Still taken: white space after the object, comments given twice, 1e3.
+    printf '{"_c": 1, "_c": 2, "max_sessions": 1e3}\n\n' >"$T/ok.json"
+    start_daemon --config "$T/ok.json"
+    stop_clean
+}
