@@ -36,6 +36,7 @@ struct http_conn {
     uint64_t deadline; /* uv_now (ms) past which it is closed */
     uv_write_t wr;
     char *out;
+    struct http_shared *body; /* the answer's body when shared */
     size_t len;
     char buf[HTTP_REQ_MAX];
 };
@@ -189,6 +190,7 @@ static void conn_closed(uv_handle_t *hd)
 {
     struct http_conn *c = hd->data;
     free(c->out);
+    http_shared_unref(c->body);
     free(c);
 }
 
@@ -232,17 +234,39 @@ static const char *reason(int status)
     }
 }
 
-void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len)
+struct http_shared *http_shared_new(char *data, size_t len)
 {
-    if (c->state != CONN_READING && c->state != CONN_HANDLING)
-        return;
+    struct http_shared *b = malloc(sizeof(*b));
+    if (!b) {
+        free(data);
+        return NULL;
+    }
+    b->refs = 1;
+    b->len = len;
+    b->data = data;
+    return b;
+}
+
+void http_shared_unref(struct http_shared *b)
+{
+    if (b && --b->refs == 0) {
+        free(b->data);
+        free(b);
+    }
+}
+
+/* The answer's head and, unless shared (c->body), its body copied into
+ * c->out; then written (the shared body as a second buffer). */
+static void respond(struct http_conn *c, int status, const char *ctype, const char *body,
+                    size_t len)
+{
     char head[320];
     int hn =
         snprintf(head, sizeof(head),
                  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
                  "Connection: close\r\n\r\n",
                  status, reason(status), ctype, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
-    size_t blen = c->head ? 0 : len;
+    size_t blen = c->head || c->body ? 0 : len;
     c->out = malloc((size_t)hn + blen);
     if (!c->out) {
         c->h->srv->http.unavailable++;
@@ -256,10 +280,29 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
     /* A reader as slow as a slow writer gets the same time to take the answer. */
     c->deadline = uv_now(c->tcp.loop) + HTTP_IDLE_MS;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)hn + blen));
+    uv_buf_t b[2] = {uv_buf_init(c->out, (unsigned)((size_t)hn + blen)), {0}};
+    unsigned nb = 1;
+    if (c->body && !c->head)
+        b[nb++] = uv_buf_init(c->body->data, (unsigned)c->body->len);
     c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0)
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, nb, write_done) != 0)
         conn_close(c);
+}
+
+void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    respond(c, status, ctype, body, len);
+}
+
+void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    b->refs++;
+    c->body = b;
+    respond(c, status, ctype, b->data, b->len);
 }
 
 static void respond_text(struct http_conn *c, int status, const char *text)
