@@ -465,6 +465,20 @@ static int parse_addr(const char *addr, struct sockaddr_storage *sa, char *err, 
     return 0;
 }
 
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z (RFC 1122 3.2.1.3, RFC 4291 2.5.3,
+ * 2.5.5.2). */
+static int is_loopback(const struct sockaddr_storage *sa)
+{
+    if (sa->ss_family == AF_INET) {
+        const unsigned char *a = (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+        return a[0] == 127;
+    }
+    const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const unsigned char one[16] = {[15] = 1};
+    static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+    return memcmp(a, one, 16) == 0 || (memcmp(a, mapped, 12) == 0 && a[12] == 127);
+}
+
 static void own_closed(uv_handle_t *hd)
 {
     struct http *h = hd->data;
@@ -500,6 +514,11 @@ int http_start(struct server *srv, const char *addr, const struct http_route *ro
         uv_close((uv_handle_t *)&h->idle, own_closed);
         return uerr;
     }
+    if (!is_loopback(&sa))
+        log_warn("metrics_listen %s is not a loopback address: every session's name, process "
+                 "and numbers are readable, unauthenticated, by whoever reaches it "
+                 "(docs/fleet.md)",
+                 addr);
     uv_timer_start(&h->idle, idle_tick, 1000, 1000);
     *out = h;
     return 0;

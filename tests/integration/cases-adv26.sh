@@ -140,3 +140,27 @@ PY
     [ $((rss1 - rss0)) -lt $((size * 10 / 1024)) ] || fail "RSS grew by $((rss1 - rss0)) KB"
     stop_clean
 }
+
+# A listener on an address other than loopback serves every session's names and numbers to
+# whoever reaches it (docs/fleet.md): the daemon now says so in its log; on loopback (v4,
+# v6) it does not. IPv6 loopback answers /metrics.
+case_adv26_http_not_loopback_warned() {
+    HPORT=$(http_port)
+    printf '{"metrics_listen": "0.0.0.0:%s"}\n' "$HPORT" >"$T/any.json"
+    start_daemon --config "$T/any.json"
+    http_get /metrics | grep -q '^heaptrace_sessions 0' || fail "GET over 0.0.0.0"
+    grep -q "metrics_listen 0.0.0.0:$HPORT is not a loopback address" "$T/daemon.log" ||
+        fail "no warning for 0.0.0.0"
+    stop_clean
+    : >"$T/daemon.log"
+    if python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+        printf '{"metrics_listen": "[::1]:%s"}\n' "$HPORT" >"$T/v6.json"
+        start_daemon --config "$T/v6.json"
+        curl -sS --max-time 10 "http://[::1]:$HPORT/metrics" | grep -q '^heaptrace_sessions 0' ||
+            fail "GET over [::1]"
+        stop_clean
+    fi
+    http_daemon
+    stop_clean
+    ! grep -q "not a loopback" "$T/daemon.log" || fail "loopback warned"
+}
