@@ -164,3 +164,20 @@ case_adv26_http_not_loopback_warned() {
     stop_clean
     ! grep -q "not a loopback" "$T/daemon.log" || fail "loopback warned"
 }
+
+# export -o onto a file whose directory takes no new file (/proc/version): the error was
+# the temporary file's, told as the target's ("/proc/version: No such file or directory").
+# Now the file that could not be made is named. /dev/full: the write error, no file.
+case_adv26_export_unwritable() {
+    start_daemon
+    load_demo
+    ctl export demo --format pprof -o /proc/version 2>"$T/e1" && fail "export onto /proc/version"
+    grep -q "/proc/version: cannot create the file written before it replaces it (/proc/.version" \
+        "$T/e1" || fail "unclear: $(cat "$T/e1")"
+    ctl export demo --format pprof -o /dev/full 2>"$T/e2" && fail "export onto /dev/full"
+    grep -q "No space left on device" "$T/e2" || fail "unclear: $(cat "$T/e2")"
+    # A directory that is gone: nothing made, the reason said.
+    ctl export demo --format pprof -o "$T/gone/x.pb.gz" 2>"$T/e3" && fail "export into no dir"
+    [ ! -e "$T/gone" ] || fail "directory made"
+    stop_clean
+}
