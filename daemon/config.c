@@ -377,6 +377,22 @@ static int config_check(const struct ht_config *cfg, char *err, size_t errsz)
     return 0;
 }
 
+/* A "\u0000" escape in text: cJSON gives strings as C strings, so
+ * "127.0.0.1:9464\u0000x" was read, and taken, as "127.0.0.1:9464". An
+ * escaped backslash ("\\u0000") is not one. */
+static int has_nul_escape(const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p != '\\')
+            continue;
+        if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0)
+            return 1;
+        if (p[1])
+            p++; /* the escaped character */
+    }
+    return 0;
+}
+
 int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz)
 {
     char *text = read_file(path, 1u << 20);
@@ -384,6 +400,11 @@ int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz
         snprintf(err, errsz,
                  "cannot read config file %s (missing, unreadable, a directory or over 1 MiB)",
                  path);
+        return HT_EBADARG;
+    }
+    if (has_nul_escape(text)) {
+        ht_free(text);
+        snprintf(err, errsz, "config file %s has a NUL (\\u0000) in a string", path);
         return HT_EBADARG;
     }
     /* Anything but white space after the object is refused too. */

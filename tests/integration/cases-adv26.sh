@@ -67,7 +67,8 @@ case_adv26_http_rfc9112() {
 
 # Configurations the daemon took though they are not what they say: a fraction (1.5
 # sessions ran as 1), a key given twice (the first kept), text after the object, "limits.x"
-# as one key (taken as the member of "limits"); a FIFO as the file hung the start forever.
+# as one key (taken as the member of "limits"), a \u0000 in a string (the string cut
+# there: "127.0.0.1:1\u0000x" listened on 127.0.0.1:1); a FIFO as the file hung the start forever.
 # Each is refused now, the daemon not starting, with a reason.
 case_adv26_config_refused() {
     local cfg why n=0
@@ -75,7 +76,8 @@ case_adv26_config_refused() {
         '{"max_sessions": 16, "max_sessions": 17}|given twice' \
         '{"limits": {"max_stacks": 5, "max_stacks": 6}}|given twice' \
         '{"max_sessions": 16} x|not a JSON object' \
-        '{"limits.max_stacks": 5}|unknown key'; do
+        '{"limits.max_stacks": 5}|unknown key' \
+        '{"metrics_listen": "127.0.0.1:1\u0000x"}|NUL'; do
         why=${cfg#*|}
         printf '%s\n' "${cfg%|*}" >"$T/c$n.json"
         HEAPTRACE_PIPE=$T/c.sock timeout 10 "$HT_DAEMON" --foreground --config "$T/c$n.json" \
@@ -94,7 +96,7 @@ case_adv26_config_refused() {
     eq "$?" 1 "exit code with a directory as the configuration"
     grep -q "a directory" "$T/dir.log" || fail "no reason: $(cat "$T/dir.log")"
     # Still taken: white space after the object, comments given twice, 1e3.
-    printf '{"_c": 1, "_c": 2, "max_sessions": 1e3}\n\n' >"$T/ok.json"
+    printf '{"_c": 1, "_c": "\\\\u0000", "max_sessions": 1e3}\n\n' >"$T/ok.json"
     start_daemon --config "$T/ok.json"
     stop_clean
 }
