@@ -28,6 +28,7 @@ struct mbuf {
     char *p;
     size_t n, cap;
     int oom;
+    unsigned cut; /* label values cut to METRIC_LABEL_MAX */
 };
 
 static void mb_put(struct mbuf *b, const char *s, size_t n)
@@ -69,6 +70,7 @@ static void mb_label(struct mbuf *b, const char *v)
 {
     size_t n = strlen(v);
     if (n > METRIC_LABEL_MAX) {
+        b->cut++;
         n = METRIC_LABEL_MAX;
         while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
             n--;
@@ -341,6 +343,8 @@ int metrics_render(struct server *srv, char **out, size_t *len)
     struct mbuf b = {0};
     daemon_metrics(&b, srv, ss, n);
     sess_families(&b, ss, n);
+    gauge(&b, "metrics_labels_cut",
+          "label values (session, image) cut to 200 bytes in this exposition", (double)b.cut);
     for (i = 0; i < n; i++)
         free(ss[i].f.f);
     free(ss);

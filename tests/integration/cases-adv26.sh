@@ -21,6 +21,10 @@ case_adv26_metrics_long_utf8_image() {
     img=$(grep -a '^heaptrace_session_heap_outstanding{session="long"' "$T/m.txt" |
         sed 's/.*image="\([^"]*\)".*/\1/')
     eq "${#img}" 100 "characters of the image label"
+    # Each sample of the session has its image cut, each cut counted.
+    local n
+    n=$(grep -ac '^heaptrace_session_.*session="long"' "$T/m.txt")
+    grep -qx "heaptrace_metrics_labels_cut $n" "$T/m.txt" || fail "cuts not counted ($n samples)"
     stop_clean
 }
 
