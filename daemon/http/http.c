@@ -134,14 +134,21 @@ static int parse_request_line(char *line, const char **method, const char **path
     return 0;
 }
 
-/* A NUL or a CR not ending a line anywhere in the head: RFC 9110 5.5 lets a
- * recipient reject a field value holding either, RFC 9112 2.2 a bare CR. */
-static int head_bytes_bad(const char *buf, size_t n)
+/* A NUL, or a CR followed by anything but LF, in buf[from..n) (a CR last
+ * waits for its next byte): RFC 9110 5.5 lets a recipient reject a field
+ * value holding either, RFC 9112 2.2 a bare CR. */
+static int bare_cr_or_nul(const char *buf, size_t from, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] == '\0' || (buf[i] == '\r' && (i + 1 == n || buf[i + 1] != '\n')))
+    for (size_t i = from; i < n; i++)
+        if (buf[i] == '\0' || (buf[i] == '\r' && i + 1 < n && buf[i + 1] != '\n'))
             return 1;
     return 0;
+}
+
+/* The whole head: a CR as its last byte is bare too. */
+static int head_bytes_bad(const char *buf, size_t n)
+{
+    return bare_cr_or_nul(buf, 0, n) || (n && buf[n - 1] == '\r');
 }
 
 /* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
@@ -360,9 +367,16 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
     if (c->state != CONN_READING)
         return;
+    size_t from = c->len ? c->len - 1 : 0; /* a CR last time: is an LF next? */
     c->len += (size_t)nread;
     size_t end = http_head_end(c->buf, c->len);
-    if (end) {
+    if (!end && bare_cr_or_nul(c->buf, from, c->len)) {
+        /* No line can end: answered now, not held to the idle timeout. */
+        uv_read_stop(st);
+        c->state = CONN_HANDLING;
+        c->h->srv->http.bad++;
+        respond_text(c, 400, "bad request\n");
+    } else if (end) {
         uv_read_stop(st);
         uint64_t t0 = uv_hrtime();
         conn_request(c, end);

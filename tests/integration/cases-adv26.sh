@@ -187,3 +187,17 @@ case_adv26_export_unwritable() {
     [ ! -e "$T/gone" ] || fail "directory made"
     stop_clean
 }
+
+# Lines ended by a CR alone ("GET / HTTP/1.1\rHost: x\r\r"): no line ever ends, and the
+# connection was held without an answer to the 10 s idle timeout (a slot of 256 each).
+# Answered 400 at once now; a NUL before the head's end likewise.
+case_adv26_http_bare_cr_at_once() {
+    http_daemon
+    local t0 got
+    t0=$(date +%s%N)
+    got=$(adv26_http_status "b'GET /metrics HTTP/1.1\rHost: x\r\r'" "b'GET /metrics HTTP/1.1\r\nX: \x00'" |
+        tr -d '\r' | paste -sd,)
+    eq "$got" "HTTP/1.1 400 Bad Request,HTTP/1.1 400 Bad Request" "status lines"
+    [ $((($(date +%s%N) - t0) / 1000000)) -lt 5000 ] || fail "answered after the idle timeout"
+    stop_clean
+}
