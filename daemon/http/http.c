@@ -151,6 +151,24 @@ static int head_bytes_bad(const char *buf, size_t n)
     return bare_cr_or_nul(buf, 0, n) || (n && buf[n - 1] == '\r');
 }
 
+/* A Host value: uri-host [":" port] between optional white space, its
+ * characters those RFC 3986 3.2.2 allows (a reg-name, an IPv6 literal in
+ * brackets); RFC 9112 3.2 answers any other with 400. */
+static int host_value_ok(const char *v)
+{
+    v += strspn(v, " \t");
+    size_t n = strcspn(v, " \t");
+    if (v[n + strspn(v + n, " \t")] != '\0')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = v[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              strchr("-._~!$&'()*+,;=:%[]", ch)))
+            return 0;
+    }
+    return 1;
+}
+
 /* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
  * with more than one, MUST be answered 400. */
 static int host_count_bad(unsigned hosts, int v11)
@@ -188,7 +206,11 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
         for (const char *c = line; c < colon; c++)
             if (!token_char(*c))
                 return 400;
-        hosts += colon - line == 4 && strncasecmp(line, "host", 4) == 0;
+        if (colon - line == 4 && strncasecmp(line, "host", 4) == 0) {
+            if (!host_value_ok(colon + 1))
+                return 400;
+            hosts++;
+        }
     }
     return host_count_bad(hosts, v11) ? 400 : rc;
 }
