@@ -36,7 +36,11 @@ int out_file_create(struct out_file *o)
     snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dl, target, target + dl);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
-        fprintf(stderr, "heaptracectl: %s: %s\n", o->path, strerror(errno));
+        /* The error is the new file's, not the target's: writing onto
+         * /proc/version said "No such file or directory" of a file that is. */
+        fprintf(stderr,
+                "heaptracectl: %s: cannot create the file written before it replaces it (%s): %s\n",
+                o->path, o->tmp, strerror(errno));
         free(o->tmp);
         o->tmp = NULL;
         return -1;

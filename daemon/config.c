@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#ifndef _WIN32
+#include <fcntl.h>
+#include <unistd.h>
+#endif
 
 /* config/cull-frames.txt, embedded at build time (see daemon/CMakeLists.txt). */
 #include "cull-frames.inc"
@@ -126,9 +131,33 @@ int config_log_level(const char *s)
     return -1;
 }
 
+/* path opened for reading, a directory refused. On a FIFO with no writer
+ * fopen waited for one forever (the daemon hung at its start, nothing said):
+ * opened without waiting, then read blocking, a writer's text (`--config
+ * <(...)`) is read whole and a FIFO nobody writes reads as empty (pipe(7)). */
+static FILE *open_file(const char *path)
+{
+#ifndef _WIN32
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f)
+        close(fd);
+    return f;
+#else
+    return fopen(path, "rb");
+#endif
+}
+
 static char *read_file(const char *path, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_file(path);
     if (!f)
         return NULL;
     char *buf = ht_malloc(cap + 1);
@@ -206,7 +235,9 @@ static int conf_number(const struct conf_key *k, const cJSON *v, uint64_t *out, 
 {
     /* 2^64 and above do not convert (undefined behaviour: 1e300 read as 0
      * or 2^63 depending on the compiler): refused like any bad value. */
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0) {
+    /* A fraction is refused too: 1.5 sessions was taken as 1. */
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0 &&
+        (double)(uint64_t)v->valuedouble == v->valuedouble) {
         *out = (uint64_t)v->valuedouble;
         return 0;
     }
@@ -267,6 +298,16 @@ static int conf_set(struct ht_config *cfg, const struct conf_key *k, const cJSON
     }
 }
 
+/* m's key given before it in its object (comments aside): JSON leaves
+ * duplicates to the reader (RFC 8259 4), and the first was kept silently. */
+static int conf_duplicate(const cJSON *o, const cJSON *m)
+{
+    for (const cJSON *p = o->child; p && p != m; p = p->next)
+        if (p->string[0] != '_' && strcmp(p->string, m->string) == 0)
+            return 1;
+    return 0;
+}
+
 /* Each member of o (under prefix: "limits" for its object) set, or refused
  * when not a key of the list. */
 static int conf_walk(struct ht_config *cfg, const cJSON *o, const char *prefix, char *err,
@@ -279,9 +320,12 @@ static int conf_walk(struct ht_config *cfg, const cJSON *o, const char *prefix, 
         if (m->string[0] == '_')
             continue;
         snprintf(key, sizeof(key), "%s%s%s", prefix ? prefix : "", prefix ? "." : "", m->string);
-        const struct conf_key *k = conf_find(key);
+        /* "limits.x" written as one key is not the member x of "limits". */
+        const struct conf_key *k = strchr(m->string, '.') ? NULL : conf_find(key);
         int rc;
-        if (k)
+        if (conf_duplicate(o, m))
+            rc = (snprintf(err, errsz, "config: key \"%.100s\" given twice", key), HT_EBADARG);
+        else if (k)
             rc = conf_set(cfg, k, m, err, errsz);
         else if (!prefix && conf_is_section(key) && cJSON_IsObject(m))
             rc = conf_walk(cfg, m, key, err, errsz);
@@ -333,17 +377,42 @@ static int config_check(const struct ht_config *cfg, char *err, size_t errsz)
     return 0;
 }
 
+/* A "\u0000" escape in text: cJSON gives strings as C strings, so
+ * "127.0.0.1:9464\u0000x" was read, and taken, as "127.0.0.1:9464". An
+ * escaped backslash ("\\u0000") is not one. */
+static int has_nul_escape(const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p != '\\')
+            continue;
+        if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0)
+            return 1;
+        if (p[1])
+            p++; /* the escaped character */
+    }
+    return 0;
+}
+
 int config_load(struct ht_config *cfg, const char *path, char *err, size_t errsz)
 {
     char *text = read_file(path, 1u << 20);
     if (!text) {
-        snprintf(err, errsz, "cannot read config file %s (missing, unreadable or over 1 MiB)",
+        snprintf(err, errsz,
+                 "cannot read config file %s (missing, unreadable, a directory or over 1 MiB)",
                  path);
         return HT_EBADARG;
     }
-    cJSON *o = cJSON_Parse(text);
+    if (has_nul_escape(text)) {
+        ht_free(text);
+        snprintf(err, errsz, "config file %s has a NUL (\\u0000) in a string", path);
+        return HT_EBADARG;
+    }
+    /* Anything but white space after the object is refused too. */
+    const char *rest = NULL;
+    cJSON *o = cJSON_ParseWithOpts(text, &rest, 0);
+    int trailing = o && rest && rest[strspn(rest, " \t\r\n")] != '\0';
     ht_free(text);
-    if (!cJSON_IsObject(o)) {
+    if (!cJSON_IsObject(o) || trailing) {
         cJSON_Delete(o);
         snprintf(err, errsz, "config file %s is not a JSON object", path);
         return HT_EBADARG;

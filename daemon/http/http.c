@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 struct http {
@@ -35,6 +36,7 @@ struct http_conn {
     uint64_t deadline; /* uv_now (ms) past which it is closed */
     uv_write_t wr;
     char *out;
+    struct http_shared *body; /* the answer's body when shared */
     size_t len;
     char buf[HTTP_REQ_MAX];
 };
@@ -72,8 +74,35 @@ static int token_char(char c)
     return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
 }
 
+/* RFC 9112 3.2.2: a server MUST accept the absolute-form
+ * ("http://host:port/metrics?x"); its path and query are what is routed (the
+ * authority is ours whatever it says). *target moved to the path; a target
+ * with no path after its authority is "/" (RFC 9110 4.2.3). Origin-form is
+ * left as it is. */
+static int absolute_form(char **target)
+{
+    char *t = *target;
+    size_t skip = strncasecmp(t, "http://", 7) == 0    ? 7
+                  : strncasecmp(t, "https://", 8) == 0 ? 8
+                                                       : 0;
+    if (!skip)
+        return 0;
+    char *p = t + skip + strcspn(t + skip, "/?");
+    if (p == t + skip)
+        return -1; /* no authority */
+    if (*p == '/') {
+        *target = p;
+        return 0;
+    }
+    /* "http://host" or "http://host?q": the path is "/", written over the
+     * authority's last byte. */
+    p[-1] = '/';
+    *target = p - 1;
+    return 0;
+}
+
 static int parse_request_line(char *line, const char **method, const char **path,
-                              const char **query)
+                              const char **query, int *v11)
 {
     char *sp1 = strchr(line, ' ');
     if (!sp1 || sp1 == line)
@@ -83,14 +112,17 @@ static int parse_request_line(char *line, const char **method, const char **path
         if (!token_char(*m))
             return 400;
     char *target = sp1 + 1, *sp2 = strchr(target, ' ');
-    if (!sp2 || target[0] != '/')
+    if (!sp2)
         return 400;
     *sp2 = '\0';
     if (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0)
         return 400;
+    *v11 = strcmp(sp2 + 1, "HTTP/1.1") == 0;
     for (const char *t = target; *t; t++)
         if (*t <= 0x20 || *t >= 0x7f)
             return 400;
+    if (absolute_form(&target) != 0 || target[0] != '/')
+        return 400;
     char *q = strchr(target, '?');
     if (q)
         *q++ = '\0';
@@ -102,18 +134,69 @@ static int parse_request_line(char *line, const char **method, const char **path
     return 0;
 }
 
+/* A NUL, or a CR followed by anything but LF, in buf[from..n) (a CR last
+ * waits for its next byte): RFC 9110 5.5 lets a recipient reject a field
+ * value holding either, RFC 9112 2.2 a bare CR. */
+static int bare_cr_or_nul(const char *buf, size_t from, size_t n)
+{
+    for (size_t i = from; i < n; i++)
+        if (buf[i] == '\0' || (buf[i] == '\r' && i + 1 < n && buf[i + 1] != '\n'))
+            return 1;
+    return 0;
+}
+
+/* The whole head: a CR as its last byte is bare too. */
+static int head_bytes_bad(const char *buf, size_t n)
+{
+    return bare_cr_or_nul(buf, 0, n) || (n && buf[n - 1] == '\r');
+}
+
+/* A Host value: uri-host [":" port] between optional white space, its
+ * characters those RFC 3986 3.2.2 allows (a reg-name, an IPv6 literal in
+ * brackets); RFC 9112 3.2 answers any other with 400. */
+static int host_value_ok(const char *v)
+{
+    v += strspn(v, " \t");
+    size_t n = strcspn(v, " \t");
+    if (v[n + strspn(v + n, " \t")] != '\0')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = v[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              strchr("-._~!$&'()*+,;=:%[]", ch)))
+            return 0;
+    }
+    return 1;
+}
+
+/* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
+ * with more than one, MUST be answered 400. */
+static int host_count_bad(unsigned hosts, int v11)
+{
+    return hosts > 1 || (hosts == 0 && v11);
+}
+
 int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query)
 {
     char *p = buf, *end = buf + n;
+    if (head_bytes_bad(buf, n))
+        return 400;
+    /* RFC 9112 2.2: a server SHOULD ignore an empty line before the
+     * request line (some clients send one after a POST's body). */
+    if (p < end && *p == '\r')
+        p++;
+    if (p < end && *p == '\n')
+        p++;
     char *line = next_line(&p, end);
     if (!line)
         return 400;
-    int rc = parse_request_line(line, method, path, query);
+    int v11 = 0;
+    int rc = parse_request_line(line, method, path, query, &v11);
     if (rc == 400)
         return rc;
     /* Header lines: "name: value", no line folding (RFC 9112 5.2 lets a
      * server reject it), at most HTTP_HEADERS_MAX of them. */
-    unsigned nh = 0;
+    unsigned nh = 0, hosts = 0;
     while ((line = next_line(&p, end)) && line[0]) {
         if (++nh > HTTP_HEADERS_MAX)
             return 431;
@@ -123,14 +206,20 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
         for (const char *c = line; c < colon; c++)
             if (!token_char(*c))
                 return 400;
+        if (colon - line == 4 && strncasecmp(line, "host", 4) == 0) {
+            if (!host_value_ok(colon + 1))
+                return 400;
+            hosts++;
+        }
     }
-    return rc;
+    return host_count_bad(hosts, v11) ? 400 : rc;
 }
 
 static void conn_closed(uv_handle_t *hd)
 {
     struct http_conn *c = hd->data;
     free(c->out);
+    http_shared_unref(c->body);
     free(c);
 }
 
@@ -174,17 +263,39 @@ static const char *reason(int status)
     }
 }
 
-void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len)
+struct http_shared *http_shared_new(char *data, size_t len)
 {
-    if (c->state != CONN_READING && c->state != CONN_HANDLING)
-        return;
+    struct http_shared *b = malloc(sizeof(*b));
+    if (!b) {
+        free(data);
+        return NULL;
+    }
+    b->refs = 1;
+    b->len = len;
+    b->data = data;
+    return b;
+}
+
+void http_shared_unref(struct http_shared *b)
+{
+    if (b && --b->refs == 0) {
+        free(b->data);
+        free(b);
+    }
+}
+
+/* The answer's head and, unless shared (c->body), its body copied into
+ * c->out; then written (the shared body as a second buffer). */
+static void respond(struct http_conn *c, int status, const char *ctype, const char *body,
+                    size_t len)
+{
     char head[320];
     int hn =
         snprintf(head, sizeof(head),
                  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
                  "Connection: close\r\n\r\n",
                  status, reason(status), ctype, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
-    size_t blen = c->head ? 0 : len;
+    size_t blen = c->head || c->body ? 0 : len;
     c->out = malloc((size_t)hn + blen);
     if (!c->out) {
         c->h->srv->http.unavailable++;
@@ -198,10 +309,29 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
     /* A reader as slow as a slow writer gets the same time to take the answer. */
     c->deadline = uv_now(c->tcp.loop) + HTTP_IDLE_MS;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)hn + blen));
+    uv_buf_t b[2] = {uv_buf_init(c->out, (unsigned)((size_t)hn + blen)), {0}};
+    unsigned nb = 1;
+    if (c->body && !c->head)
+        b[nb++] = uv_buf_init(c->body->data, (unsigned)c->body->len);
     c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0)
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, nb, write_done) != 0)
         conn_close(c);
+}
+
+void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    respond(c, status, ctype, body, len);
+}
+
+void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    b->refs++;
+    c->body = b;
+    respond(c, status, ctype, b->data, b->len);
 }
 
 static void respond_text(struct http_conn *c, int status, const char *text)
@@ -259,9 +389,16 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
     if (c->state != CONN_READING)
         return;
+    size_t from = c->len ? c->len - 1 : 0; /* a CR last time: is an LF next? */
     c->len += (size_t)nread;
     size_t end = http_head_end(c->buf, c->len);
-    if (end) {
+    if (!end && bare_cr_or_nul(c->buf, from, c->len)) {
+        /* No line can end: answered now, not held to the idle timeout. */
+        uv_read_stop(st);
+        c->state = CONN_HANDLING;
+        c->h->srv->http.bad++;
+        respond_text(c, 400, "bad request\n");
+    } else if (end) {
         uv_read_stop(st);
         uint64_t t0 = uv_hrtime();
         conn_request(c, end);
@@ -364,6 +501,20 @@ static int parse_addr(const char *addr, struct sockaddr_storage *sa, char *err, 
     return 0;
 }
 
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z (RFC 1122 3.2.1.3, RFC 4291 2.5.3,
+ * 2.5.5.2). */
+static int is_loopback(const struct sockaddr_storage *sa)
+{
+    if (sa->ss_family == AF_INET) {
+        const unsigned char *a = (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+        return a[0] == 127;
+    }
+    const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const unsigned char one[16] = {[15] = 1};
+    static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+    return memcmp(a, one, 16) == 0 || (memcmp(a, mapped, 12) == 0 && a[12] == 127);
+}
+
 static void own_closed(uv_handle_t *hd)
 {
     struct http *h = hd->data;
@@ -399,6 +550,11 @@ int http_start(struct server *srv, const char *addr, const struct http_route *ro
         uv_close((uv_handle_t *)&h->idle, own_closed);
         return uerr;
     }
+    if (!is_loopback(&sa))
+        log_warn("metrics_listen %s is not a loopback address: every session's name, process "
+                 "and numbers are readable, unauthenticated, by whoever reaches it "
+                 "(docs/fleet.md)",
+                 addr);
     uv_timer_start(&h->idle, idle_tick, 1000, 1000);
     *out = h;
     return 0;

@@ -41,6 +41,22 @@ void http_stop(struct http *h);
  * left out for HEAD); the connection closes once it is written. */
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len);
 
+/* A body several answers share (the metrics route's exposition): each
+ * connection writing it holds a reference, so a client that does not read
+ * costs the daemon a reference, not a copy (256 such clients held 256
+ * copies of an 8 MB exposition: 2 GB). */
+struct http_shared {
+    unsigned refs;
+    size_t len;
+    char *data;
+};
+/* data (malloc'd, taken) as a shared body with one reference, or NULL
+ * (data freed). */
+struct http_shared *http_shared_new(char *data, size_t len);
+void http_shared_unref(struct http_shared *b);
+/* As http_respond, the body b shared: a reference taken until written. */
+void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b);
+
 /* Parse a request held in buf (n bytes, the blank line included): 0 with
  * method, path and query (NUL-terminated inside buf), or the status to
  * answer (400, 405, 431). Exposed for the unit test. */

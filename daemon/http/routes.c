@@ -17,9 +17,8 @@
 #define METRICS_REUSE_MS 100
 
 static struct {
-    char *text;
-    size_t n;
-    uint64_t at; /* uv_now, ms */
+    struct http_shared *text; /* shared by the connections still writing it */
+    uint64_t at;              /* uv_now, ms */
 } last;
 
 static void route_metrics(struct http_conn *c, struct server *srv, const char *query)
@@ -28,26 +27,26 @@ static void route_metrics(struct http_conn *c, struct server *srv, const char *q
     uint64_t now = uv_now(srv->loop);
     if (last.text && now - last.at < METRICS_REUSE_MS) {
         srv->http.metrics_reused++;
-        http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", last.text, last.n);
+        http_respond_shared(c, 200, "text/plain; version=0.0.4; charset=utf-8", last.text);
         return;
     }
     char *text = NULL;
     size_t n = 0;
-    if (metrics_render(srv, &text, &n) != 0) {
+    struct http_shared *b = NULL;
+    if (metrics_render(srv, &text, &n) != 0 || !(b = http_shared_new(text, n))) {
         srv->http.unavailable++;
         http_respond(c, 503, "text/plain; charset=utf-8", "out of memory\n", 14);
         return;
     }
-    free(last.text);
-    last.text = text;
-    last.n = n;
+    http_shared_unref(last.text);
+    last.text = b;
     last.at = now;
-    http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, n);
+    http_respond_shared(c, 200, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
 void routes_free(void)
 {
-    free(last.text);
+    http_shared_unref(last.text);
     last.text = NULL;
 }
 

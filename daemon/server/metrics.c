@@ -28,6 +28,7 @@ struct mbuf {
     char *p;
     size_t n, cap;
     int oom;
+    unsigned cut; /* label values cut to METRIC_LABEL_MAX */
 };
 
 static void mb_put(struct mbuf *b, const char *s, size_t n)
@@ -69,6 +70,7 @@ static void mb_label(struct mbuf *b, const char *v)
 {
     size_t n = strlen(v);
     if (n > METRIC_LABEL_MAX) {
+        b->cut++;
         n = METRIC_LABEL_MAX;
         while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
             n--;
@@ -181,7 +183,10 @@ static const struct mfield *mset_find(const struct mset *m, const char *name)
 
 /* What one session's samples are labelled with. */
 struct msess {
-    char name[128], image[128], source[32];
+    /* Room past METRIC_LABEL_MAX: mb_label cuts a longer value at a UTF-8
+     * boundary; a cut here, by the copy, could split a character and make
+     * the whole exposition unparsable (promtool: "invalid label value"). */
+    char name[METRIC_LABEL_MAX + 4], image[METRIC_LABEL_MAX + 4], source[32];
     uint32_t id;
     long long pid;
     struct mset f;
@@ -338,6 +343,8 @@ int metrics_render(struct server *srv, char **out, size_t *len)
     struct mbuf b = {0};
     daemon_metrics(&b, srv, ss, n);
     sess_families(&b, ss, n);
+    gauge(&b, "metrics_labels_cut",
+          "label values (session, image) cut to 200 bytes in this exposition", (double)b.cut);
     for (i = 0; i < n; i++)
         free(ss[i].f.f);
     free(ss);
