@@ -90,10 +90,15 @@ int ctl_etl_is(FILE *in)
     return ok;
 }
 
-/* The reader's errors and Windows' own losses, once for the file. */
-static void report_reader(const char *path, const struct etl_reader *rd)
+/* The reader's errors and Windows' own losses, once for the file: the
+ * number of the reader's errors (Windows' losses are the trace's, said in
+ * every reply's quality, not an error of the file). */
+static uint64_t report_reader(const char *path, const struct etl_reader *rd)
 {
     const struct etl_counts *c = etl_reader_counts(rd);
+    uint64_t errors = 0;
+    for (int k = 0; k < ETL_ERR_N; k++)
+        errors += c->err[k];
     for (int k = 0; k < ETL_ERR_N; k++)
         if (c->err[k])
             fprintf(stderr, "heaptracectl: %s: %llu x %s (%s), first at offset %llu\n", path,
@@ -105,6 +110,7 @@ static void report_reader(const char *path, const struct etl_reader *rd)
                 "flagged buffers lost, %u buffers lost\n",
                 path, (unsigned long long)c->flag_events_lost,
                 (unsigned long long)c->flag_buffer_lost, etl_reader_header(rd)->buffers_lost);
+    return errors;
 }
 
 static void report_process(const char *path, uint32_t pid, const struct etl_events *ev)
@@ -307,7 +313,7 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
     int scan = etl_reader_open(rd);
     if (scan == 0)
         scan = etl_procs_scan(&ps, rd);
-    report_reader(path, rd);
+    uint64_t errors = report_reader(path, rd);
     if (ps.dropped)
         fprintf(stderr,
                 "heaptracectl: %s: more than %d processes: %llu records of the "
@@ -316,6 +322,15 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
     if (scan != 0 && ps.n == 0)
         goto out;
     rc = load_each(c, in, path, &ps);
+    /* A damaged file: the sessions keep what could be read, and the exit
+     * status says the file was not read whole (as ht-convert --stats does). */
+    if (rc == EXIT_OK && errors) {
+        fprintf(stderr,
+                "heaptracectl: %s: %llu errors in the file (above): the sessions hold what "
+                "could be read\n",
+                path, (unsigned long long)errors);
+        rc = EXIT_CMD;
+    }
 out:
     etl_procs_free(&ps);
     etl_reader_free(rd);

@@ -102,3 +102,17 @@ case_etlsess_time_queries() {
     eq "$(jget samples.2.committed <"$T/tl")" 65536 "the VirtualAlloc owned by pid 8"
     stop_clean
 }
+
+# A damaged file (a partial buffer after the last one): every session is made from what could be
+# read, the reader's error is named, and the exit status is 1 (the file was not read whole), as
+# ht-convert --stats says.
+case_etlsess_damaged_exit() {
+    start_daemon
+    etlsess_file
+    cp "$T/p.etl" "$T/d.etl"
+    head -c 100 /dev/urandom >>"$T/d.etl"
+    ctl load "$T/d.etl" >"$T/load.out" 2>"$T/load.err" && fail "a damaged file loaded with exit 0"
+    grep -q "errors in the file" "$T/load.err" || fail "the damage not said: $(cat "$T/load.err")"
+    eq "$(etlsess_names)" "Alpha.exe.8 beta.exe.99 " "sessions made from what could be read"
+    eq "$(ctl --json status Alpha.exe.8 | jget heap.outstanding_count)" 3 "Alpha.exe live blocks"
+}
