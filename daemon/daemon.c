@@ -89,7 +89,8 @@ static int run_loop(const struct run_opts *o, struct ht_config *cfg)
         }
         srv.stop_hook = stop_http;
         srv.stop_hook_arg = http;
-        log_info("HTTP (GET /metrics) on %s", cfg->metrics_listen);
+        log_info("HTTP (GET /metrics, /debug/pprof/heap, /debug/pprof/allocs) on %s",
+                 cfg->metrics_listen);
     }
     if (o->listening)
         o->listening(o->hook_arg);

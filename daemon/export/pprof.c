@@ -46,6 +46,7 @@ struct pprof {
     pb_sample *smp;
     size_t nsmp, asmp;
     size_t unmapped; /* address locations in no mapping */
+    int default_type; /* PPROF_*: the profile's default_sample_type */
 };
 
 static int grow(void **v, size_t *alloc, size_t need, size_t sz)
@@ -152,7 +153,15 @@ struct pprof *pprof_new(void)
         pprof_free(p);
         return NULL;
     }
+    if (p)
+        p->default_type = PPROF_INUSE_SPACE;
     return p;
+}
+
+void pprof_default_sample(struct pprof *p, int type)
+{
+    if (type >= 0 && type < PPROF_NVALUES)
+        p->default_type = type;
 }
 
 void pprof_free(struct pprof *p)
@@ -398,8 +407,9 @@ int pprof_write(struct pprof *p, int64_t time_nanos, int64_t duration_nanos, uin
     pr.period_type = &period;
     pr.time_nanos = time_nanos;
     pr.duration_nanos = duration_nanos;
-    /* Go's heap profiles show inuse_space unless asked otherwise. */
-    pr.default_sample_type = st[PPROF_INUSE_SPACE].type;
+    /* Go's heap profiles show inuse_space unless asked otherwise (its
+     * allocs profile: alloc_space; pprof_default_sample). */
+    pr.default_sample_type = st[p->default_type].type;
     pb_sample **sp = ht_malloc((p->nsmp + 1) * sizeof(*sp));
     pb_location **lp = ht_malloc((p->nloc + 1) * sizeof(*lp));
     pb_function **fp = ht_malloc((p->nfn + 1) * sizeof(*fp));

@@ -34,6 +34,10 @@ struct pprof;
 
 struct pprof *pprof_new(void);
 void pprof_free(struct pprof *p);
+/* The sample type a reader shows unless asked otherwise (PPROF_*): Go's
+ * heap profile says inuse_space (the default here), its allocs profile
+ * alloc_space (net/http/pprof serves both from the same data). */
+void pprof_default_sample(struct pprof *p, int type);
 /* A mapping (an image in memory): [start, limit), file offset of start, its
  * file and build id (either NULL). Mappings are added before the samples, by
  * ascending start. 0, or HT_ENOMEM. */

@@ -33,6 +33,11 @@ struct http_conn {
     struct http_conn *prev, *next;
     enum conn_state state;
     int head;          /* HEAD: the answer has no body */
+    /* Held (http_hold): its answer comes from a query job; no deadline
+     * closes it, and gone(gone_arg) is told if it closes first. */
+    void (*gone)(void *arg);
+    void *gone_arg;
+    char sink[64];     /* what a held client sends after its request: dropped */
     uint64_t deadline; /* uv_now (ms) past which it is closed */
     uv_write_t wr;
     char *out;
@@ -228,6 +233,11 @@ static void conn_close(struct http_conn *c)
     if (c->state == CONN_CLOSING)
         return;
     c->state = CONN_CLOSING;
+    if (c->gone) { /* the job answering it must not write to it */
+        c->h->srv->http.gone_pending++;
+        c->gone(c->gone_arg);
+        c->gone = NULL;
+    }
     struct http *h = c->h;
     if (c->prev)
         c->prev->next = c->next;
@@ -289,6 +299,7 @@ void http_shared_unref(struct http_shared *b)
 static void respond(struct http_conn *c, int status, const char *ctype, const char *body,
                     size_t len)
 {
+    c->gone = NULL;
     char head[320];
     int hn =
         snprintf(head, sizeof(head),
@@ -332,6 +343,25 @@ void http_respond_shared(struct http_conn *c, int status, const char *ctype, str
     b->refs++;
     c->body = b;
     respond(c, status, ctype, b->data, b->len);
+}
+
+static void sink_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b)
+{
+    (void)suggested;
+    struct http_conn *c = hd->data;
+    *b = uv_buf_init(c->sink, sizeof(c->sink));
+}
+
+static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
+
+void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg)
+{
+    c->gone = gone;
+    c->gone_arg = arg;
+    /* Read on, into the sink: a client that goes away is seen now (its
+     * end of file), not when the answer is written. */
+    if (uv_read_start((uv_stream_t *)&c->tcp, sink_alloc, conn_read) != 0)
+        conn_close(c);
 }
 
 static void respond_text(struct http_conn *c, int status, const char *text)
@@ -467,7 +497,7 @@ static void idle_tick(uv_timer_t *t)
     uint64_t now = uv_now(t->loop);
     for (struct http_conn *c = h->conns, *next; c; c = next) {
         next = c->next;
-        if (now >= c->deadline) {
+        if (now >= c->deadline && !c->gone) {
             h->srv->http.idle_closed++;
             conn_close(c);
         }

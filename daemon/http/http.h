@@ -56,6 +56,11 @@ struct http_shared *http_shared_new(char *data, size_t len);
 void http_shared_unref(struct http_shared *b);
 /* As http_respond, the body b shared: a reference taken until written. */
 void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b);
+/* c's answer comes later, from a query job: the connection is held (the
+ * request deadline does not close it under a worker); gone(arg) is called
+ * if it closes before http_respond (the client went away, the listener
+ * stops), after which c must not be used. */
+void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg);
 
 /* Parse a request held in buf (n bytes, the blank line included): 0 with
  * method, path and query (NUL-terminated inside buf), or the status to

@@ -4,6 +4,9 @@
 
 #include "ht-error.h"
 #include "metrics.h"
+#ifdef HEAPTRACE_WITH_PPROF
+#include "route-pprof.h"
+#endif
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,5 +55,9 @@ void routes_free(void)
 
 const struct http_route http_routes[] = {
     {"/metrics", route_metrics},
+#ifdef HEAPTRACE_WITH_PPROF
+    {"/debug/pprof/heap", route_pprof_heap},
+    {"/debug/pprof/allocs", route_pprof_allocs},
+#endif
     {NULL, NULL},
 };

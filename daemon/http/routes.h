@@ -1,5 +1,5 @@
 /* What the HTTP listener serves (routes.c): one entry per path, read-only.
- * A profile path (/debug/pprof/heap) is one more entry. */
+ * The profile paths (/debug/pprof/heap, /allocs) are in route-pprof.h. */
 #ifdef HT_IN_ENGINE
 #error "the engine includes no source or server header (daemon/CMakeLists.txt)"
 #endif

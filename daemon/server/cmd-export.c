@@ -8,8 +8,8 @@
 #include "query-args.h"
 #include "query-job.h"
 #ifdef HEAPTRACE_WITH_PPROF
+#include "pprof-make.h"
 #include "pprof.h"
-#include "procmaps.h"
 #endif
 
 #include <cjson/cJSON.h>
@@ -25,9 +25,7 @@ struct export_job {
     /* A binary export: the profile, its mappings added on the loop as the
      * view opened (the engine's modules), its samples on the worker; then
      * the reply data the loop sends. */
-    struct pprof *p;
-    uint64_t pid; /* nonzero: the worker reads the process's modules (pprof_proc_mappings) */
-    int64_t wall_start;
+    struct pprof_make m;
     cJSON *data;
 #endif
 };
@@ -117,59 +115,20 @@ static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_
     return d;
 }
 
-/* The loop's part of a profile, as the view opens: the engine's module
- * table as mappings when its source fills one (module events); else, the
- * process of a live session still running, the worker reads its ELF modules
- * from /proc/PID/maps (the agent's stacks come with no module events). A
- * process gone leaves locations without a mapping: their addresses and names
- * stay. */
+/* The loop's part of a profile, as the view opens (pprof-make.h). */
 static void pprof_opened(struct qjob *j)
 {
     struct export_job *x = j->arg;
-    struct session *s = j->s;
-    struct engine *e = session_engine(s);
-    x->wall_start = session_wall_start(s);
-    x->p = pprof_new();
-    if (!x->p)
-        return;
-    if (e->modules.n || e->exited || !strcmp(session_source_name(s), "replay")) {
-        if (export_pprof_modules(x->p, &e->si, &e->modules) != 0) {
-            pprof_free(x->p);
-            x->p = NULL;
-        }
-    } else {
-        x->pid = e->pid;
-    }
+    pprof_make_opened(&x->m, j->s);
 }
 
-static int pprof_proc_mappings(struct pprof *p, uint64_t pid)
+/* The encoded profile m as reply data; NULL when out of memory. */
+static cJSON *pprof_data(const struct export_format *f, const struct pprof_make *m, double samples,
+                         double groups)
 {
-    struct procmaps_module *m = NULL;
-    size_t n = 0;
-    if (procmaps_modules(pid, &m, &n) != 0)
-        return 0; /* gone meanwhile: no mappings */
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = pprof_mapping(p, m[i].start, m[i].end, 0, m[i].path, m[i].build_id);
-    ht_free(m);
-    return rc;
-}
-
-/* The window [t1, t2] (ns since the session started) as pprof's time and
- * duration: unix ns. */
-static cJSON *pprof_data(const struct export_format *f, struct pprof *p, int64_t wall_start,
-                         uint64_t t1, uint64_t t2, double samples, double groups)
-{
-    uint8_t *b = NULL;
-    size_t n = 0;
-    int64_t t0 = wall_start * 1000000000LL + (int64_t)t1;
-    double unmapped = (double)pprof_unmapped(p);
-    int rc = pprof_write(p, t0, (int64_t)(t2 > t1 ? t2 - t1 : 0), &b, &n);
-    pprof_free(p);
-    cJSON *d = rc == 0 ? binary_data(f, b, n, samples, groups) : NULL;
+    cJSON *d = binary_data(f, m->bytes, m->n, samples, groups);
     if (d) /* the process gone, no module events: the ctl says so */
-        cJSON_AddNumberToObject(d, "unmapped_locations", unmapped);
-    ht_free(b);
+        cJSON_AddNumberToObject(d, "unmapped_locations", (double)m->unmapped);
     return d;
 }
 #endif
@@ -202,7 +161,7 @@ static void export_job_release(void *arg)
 {
     struct export_job *x = arg;
 #ifdef HEAPTRACE_WITH_PPROF
-    pprof_free(x->p);
+    pprof_make_free(&x->m);
     cJSON_Delete(x->data);
 #endif
     ht_free(x);
@@ -228,19 +187,10 @@ static void lines_head(cJSON *d, const cJSON *head, const struct export_value *e
 static void pprof_work(struct qjob *j)
 {
     struct export_job *x = j->arg;
-    const struct query *q = &j->qa[0]->q;
-    int rc = x->p ? 0 : UV_ENOMEM;
-    if (rc == 0 && x->pid)
-        rc = pprof_proc_mappings(x->p, x->pid);
+    int rc = pprof_make_work(&x->m, j);
     if (rc == 0)
-        rc = export_pprof_rows(x->p, ev_stacks(j->v), &j->res[0]);
-    uint64_t t2 = q->t2 > j->view_now ? j->view_now : q->t2;
-    if (rc == 0)
-        x->data = pprof_data(x->f, x->p, x->wall_start, q->t1, t2, j->res[0].nrows,
-                             (double)j->res[0].ngroups);
-    else
-        pprof_free(x->p);
-    x->p = NULL; /* pprof_data freed it */
+        x->data = pprof_data(x->f, &x->m, j->res[0].nrows, (double)j->res[0].ngroups);
+    pprof_make_free(&x->m);
     if (rc == 0 && !x->data)
         rc = UV_ENOMEM;
     j->rc = rc ? UV_ENOMEM : 0;
@@ -295,10 +245,33 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
     }
     x->f = f;
     x->value = value;
+#ifdef HEAPTRACE_WITH_PPROF
+    x->m.default_type = PPROF_INUSE_SPACE; /* as Go's heap profile */
+#endif
     j->arg = x;
     j->release = export_job_release;
+    cJSON *qargs_obj = export_query_args(ctx->req->args, value);
+    char err[256];
+    int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
+                            err, sizeof(err));
+    if (rc != 0) {
+        qjob_free(j);
+        return cmd_error(ctx, rc, "%s", err);
+    }
+    j->done = export_job_done;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (f->binary) {
+        j->opened = pprof_opened;
+        j->work = pprof_work;
+    }
+#endif
+    return qjob_submit_request(ctx, j);
+}
+
+cJSON *export_query_args(const cJSON *args, const struct export_value *value)
+{
     /* Exports want everything: the top defaults to the maximum. */
-    cJSON *qargs_obj = cJSON_Duplicate(ctx->req->args, 1);
+    cJSON *qargs_obj = cJSON_Duplicate(args, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
     if (qargs_obj && !cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
@@ -315,21 +288,7 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
                                                           : NULL;
     if (qargs_obj && by_types)
         cJSON_AddStringToObject(qargs_obj, "sort", by_types);
-    char err[256];
-    int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
-                            err, sizeof(err));
-    if (rc != 0) {
-        qjob_free(j);
-        return cmd_error(ctx, rc, "%s", err);
-    }
-    j->done = export_job_done;
-#ifdef HEAPTRACE_WITH_PPROF
-    if (f->binary) {
-        j->opened = pprof_opened;
-        j->work = pprof_work;
-    }
-#endif
-    return qjob_submit_request(ctx, j);
+    return qargs_obj;
 }
 
 /* A snapshot's export (snapshots are small: built whole): 0 with the data,
@@ -360,12 +319,15 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         /* A snapshot keeps names, not addresses: name-only locations. */
         const cJSON *rows = cJSON_GetObjectItemCaseSensitive(part, "rows");
         const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
-        struct pprof *p;
-        int rc = export_pprof_json(rows, &p);
-        *out = rc == 0 ? pprof_data(f, p, session_wall_start(s), (uint64_t)export_field(win, "t1"),
-                                    (uint64_t)export_field(win, "t2"), cJSON_GetArraySize(rows),
+        struct pprof_make m = {.wall_start = session_wall_start(s)};
+        int rc = export_pprof_json(rows, &m.p);
+        if (rc == 0)
+            rc = pprof_make_encode(&m, (uint64_t)export_field(win, "t1"),
+                                   (uint64_t)export_field(win, "t2"));
+        *out = rc == 0 ? pprof_data(f, &m, cJSON_GetArraySize(rows),
                                     (double)export_field(part, "groups"))
                        : NULL;
+        pprof_make_free(&m);
         if (!*out) {
             snprintf(err, errsz, "out of memory making the pprof profile");
             return HT_ENOMEM;

@@ -48,6 +48,12 @@ int dispatch_complete(void);
 #undef HT_CMD
 #undef HT_ARG
 
+/* The query an export of stacks or commits runs for args (its format and
+ * what left out, the top at the maximum, sorted by the types' size):
+ * cmd-export.c, also the HTTP listener's profiles. NULL when out of memory. */
+struct export_value;
+struct cJSON *export_query_args(const struct cJSON *args, const struct export_value *value);
+
 /* start and run: a session on the live source picked for mode (cmd-start.c). */
 int cmd_start_live(struct cmd_ctx *ctx, unsigned mode);
 

@@ -312,6 +312,11 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
     counter(b, "http_metrics_reused",
             "scrapes answered with the exposition made under 100 ms before",
             srv->http.metrics_reused);
+    counter(b, "http_profiles", "pprof profiles answered (/debug/pprof/heap, allocs)",
+            srv->http.profiles);
+    counter(b, "http_gone_pending",
+            "HTTP connections closed while their profile was being made (the profile dropped)",
+            srv->http.gone_pending);
     gauge(b, "http_connections", "HTTP connections open", srv->http.conns);
     gauge(b, "http_longest_hold_seconds",
           "longest an HTTP request held the loop (parsed, answer made and queued)",

@@ -58,6 +58,8 @@ struct server {
         uint64_t requests, refused_full, bad, too_large, idle_closed, not_found, bad_method,
             unavailable;
         uint64_t metrics_reused; /* scrapes answered with the last exposition (routes.c) */
+        uint64_t profiles;       /* pprof profiles answered (route-pprof.c) */
+        uint64_t gone_pending;   /* connections closed while their profile was being made */
         uint64_t hold_max_ns; /* longest a request held the loop: parsed, routed, answer queued */
         uint32_t conns;
     } http;
