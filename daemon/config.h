@@ -66,6 +66,7 @@ struct ht_config {
     uint64_t bpf_ring_bytes;       /* the eBPF source's kernel ring, per session */
     /* The HTTP listener's address (daemon/http; "HOST:PORT", "[V6]:PORT"), "" for none: off. */
     char metrics_listen[128];
+    uint32_t metrics_top_sites; /* sites per session in the metrics (metrics.c) */
     struct engine_limits limits;
     /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "routes.h"
 #include "log.h"
+#include "metrics.h"
 #include "server.h"
 #include "sys/privileges.h"
 #include "source.h"
@@ -95,6 +96,7 @@ static int run_loop(const struct run_opts *o, struct ht_config *cfg)
     if (o->listening)
         o->listening(o->hook_arg);
     uv_run(&loop, UV_RUN_DEFAULT);
+    metrics_sites_free(&srv);
     int rc = uv_loop_close(&loop);
     if (rc != 0)
         log_error("uv_loop_close: %s (a handle was left open)", uv_strerror(rc));

@@ -10,8 +10,10 @@
 #include "metrics.h"
 
 #include "client.h"
+#include "ht-alloc.h"
 #include "ht-error.h"
 #include "query-args.h"
+#include "query-job.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -50,6 +52,11 @@ static void mb_put(struct mbuf *b, const char *s, size_t n)
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
+}
+
+static void mb_str(struct mbuf *b, const char *s)
+{
+    mb_put(b, s, strlen(s));
 }
 
 static void mb_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -330,6 +337,199 @@ static uint64_t sub_queued(struct session_sub *sub, const struct session *s)
     return c->recording == s ? c->out_pending : 0;
 }
 
+/* The top sites of each session by outstanding bytes (metrics_top_sites
+ * of them): a query per session on the workers, never on the loop, so an
+ * exposition shows the set last computed, with its age, and asks for a new
+ * one when that is SITES_REFRESH_MS old (a scrape never waits for a query;
+ * scrapes every 100 ms cost a query per session every 5 s). */
+#define SITES_REFRESH_MS 5000
+
+struct sess_sites {
+    struct sess_sites *next;
+    uint32_t id;
+    int pending;      /* a refresh job runs or waits */
+    uint64_t at, ask; /* uv_now (ms) of the set shown (0: none yet), of the last ask */
+    cJSON *rows;      /* [{"frame","outstanding"},...] */
+    double groups;    /* the sites the query found (rows holds the largest) */
+};
+
+struct metrics_sites {
+    struct sess_sites *head;
+};
+
+static struct sess_sites *sites_of(struct server *srv, uint32_t id, int make)
+{
+    if (!srv->sites && (!make || !(srv->sites = ht_calloc(1, sizeof(*srv->sites)))))
+        return NULL;
+    struct sess_sites *e = srv->sites->head;
+    while (e && e->id != id)
+        e = e->next;
+    if (!e && make && (e = ht_calloc(1, sizeof(*e)))) {
+        e->id = id;
+        e->next = srv->sites->head;
+        srv->sites->head = e;
+    }
+    return e;
+}
+
+struct sites_job {
+    struct server *srv;
+    uint32_t id;
+};
+
+static void sites_done(struct qjob *j)
+{
+    struct sites_job *x = j->arg;
+    struct sess_sites *e = sites_of(x->srv, x->id, 0);
+    if (!e)
+        return;
+    e->pending = 0;
+    cJSON *d = j->rc == 0 ? session_top_result(j, 0) : NULL;
+    cJSON *rows = d ? cJSON_DetachItemFromObjectCaseSensitive(d, "rows") : NULL;
+    if (!rows) {
+        x->srv->sites_refresh_failed++;
+        cJSON_Delete(d);
+        return;
+    }
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(d, "groups");
+    e->groups = cJSON_IsNumber(g) ? g->valuedouble : 0;
+    cJSON_Delete(d);
+    cJSON_Delete(e->rows);
+    e->rows = rows;
+    e->at = uv_now(x->srv->loop);
+}
+
+static void sites_job_release(void *arg)
+{
+    ht_free(arg);
+}
+
+/* A refresh of s's sites: the query `stacks --by frame --top N` runs. */
+static void sites_ask(struct server *srv, struct session *s, struct sess_sites *e)
+{
+    uint32_t top = srv->cfg->metrics_top_sites;
+    struct qjob *j = qjob_new(s, "metrics sites");
+    struct sites_job *x = j ? ht_calloc(1, sizeof(*x)) : NULL;
+    cJSON *args = x ? cJSON_CreateObject() : NULL;
+    char err[128];
+    int rc = args && cJSON_AddStringToObject(args, "by", "frame") &&
+                     cJSON_AddNumberToObject(args, "top", top)
+                 ? 0
+                 : HT_ENOMEM;
+    if (x) {
+        x->srv = srv;
+        x->id = session_id(s);
+        j->arg = x;
+        j->release = sites_job_release;
+    }
+    if (rc == 0)
+        rc = qjob_add_query(j, args, HT_DOM_HEAP, err, sizeof(err));
+    else
+        cJSON_Delete(args);
+    if (rc == 0) {
+        j->render = QJOB_ROWS_TREE;
+        j->done = sites_done;
+        rc = session_query_submit(j);
+    }
+    e->ask = uv_now(srv->loop);
+    if (rc != 0) {
+        srv->sites_refresh_failed++;
+        qjob_free(j);
+        return;
+    }
+    e->pending = 1;
+}
+
+/* Sets of sessions gone are freed; stale ones are asked for again. */
+static void sites_refresh(struct server *srv)
+{
+    uint64_t now = uv_now(srv->loop);
+    for (struct sess_sites **p = srv->sites ? &srv->sites->head : NULL, *e; p && (e = *p);) {
+        struct session *s = srv->sessions.head;
+        while (s && session_id(s) != e->id)
+            s = session_next(s);
+        if (!s) {
+            *p = e->next;
+            cJSON_Delete(e->rows);
+            ht_free(e);
+            continue;
+        }
+        p = &e->next;
+    }
+    for (struct session *s = srv->sessions.head; s; s = session_next(s)) {
+        struct sess_sites *e = sites_of(srv, session_id(s), 1);
+        if (!e) {
+            srv->sites_refresh_failed++;
+            continue;
+        }
+        if (!e->pending && (!e->ask || now - e->ask >= SITES_REFRESH_MS))
+            sites_ask(srv, s, e);
+    }
+}
+
+static void sites_families(struct mbuf *b, struct server *srv, const struct msess *ss, size_t n)
+{
+    uint64_t now = uv_now(srv->loop);
+    mb_printf(b, "# HELP heaptrace_site_outstanding_bytes bytes outstanding at the session's "
+                 "top allocation sites (stacks --by frame, metrics_top_sites of them)\n"
+                 "# TYPE heaptrace_site_outstanding_bytes gauge\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct sess_sites *e = sites_of(srv, ss[i].id, 0);
+        const cJSON *r, *rows = e ? e->rows : NULL;
+        cJSON_ArrayForEach(r, rows)
+        {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "frame");
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(r, "outstanding");
+            if (!cJSON_IsNumber(o) || o->valuedouble <= 0)
+                continue; /* sorted by outstanding: a site with none is not one of the top */
+            mb_str(b, "heaptrace_site_outstanding_bytes{session=\"");
+            mb_label(b, ss[i].name);
+            mb_str(b, "\",site=\"");
+            mb_label(b, cJSON_IsString(f) ? f->valuestring : "?");
+            mb_put(b, "\"}", 2);
+            mb_value(b, o->valuedouble);
+        }
+    }
+    mb_printf(b, "# HELP heaptrace_site_outstanding_age_seconds age of the sites shown "
+                 "(refreshed every %d s while scraped)\n"
+                 "# TYPE heaptrace_site_outstanding_age_seconds gauge\n",
+              SITES_REFRESH_MS / 1000);
+    for (size_t i = 0; i < n; i++) {
+        const struct sess_sites *e = sites_of(srv, ss[i].id, 0);
+        if (!e || !e->at)
+            continue;
+        mb_str(b, "heaptrace_site_outstanding_age_seconds{session=\"");
+        mb_label(b, ss[i].name);
+        mb_put(b, "\"}", 2);
+        mb_value(b, (double)(now - e->at) / 1e3);
+    }
+    mb_printf(b, "# HELP heaptrace_site_groups sites the last query found (the gauge shows "
+                 "the largest)\n# TYPE heaptrace_site_groups gauge\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct sess_sites *e = sites_of(srv, ss[i].id, 0);
+        if (!e || !e->at)
+            continue;
+        mb_str(b, "heaptrace_site_groups{session=\"");
+        mb_label(b, ss[i].name);
+        mb_put(b, "\"}", 2);
+        mb_value(b, e->groups);
+    }
+    counter(b, "site_refresh_failed", "refreshes of the sites refused (queue full) or failed",
+            srv->sites_refresh_failed);
+}
+
+void metrics_sites_free(struct server *srv)
+{
+    while (srv->sites && srv->sites->head) {
+        struct sess_sites *e = srv->sites->head;
+        srv->sites->head = e->next;
+        cJSON_Delete(e->rows);
+        ht_free(e);
+    }
+    ht_free(srv->sites);
+    srv->sites = NULL;
+}
+
 int metrics_render(struct server *srv, char **out, size_t *len)
 {
     const struct session_status_ctx x = {&srv->mem, srv->out_queued, sub_queued, session_quality_json};
@@ -348,8 +548,14 @@ int metrics_render(struct server *srv, char **out, size_t *len)
     struct mbuf b = {0};
     daemon_metrics(&b, srv, ss, n);
     sess_families(&b, ss, n);
+    if (srv->cfg->metrics_top_sites) {
+        sites_families(&b, srv, ss, n);
+        if (!srv->stopping)
+            sites_refresh(srv);
+    }
     gauge(&b, "metrics_labels_cut",
-          "label values (session, image) cut to 200 bytes in this exposition", (double)b.cut);
+          "label values (session, image, site) cut to 200 bytes in this exposition",
+          (double)b.cut);
     for (i = 0; i < n; i++)
         free(ss[i].f.f);
     free(ss);

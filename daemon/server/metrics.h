@@ -14,5 +14,8 @@
  * (session_status_json) and the server's counters: 0 with *out (malloc'd,
  * NUL-terminated, *len bytes; the caller frees it), or HT_ENOMEM. */
 int metrics_render(struct server *srv, char **out, size_t *len);
+/* Frees the sites kept between expositions (once the loop has ended: no
+ * refresh job is left). */
+void metrics_sites_free(struct server *srv);
 
 #endif

@@ -63,6 +63,10 @@ struct server {
         uint64_t hold_max_ns; /* longest a request held the loop: parsed, routed, answer queued */
         uint32_t conns;
     } http;
+    /* The metrics' top allocation sites per session (metrics.c), and its
+     * refreshes refused or failed. */
+    struct metrics_sites *sites;
+    uint64_t sites_refresh_failed;
     struct mem_budget mem; /* daemon-wide budget: sessions charge it, queued output counts in it */
     /* The output side (client.c) calls back into the server (server.c): a
      * client to close (a failed write, a cap passed), and output that moved
