@@ -209,6 +209,8 @@ static void job_done(struct qjob *j)
         return;
     }
     x->srv->http.profiles++;
+    if (j->res[0].ngroups > j->res[0].nrows) /* top kept the largest: counted, never silent */
+        x->srv->http.profiles_cut++;
     http_respond(c, 200, "application/octet-stream", (const char *)x->m.bytes, x->m.n);
 }
 

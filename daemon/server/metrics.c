@@ -321,6 +321,9 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
             srv->http.metrics_reused);
     counter(b, "http_profiles", "pprof profiles answered (/debug/pprof/heap, allocs)",
             srv->http.profiles);
+    counter(b, "http_profiles_cut",
+            "pprof profiles holding only the largest stacks of the query's (top, at most 10000)",
+            srv->http.profiles_cut);
     counter(b, "http_gone_pending",
             "HTTP connections closed while their profile was being made (the profile dropped)",
             srv->http.gone_pending);

@@ -59,6 +59,7 @@ struct server {
             unavailable;
         uint64_t metrics_reused; /* scrapes answered with the last exposition (routes.c) */
         uint64_t profiles;       /* pprof profiles answered (route-pprof.c) */
+        uint64_t profiles_cut;   /* of them, the top of more stacks than they kept */
         uint64_t gone_pending;   /* connections closed while their profile was being made */
         uint64_t hold_max_ns; /* longest a request held the loop: parsed, routed, answer queued */
         uint32_t conns;

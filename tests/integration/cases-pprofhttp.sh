@@ -47,7 +47,10 @@ case_pprofhttp_live() {
     grep -qi '^Content-Type: application/octet-stream' "$T/h" || fail "content type: $(cat "$T/h")"
     grep -qi "^Content-Length: $(stat -c %s "$T/h.pb.gz")"$'\r'"\$" "$T/h" || fail "length: $(cat "$T/h")"
     eq "$(pprof_totals "$T/h.pb.gz")" "$(pprof_totals "$T/e.pb.gz")" "HTTP profile vs export"
-    http_get /metrics | grep -qx 'heaptrace_http_profiles_total [1-9][0-9]*' || fail "profiles counted"
+    http_get /metrics >"$T/m.txt"
+    grep -qx 'heaptrace_http_profiles_total [1-9][0-9]*' "$T/m.txt" || fail "profiles counted"
+    # top=3 of 21 stacks was the one cut (the others hold every stack).
+    grep -qx 'heaptrace_http_profiles_cut_total 1' "$T/m.txt" || fail "cut: $(grep cut "$T/m.txt")"
     pprof_end
 }
 
