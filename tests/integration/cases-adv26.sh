@@ -114,10 +114,13 @@ case_adv26_config_refused() {
 # exposition until the idle timeout (200 clients and 40 sessions: ~140 MB of the daemon's
 # memory; 256 clients and 500 sessions: 2 GB; a copy is held whole until its last byte
 # is in the kernel's send buffer, at most 4 MiB: tcp_wmem). The exposition is shared now:
-# the daemon's resident memory grows by a few copies at most.
+# the daemon's resident memory grows by a few copies at most. (The top-sites gauge is off: its
+# queries, one per session a scrape, are not what this measures, and under ASan the memory they
+# free stays in its quarantine.)
 case_adv26_http_nonreaders_share() {
     HPORT=$(http_port)
-    printf '{"metrics_listen": "127.0.0.1:%s", "max_sessions": 400}\n' "$HPORT" >"$T/http.json"
+    printf '{"metrics_listen": "127.0.0.1:%s", "max_sessions": 400, "metrics_top_sites": 0}\n' \
+        "$HPORT" >"$T/http.json"
     start_daemon --config "$T/http.json"
     head -n 20 "$DEMO" >"$T/small.htev"
     local i
