@@ -150,8 +150,10 @@ PY
     kill "$py"
     wait "$py" 2>/dev/null
     echo "exposition $size bytes, daemon RSS $rss0 -> $rss1 KB with 60 clients not reading"
-    # A copy each: 60 x size. Shared: a copy per 100 ms the clients took to connect.
-    [ $((rss1 - rss0)) -lt $((size * 10 / 1024)) ] || fail "RSS grew by $((rss1 - rss0)) KB"
+    # A copy each: 60 x size. Shared: a copy per 100 ms the clients took to connect (a few; under
+    # ASan, slower, more, and the freed renders stay in its quarantine): half the copies' worth
+    # tells the two apart in every build.
+    [ $((rss1 - rss0)) -lt $((size * 30 / 1024)) ] || fail "RSS grew by $((rss1 - rss0)) KB"
     stop_clean
 }
 
