@@ -6,6 +6,16 @@
 # Fuzz corpora replay as ctest cases in both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Some tests run built programs as other users (nobody, a heaptrace group member):
+# they must be able to reach this checkout. Ask the kernel as such a user rather
+# than reading modes: a 0700 folder on the way (mktemp -d) fails those tests.
+if [ "$(id -u)" -eq 0 ] && ! setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        test -r "$PWD/scripts/test.sh"; then
+    echo "test.sh: user nobody cannot read $PWD/scripts/test.sh: some folder on the way" \
+        "is not searchable by other users (chmod o+x it, e.g. a mktemp -d folder); the tests" \
+        "that run programs as other users need it" >&2
+    exit 2
+fi
 scripts/install-deps.sh
 scripts/check-refs.sh   # no reference outside the repository (docs/testing.md)
 python3 scripts/check-size.py --self-test; python3 scripts/check-size.py # file and function sizes
