@@ -14,7 +14,7 @@
 # ht-bench-daemon --loads none,metrics50 (bench/README.md).
 # usage: bench/bench-metrics.sh [BUILD_DIR] [--pairs N] [--reps N]
 set -euo pipefail
-BUILD=build PAIRS=20000 REPS=3 CLIENTS=50 EVERY_MS=100
+BUILD=build PAIRS=200000 REPS=3 CLIENTS=50 EVERY_MS=100
 while [ $# -gt 0 ]; do
     case "$1" in
     --pairs) PAIRS=$2; shift 2 ;;

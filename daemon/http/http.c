@@ -7,6 +7,7 @@
  * Debian 12 packages no HTTP parser library for C (no llhttp), hence this. */
 #include "http.h"
 
+#include "endpoint.h"
 #include "ht-error.h"
 #include "log.h"
 
@@ -462,11 +463,22 @@ static void refuse(struct http *h, uv_stream_t *server)
     uv_close((uv_handle_t *)t, refused_closed);
 }
 
+/* Descriptors the listener leaves to the control socket, the sessions and
+ * their files: an HTTP connection that took one of the last HTTP_FD_RESERVE
+ * is closed (HTTP_CONNS_MAX held ones fit in the usual limit of 1024 with
+ * room to spare; a lower limit is the case this guards). */
+#define HTTP_FD_RESERVE 64
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct http *h = server->data;
-    if (status < 0)
+    if (status < 0) {
+        /* EMFILE or ENFILE: libuv has accepted and closed the connections
+         * waiting, with a descriptor it keeps for this (uv__emfile_trick,
+         * src/unix/stream.c); they are counted here, not lost unsaid. */
+        h->srv->http.refused_nofd++;
         return;
+    }
     if (h->srv->http.conns >= HTTP_CONNS_MAX) {
         refuse(h, server);
         return;
@@ -486,8 +498,16 @@ static void on_connection(uv_stream_t *server, int status)
         h->conns->prev = c;
     h->conns = c;
     h->srv->http.conns++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
-        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (endpoint_in_reserve((uv_handle_t *)&c->tcp, HTTP_FD_RESERVE)) {
+        h->srv->http.refused_nofd++;
+        conn_close(c);
+        return;
+    }
+    if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
         conn_close(c);
 }
 

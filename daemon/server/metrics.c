@@ -384,6 +384,10 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
     counter(b, "http_requests", "HTTP requests answered", srv->http.requests);
     counter(b, "http_refused_full", "HTTP connections refused: the connection cap was reached",
             srv->http.refused_full);
+    counter(b, "http_refused_nofd",
+            "HTTP connections closed for want of file descriptors (the last 64 are kept for "
+            "the control socket and the sessions)",
+            srv->http.refused_nofd);
     counter(b, "http_bad_requests", "HTTP requests answered 400", srv->http.bad);
     counter(b, "http_too_large", "HTTP requests answered 431 (request or header count too big)",
             srv->http.too_large);

@@ -1,0 +1,71 @@
+# Issue 26, the HTTP listener under many connections and few descriptors. Sourced by run.sh;
+# http_daemon, http_get and ping_while come from cases-http.sh.
+
+# utime + stime of a process in clock ticks (proc(5) fields 14 and 15).
+proc_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+
+# ping_while's worst ping (ms) from its output on stdin, checked against $1 ms.
+worst_ping_under() {
+    local out worst
+    out=$(cat)
+    echo "$out"
+    worst=$(echo "$out" | sed -n 's/^worst ping during .*: \([0-9]*\) ms$/\1/p' | tail -n 1)
+    [ -n "$worst" ] || fail "no ping figure"
+    [ "$worst" -lt "$1" ] || fail "the worst ping took $worst ms (bound $1 ms)"
+}
+
+# 10,000 idle TCP connections: HTTP_CONNS_MAX (256) are held until the idle timeout (10 s),
+# the rest closed at once and counted (refused_full); the control socket stays fast all along
+# and a scrape gets its 200 after.
+case_metrics_idle_10k() {
+    ulimit -n 12000 || fail "cannot raise RLIMIT_NOFILE to 12000"
+    http_daemon
+    load_demo
+    local c0
+    c0=$(proc_ticks "$DPID")
+    ping_while python3 "$HERE/http-hostile.py" "$HPORT" idle 10000 >"$T/idle.out" ||
+        fail "10000 idle connections: $(cat "$T/idle.out")"
+    worst_ping_under $((500 * ${HT_TIME_FACTOR:-1})) <"$T/idle.out"
+    echo "daemon CPU over the 10000 connections: $(($(proc_ticks "$DPID") - c0)) ticks"
+    grep -q '^idle: 10000 connections, 10000 closed by the daemon' "$T/idle.out" ||
+        fail "not every connection was made and closed"
+    http_get /metrics >"$T/m.txt" || fail "no scrape after the idle connections"
+    grep -E '^heaptrace_http_(refused_full|idle_closed|refused_nofd)_total|connections ' "$T/m.txt"
+    local full idle
+    full=$(awk '$1 == "heaptrace_http_refused_full_total" {print $2}' "$T/m.txt")
+    idle=$(awk '$1 == "heaptrace_http_idle_closed_total" {print $2}' "$T/m.txt")
+    # Each of the 10000 was held to its idle timeout or refused at the cap.
+    eq "$((full + idle))" 10000 "idle closes + refusals"
+    [ "$idle" -ge 256 ] || fail "only $idle held to the idle timeout"
+    grep -qx 'heaptrace_http_connections 1' "$T/m.txt" || fail "connections left open"
+    stop_clean
+}
+
+# Under a descriptor limit lower than the connection cap (160 here), HTTP connections stop
+# 64 descriptors short of it (counted: refused_nofd) so the control socket still accepts;
+# the loop does not spin, and a scrape answers once the idle ones are closed.
+case_metrics_http_nofd() {
+    http_daemon
+    load_demo
+    prlimit --pid "$DPID" --nofile=160:160 || fail "prlimit"
+    local c0 t0 ticks ms hz
+    c0=$(proc_ticks "$DPID")
+    t0=$(date +%s%N)
+    ping_while python3 "$HERE/http-hostile.py" "$HPORT" idle 300 >"$T/idle.out" ||
+        fail "300 idle connections: $(cat "$T/idle.out")"
+    worst_ping_under $((500 * ${HT_TIME_FACTOR:-1})) <"$T/idle.out"
+    ticks=$(($(proc_ticks "$DPID") - c0))
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    hz=$(getconf CLK_TCK)
+    echo "daemon CPU: $((ticks * 1000 / hz)) ms over $ms ms"
+    # Idle until the timeout: far under a tenth of the time on a CPU (a spinning loop: all).
+    [ $((ticks * 1000 / hz)) -lt $((ms / 10)) ] || fail "the daemon was busy while idle"
+    http_get /metrics >"$T/m.txt" || fail "no scrape after the idle connections"
+    grep -E '^heaptrace_http_(refused_full|idle_closed|refused_nofd)_total' "$T/m.txt"
+    grep -q '^heaptrace_http_refused_nofd_total [1-9]' "$T/m.txt" || fail "refusals not counted"
+    local idle
+    idle=$(awk '$1 == "heaptrace_http_idle_closed_total" {print $2}' "$T/m.txt")
+    [ "$idle" -le $((160 - 64)) ] || fail "$idle connections held past the reserve"
+    grep -qx 'heaptrace_http_connections 1' "$T/m.txt" || fail "connections left open"
+    stop_clean
+}
