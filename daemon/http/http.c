@@ -151,6 +151,16 @@ static int bare_cr_or_nul(const char *buf, size_t from, size_t n)
     return 0;
 }
 
+enum http_scan http_scan(const char *buf, size_t prev, size_t n, size_t cap, size_t *end)
+{
+    *end = http_head_end(buf, n);
+    if (*end)
+        return HTTP_SCAN_HEAD;
+    if (bare_cr_or_nul(buf, prev ? prev - 1 : 0, n)) /* a CR last time: is an LF next? */
+        return HTTP_SCAN_BAD;
+    return n == cap ? HTTP_SCAN_FULL : HTTP_SCAN_MORE;
+}
+
 /* The whole head: a CR as its last byte is bare too. */
 static int head_bytes_bad(const char *buf, size_t n)
 {
@@ -420,16 +430,16 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
     if (c->state != CONN_READING)
         return;
-    size_t from = c->len ? c->len - 1 : 0; /* a CR last time: is an LF next? */
+    size_t prev = c->len, end = 0;
     c->len += (size_t)nread;
-    size_t end = http_head_end(c->buf, c->len);
-    if (!end && bare_cr_or_nul(c->buf, from, c->len)) {
+    enum http_scan sc = http_scan(c->buf, prev, c->len, sizeof(c->buf), &end);
+    if (sc == HTTP_SCAN_BAD) {
         /* No line can end: answered now, not held to the idle timeout. */
         uv_read_stop(st);
         c->state = CONN_HANDLING;
         c->h->srv->http.bad++;
         respond_text(c, 400, "bad request\n");
-    } else if (end) {
+    } else if (sc == HTTP_SCAN_HEAD) {
         uv_read_stop(st);
         uint64_t t0 = uv_hrtime();
         conn_request(c, end);
@@ -437,7 +447,7 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         struct server *srv = c->h->srv;
         if (held > srv->http.hold_max_ns)
             srv->http.hold_max_ns = held;
-    } else if (c->len == sizeof(c->buf)) {
+    } else if (sc == HTTP_SCAN_FULL) {
         uv_read_stop(st);
         c->state = CONN_HANDLING;
         c->h->srv->http.too_large++;

@@ -68,5 +68,11 @@ void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg);
 int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query);
 /* Where the request's head ends (just past its blank line) in buf[0..n), or 0. */
 size_t http_head_end(const char *buf, size_t n);
+/* What a connection's bytes buf[0..n) (a buffer of cap) hold after a read
+ * that added those past prev: a whole head (its end in *end), a NUL or a
+ * bare CR before one (no line can end: answered 400 at once), a full
+ * buffer without one (431), or not yet enough. Exposed for the unit test. */
+enum http_scan { HTTP_SCAN_MORE, HTTP_SCAN_HEAD, HTTP_SCAN_BAD, HTTP_SCAN_FULL };
+enum http_scan http_scan(const char *buf, size_t prev, size_t n, size_t cap, size_t *end);
 
 #endif
