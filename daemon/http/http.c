@@ -121,9 +121,12 @@ static int parse_request_line(char *line, const char **method, const char **path
     if (!sp2)
         return 400;
     *sp2 = '\0';
-    if (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0)
+    /* HTTP/1.DIGIT (RFC 9112 2.3); a minor version above 1 is served as
+     * 1.1 (RFC 9110 6.2: the highest minor version implemented). */
+    const char *v = sp2 + 1;
+    if (strncmp(v, "HTTP/1.", 7) != 0 || v[7] < '0' || v[7] > '9' || v[8] != '\0')
         return 400;
-    *v11 = strcmp(sp2 + 1, "HTTP/1.1") == 0;
+    *v11 = v[7] != '0';
     for (const char *t = target; *t; t++)
         if (*t <= 0x20 || *t >= 0x7f)
             return 400;
