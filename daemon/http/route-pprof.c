@@ -124,11 +124,28 @@ static int one_param(const char *name, const char *val, char *session, size_t sc
     return 503;
 }
 
+/* Was name, a parameter taken once, given before? (type is a list: it may
+ * repeat.) Two values of one (session=a&session=b) were taken as the last,
+ * the other dropped unsaid: which one a client meant is not known. */
+static int param_again(const char *name, unsigned *seen)
+{
+    static const char *const once[] = {"session", "range", "top", "gc", "debug"};
+    for (unsigned i = 0; i < sizeof(once) / sizeof(once[0]); i++) {
+        if (strcmp(name, once[i]) != 0)
+            continue;
+        if (*seen & 1u << i)
+            return 1;
+        *seen |= 1u << i;
+    }
+    return 0;
+}
+
 /* The URL's parameters (name=value&...) into session and args: 0, or the
  * status to answer with why in err. */
 static int url_params(const char *query, char *session, size_t scap, cJSON *args, char *err,
                       size_t errsz)
 {
+    unsigned seen = 0;
     for (const char *p = query; *p;) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
@@ -143,6 +160,10 @@ static int url_params(const char *query, char *session, size_t scap, cJSON *args
         p += len + (amp != NULL);
         if (nl == 0)
             continue; /* "&&" */
+        if (param_again(name, &seen)) {
+            snprintf(err, errsz, "%s= given twice (only type= may repeat)", name);
+            return 400;
+        }
         int rc = one_param(name, val, session, scap, args, err, errsz);
         if (rc)
             return rc;

@@ -69,3 +69,23 @@ case_metrics_http_nofd() {
     grep -qx 'heaptrace_http_connections 1' "$T/m.txt" || fail "connections left open"
     stop_clean
 }
+
+# A profile's parameters: one given twice (other than type) is answered 400, not taken as the
+# last; bad %-escapes and %00 are 400 too, a %-encoded name is decoded.
+case_metrics_pprof_params() {
+    http_daemon
+    load_demo
+    local u="http://127.0.0.1:$HPORT/debug/pprof/heap" code
+    code() { curl -s -o "$T/body" -w '%{http_code}' "$u?$1"; }
+    eq "$(code 'session=demo')" 200 "one session="
+    eq "$(code 'session=%64emo')" 200 "a %-encoded name"
+    eq "$(code 'session=nosuch&session=demo')" 400 "session= twice"
+    grep -q 'session= given twice' "$T/body" || fail "the 400 does not say why: $(cat "$T/body")"
+    eq "$(code 'session=demo&top=5&top=6')" 400 "top= twice"
+    eq "$(code 'session=demo&range=0:&range=0:')" 400 "range= twice"
+    eq "$(code 'session=demo&type=AIFO&type=AIFI')" 200 "type= repeated (a list)"
+    eq "$(code 'session=de%6')" 400 "a cut %-escape"
+    eq "$(code 'session=de%zzmo')" 400 "a bad %-escape"
+    eq "$(code 'session=demo%00')" 400 "%00"
+    stop_clean
+}
