@@ -314,12 +314,16 @@ static void respond(struct http_conn *c, int status, const char *ctype, const ch
                     size_t len)
 {
     c->gone = NULL;
-    char head[320];
+    char head[320], clen[48] = "";
+    if (len != HTTP_LEN_UNKNOWN)
+        snprintf(clen, sizeof(clen), "Content-Length: %zu\r\n", len);
+    else
+        len = 0;
     int hn =
         snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
+                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%s%s"
                  "Connection: close\r\n\r\n",
-                 status, reason(status), ctype, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
+                 status, reason(status), ctype, clen, status == 405 ? "Allow: GET, HEAD\r\n" : "");
     size_t blen = c->head || c->body ? 0 : len;
     c->out = malloc((size_t)hn + blen);
     if (!c->out) {
@@ -348,6 +352,18 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
     if (c->state != CONN_READING && c->state != CONN_HANDLING)
         return;
     respond(c, status, ctype, body, len);
+}
+
+int http_is_head(const struct http_conn *c)
+{
+    return c->head;
+}
+
+void http_respond_head(struct http_conn *c, int status, const char *ctype)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    respond(c, status, ctype, NULL, HTTP_LEN_UNKNOWN);
 }
 
 void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b)

@@ -40,6 +40,12 @@ void http_stop(struct http *h);
 /* The answer to c's request: status, content type and body (copied; body
  * left out for HEAD); the connection closes once it is written. */
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len);
+/* Is c's request a HEAD? */
+int http_is_head(const struct http_conn *c);
+/* The answer to a HEAD whose body's length is known only by making it (a
+ * profile): no Content-Length, which RFC 9110 9.3.2 lets a server omit. */
+#define HTTP_LEN_UNKNOWN ((size_t)-1)
+void http_respond_head(struct http_conn *c, int status, const char *ctype);
 
 /* A body several answers share (the metrics route's exposition): each
  * connection writing it holds a reference, so a client that does not read

@@ -251,6 +251,13 @@ static int profile_job(struct http_conn *c, struct server *srv, struct session *
         qjob_free(j);
         return rc == HT_ENOMEM ? 503 : 400;
     }
+    if (http_is_head(c)) {
+        /* HEAD: the query checked as GET's is, but not run: the profile
+         * would be made only to be dropped (its length is left out). */
+        qjob_free(j);
+        http_respond_head(c, 200, "application/octet-stream");
+        return 0;
+    }
     j->opened = job_opened;
     j->work = job_work;
     j->done = job_done;

@@ -89,3 +89,28 @@ case_metrics_pprof_params() {
     eq "$(code 'session=demo%00')" 400 "%00"
     stop_clean
 }
+
+# HEAD of a profile path answers what GET would (200, or the same 400/404) without running the
+# query: no profile made, no Content-Length (RFC 9110 9.3.2 lets it be left out).
+case_metrics_pprof_head() {
+    http_daemon
+    load_demo
+    local u="http://127.0.0.1:$HPORT/debug/pprof/heap" q0 q1
+    q0=$(ctl --json status demo | jget queries.run)
+    [ -n "$q0" ] || fail "no queries.run in status"
+    curl -sS -I "$u?session=demo" >"$T/h.txt" || fail "HEAD"
+    cat "$T/h.txt"
+    grep -q '^HTTP/1.1 200' "$T/h.txt" || fail "HEAD not 200"
+    grep -qi '^Content-Type: application/octet-stream' "$T/h.txt" || fail "no content type"
+    grep -qi '^Content-Length' "$T/h.txt" && fail "a Content-Length for a profile not made"
+    q1=$(ctl --json status demo | jget queries.run)
+    eq "$q1" "$q0" "queries run by HEAD"
+    grep -q 'pprof over http query' "$T/daemon.log" && fail "HEAD ran the profile's query"
+    eq "$(curl -s -o /dev/null -w '%{http_code}' -I "$u?session=nosuch")" 404 "HEAD, no such session"
+    eq "$(curl -s -o /dev/null -w '%{http_code}' -I "$u?session=demo&type=NOPE")" 400 "HEAD, bad type"
+    eq "$(curl -s -o /dev/null -w '%{http_code}' -I "$u?session=demo&range=x:y")" 400 "HEAD, bad range"
+    # GET still makes it.
+    curl -s -o "$T/p.pb.gz" -w '%{http_code}' "$u?session=demo" | grep -qx 200 || fail GET
+    gzip -t "$T/p.pb.gz" || fail "GET's profile is no gzip"
+    stop_clean
+}
