@@ -397,7 +397,8 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
     counter(b, "http_bad_method", "HTTP requests answered 405", srv->http.bad_method);
     counter(b, "http_unavailable", "HTTP requests answered 503", srv->http.unavailable);
     counter(b, "http_metrics_reused",
-            "scrapes answered with the exposition made under 100 ms before",
+            "scrapes answered with the last exposition (made under 100 ms before, or 10 times "
+            "the time it took to make)",
             srv->http.metrics_reused);
     counter(b, "http_profiles", "pprof profiles answered (/debug/pprof/heap, allocs)",
             srv->http.profiles);

@@ -114,3 +114,36 @@ case_metrics_pprof_head() {
     gzip -t "$T/p.pb.gz" || fail "GET's profile is no gzip"
     stop_clean
 }
+
+# Many sessions make a slow exposition: scrapes in a row must not keep the loop making them
+# more than about a tenth of the time (routes.c: an exposition is reused for 10 times its
+# making, at least 100 ms). 200 sessions, a scrape every ~50 ms for 3 s.
+case_metrics_render_share() {
+    local n=200 i
+    HPORT=$(http_port)
+    printf '{"metrics_listen": "127.0.0.1:%s", "metrics_top_sites": 0, "max_sessions": %s}\n' \
+        "$HPORT" "$n" >"$T/http.json"
+    start_daemon --config "$T/http.json"
+    for ((i = 0; i < n; i++)); do
+        ctl load "$DEMO" --name "s$i" >/dev/null 2>&1 || fail "load $i"
+    done
+    http_get /metrics >"$T/m0.txt" || fail "first scrape"
+    local t0 ms
+    t0=$(date +%s%N)
+    while [ $((($(date +%s%N) - t0) / 1000000)) -lt 3000 ]; do
+        curl -s -o /dev/null "http://127.0.0.1:$HPORT/metrics" || fail "scrape"
+        sleep 0.05
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    http_get /metrics >"$T/m.txt"
+    local req reused hold made
+    req=$(awk '$1 == "heaptrace_http_requests_total" {print $2}' "$T/m.txt")
+    reused=$(awk '$1 == "heaptrace_http_metrics_reused_total" {print $2}' "$T/m.txt")
+    hold=$(awk '$1 == "heaptrace_http_longest_hold_seconds" {print $2}' "$T/m.txt")
+    made=$((req - reused - 2)) # the two scrapes around the timed ones
+    echo "$n sessions: $req scrapes, $made expositions made in $ms ms, each at most $hold s"
+    # The loop's share making expositions, at their longest.
+    awk -v m="$made" -v h="$hold" -v ms="$ms" 'BEGIN {s = m * h * 1000 / ms; print "share", s; exit !(s <= 0.25)}' ||
+        fail "the loop spent over a quarter of the time making expositions"
+    stop_clean
+}
