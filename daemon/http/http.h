@@ -70,8 +70,10 @@ void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg);
 
 /* Parse a request held in buf (n bytes, the blank line included): 0 with
  * method, path and query (NUL-terminated inside buf), or the status to
- * answer (400, 405, 431). Exposed for the unit test. */
-int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query);
+ * answer (400, 405, 431); *keep is 1 when the client lets the connection
+ * persist (RFC 9112 9.3). Exposed for the unit test. */
+int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query,
+               int *keep);
 /* Where the request's head ends (just past its blank line) in buf[0..n), or 0. */
 size_t http_head_end(const char *buf, size_t n);
 /* What a connection's bytes buf[0..n) (a buffer of cap) hold after a read

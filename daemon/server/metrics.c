@@ -388,6 +388,8 @@ static void daemon_metrics(struct mbuf *b, struct server *srv, const struct mses
             "HTTP connections closed for want of file descriptors (the last 64 are kept for "
             "the control socket and the sessions)",
             srv->http.refused_nofd);
+    counter(b, "http_kept_alive", "HTTP connections kept open for another request after an answer",
+            srv->http.kept_alive);
     counter(b, "http_bad_requests", "HTTP requests answered 400", srv->http.bad);
     counter(b, "http_too_large", "HTTP requests answered 431 (request or header count too big)",
             srv->http.too_large);

@@ -147,3 +147,83 @@ case_metrics_render_share() {
         fail "the loop spent over a quarter of the time making expositions"
     stop_clean
 }
+
+# Keep-alive (RFC 9112 9.3): an HTTP/1.1 client gets several answers on one connection until
+# it sends "Connection: close"; HTTP/1.0 without keep-alive and a pipelined burst are answered
+# once and closed; reuses counted (kept_alive).
+case_metrics_keepalive() {
+    http_daemon
+    load_demo
+    python3 - "$HPORT" <<'PY' || fail "keep-alive"
+import socket, sys
+port = int(sys.argv[1])
+
+def answer(s, buf=b""):
+    """One answer read by its Content-Length: (head, body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        b = s.recv(65536)
+        if not b:
+            raise SystemExit("closed before an answer (%r)" % buf[:80])
+        buf += b
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+    while len(buf) < n:
+        b = s.recv(65536)
+        if not b:
+            raise SystemExit("closed mid-body")
+        buf += b
+    return head, buf[:n], buf[n:]
+
+def closed(s):
+    s.settimeout(5)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+s = socket.create_connection(("127.0.0.1", port))
+for i in range(3):
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, body, rest = answer(s)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"Connection: keep-alive" in head, head
+    assert b"heaptrace_sessions 1" in body
+s.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+head, body, rest = answer(s)
+assert head.startswith(b"HTTP/1.1 404") and b"keep-alive" in head, head
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+head, body, rest = answer(s)
+assert b"Connection: close" in head and closed(s), head
+print("one connection: 5 answers, closed when asked")
+
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+head, body, rest = answer(s)
+assert b"Connection: close" in head and closed(s), head
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+head, body, rest = answer(s)
+assert b"Connection: keep-alive" in head, head
+s.close()
+print("HTTP/1.0: closed, kept with keep-alive")
+
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+head, body, rest = answer(s)
+assert b"Connection: close" in head and rest == b"" and closed(s), head
+print("pipelined: the first answered, then closed")
+
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+head, body, rest = answer(s)
+assert head.startswith(b"HTTP/1.1 405") and closed(s), head
+print("an error answer closes")
+PY
+    sleep 0.15
+    http_get /metrics >"$T/m.txt"
+    grep -E '^heaptrace_http_(kept_alive_total|connections) ' "$T/m.txt"
+    # 4 reuses on the first connection, 1 for the HTTP/1.0 keep-alive.
+    grep -qx 'heaptrace_http_kept_alive_total 5' "$T/m.txt" || fail "reuses not counted"
+    grep -qx 'heaptrace_http_connections 1' "$T/m.txt" || fail "connections left open"
+    stop_clean
+}

@@ -10,7 +10,7 @@
 /* http_parse of text (a copy: the parser writes NULs into it); method,
  * path and query copied out. */
 struct parsed {
-    int rc;
+    int rc, keep;
     char method[16], path[128], query[128];
 };
 
@@ -20,7 +20,7 @@ static struct parsed parse_n(const char *text, size_t n)
     struct parsed p = {0};
     const char *m = "", *path = "", *q = "";
     memcpy(buf, text, n);
-    p.rc = http_parse(buf, n, &m, &path, &q);
+    p.rc = http_parse(buf, n, &m, &path, &q, &p.keep);
     snprintf(p.method, sizeof(p.method), "%s", m);
     snprintf(p.path, sizeof(p.path), "%s", path);
     snprintf(p.query, sizeof(p.query), "%s", q);
@@ -89,6 +89,15 @@ static void test_versions(void)
     CHECK_EQ(parse("GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n").rc, 400);
     CHECK_EQ(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").rc, 0);
     CHECK_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n").rc, 0);
+    /* RFC 9112 9.3: 1.1 persists unless "close"; 1.0 only with "keep-alive". */
+    CHECK_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\n\r\n").keep, 1);
+    CHECK_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").keep, 0);
+    CHECK_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nconnection: TE, Close\r\n\r\n").keep, 0);
+    CHECK_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: closed\r\n\r\n").keep, 1);
+    CHECK_EQ(parse("GET / HTTP/1.0\r\n\r\n").keep, 0);
+    CHECK_EQ(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive \r\n\r\n").keep, 1);
+    CHECK_EQ(parse("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n").keep, 0);
+    CHECK_EQ(parse("GET / HTTP/1.2\r\nHost: x\r\n\r\n").keep, 1);
     CHECK_EQ(parse("GET / HTTP/1.2\r\nHost: x\r\n\r\n").rc, 0);
     CHECK_EQ(parse("GET / HTTP/1.9\r\n\r\n").rc, 400); /* as 1.1: a Host is needed */
     CHECK_EQ(parse("GET / HTTP/1.x\r\nHost: x\r\n\r\n").rc, 400);
