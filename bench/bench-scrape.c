@@ -62,11 +62,11 @@ int main(int argc, char **argv)
         return 1;
     double d1 = pid ? proc_cpu_s(pid) : -1;
     printf("{\"clients\":%d,\"every_ms\":%d,\"secs\":%.2f,\"ok\":%llu,\"failed\":%llu,"
-           "\"late\":%llu,\"connects\":%llu,\"bytes\":%llu,\"scrapes_per_s\":%.1f,"
+           "\"late\":%llu,\"connects\":%llu,\"retries\":%llu,\"bytes\":%llu,\"scrapes_per_s\":%.1f,"
            "\"mean_ms\":%.2f,\"max_ms\":%.2f,\"scrapers_cpu_s\":%.3f,\"daemon_cpu_s\":%.3f}\n",
            clients, every, st.wall_s, (unsigned long long)st.ok, (unsigned long long)st.failed,
            (unsigned long long)st.late, (unsigned long long)st.connects,
-           (unsigned long long)st.bytes, (double)st.ok / st.wall_s,
+           (unsigned long long)st.retries, (unsigned long long)st.bytes, (double)st.ok / st.wall_s,
            st.ok ? st.sum_ms / (double)st.ok : 0, st.max_ms, st.cpu_s,
            d0 >= 0 && d1 >= 0 ? d1 - d0 : -1);
     return st.failed ? 1 : 0;

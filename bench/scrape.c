@@ -23,6 +23,7 @@ struct sc {
     double due, sent; /* the next turn; when the request went */
     size_t hn;        /* head bytes held */
     int head_done, close_after, status;
+    int reused;     /* the connection has answered before: the server may have closed it idle */
     long long left; /* body bytes to come (-1: to the end of the stream) */
     char head[HEAD_MAX];
 };
@@ -45,6 +46,23 @@ static int sc_connect(struct sc *c, int port, struct scrape_stats *st)
     return 0;
 }
 
+/* A request on a kept connection the server closed meanwhile (its idle
+ * timeout) is sent again on a new one, once, as HTTP clients do (RFC 9112
+ * 9.3.1): counted as a retry, not a failure. 0, or -1 (no retry due). */
+static int sc_retry(struct sc *c, int port, struct scrape_stats *st)
+{
+    if (!c->reused || c->hn)
+        return -1;
+    close(c->fd);
+    c->fd = -1;
+    c->reused = 0;
+    st->retries++;
+    if (sc_connect(c, port, st) != 0)
+        return -1;
+    c->busy = 2;
+    return 0;
+}
+
 static void sc_end(struct sc *c, int ok, struct scrape_stats *st)
 {
     double ms = (now_s() - c->sent) * 1e3;
@@ -61,6 +79,7 @@ static void sc_end(struct sc *c, int ok, struct scrape_stats *st)
         close(c->fd);
         c->fd = -1;
     }
+    c->reused = c->fd >= 0;
 }
 
 /* A turn: the request on the connection (a new one if the last closed). A
@@ -93,11 +112,13 @@ static void sc_head(struct sc *c, size_t end)
     }
 }
 
-static void sc_read(struct sc *c, struct scrape_stats *st)
+static void sc_read(struct sc *c, int port, struct scrape_stats *st)
 {
     char buf[65536];
     ssize_t n = read(c->fd, buf, sizeof(buf));
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0 && sc_retry(c, port, st) == 0)
         return;
     if (n <= 0) { /* the end: whole only if the body ran to it */
         c->close_after = 1;
@@ -128,7 +149,7 @@ static void sc_read(struct sc *c, struct scrape_stats *st)
     }
 }
 
-static int sc_write(struct sc *c, const char *req, size_t rn, struct scrape_stats *st)
+static int sc_write(struct sc *c, int port, const char *req, size_t rn, struct scrape_stats *st)
 {
     ssize_t w = send(c->fd, req, rn, MSG_NOSIGNAL);
     if (w == (ssize_t)rn) {
@@ -137,13 +158,15 @@ static int sc_write(struct sc *c, const char *req, size_t rn, struct scrape_stat
     }
     if (w < 0 && errno == EAGAIN)
         return 0;
+    if (sc_retry(c, port, st) == 0)
+        return 0;
     sc_end(c, 0, st);
     return -1;
 }
 
 /* One poll over the clients with something to do; the next due time ends it. */
-static void sc_poll(struct sc *cs, int n, struct pollfd *pf, int *ix, const char *req, size_t rn,
-                    double next, struct scrape_stats *st)
+static void sc_poll(struct sc *cs, int n, struct pollfd *pf, int *ix, int port, const char *req,
+                    size_t rn, double next, struct scrape_stats *st)
 {
     int np = 0;
     for (int i = 0; i < n; i++) {
@@ -161,9 +184,9 @@ static void sc_poll(struct sc *cs, int n, struct pollfd *pf, int *ix, const char
         if (!pf[k].revents)
             continue;
         if (c->busy == 2)
-            sc_write(c, req, rn, st);
+            sc_write(c, port, req, rn, st);
         else
-            sc_read(c, st);
+            sc_read(c, port, st);
     }
 }
 
@@ -187,7 +210,7 @@ int scrape_run(int port, const char *path, int clients, int every_ms, double sec
         cs[i].due = t0 + every * i / clients; /* spread over the period */
     }
     while (!(stop && *stop) && (secs <= 0 || now_s() - t0 < secs)) {
-        double now = now_s(), next = now + every;
+        double now = now_s(), next = secs > 0 && t0 + secs < now + every ? t0 + secs : now + every;
         for (int i = 0; i < clients; i++) {
             struct sc *c = &cs[i];
             if (c->busy && now - c->sent > SCRAPE_TIMEOUT_S)
@@ -202,7 +225,7 @@ int scrape_run(int port, const char *path, int clients, int every_ms, double sec
             if (c->due < next)
                 next = c->due;
         }
-        sc_poll(cs, clients, pf, ix, req, (size_t)rn, next, st);
+        sc_poll(cs, clients, pf, ix, port, req, (size_t)rn, next, st);
     }
     for (int i = 0; i < clients; i++)
         if (cs[i].fd >= 0)

@@ -12,6 +12,7 @@ struct scrape_stats {
     uint64_t failed;   /* refused, reset, another status, cut short, timed out */
     uint64_t late;     /* turns skipped: the last answer had not come yet */
     uint64_t connects; /* connections opened (one per scrape when the server closes) */
+    uint64_t retries;  /* requests sent again: a kept connection was closed idle */
     uint64_t bytes;    /* bytes read, heads included */
     double max_ms;     /* longest answer, from the request's first byte */
     double sum_ms;     /* of the answers 200 */
