@@ -12,13 +12,16 @@
 #   without (events counted and lost printed for each run), next to the target (0.9).
 # The daemon's own ingest of a replayed stream under the same scrapers is
 # ht-bench-daemon --loads none,metrics50 (bench/README.md).
-# usage: bench/bench-metrics.sh [BUILD_DIR] [--pairs N] [--reps N]
+# Then 10 s of the same scrapers with --sessions replayed sessions loaded: the daemon's CPU per
+# scrape, the longest loop hold, the worst control ping.
+# usage: bench/bench-metrics.sh [BUILD_DIR] [--pairs N] [--reps N] [--sessions N]
 set -euo pipefail
-BUILD=build PAIRS=200000 REPS=3 CLIENTS=50 EVERY_MS=100
+BUILD=build PAIRS=200000 REPS=3 CLIENTS=50 EVERY_MS=100 SESSIONS=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --pairs) PAIRS=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
+    --sessions) SESSIONS=$2; shift 2 ;;
     -*) echo "bench-metrics: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1; shift ;;
     esac
@@ -31,7 +34,8 @@ SCRAPE=$BUILD/bench/ht-bench-scrape
 W=$(mktemp -d /tmp/bench-metrics.XXXXXX)
 export HEAPTRACE_PIPE=$W/ht.sock
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-printf '{"metrics_listen": "127.0.0.1:%s"}\n' "$PORT" >"$W/cfg.json"
+printf '{"metrics_listen": "127.0.0.1:%s", "max_sessions": %s}\n' "$PORT" \
+    "$((SESSIONS + 16))" >"$W/cfg.json"
 "$BUILD/daemon/heaptraced" --foreground --log-level warn --config "$W/cfg.json" 2>"$W/daemon.log" &
 DPID=$!
 SPID=
@@ -119,8 +123,10 @@ ratio=$(echo "$mw / $mn" | bc -l | cut -c1-5)
 met=$(echo "$ratio >= 0.9" | bc)
 echo "ingest ratio (median pairs/s scraped / none): $ratio (target >= 0.9: $([ "$met" = 1 ] && echo met || echo MISSED))"
 
-# The loop while 50 clients scrape for 10 s with a session loaded (a replay).
-"$CTL" load "$(dirname "$0")/../tests/data/memorytestapp.htev" --name demo >/dev/null
+# The loop while 50 clients scrape for 10 s with SESSIONS sessions loaded (replays).
+for i in $(seq "$SESSIONS"); do
+    "$CTL" load "$(dirname "$0")/../tests/data/memorytestapp.htev" --name "demo$i" >/dev/null 2>&1
+done
 rm -f "$W/stop"
 worst_ping &
 PP=$!
@@ -129,7 +135,7 @@ sleep 10
 scrapers_stop
 touch "$W/stop"
 wait "$PP"
-echo "scrapes in $(sj secs) s: $(sj ok) answered 200, $(sj failed) failed, $(sj late) late, $(sj connects) connections; daemon CPU $(sj daemon_cpu_s) s, scrapers CPU $(sj scrapers_cpu_s) s"
+echo "$SESSIONS sessions, scrapes in $(sj secs) s: $(sj ok) answered 200, $(sj failed) failed, $(sj late) late, $(sj connects) connections, $(sj retries) retries; daemon CPU $(sj daemon_cpu_s) s ($(echo "$(sj daemon_cpu_s) * 1000000 / $(sj ok)" | bc) us per scrape), scrapers CPU $(sj scrapers_cpu_s) s"
 echo "longest loop hold by one HTTP request: $(metric heaptrace_http_longest_hold_seconds) s"
 echo "worst control ping meanwhile: $(cat "$W/ping") ms"
 echo "HTTP counters: refused_full $(metric heaptrace_http_refused_full_total), idle_closed $(metric heaptrace_http_idle_closed_total)"
