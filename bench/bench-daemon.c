@@ -15,7 +15,10 @@
  * benchmark always had, which daemon_vs_engine is measured under);
  * `stacks --type AIFO`; `stacks --range -5s:`; `stacks --range -1s:`; each
  * issued every --query-interval-ms from a second connection (at once if the
- * last took longer). The order rotates from round to round.
+ * last took longer); metrics50 (--loads, not run by default): no query, 50
+ * clients scraping GET /metrics every 100 ms (scrape.c, one thread) on a
+ * listener the daemon is started with, their CPU and the daemon's printed
+ * apart. The order rotates from round to round.
  *
  * The machine is noisy: the engine alone runs at 7 or at 11 M events/s from
  * one round to the next, and the daemon likewise, independently. So rounds
@@ -46,7 +49,7 @@
  * not fail the run: it is a figure.
  *
  * usage: ht-bench-daemon --daemon PATH [--events N] [--live N] [--stacks N] [--rounds N]
- *        [--loads none,top50,aifo,window_5s,window_1s] [--stream-rate EVENTS_PER_S]
+ *        [--loads none,top50,aifo,window_5s,window_1s,metrics50] [--stream-rate EVENTS_PER_S]
  *        [--query-interval-ms N] [--warm-runs N] [--daemon-config FILE]
  *        HT_BENCH_ETW=1: also one round as a raw ETW record stream (etw_of).
  *        HT_BENCH_NO_QUERIES=1: no query load.  HT_BENCH_TEXT=1: also one round of
@@ -57,6 +60,7 @@
 #include "etw-raw.h"
 #include "htev-write.h"
 #include "htevb.h"
+#include "scrape.h"
 #include "workload.h"
 
 #include <cjson/cJSON.h>
@@ -65,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -248,8 +253,11 @@ static int line_more(const char *line)
     return more && (!data || more < data);
 }
 
-/* The query kinds, each a `heaptracectl stacks` request's arguments. */
-enum { LOAD_NONE, LOAD_TOP50, LOAD_AIFO, LOAD_W5, LOAD_W1, NLOADS };
+/* The query kinds, each a `heaptracectl stacks` request's arguments; then
+ * metrics50, no query: 50 clients scraping GET /metrics every 100 ms over
+ * HTTP (scrape.c), the daemon listening for them. */
+enum { LOAD_NONE, LOAD_TOP50, LOAD_AIFO, LOAD_W5, LOAD_W1, LOAD_M50, NLOADS };
+#define NQUERY_KINDS LOAD_M50
 
 static const struct load_kind {
     const char *name;
@@ -261,6 +269,7 @@ static const struct load_kind {
     {"aifo", "\"top\":50,\"type\":[\"AIFO\"]", 0},     /* stacks --type AIFO */
     {"window_5s", "\"top\":50,\"range\":\"-5s:\"", 1}, /* stacks --range -5s: */
     {"window_1s", "\"top\":50,\"range\":\"-1s:\"", 1}, /* stacks --range -1s: */
+    {"metrics50", NULL, 0},
 };
 
 static char query_error[512]; /* the first query failure, for the report */
@@ -457,13 +466,64 @@ struct drun {
     double whole_secs; /* from the load request to the load summary */
     long faults;       /* the daemon's minor faults during the churn */
     double lost;       /* the session's quality.lost (-1: unknown) */
+    double cpu_s;      /* the daemon's CPU time (every thread) during the churn */
     struct split loop;
+    struct scrape_stats scrape; /* metrics50: the scrapers' answers and CPU */
 };
 
 /* A new session gets the long-lived set; once the daemon has applied it
  * (its clock reached the set's last event) the churn is sent and timed,
  * under the query load of kind load (LOAD_NONE: none), up to the load
  * summary. The session is dropped after, unless keep. */
+/* The metrics50 load: the listener's port, and what each round's scrapers
+ * did (their CPU and the whole daemon's over the same time apart). */
+#define SCRAPERS 50
+#define SCRAPE_EVERY_MS 100
+static int http_port;
+static volatile int scrape_stop;
+static struct scrape_stats scrape_last;
+
+static void *scrape_thread(void *arg)
+{
+    (void)arg;
+    if (scrape_run(http_port, "/metrics", SCRAPERS, SCRAPE_EVERY_MS, 0, &scrape_stop,
+                   &scrape_last) != 0)
+        nfailed[LOAD_M50]++;
+    return NULL;
+}
+
+/* utime + stime of the whole process pid, in seconds (proc(5) fields 14, 15). */
+static double proc_cpu_s(pid_t pid)
+{
+    char p[64], b[1024];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(p, "r");
+    size_t n = f ? fread(b, 1, sizeof(b) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    b[n] = '\0';
+    char *q = strrchr(b, ')');
+    unsigned long long ut, st;
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static pthread_t load_start(int load)
+{
+    pthread_t th;
+    if (load == LOAD_M50) {
+        scrape_stop = 0;
+        pthread_create(&th, NULL, scrape_thread, NULL);
+        usleep(200000); /* every client has asked once: the churn runs under all 50 */
+        return th;
+    }
+    pthread_create(&th, NULL, query_thread, NULL);
+    while (!first_sent)
+        usleep(100);
+    return th;
+}
+
 static struct drun daemon_round(const char *name, const struct buf *pre, uint64_t pre_end,
                                 const struct buf *churn, int load, pid_t pid, int keep)
 {
@@ -483,16 +543,14 @@ static struct drun daemon_round(const char *name, const struct buf *pre, uint64_
     while (session_now(name) < pre_end)
         usleep(2000);
     snprintf(query_session, sizeof(query_session), "%s", name);
-    pthread_t th;
+    pthread_t th = 0;
     int queries = load != LOAD_NONE;
     querying = queries;
     load_now = load;
     first_sent = 0;
-    if (queries) {
-        pthread_create(&th, NULL, query_thread, NULL);
-        while (!first_sent)
-            usleep(100);
-    }
+    if (queries)
+        th = load_start(load);
+    double cpu0 = proc_cpu_s(pid);
     long f0 = minflt(pid);
     struct sched_ns s0 = schedstat(pid, pid); /* the loop thread */
     double t0 = now_s();
@@ -506,11 +564,15 @@ static struct drun daemon_round(const char *name, const struct buf *pre, uint64_
     r.whole_secs = t1 - w0;
     r.loop = split_of(s0, schedstat(pid, pid), r.churn_secs);
     r.faults = minflt(pid) - f0;
+    r.cpu_s = proc_cpu_s(pid) - cpu0;
     if (getenv("HT_BENCH_TRACE"))
         fprintf(stderr, "churn %s to %.6f\n", name, t1);
     querying = 0;
+    scrape_stop = 1;
     if (queries)
         pthread_join(th, NULL);
+    if (load == LOAD_M50)
+        r.scrape = scrape_last;
     close(fd);
     /* Issue 10: no event lost by any source because of a query. */
     r.lost = status_number(name, "quality", "lost");
@@ -667,6 +729,90 @@ static void etw_of(const struct engine *e, const struct ht_event *evs, size_t n,
             k += le(pl + k, (fr[d] & 0x00007FFFFFFFFFFFull) | 0x10000, 8);
         etw_put(b, &etw_guid_stackwalk, 32, 0xFFFFFFFFu, 0xFFFFFFFFu, ts + 1, pl, (uint32_t)k);
     }
+}
+
+/* A free loopback port: bound to 0, then released for the daemon. */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+                       getsockname(fd, (struct sockaddr *)&sa, &sl) == 0
+                   ? ntohs(sa.sin_port)
+                   : -1;
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* metrics50: the daemon's configuration (--daemon-config's, or none) with
+ * metrics_listen on a free loopback port, written as dir/m50.json. */
+static int m50_config_write(const char *dir, const char *base, char *path, size_t cap)
+{
+    cJSON *cfg = NULL;
+    if (base) {
+        FILE *f = fopen(base, "r");
+        static char text[1 << 16];
+        size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[n] = '\0';
+        cfg = cJSON_Parse(text);
+    } else {
+        cfg = cJSON_CreateObject();
+    }
+    char addr[32];
+    http_port = free_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_port);
+    snprintf(path, cap, "%s/m50.json", dir);
+    char *out = cfg && http_port > 0 && cJSON_AddStringToObject(cfg, "metrics_listen", addr)
+                    ? cJSON_PrintUnformatted(cfg)
+                    : NULL;
+    FILE *f = out ? fopen(path, "w") : NULL;
+    int rc = f && fputs(out, f) >= 0 ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc)
+        fprintf(stderr, "metrics50: cannot write %s (--daemon-config %s)\n", path,
+                base ? base : "none");
+    free(out);
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+/* metrics50 over the rounds: the scrapes, and the CPU seconds per churn
+ * second of the scrapers and of the daemon (under metrics50 and under none). */
+struct m50_sum {
+    uint64_t ok, failed, late, connects;
+    double scrapers_cpu, secs;                             /* the scrapers' thread, its wall time */
+    double daemon_cpu, daemon_cpu_none, churn, churn_none; /* the daemon, the churns' seconds */
+    double max_ms;
+};
+
+static void m50_round(const struct drun *none, const struct drun *m, struct m50_sum *s)
+{
+    const struct scrape_stats *st = &m->scrape;
+    fprintf(stderr,
+            "  metrics50: %llu answered 200, %llu failed, %llu late, %llu connections, "
+            "longest %.1f ms; CPU per churn second: scrapers %.3f, daemon %.3f (none: %.3f)\n",
+            (unsigned long long)st->ok, (unsigned long long)st->failed,
+            (unsigned long long)st->late, (unsigned long long)st->connects, st->max_ms,
+            st->cpu_s / st->wall_s, m->cpu_s / m->churn_secs, none->cpu_s / none->churn_secs);
+    s->ok += st->ok;
+    s->failed += st->failed;
+    s->late += st->late;
+    s->connects += st->connects;
+    s->max_ms = st->max_ms > s->max_ms ? st->max_ms : s->max_ms;
+    s->scrapers_cpu += st->cpu_s;
+    s->secs += st->wall_s;
+    s->daemon_cpu += m->cpu_s;
+    s->churn += m->churn_secs;
+    s->daemon_cpu_none += none->cpu_s;
+    s->churn_none += none->churn_secs;
+    if (st->failed || !st->ok)
+        nfailed[LOAD_M50]++;
 }
 
 /* --loads: a comma list of kinds; none is always run (the ratios' base). */
@@ -928,11 +1074,11 @@ static void user_queries(const struct buf *pre, uint64_t pre_end, const struct b
         query_failed("user queries", "cannot connect", NULL);
         u->failed++;
     }
-    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++) {
+    for (int k = LOAD_TOP50; k < NQUERY_KINDS && !u->failed; k++) {
         u->t[k].has_cpu = 1;
         u->failed += user_query(&c, k, ++id, pid, &u->t[k].cold, &u->t[k].cold_cpu);
     }
-    for (int k = LOAD_TOP50; k < NLOADS && !u->failed; k++)
+    for (int k = LOAD_TOP50; k < NQUERY_KINDS && !u->failed; k++)
         for (u->t[k].nwarm = 0; u->t[k].nwarm < warm_runs && !u->failed; u->t[k].nwarm++)
             u->failed += user_query(&c, k, ++id, pid, &u->t[k].warm[u->t[k].nwarm],
                                     &u->t[k].warm_cpu[u->t[k].nwarm]);
@@ -947,10 +1093,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--daemon"))
             daemon = argv[i + 1];
     if (!daemon) {
-        fprintf(stderr, "usage: ht-bench-daemon --daemon PATH [--events N] [--live N] "
-                        "[--stacks N] [--rounds N] [--loads none,top50,aifo,window_5s,window_1s] "
-                        "[--stream-rate EVENTS_PER_S] [--query-interval-ms N] [--warm-runs N] "
-                        "[--daemon-config FILE]\n");
+        fprintf(stderr,
+                "usage: ht-bench-daemon --daemon PATH [--events N] [--live N] "
+                "[--stacks N] [--rounds N] [--loads none,top50,aifo,window_5s,window_1s,metrics50] "
+                "[--stream-rate EVENTS_PER_S] [--query-interval-ms N] [--warm-runs N] "
+                "[--daemon-config FILE]\n");
         return 2;
     }
     uint64_t nevents = arg_u64(argc, argv, "--events", 4000000);
@@ -968,7 +1115,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "--rounds must be 1..%d, --warm-runs 1..%d, --stacks, --live and "
                 "--query-interval-ms at least 1, --loads a list of none, top50, aifo, "
-                "window_5s, window_1s\n",
+                "window_5s, window_1s, metrics50\n",
                 MAX_ROUNDS, WARM_RUNS_MAX);
         return 2;
     }
@@ -1024,6 +1171,12 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/ht-bench-XXXXXX";
     if (!mkdtemp(dir))
         return 1;
+    static char m50_config[300];
+    if (on[LOAD_M50]) {
+        if (m50_config_write(dir, daemon_config, m50_config, sizeof(m50_config)) != 0)
+            return 1;
+        daemon_config = m50_config;
+    }
     static char path[256];
     snprintf(path, sizeof(path), "%s/ht.sock", dir);
     sock_path = path;
@@ -1065,6 +1218,7 @@ int main(int argc, char **argv)
     long eng_faults[MAX_ROUNDS], dmn_faults[MAX_ROUNDS];
     struct split eng_sp[MAX_ROUNDS];
     int under = 0; /* rounds under 0.80 */
+    struct m50_sum m50 = {0};
     for (int k = 0; k < rounds; k++) {
         struct drun dr[NLOADS];
         double te = 0, tew = 0;
@@ -1103,6 +1257,8 @@ int main(int argc, char **argv)
             fprintf(stderr, " %s %.2f M/s (%.3f)", load_kinds[runs[i]].name,
                     dmn_rate[runs[i]][k] / 1e6, load_ratio[runs[i]][k]);
         fprintf(stderr, "\n");
+        if (on[LOAD_M50])
+            m50_round(&dr[LOAD_NONE], &dr[LOAD_M50], &m50);
     }
     double text_ratio = -1, text_rate = -1;
     if (getenv("HT_BENCH_TEXT")) {
@@ -1161,7 +1317,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < NLOADS; k++)
         failed += nfailed[k];
     for (int i = 1; i < nruns; i++)
-        if (runs[i] != LOAD_NONE && nlat[runs[i]] < rounds) {
+        if (runs[i] != LOAD_NONE && runs[i] != LOAD_M50 && nlat[runs[i]] < rounds) {
             query_failed(load_kinds[runs[i]].name, "fewer answers than rounds", NULL);
             failed++;
         }
@@ -1205,10 +1361,19 @@ int main(int argc, char **argv)
                    median(load_ratio[k], rounds), rmin, rmax, pct(lat[k], nlat[k], 50),
                    pct(lat[k], nlat[k], 99), pct(lat[k], nlat[k], 100), nlat[k], nfailed[k]);
         }
+        if (k == LOAD_M50)
+            printf(",\"scrapes_ok\":%llu,\"scrapes_failed\":%llu,\"scrapes_late\":%llu,"
+                   "\"connections\":%llu,\"scrape_max_ms\":%.1f,\"scrapers_cpu_per_s\":%.3f,"
+                   "\"daemon_cpu_per_s\":%.3f,\"daemon_cpu_per_s_none\":%.3f",
+                   (unsigned long long)m50.ok, (unsigned long long)m50.failed,
+                   (unsigned long long)m50.late, (unsigned long long)m50.connects, m50.max_ms,
+                   m50.secs > 0 ? m50.scrapers_cpu / m50.secs : -1,
+                   m50.churn > 0 ? m50.daemon_cpu / m50.churn : -1,
+                   m50.churn_none > 0 ? m50.daemon_cpu_none / m50.churn_none : -1);
         printf("}");
     }
     printf("},\"warm_runs\":%d,\"user_queries\":{", warm_runs);
-    for (int k = LOAD_TOP50; k < NLOADS; k++) {
+    for (int k = LOAD_TOP50; k < NQUERY_KINDS; k++) {
         if (k > LOAD_TOP50)
             printf(",");
         qtimes_print(stdout, load_kinds[k].name, &up.t[k]);

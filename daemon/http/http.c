@@ -1,12 +1,14 @@
 /* A minimal, hardened HTTP/1.1 server for read-only GET and HEAD (RFC 9112
- * message syntax): one request per connection, answered with
- * "Connection: close"; a request bigger than HTTP_REQ_MAX or with more than
- * HTTP_HEADERS_MAX header lines is answered 431, one not whole within
- * HTTP_IDLE_MS of the connection is closed, connections past
- * HTTP_CONNS_MAX are closed at once. Each is counted (server-state.h http).
- * Debian 12 packages no HTTP parser library for C (no llhttp), hence this. */
+ * message syntax): a connection persists for the next request when the
+ * client lets it (RFC 9112 9.3) and sent nothing past its request (no
+ * pipelining: "Connection: close" then), else closes after the answer; a request bigger than
+ * HTTP_REQ_MAX or with more than HTTP_HEADERS_MAX header lines is answered 431, one not whole
+ * within HTTP_IDLE_MS of the connection is closed, connections past HTTP_CONNS_MAX are closed at
+ * once. Each is counted (server-state.h http). Debian 12 packages no HTTP parser library for C (no
+ * llhttp), hence this. */
 #include "http.h"
 
+#include "endpoint.h"
 #include "ht-error.h"
 #include "log.h"
 
@@ -33,6 +35,7 @@ struct http_conn {
     struct http_conn *prev, *next;
     enum conn_state state;
     int head;          /* HEAD: the answer has no body */
+    int keep;          /* the connection waits for another request after the answer */
     /* Held (http_hold): its answer comes from a query job; no deadline
      * closes it, and gone(gone_arg) is told if it closes first. */
     void (*gone)(void *arg);
@@ -120,9 +123,12 @@ static int parse_request_line(char *line, const char **method, const char **path
     if (!sp2)
         return 400;
     *sp2 = '\0';
-    if (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0)
+    /* HTTP/1.DIGIT (RFC 9112 2.3); a minor version above 1 is served as
+     * 1.1 (RFC 9110 6.2: the highest minor version implemented). */
+    const char *v = sp2 + 1;
+    if (strncmp(v, "HTTP/1.", 7) != 0 || v[7] < '0' || v[7] > '9' || v[8] != '\0')
         return 400;
-    *v11 = strcmp(sp2 + 1, "HTTP/1.1") == 0;
+    *v11 = v[7] != '0';
     for (const char *t = target; *t; t++)
         if (*t <= 0x20 || *t >= 0x7f)
             return 400;
@@ -150,6 +156,16 @@ static int bare_cr_or_nul(const char *buf, size_t from, size_t n)
     return 0;
 }
 
+enum http_scan http_scan(const char *buf, size_t prev, size_t n, size_t cap, size_t *end)
+{
+    *end = http_head_end(buf, n);
+    if (*end)
+        return HTTP_SCAN_HEAD;
+    if (bare_cr_or_nul(buf, prev ? prev - 1 : 0, n)) /* a CR last time: is an LF next? */
+        return HTTP_SCAN_BAD;
+    return n == cap ? HTTP_SCAN_FULL : HTTP_SCAN_MORE;
+}
+
 /* The whole head: a CR as its last byte is bare too. */
 static int head_bytes_bad(const char *buf, size_t n)
 {
@@ -174,6 +190,24 @@ static int host_value_ok(const char *v)
     return 1;
 }
 
+/* The options of a Connection line (RFC 9110 7.6.1: a list of tokens,
+ * case-insensitive) that tell whether the connection persists. */
+static void connection_options(const char *v, int *close_opt, int *keep_opt)
+{
+    while (*v) {
+        v += strspn(v, " \t,");
+        size_t n = strcspn(v, ",");
+        size_t t = n;
+        while (t && (v[t - 1] == ' ' || v[t - 1] == '\t'))
+            t--;
+        if (t == 5 && strncasecmp(v, "close", 5) == 0)
+            *close_opt = 1;
+        else if (t == 10 && strncasecmp(v, "keep-alive", 10) == 0)
+            *keep_opt = 1;
+        v += n;
+    }
+}
+
 /* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
  * with more than one, MUST be answered 400. */
 static int host_count_bad(unsigned hosts, int v11)
@@ -181,8 +215,10 @@ static int host_count_bad(unsigned hosts, int v11)
     return hosts > 1 || (hosts == 0 && v11);
 }
 
-int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query)
+int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query,
+               int *keep)
 {
+    *keep = 0;
     char *p = buf, *end = buf + n;
     if (head_bytes_bad(buf, n))
         return 400;
@@ -202,6 +238,7 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
     /* Header lines: "name: value", no line folding (RFC 9112 5.2 lets a
      * server reject it), at most HTTP_HEADERS_MAX of them. */
     unsigned nh = 0, hosts = 0;
+    int close_opt = 0, keep_opt = 0;
     while ((line = next_line(&p, end)) && line[0]) {
         if (++nh > HTTP_HEADERS_MAX)
             return 431;
@@ -215,8 +252,13 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
             if (!host_value_ok(colon + 1))
                 return 400;
             hosts++;
+        } else if (colon - line == 10 && strncasecmp(line, "connection", 10) == 0) {
+            connection_options(colon + 1, &close_opt, &keep_opt);
         }
     }
+    /* RFC 9112 9.3: HTTP/1.1 persists unless "close" is sent; HTTP/1.0
+     * only with "keep-alive". */
+    *keep = !close_opt && (v11 || keep_opt);
     return host_count_bad(hosts, v11) ? 400 : rc;
 }
 
@@ -249,10 +291,33 @@ static void conn_close(struct http_conn *c)
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
+static void conn_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b);
+
+/* The answer is written and the connection persists: it waits for the next
+ * request as a new one does (its own idle timeout), counted as kept_alive. */
+static void conn_reuse(struct http_conn *c)
+{
+    free(c->out);
+    c->out = NULL;
+    http_shared_unref(c->body);
+    c->body = NULL;
+    c->len = 0;
+    c->head = c->keep = 0;
+    c->state = CONN_READING;
+    c->deadline = uv_now(c->tcp.loop) + HTTP_IDLE_MS;
+    c->h->srv->http.kept_alive++;
+    if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
+        conn_close(c);
+}
+
 static void write_done(uv_write_t *w, int status)
 {
-    (void)status;
-    conn_close(w->data);
+    struct http_conn *c = w->data;
+    if (status == 0 && c->keep && c->state == CONN_WRITING)
+        conn_reuse(c);
+    else
+        conn_close(c);
 }
 
 static const char *reason(int status)
@@ -300,12 +365,17 @@ static void respond(struct http_conn *c, int status, const char *ctype, const ch
                     size_t len)
 {
     c->gone = NULL;
-    char head[320];
+    char head[320], clen[48] = "";
+    if (len != HTTP_LEN_UNKNOWN)
+        snprintf(clen, sizeof(clen), "Content-Length: %zu\r\n", len);
+    else
+        len = 0;
     int hn =
         snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
-                 "Connection: close\r\n\r\n",
-                 status, reason(status), ctype, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
+                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%s%s"
+                 "Connection: %s\r\n\r\n",
+                 status, reason(status), ctype, clen, status == 405 ? "Allow: GET, HEAD\r\n" : "",
+                 c->keep ? "keep-alive" : "close");
     size_t blen = c->head || c->body ? 0 : len;
     c->out = malloc((size_t)hn + blen);
     if (!c->out) {
@@ -336,6 +406,18 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
     respond(c, status, ctype, body, len);
 }
 
+int http_is_head(const struct http_conn *c)
+{
+    return c->head;
+}
+
+void http_respond_head(struct http_conn *c, int status, const char *ctype)
+{
+    if (c->state != CONN_READING && c->state != CONN_HANDLING)
+        return;
+    respond(c, status, ctype, NULL, HTTP_LEN_UNKNOWN);
+}
+
 void http_respond_shared(struct http_conn *c, int status, const char *ctype, struct http_shared *b)
 {
     if (c->state != CONN_READING && c->state != CONN_HANDLING)
@@ -351,8 +433,6 @@ static void sink_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b)
     struct http_conn *c = hd->data;
     *b = uv_buf_init(c->sink, sizeof(c->sink));
 }
-
-static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
 
 void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg)
 {
@@ -373,9 +453,14 @@ static void conn_request(struct http_conn *c, size_t n)
 {
     struct server *srv = c->h->srv;
     const char *method = "", *path = "", *query = "";
-    int rc = http_parse(c->buf, n, &method, &path, &query);
+    int keep = 0;
+    int rc = http_parse(c->buf, n, &method, &path, &query, &keep);
     c->state = CONN_HANDLING;
     c->head = strcmp(method, "HEAD") == 0;
+    /* Kept only for a request served and nothing read past it: pipelined
+     * requests are not answered in turn, the client is told to send them
+     * again on a new connection (Connection: close; RFC 9112 9.3.2). */
+    c->keep = rc == 0 && keep && c->len == n;
     if (rc == 400) {
         srv->http.bad++;
         respond_text(c, 400, "bad request\n");
@@ -417,18 +502,20 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         conn_close(c);
         return;
     }
-    if (c->state != CONN_READING)
+    if (c->state != CONN_READING) {
+        c->keep = 0; /* bytes past a held request (read into the sink): dropped, so no reuse */
         return;
-    size_t from = c->len ? c->len - 1 : 0; /* a CR last time: is an LF next? */
+    }
+    size_t prev = c->len, end = 0;
     c->len += (size_t)nread;
-    size_t end = http_head_end(c->buf, c->len);
-    if (!end && bare_cr_or_nul(c->buf, from, c->len)) {
+    enum http_scan sc = http_scan(c->buf, prev, c->len, sizeof(c->buf), &end);
+    if (sc == HTTP_SCAN_BAD) {
         /* No line can end: answered now, not held to the idle timeout. */
         uv_read_stop(st);
         c->state = CONN_HANDLING;
         c->h->srv->http.bad++;
         respond_text(c, 400, "bad request\n");
-    } else if (end) {
+    } else if (sc == HTTP_SCAN_HEAD) {
         uv_read_stop(st);
         uint64_t t0 = uv_hrtime();
         conn_request(c, end);
@@ -436,7 +523,7 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         struct server *srv = c->h->srv;
         if (held > srv->http.hold_max_ns)
             srv->http.hold_max_ns = held;
-    } else if (c->len == sizeof(c->buf)) {
+    } else if (sc == HTTP_SCAN_FULL) {
         uv_read_stop(st);
         c->state = CONN_HANDLING;
         c->h->srv->http.too_large++;
@@ -462,11 +549,22 @@ static void refuse(struct http *h, uv_stream_t *server)
     uv_close((uv_handle_t *)t, refused_closed);
 }
 
+/* Descriptors the listener leaves to the control socket, the sessions and
+ * their files: an HTTP connection that took one of the last HTTP_FD_RESERVE
+ * is closed (HTTP_CONNS_MAX held ones fit in the usual limit of 1024 with
+ * room to spare; a lower limit is the case this guards). */
+#define HTTP_FD_RESERVE 64
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct http *h = server->data;
-    if (status < 0)
+    if (status < 0) {
+        /* EMFILE or ENFILE: libuv has accepted and closed the connections
+         * waiting, with a descriptor it keeps for this (uv__emfile_trick,
+         * src/unix/stream.c); they are counted here, not lost unsaid. */
+        h->srv->http.refused_nofd++;
         return;
+    }
     if (h->srv->http.conns >= HTTP_CONNS_MAX) {
         refuse(h, server);
         return;
@@ -486,8 +584,16 @@ static void on_connection(uv_stream_t *server, int status)
         h->conns->prev = c;
     h->conns = c;
     h->srv->http.conns++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
-        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (endpoint_in_reserve((uv_handle_t *)&c->tcp, HTTP_FD_RESERVE)) {
+        h->srv->http.refused_nofd++;
+        conn_close(c);
+        return;
+    }
+    if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0)
         conn_close(c);
 }
 

@@ -40,6 +40,12 @@ void http_stop(struct http *h);
 /* The answer to c's request: status, content type and body (copied; body
  * left out for HEAD); the connection closes once it is written. */
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len);
+/* Is c's request a HEAD? */
+int http_is_head(const struct http_conn *c);
+/* The answer to a HEAD whose body's length is known only by making it (a
+ * profile): no Content-Length, which RFC 9110 9.3.2 lets a server omit. */
+#define HTTP_LEN_UNKNOWN ((size_t)-1)
+void http_respond_head(struct http_conn *c, int status, const char *ctype);
 
 /* A body several answers share (the metrics route's exposition): each
  * connection writing it holds a reference, so a client that does not read
@@ -64,9 +70,17 @@ void http_hold(struct http_conn *c, void (*gone)(void *arg), void *arg);
 
 /* Parse a request held in buf (n bytes, the blank line included): 0 with
  * method, path and query (NUL-terminated inside buf), or the status to
- * answer (400, 405, 431). Exposed for the unit test. */
-int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query);
+ * answer (400, 405, 431); *keep is 1 when the client lets the connection
+ * persist (RFC 9112 9.3). Exposed for the unit test. */
+int http_parse(char *buf, size_t n, const char **method, const char **path, const char **query,
+               int *keep);
 /* Where the request's head ends (just past its blank line) in buf[0..n), or 0. */
 size_t http_head_end(const char *buf, size_t n);
+/* What a connection's bytes buf[0..n) (a buffer of cap) hold after a read
+ * that added those past prev: a whole head (its end in *end), a NUL or a
+ * bare CR before one (no line can end: answered 400 at once), a full
+ * buffer without one (431), or not yet enough. Exposed for the unit test. */
+enum http_scan { HTTP_SCAN_MORE, HTTP_SCAN_HEAD, HTTP_SCAN_BAD, HTTP_SCAN_FULL };
+enum http_scan http_scan(const char *buf, size_t prev, size_t n, size_t cap, size_t *end);
 
 #endif

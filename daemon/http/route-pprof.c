@@ -16,6 +16,7 @@
 #include "pprof.h"
 #include "qjob.h"
 #include "query-job.h"
+#include "url.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -73,40 +74,6 @@ static void respond_sessions(struct http_conn *c, struct server *srv, int status
     ht_sbuf_free(&b);
 }
 
-static int hexval(char h)
-{
-    return h >= '0' && h <= '9'   ? h - '0'
-           : h >= 'a' && h <= 'f' ? h - 'a' + 10
-           : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                  : -1;
-}
-
-/* A URL parameter's name or value, %XX and '+' decoded (WHATWG URL's
- * application/x-www-form-urlencoded parser), into out: 0, or -1 when
- * malformed, too long or holding a NUL. */
-static int url_decode(const char *s, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int ch = (unsigned char)s[i];
-        if (ch == '+') {
-            ch = ' ';
-        } else if (ch == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                return -1;
-            ch = hi << 4 | lo;
-            i += 2;
-        }
-        if (o + 1 >= cap)
-            return -1;
-        out[o++] = (char)ch;
-    }
-    out[o] = '\0';
-    return 0;
-}
-
 /* One URL parameter into args (an export's arguments) or session: 0, or
  * 400 with why in err. gc (Go's: collect garbage first) means nothing
  * here and is ignored; debug other than 0 (Go's text forms) is refused. */
@@ -157,11 +124,28 @@ static int one_param(const char *name, const char *val, char *session, size_t sc
     return 503;
 }
 
+/* Was name, a parameter taken once, given before? (type is a list: it may
+ * repeat.) Two values of one (session=a&session=b) were taken as the last,
+ * the other dropped unsaid: which one a client meant is not known. */
+static int param_again(const char *name, unsigned *seen)
+{
+    static const char *const once[] = {"session", "range", "top", "gc", "debug"};
+    for (unsigned i = 0; i < sizeof(once) / sizeof(once[0]); i++) {
+        if (strcmp(name, once[i]) != 0)
+            continue;
+        if (*seen & 1u << i)
+            return 1;
+        *seen |= 1u << i;
+    }
+    return 0;
+}
+
 /* The URL's parameters (name=value&...) into session and args: 0, or the
  * status to answer with why in err. */
 static int url_params(const char *query, char *session, size_t scap, cJSON *args, char *err,
                       size_t errsz)
 {
+    unsigned seen = 0;
     for (const char *p = query; *p;) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
@@ -176,6 +160,10 @@ static int url_params(const char *query, char *session, size_t scap, cJSON *args
         p += len + (amp != NULL);
         if (nl == 0)
             continue; /* "&&" */
+        if (param_again(name, &seen)) {
+            snprintf(err, errsz, "%s= given twice (only type= may repeat)", name);
+            return 400;
+        }
         int rc = one_param(name, val, session, scap, args, err, errsz);
         if (rc)
             return rc;
@@ -262,6 +250,13 @@ static int profile_job(struct http_conn *c, struct server *srv, struct session *
     if (rc) {
         qjob_free(j);
         return rc == HT_ENOMEM ? 503 : 400;
+    }
+    if (http_is_head(c)) {
+        /* HEAD: the query checked as GET's is, but not run: the profile
+         * would be made only to be dropped (its length is left out). */
+        qjob_free(j);
+        http_respond_head(c, 200, "application/octet-stream");
+        return 0;
     }
     j->opened = job_opened;
     j->work = job_work;

@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -266,6 +267,18 @@ int endpoint_headroom(uv_pipe_t *pipe)
         return 0;
     }
     return errno == EMFILE ? UV_EMFILE : errno == ENFILE ? UV_ENFILE : 0;
+}
+
+/* Linux gives a new descriptor the lowest number free (fs/file.c
+ * alloc_fd), so every one below h's is taken. */
+int endpoint_in_reserve(uv_handle_t *h, unsigned reserve)
+{
+    uv_os_fd_t fd;
+    struct rlimit rl;
+    if (uv_fileno(h, &fd) != 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+        rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return (rlim_t)fd + reserve >= rl.rlim_cur;
 }
 
 int endpoint_try_write(uv_pipe_t *client, const char *buf, size_t n)

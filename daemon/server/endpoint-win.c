@@ -533,6 +533,13 @@ int endpoint_headroom(uv_pipe_t *client)
     return 0;
 }
 
+int endpoint_in_reserve(uv_handle_t *h, unsigned reserve)
+{
+    (void)h;
+    (void)reserve;
+    return 0;
+}
+
 /* The client's handle is overlapped and on libuv's completion port: an event
  * whose low-order bit is set keeps this write's completion off the port
  * ("A valid event handle whose low-order bit is set keeps I/O completion

@@ -67,6 +67,10 @@ int endpoint_peer_pid(uv_pipe_t *client, uint64_t *pid);
  * the newest client (which took the last descriptor) is then refused, so the
  * next accept has one. Windows has no descriptor limit here: always 0. */
 int endpoint_headroom(uv_pipe_t *client);
+/* 1 if h, just opened, took one of the process's last reserve descriptors
+ * (the HTTP listener then closes it, leaving them to the control socket).
+ * Windows has no descriptor limit here: always 0. */
+int endpoint_in_reserve(uv_handle_t *h, unsigned reserve);
 /* Writes a short line into a client's fresh connection without waiting and
  * without a request (refusals: the client is closed right after): the
  * bytes written, or a UV_E* code. Unix: uv_try_write. Windows: libuv 1.44's

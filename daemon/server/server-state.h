@@ -57,6 +57,8 @@ struct server {
     struct {
         uint64_t requests, refused_full, bad, too_large, idle_closed, not_found, bad_method,
             unavailable;
+        uint64_t refused_nofd;   /* connections closed for want of descriptors (http.c) */
+        uint64_t kept_alive;     /* connections kept for another request after an answer */
         uint64_t metrics_reused; /* scrapes answered with the last exposition (routes.c) */
         uint64_t profiles;       /* pprof profiles answered (route-pprof.c) */
         uint64_t profiles_cut;   /* of them, the top of more stacks than they kept */

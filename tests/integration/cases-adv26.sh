@@ -37,11 +37,16 @@ for lit in sys.argv[2:]:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
     s.sendall(ast.literal_eval(lit))
     out = b""
+    # To the close, or to the end of one answer (a 200 keeps the connection).
     while True:
         b = s.recv(65536)
         if not b:
             break
         out += b
+        head, sep, body = out.partition(b"\r\n\r\n")
+        cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+        if sep and cl and len(body) >= int(cl[0].split(b":")[1]):
+            break
     print(out.split(b"\r\n", 1)[0].decode())
 PY
 }
