@@ -618,7 +618,7 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
     if (rc == EXIT_OK && ng > ns)
         fprintf(stderr,
                 "heaptracectl: the profile holds the %.0f largest of the %.0f stacks the query "
-                "found (--top, at most 10000)\n",
+                "found (--top N; --top 0 for all of them)\n",
                 ns, ng);
     return rc;
 }

@@ -193,17 +193,23 @@ static void pprof_work(struct qjob *j)
     pprof_make_free(&x->m);
     if (rc == 0 && !x->data)
         rc = UV_ENOMEM;
-    j->rc = rc ? UV_ENOMEM : 0;
+    j->rc = rc == HT_EFULL ? HT_EFULL : rc ? UV_ENOMEM : 0;
 }
 #endif
 
 static void export_job_done(struct qjob *j)
 {
+    const struct export_job *x = j->arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (j->rc == HT_EFULL && x->m.err[0]) {
+        qjob_answer_error(j, HT_EFULL, x->m.err); /* the profile's budget */
+        return;
+    }
+#endif
     if (j->rc || !j->c) {
         qjob_answer_failed(j);
         return;
     }
-    const struct export_job *x = j->arg;
 #ifdef HEAPTRACE_WITH_PPROF
     if (x->f->binary) {
         struct export_job *bx = j->arg;
@@ -233,10 +239,40 @@ static void export_job_done(struct qjob *j)
     rows_job_answer(j, 0, d, arr, outer, export_bound_item, b, b->w->begin_item);
 }
 
+/* --top of an export: 1 to HT_QUERY_TOP_MAX rows, but a binary profile
+ * (pprof) may hold any number of stacks, 0 for all of them (its memory is
+ * capped by pprof_max_bytes instead). 0 with *top (0: not given, or every
+ * stack: UINT32_MAX), or HT_EBADARG with err. */
+static int export_top(const cJSON *args, const struct export_format *f, uint32_t *top, char *err,
+                      size_t errsz)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "top");
+    *top = 0;
+    if (!v)
+        return 0;
+    if (f->binary) {
+        *top = v->valuedouble < 1 ? UINT32_MAX : (uint32_t)v->valuedouble;
+        return 0;
+    }
+    if (v->valuedouble < 1 || v->valuedouble > HT_QUERY_TOP_MAX) {
+        snprintf(err, errsz,
+                 "--top must be between 1 and %d (any number, or 0 for every stack, "
+                 "with --format pprof)",
+                 HT_QUERY_TOP_MAX);
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
 /* The query runs on a worker (query-job.h); the rows are formatted as they are sent. */
 static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const char *what,
                        const struct export_value *value)
 {
+    char err[256];
+    uint32_t top;
+    int rc = export_top(ctx->req->args, f, &top, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
     struct qjob *j = qjob_new(ctx->s, "export");
     struct export_job *x = j ? ht_calloc(1, sizeof(*x)) : NULL;
     if (!x) {
@@ -251,13 +287,16 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
     j->arg = x;
     j->release = export_job_release;
     cJSON *qargs_obj = export_query_args(ctx->req->args, value);
-    char err[256];
-    int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
-                            err, sizeof(err));
+    if (top) /* a profile's --top: past what the query's parser takes */
+        cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "top");
+    rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err,
+                        sizeof(err));
     if (rc != 0) {
         qjob_free(j);
         return cmd_error(ctx, rc, "%s", err);
     }
+    if (top)
+        j->qa[0]->q.top = top;
     j->done = export_job_done;
 #ifdef HEAPTRACE_WITH_PPROF
     if (f->binary) {
@@ -323,7 +362,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         int rc = export_pprof_json(rows, &m.p);
         if (rc == 0)
             rc = pprof_make_encode(&m, (uint64_t)export_field(win, "t1"),
-                                   (uint64_t)export_field(win, "t2"));
+                                   (uint64_t)export_field(win, "t2"), NULL);
         *out = rc == 0 ? pprof_data(f, &m, cJSON_GetArraySize(rows),
                                     (double)export_field(part, "groups"))
                        : NULL;
