@@ -219,7 +219,8 @@ static void export_job_done(struct qjob *j)
 {
     const struct export_job *x = j->arg;
 #ifdef HEAPTRACE_WITH_PPROF
-    if (j->rc == HT_EFULL && x->m.err[0]) {
+    if (j->rc == HT_EFULL && x->m.err[0] && j->c) {
+        ((struct client *)j->c)->srv->pprof_refused++; /* version: memory.pprof_refused */
         qjob_answer_error(j, HT_EFULL, x->m.err); /* the profile's budget */
         return;
     }

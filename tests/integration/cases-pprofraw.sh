@@ -76,6 +76,7 @@ case_pprofraw_budget() {
     eq $? 1 "exit code of a profile over its budget"
     grep -q "EFULL.*passed pprof_max_bytes (2097152 bytes" "$T/o" || fail "the cap not named: $(cat "$T/o")"
     ls "$T" | grep -q 'big\.pb\.gz' && fail "a refused profile left a file: $(ls "$T")"
+    eq "$(ctl --json version | jget memory.pprof_refused)" 1 "the refusal counted"
     ctl export many --format pprof --top 100 -o "$T/small.pb.gz" >"$T/o" 2>&1 ||
         fail "a profile within the budget: $(cat "$T/o")"
     eq "$(pprof_totals "$T/small.pb.gz" | cut -d' ' -f5)" 100 "samples of --top 100"
