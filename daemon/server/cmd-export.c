@@ -263,12 +263,14 @@ static void export_job_done(struct qjob *j)
     rows_job_answer(j, 0, d, arr, outer, export_bound_item, b, b->w->begin_item);
 }
 
+#ifdef HEAPTRACE_WITH_PPROF
 /* The client asked for a binary export's bytes as raw chunks. */
 static int transfer_chunks(const cJSON *args)
 {
     const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "transfer"));
     return t && !strcmp(t, "chunks");
 }
+#endif
 
 /* --top of an export: 1 to HT_QUERY_TOP_MAX rows, but a binary profile
  * (pprof) may hold any number of stacks, 0 for all of them (its memory is
