@@ -73,3 +73,22 @@ int64_t ht_chunk_read(struct ht_chunk_reader *r, const void *buf, size_t n, ht_c
     }
     return (int64_t)i;
 }
+
+/* Four bits at a time: entry i is i's remainder after four shifts of the
+ * reflected polynomial (a 16-entry table, computed from the polynomial). */
+static const uint32_t crc_nibble[16] = {
+    0x00000000, 0x1db71064, 0x3b6e20c8, 0x26d930ac, 0x76dc4190, 0x6b6b51f4, 0x4db26158, 0x5005713c,
+    0xedb88320, 0xf00f9344, 0xd6d6a3e8, 0xcb61b38c, 0x9b64c2b0, 0x86d3d2d4, 0xa00ae278, 0xbdbdf21c,
+};
+
+uint32_t ht_crc32(uint32_t crc, const void *buf, size_t n)
+{
+    const unsigned char *b = buf;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= b[i];
+        crc = crc_nibble[crc & 15] ^ (crc >> 4);
+        crc = crc_nibble[crc & 15] ^ (crc >> 4);
+    }
+    return ~crc;
+}

@@ -1,6 +1,7 @@
 /* The protocol's chunked byte stream: "<length>\n" then that many bytes, any
  * bytes (NUL and newlines included), and "0\n" at the end. load sends a
- * trace this way; a binary export's reply will come back the same way. */
+ * trace this way; a binary export's reply (pprof) comes back the same way,
+ * its trailer carrying the length and CRC-32 of the bytes. */
 #ifndef HT_CHUNK_H
 #define HT_CHUNK_H
 
@@ -20,6 +21,11 @@ size_t ht_chunk_header(char *hdr, size_t n);
  * digits only, no sign, space or leading zero, at most HT_CHUNK_MAX; a
  * trailing CR is allowed. 0, or HT_EBADARG. */
 int ht_chunk_length(const char *h, size_t n, uint64_t *len);
+
+/* CRC-32 of n bytes continued from crc (0 to start): the ISO-HDLC CRC that
+ * gzip (RFC 1952 section 8) and zlib's crc32() compute, reflected
+ * polynomial 0xEDB88320, "123456789" -> 0xCBF43926. */
+uint32_t ht_crc32(uint32_t crc, const void *buf, size_t n);
 
 /* An incremental reader of a chunked stream, fed as the bytes come. */
 struct ht_chunk_reader {

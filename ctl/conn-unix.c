@@ -137,6 +137,26 @@ char *conn_read_line(struct conn *c, size_t max)
     }
 }
 
+int conn_read_chunks(struct conn *c, struct ht_chunk_reader *r,
+                     void (*out)(void *arg, const void *buf, size_t n), void *arg)
+{
+    for (;;) {
+        int got = linebuf_chunks(&c->in, r, out, arg);
+        if (got != 0)
+            return got > 0 ? 0 : -1;
+        size_t room;
+        char *p = linebuf_room(&c->in, c->in.cap, &room); /* all read: room at the front */
+        if (!p)
+            return -1;
+        ssize_t k = recv(c->fd, p, room, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        linebuf_filled(&c->in, (size_t)k);
+    }
+}
+
 /* Interrupts end the connection, not the process (a recording keeps what it got). */
 static volatile sig_atomic_t conn_was_interrupted;
 static int conn_interrupt_fd = -1;

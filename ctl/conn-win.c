@@ -354,6 +354,26 @@ char *conn_read_line(struct conn *c, size_t max)
     }
 }
 
+int conn_read_chunks(struct conn *c, struct ht_chunk_reader *r,
+                     void (*out)(void *arg, const void *buf, size_t n), void *arg)
+{
+    for (;;) {
+        int got = linebuf_chunks(&c->in, r, out, arg);
+        if (got != 0)
+            return got > 0 ? 0 : -1;
+        size_t room;
+        char *p = linebuf_room(&c->in, c->in.cap, &room); /* all read: room at the front */
+        if (!p)
+            return -1;
+        if (conn_was_interrupted && conn_interrupt_c == c)
+            return -1;
+        long k = conn_io(c, 0, p, room > (1u << 20) ? (1u << 20) : (DWORD)room);
+        if (k <= 0)
+            return -1;
+        linebuf_filled(&c->in, (size_t)k);
+    }
+}
+
 /* Interrupts end the connection, not the process (a recording keeps what it
  * got). The handler runs on a thread the system creates for it
  * (https://learn.microsoft.com/windows/console/handlerroutine); CancelIoEx

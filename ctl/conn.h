@@ -23,6 +23,12 @@ int conn_send(struct conn *c, const void *buf, size_t n);
 void conn_shutdown_write(struct conn *c);
 /* Next line without its newline (malloc'd), NULL at end of stream or past max bytes. */
 char *conn_read_line(struct conn *c, size_t max);
+struct ht_chunk_reader;
+/* A chunked byte stream (ht-chunk.h) read to its end chunk, each chunk's
+ * bytes to out as they come; the lines after it stay for conn_read_line.
+ * 0, or -1 at end of stream or on a bad chunk header. */
+int conn_read_chunks(struct conn *c, struct ht_chunk_reader *r,
+                     void (*out)(void *arg, const void *buf, size_t n), void *arg);
 
 /* From now on an interrupt (Ctrl-C, SIGTERM) ends c instead of the process:
  * a blocked or later conn_read_line returns NULL and conn_interrupted() is 1.

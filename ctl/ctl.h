@@ -54,6 +54,12 @@ int ctl_etl_is(FILE *in);
 int ctl_etl_load(struct ctl *c, FILE *in, const char *path);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);
+struct out_file;
+/* A binary export's bytes as raw chunks after its header frame head,
+ * written to o (*n: the bytes written) and checked against the trailer's
+ * length and CRC-32 (export-chunks.c). An exit code, errors printed. */
+int ctl_export_chunks(struct ctl *c, int64_t id, struct out_file *o, const struct cJSON *head,
+                      uint64_t *n);
 int ctl_top(struct ctl *c);
 /* run: the session, then (where the reply says how: the agent source) the
  * program exec'd in this process with the agent preloaded (run-unix.c). */

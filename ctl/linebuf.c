@@ -1,6 +1,8 @@
 /* The ctl's reply buffer (linebuf.h). */
 #include "linebuf.h"
 
+#include "ht-chunk.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,4 +60,14 @@ char *linebuf_room(struct linebuf *b, size_t max, size_t *room)
 void linebuf_filled(struct linebuf *b, size_t n)
 {
     b->len += n;
+}
+
+int linebuf_chunks(struct linebuf *b, struct ht_chunk_reader *r,
+                   void (*out)(void *arg, const void *buf, size_t n), void *arg)
+{
+    int64_t k = ht_chunk_read(r, b->buf + b->off, b->len - b->off, out, arg);
+    if (k < 0)
+        return -1;
+    b->off += (size_t)k;
+    return r->done ? 1 : 0;
 }

@@ -22,5 +22,12 @@ int linebuf_line(struct linebuf *b, char **line);
 char *linebuf_room(struct linebuf *b, size_t max, size_t *room);
 /* n bytes were read into the room. */
 void linebuf_filled(struct linebuf *b, size_t n);
+struct ht_chunk_reader;
+/* The buffered bytes fed to a chunked stream's reader (ht-chunk.h; each
+ * chunk's bytes go to out), those after its end chunk left buffered (the
+ * lines that follow). 1 once the end chunk was read, 0 when it needs more,
+ * -1 on a bad chunk header. */
+int linebuf_chunks(struct linebuf *b, struct ht_chunk_reader *r,
+                   void (*out)(void *arg, const void *buf, size_t n), void *arg);
 
 #endif

@@ -603,9 +603,16 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
                 (unsigned long long)*n, want);
         rc = EXIT_CMD;
     }
+    return rc;
+}
+
+/* What a binary export's header says of the profile: addresses in no
+ * mapping, stacks left out by --top. */
+static void binary_notes(const cJSON *d)
+{
     double unmapped =
         cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "unmapped_locations"));
-    if (rc == EXIT_OK && unmapped > 0)
+    if (unmapped > 0)
         fprintf(stderr,
                 "heaptracectl: %.0f location%s of the profile %s an address in no mapping (no "
                 "module events, and the process is gone or its modules unreadable): they keep "
@@ -615,12 +622,11 @@ static int export_binary(struct ctl *c, int64_t id, struct out_file *o, cJSON *d
      * found says so. */
     double ns = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "samples"));
     double ng = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "groups"));
-    if (rc == EXIT_OK && ng > ns)
+    if (ng > ns)
         fprintf(stderr,
                 "heaptracectl: the profile holds the %.0f largest of the %.0f stacks the query "
-                "found (--top, at most 10000)\n",
+                "found (--top N; --top 0 for all of them)\n",
                 ns, ng);
-    return rc;
 }
 
 /* An export with nothing in it is a failure, said with why: the file is not
@@ -658,6 +664,15 @@ int ctl_export(struct ctl *c)
     int64_t id;
     if (binary_refused(c))
         return EXIT_USAGE;
+    /* pprof's bytes as raw chunks unless --transfer says base64 (what a
+     * daemon answers a request that does not say: docs/protocol.md). */
+    const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->args, "format"));
+    const char *transfer =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->args, "transfer"));
+    if (transfer && !strcmp(transfer, "base64")) /* not said: what daemons before chunks take */
+        cJSON_DeleteItemFromObjectCaseSensitive(c->args, "transfer");
+    else if (format && !strcmp(format, "pprof") && !transfer)
+        cJSON_AddStringToObject(c->args, "transfer", "chunks");
     int rc = ctl_send(c, "export", c->args, &id);
     c->args = NULL;
     cJSON *d = NULL;
@@ -672,10 +687,13 @@ int ctl_export(struct ctl *c)
         return EXIT_CMD;
     }
     uint64_t n = 0;
-    const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "format"));
+    format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "format"));
     int csv = format && !strcmp(format, "csv");
     int binary = cJSON_GetObjectItemCaseSensitive(d, "bytes") != NULL;
-    if (binary)
+    transfer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "transfer"));
+    if (binary && transfer && !strcmp(transfer, "chunks"))
+        rc = ctl_export_chunks(c, id, &out, d, &n);
+    else if (binary)
         rc = export_binary(c, id, &out, d, more, &n);
     else if (cJSON_GetObjectItemCaseSensitive(d, "lines"))
         rc = export_lines(c, id, &out, d, more, &n);
@@ -684,6 +702,8 @@ int ctl_export(struct ctl *c)
     /* A CSV export's first line is its header. */
     if (rc == EXIT_OK && !binary && n <= (uint64_t)csv)
         rc = export_empty(d);
+    if (rc == EXIT_OK && binary)
+        binary_notes(d);
     cJSON_Delete(d);
     if (rc != EXIT_OK) {
         out_abort(&out);

@@ -67,6 +67,7 @@ struct ht_config {
     /* The HTTP listener's address (daemon/http; "HOST:PORT", "[V6]:PORT"), "" for none: off. */
     char metrics_listen[128];
     uint32_t metrics_top_sites; /* sites per session in the metrics (metrics.c) */
+    uint64_t pprof_max_bytes;   /* a pprof profile's memory while made (pprof-make.h) */
     struct engine_limits limits;
     /* Default cull list: pattern texts owned here, and each parsed once. */
     char **cull;

@@ -171,7 +171,7 @@ int engine_query_view(struct engine_view *v, const struct query *qin, struct que
     if (qc.t2 > now)
         qc.t2 = now;
     memset(res, 0, sizeof(*res));
-    uint32_t top = q->top && q->top < HT_QUERY_TOP_MAX ? q->top : HT_QUERY_TOP_MAX;
+    uint32_t top = !q->top || (q->list && q->top > HT_QUERY_TOP_MAX) ? HT_QUERY_TOP_MAX : q->top;
     struct qctx c;
     if (ctx_open(&c, v, q, now, top) != 0)
         goto oom;

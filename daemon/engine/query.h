@@ -44,7 +44,9 @@ struct query {
     int list;                    /* one row per block (commits --list) instead of groups */
     uint64_t t1, t2;             /* window, ns since session start, inclusive */
     unsigned types;              /* bit (1 << ht_itype) per type kept */
-    uint32_t top;                /* 0 = HT_QUERY_TOP_MAX */
+    /* 0 = HT_QUERY_TOP_MAX; more only for a profile of every group (export
+     * --format pprof, whose memory its caller caps), never in list mode. */
+    uint32_t top;
     uint64_t size_min, size_max; /* [min, max); max UINT64_MAX = open */
     uint64_t life_min, life_max; /* [min, max); a live block's lifetime is infinite */
     const struct frame_pat *require;

@@ -192,7 +192,10 @@ static void job_done(struct qjob *j)
     j->c = NULL; /* answered: qjob_free has nothing to detach */
     if (j->rc) {
         x->srv->http.unavailable++;
-        const char *why = qjob_failure_text(j->rc);
+        /* Past pprof_max_bytes: why, and what to ask for instead (counted). */
+        int over = j->rc == HT_EFULL && x->m.err[0];
+        x->srv->pprof_refused += over;
+        const char *why = over ? x->m.err : qjob_failure_text(j->rc);
         http_respond(c, 503, TEXT, why, strlen(why));
         return;
     }

@@ -109,6 +109,7 @@ void client_pump(struct client *c)
            (c->oq_head->line || (!framed && c->out_pending < CLIENT_OUT_LOW))) {
         struct out_item *it = c->oq_head;
         char *line = it->line;
+        size_t len = it->len;
         int last = 1;
         if (!line)
             framed = 1;
@@ -116,7 +117,7 @@ void client_pump(struct client *c)
             c->oq_bytes -= it->len;
             out_queued_add(c->srv, -(int64_t)(it->len));
         } else {
-            line = reply_src_next(it->src, &last);
+            line = reply_src_next(it->src, &len, &last);
         }
         if (last) {
             c->oq_head = it->next;
@@ -141,7 +142,7 @@ void client_pump(struct client *c)
             c->srv->close_client(c);
             return;
         }
-        write_line(c, line, strlen(line));
+        write_line(c, line, len); /* a frame of bytes (reply_bytes_src) is no C string */
     }
 }
 
@@ -260,7 +261,8 @@ int client_send(struct client *c, char *line)
 static int queue_first_frame(struct client *c, struct out_item *it)
 {
     int last = 1;
-    char *line = reply_src_next(it->src, &last);
+    size_t len = 0;
+    char *line = reply_src_next(it->src, &len, &last);
     struct out_item *li = !line ? NULL : last ? it : ht_calloc(1, sizeof(*li));
     if (!li) {
         log_warn("client %llu: out of memory making a reply frame: disconnected",
@@ -280,7 +282,7 @@ static int queue_first_frame(struct client *c, struct out_item *it)
         it->src = NULL;
     }
     li->line = line;
-    li->len = strlen(line);
+    li->len = len;
     c->oq_bytes += li->len;
     out_queued_add(c->srv, (int64_t)li->len);
     out_queue_push(c, li);

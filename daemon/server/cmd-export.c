@@ -4,6 +4,7 @@
 #include "engine-view.h"
 #include "export.h"
 #include "ht-alloc.h"
+#include "ht-chunk.h"
 #include "ht-error.h"
 #include "query-args.h"
 #include "query-job.h"
@@ -27,6 +28,11 @@ struct export_job {
      * the reply data the loop sends. */
     struct pprof_make m;
     cJSON *data;
+    /* The client asked for the bytes as raw chunks (transfer: chunks):
+     * data is then the header, m.bytes kept for reply_bytes_src, crc their
+     * CRC-32 (computed on the worker). */
+    int chunks;
+    uint32_t crc;
 #endif
 };
 
@@ -89,15 +95,24 @@ static char *base64(const uint8_t *b, size_t n)
 
 /* A binary export's reply: {"format","bytes","samples","groups","data":
  * [base64 pieces]}, the pieces sent a frame at a time; groups: what the
- * query found before --top kept samples of them. NULL when out of memory. */
+ * query found before --top kept samples of them. With chunks, no "data"
+ * but "transfer":"chunks": the header of reply_bytes_src, the bytes coming
+ * after it raw. NULL when out of memory. */
 static cJSON *binary_data(const struct export_format *f, const uint8_t *b, size_t n, double samples,
-                          double groups)
+                          double groups, int chunks)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "format", f->name);
     cJSON_AddNumberToObject(d, "bytes", (double)n);
     cJSON_AddNumberToObject(d, "samples", samples);
     cJSON_AddNumberToObject(d, "groups", groups);
+    if (chunks) {
+        if (!cJSON_AddStringToObject(d, "transfer", "chunks")) {
+            cJSON_Delete(d);
+            return NULL;
+        }
+        return d;
+    }
     cJSON *arr = cJSON_AddArrayToObject(d, "data");
     for (size_t i = 0; arr && i < n; i += BINARY_PIECE) {
         char *piece = base64(b + i, n - i < BINARY_PIECE ? n - i : BINARY_PIECE);
@@ -124,9 +139,9 @@ static void pprof_opened(struct qjob *j)
 
 /* The encoded profile m as reply data; NULL when out of memory. */
 static cJSON *pprof_data(const struct export_format *f, const struct pprof_make *m, double samples,
-                         double groups)
+                         double groups, int chunks)
 {
-    cJSON *d = binary_data(f, m->bytes, m->n, samples, groups);
+    cJSON *d = binary_data(f, m->bytes, m->n, samples, groups, chunks);
     if (d) /* the process gone, no module events: the ctl says so */
         cJSON_AddNumberToObject(d, "unmapped_locations", (double)m->unmapped);
     return d;
@@ -189,26 +204,41 @@ static void pprof_work(struct qjob *j)
     struct export_job *x = j->arg;
     int rc = pprof_make_work(&x->m, j);
     if (rc == 0)
-        x->data = pprof_data(x->f, &x->m, j->res[0].nrows, (double)j->res[0].ngroups);
-    pprof_make_free(&x->m);
+        x->data = pprof_data(x->f, &x->m, j->res[0].nrows, (double)j->res[0].ngroups, x->chunks);
+    if (rc == 0 && x->chunks)
+        x->crc = ht_crc32(0, x->m.bytes, x->m.n); /* the bytes stay for the reply */
+    else
+        pprof_make_free(&x->m);
     if (rc == 0 && !x->data)
         rc = UV_ENOMEM;
-    j->rc = rc ? UV_ENOMEM : 0;
+    j->rc = rc == HT_EFULL ? HT_EFULL : rc ? UV_ENOMEM : 0;
 }
 #endif
 
 static void export_job_done(struct qjob *j)
 {
+    const struct export_job *x = j->arg;
+#ifdef HEAPTRACE_WITH_PPROF
+    if (j->rc == HT_EFULL && x->m.err[0] && j->c) {
+        ((struct client *)j->c)->srv->pprof_refused++; /* version: memory.pprof_refused */
+        qjob_answer_error(j, HT_EFULL, x->m.err); /* the profile's budget */
+        return;
+    }
+#endif
     if (j->rc || !j->c) {
         qjob_answer_failed(j);
         return;
     }
-    const struct export_job *x = j->arg;
 #ifdef HEAPTRACE_WITH_PPROF
     if (x->f->binary) {
         struct export_job *bx = j->arg;
-        struct reply_src *r = bx->data ? reply_json_src(j->req_id, bx->data) : NULL;
-        bx->data = NULL; /* taken over */
+        struct reply_src *r =
+            !bx->data    ? NULL
+            : bx->chunks ? reply_bytes_src(j->req_id, bx->data, bx->m.bytes, bx->m.n, bx->crc)
+                         : reply_json_src(j->req_id, bx->data);
+        bx->data = NULL; /* taken over, and the bytes with chunks */
+        if (bx->chunks)
+            bx->m.bytes = NULL;
         if (!r)
             qjob_answer_error(j, HT_ENOMEM, "out of memory making the pprof profile");
         else
@@ -233,10 +263,49 @@ static void export_job_done(struct qjob *j)
     rows_job_answer(j, 0, d, arr, outer, export_bound_item, b, b->w->begin_item);
 }
 
+#ifdef HEAPTRACE_WITH_PPROF
+/* The client asked for a binary export's bytes as raw chunks. */
+static int transfer_chunks(const cJSON *args)
+{
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "transfer"));
+    return t && !strcmp(t, "chunks");
+}
+#endif
+
+/* --top of an export: 1 to HT_QUERY_TOP_MAX rows, but a binary profile
+ * (pprof) may hold any number of stacks, 0 for all of them (its memory is
+ * capped by pprof_max_bytes instead). 0 with *top (0: not given, or every
+ * stack: UINT32_MAX), or HT_EBADARG with err. */
+static int export_top(const cJSON *args, const struct export_format *f, uint32_t *top, char *err,
+                      size_t errsz)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "top");
+    *top = 0;
+    if (!v)
+        return 0;
+    if (f->binary) {
+        *top = v->valuedouble < 1 ? UINT32_MAX : (uint32_t)v->valuedouble;
+        return 0;
+    }
+    if (v->valuedouble < 1 || v->valuedouble > HT_QUERY_TOP_MAX) {
+        snprintf(err, errsz,
+                 "--top must be between 1 and %d (any number, or 0 for every stack, "
+                 "with --format pprof)",
+                 HT_QUERY_TOP_MAX);
+        return HT_EBADARG;
+    }
+    return 0;
+}
+
 /* The query runs on a worker (query-job.h); the rows are formatted as they are sent. */
 static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const char *what,
                        const struct export_value *value)
 {
+    char err[256];
+    uint32_t top;
+    int rc = export_top(ctx->req->args, f, &top, err, sizeof(err));
+    if (rc != 0)
+        return cmd_error(ctx, rc, "%s", err);
     struct qjob *j = qjob_new(ctx->s, "export");
     struct export_job *x = j ? ht_calloc(1, sizeof(*x)) : NULL;
     if (!x) {
@@ -247,17 +316,21 @@ static int export_rows(struct cmd_ctx *ctx, const struct export_format *f, const
     x->value = value;
 #ifdef HEAPTRACE_WITH_PPROF
     x->m.default_type = PPROF_INUSE_SPACE; /* as Go's heap profile */
+    x->chunks = transfer_chunks(ctx->req->args);
 #endif
     j->arg = x;
     j->release = export_job_release;
     cJSON *qargs_obj = export_query_args(ctx->req->args, value);
-    char err[256];
-    int rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT,
-                            err, sizeof(err));
+    if (top) /* a profile's --top: past what the query's parser takes */
+        cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "top");
+    rc = qjob_add_query(j, qargs_obj, strcmp(what, "commits") ? HT_DOM_HEAP : HT_DOM_COMMIT, err,
+                        sizeof(err));
     if (rc != 0) {
         qjob_free(j);
         return cmd_error(ctx, rc, "%s", err);
     }
+    if (top)
+        j->qa[0]->q.top = top;
     j->done = export_job_done;
 #ifdef HEAPTRACE_WITH_PPROF
     if (f->binary) {
@@ -274,6 +347,7 @@ cJSON *export_query_args(const cJSON *args, const struct export_value *value)
     cJSON *qargs_obj = cJSON_Duplicate(args, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "format");
     cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "what");
+    cJSON_DeleteItemFromObjectCaseSensitive(qargs_obj, "transfer");
     if (qargs_obj && !cJSON_GetObjectItemCaseSensitive(qargs_obj, "top"))
         cJSON_AddNumberToObject(qargs_obj, "top", HT_QUERY_TOP_MAX);
     /* --type without --sort: sorted by the types' size where a sort key is
@@ -291,10 +365,45 @@ cJSON *export_query_args(const cJSON *args, const struct export_value *value)
     return qargs_obj;
 }
 
-/* A snapshot's export (snapshots are small: built whole): 0 with the data,
- * or an error with its message in err. */
-static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, char *err,
-                           size_t errsz)
+static int snapshot_oom(char *err, size_t errsz)
+{
+    snprintf(err, errsz, "out of memory rendering the snapshot");
+    return HT_ENOMEM;
+}
+
+#ifdef HEAPTRACE_WITH_PPROF
+/* A snapshot's rows as a pprof profile: the reply to request id (base64
+ * in JSON, or raw chunks), NULL when out of memory. */
+static struct reply_src *snapshot_pprof(struct session *s, const struct export_format *f,
+                                        const cJSON *part, const cJSON *args, int64_t id)
+{
+    /* A snapshot keeps names, not addresses: name-only locations. */
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(part, "rows");
+    const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
+    struct pprof_make m = {.wall_start = session_wall_start(s)};
+    int rc = export_pprof_json(rows, &m.p), chunks = transfer_chunks(args);
+    if (rc == 0)
+        rc = pprof_make_encode(&m, (uint64_t)export_field(win, "t1"),
+                               (uint64_t)export_field(win, "t2"), NULL);
+    cJSON *d = rc == 0 ? pprof_data(f, &m, cJSON_GetArraySize(rows),
+                                    (double)export_field(part, "groups"), chunks)
+                       : NULL;
+    struct reply_src *r = NULL;
+    if (d && chunks) {
+        r = reply_bytes_src(id, d, m.bytes, m.n, ht_crc32(0, m.bytes, m.n));
+        m.bytes = NULL; /* taken over */
+    } else if (d) {
+        r = reply_json_src(id, d);
+    }
+    pprof_make_free(&m);
+    return r;
+}
+#endif
+
+/* A snapshot's export (snapshots are small: built whole): 0 with the reply
+ * to request id, or an error with its message in err. */
+static int snapshot_export(struct session *s, const cJSON *args, int64_t id, struct reply_src **out,
+                           char *err, size_t errsz)
 {
     const struct export_format *f =
         export_format_find(cJSON_GetObjectItemCaseSensitive(args, "format")->valuestring);
@@ -316,19 +425,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         cJSON_GetObjectItemCaseSensitive(x->data, strcmp(what, "commits") ? "stacks" : "commits");
 #ifdef HEAPTRACE_WITH_PPROF
     if (f->binary) {
-        /* A snapshot keeps names, not addresses: name-only locations. */
-        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(part, "rows");
-        const cJSON *win = cJSON_GetObjectItemCaseSensitive(part, "window");
-        struct pprof_make m = {.wall_start = session_wall_start(s)};
-        int rc = export_pprof_json(rows, &m.p);
-        if (rc == 0)
-            rc = pprof_make_encode(&m, (uint64_t)export_field(win, "t1"),
-                                   (uint64_t)export_field(win, "t2"));
-        *out = rc == 0 ? pprof_data(f, &m, cJSON_GetArraySize(rows),
-                                    (double)export_field(part, "groups"))
-                       : NULL;
-        pprof_make_free(&m);
-        if (!*out) {
+        if (!(*out = snapshot_pprof(s, f, part, args, id))) {
             snprintf(err, errsz, "out of memory making the pprof profile");
             return HT_ENOMEM;
         }
@@ -339,8 +436,7 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "format", "json");
         cJSON_AddItemToObject(d, "result", cJSON_Duplicate(x->data, 1));
-        *out = d;
-        return 0;
+        return (*out = reply_json_src(id, d)) ? 0 : snapshot_oom(err, errsz);
     }
     int rc = export_value_of(args, &value, err, errsz);
     if (rc)
@@ -350,12 +446,9 @@ static int snapshot_export(struct session *s, const cJSON *args, cJSON **out, ch
     if (d)
         lines_head(d, result, f->has_value ? value : NULL);
     cJSON_Delete(result);
-    if (!d) {
-        snprintf(err, errsz, "out of memory rendering the snapshot");
-        return HT_ENOMEM;
-    }
-    *out = d;
-    return 0;
+    if (!d)
+        return snapshot_oom(err, errsz);
+    return (*out = reply_json_src(id, d)) ? 0 : snapshot_oom(err, errsz);
 }
 
 /* A snapshot still being taken: the export waits its turn behind it. */
@@ -366,13 +459,10 @@ static void snapshot_job_done(struct qjob *j)
         return;
     }
     char err[256];
-    cJSON *d;
-    int rc = snapshot_export(j->s, j->args, &d, err, sizeof(err));
-    struct reply_src *r = rc == 0 ? reply_json_src(j->req_id, d) : NULL;
+    struct reply_src *r;
+    int rc = snapshot_export(j->s, j->args, j->req_id, &r, err, sizeof(err));
     if (rc != 0)
         qjob_answer_error(j, rc, err);
-    else if (!r)
-        qjob_answer_error(j, HT_ENOMEM, "out of memory building the reply");
     else
         qjob_answer_src(j, r);
 }
@@ -391,6 +481,9 @@ int cmd_export(struct cmd_ctx *ctx)
                          !strcmp(format, "pprof") ? " (pprof is in Linux builds only)" : "");
     if (strcmp(what, "stacks") && strcmp(what, "commits") && strcmp(what, "timeline"))
         return cmd_error(ctx, HT_EBADARG, "--what must be stacks, commits or timeline");
+    const char *transfer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "transfer"));
+    if (transfer && strcmp(transfer, "chunks") && strcmp(transfer, "base64"))
+        return cmd_error(ctx, HT_EBADARG, "--transfer must be chunks or base64");
     if (f->binary && strcmp(what, "stacks"))
         return cmd_error(ctx, HT_EBADARG, "%s holds stacks: --what stacks (the default)", f->title);
     struct session *s = ctx->s;
@@ -414,9 +507,10 @@ int cmd_export(struct cmd_ctx *ctx)
         return qjob_submit_request(ctx, j);
     }
     char err[256];
-    cJSON *d;
-    int rc = snapshot_export(s, args, &d, err, sizeof(err));
+    struct reply_src *r;
+    int rc = snapshot_export(s, args, ctx->req->id, &r, err, sizeof(err));
     if (rc != 0)
         return cmd_error(ctx, rc, "%s", err);
-    return cmd_reply(ctx, d);
+    client_send_src(ctx->c, r);
+    return 0;
 }

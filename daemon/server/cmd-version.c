@@ -95,5 +95,7 @@ int cmd_version(struct cmd_ctx *ctx)
     cJSON_AddNumberToObject(m, "session_budget", (double)srv->cfg->session_memory_budget);
     cJSON_AddNumberToObject(m, "refusals",
                             (double)atomic_load(&((struct server *)srv)->mem.refusals));
+    cJSON_AddNumberToObject(m, "pprof_max_bytes", (double)srv->cfg->pprof_max_bytes);
+    cJSON_AddNumberToObject(m, "pprof_refused", (double)srv->pprof_refused);
     return cmd_reply(ctx, d);
 }

@@ -5,6 +5,7 @@
 #include "server-state.h"
 
 #include "ht-alloc.h"
+#include "ht-chunk.h"
 #include "ht-error.h"
 
 #include <cjson/cJSON.h>
@@ -84,9 +85,9 @@ static uint64_t thread_cpu_ns(void)
 #endif
 }
 
-char *reply_src_next(struct reply_src *r, int *last)
+/* The next frame of a reply of items. */
+static char *items_frame(struct reply_src *r, size_t *len, int *last)
 {
-    uint64_t t0 = uv_hrtime(), c0 = thread_cpu_ns();
     struct ht_sbuf items = {0};
     char err[256] = "";
     int rc = frame_items(r, &items, err, sizeof(err));
@@ -100,9 +101,17 @@ char *reply_src_next(struct reply_src *r, int *last)
         line = ht_framer_frame(&r->fr, items.p ? items.p : "", items.len, !*last);
     }
     ht_sbuf_free(&items);
+    *len = line ? strlen(line) : 0;
+    return line;
+}
+
+char *reply_src_next(struct reply_src *r, size_t *len, int *last)
+{
+    uint64_t t0 = uv_hrtime(), c0 = thread_cpu_ns();
+    char *line = r->frame ? r->frame(r, len, last) : items_frame(r, len, last);
     uint64_t dt = uv_hrtime() - t0, dc = thread_cpu_ns() - c0;
     r->frames++;
-    r->bytes += line ? strlen(line) : 0;
+    r->bytes += line ? *len : 0;
     if (dt > r->slowest_ns)
         r->slowest_ns = dt;
     if (dc > r->slowest_cpu_ns)
@@ -192,4 +201,90 @@ struct reply_src *reply_json_src(int64_t id, cJSON *data)
         return NULL;
     }
     return &j->base;
+}
+
+/* A reply of bytes: a header line, the bytes in chunks, the trailer line. */
+struct bytes_src {
+    struct reply_src base;
+    char *head, *trailer; /* lines, each sent once (NULL after) */
+    uint8_t *bytes;
+    size_t n, off;
+};
+
+/* One chunk of the bytes (at most HT_FRAME_TARGET: a frame of any other
+ * reply), or once they are all sent the end chunk and the trailer. A copy
+ * of 64 KiB per frame: the loop never holds for the whole profile. */
+static char *bytes_frame(struct reply_src *r, size_t *len, int *last)
+{
+    struct bytes_src *b = (struct bytes_src *)r;
+    char *out;
+    *last = 0;
+    if (b->head) {
+        out = b->head;
+        b->head = NULL;
+        *len = strlen(out);
+        return out;
+    }
+    if (b->off < b->n) {
+        size_t k = b->n - b->off < HT_FRAME_TARGET ? b->n - b->off : HT_FRAME_TARGET;
+        char hdr[HT_CHUNK_HDR_MAX];
+        size_t hl = ht_chunk_header(hdr, k);
+        out = ht_malloc(hl + k);
+        if (!out)
+            return NULL;
+        memcpy(out, hdr, hl);
+        memcpy(out + hl, b->bytes + b->off, k);
+        b->off += k;
+        *len = hl + k;
+        return out;
+    }
+    size_t tl = strlen(b->trailer);
+    out = ht_malloc(2 + tl + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, "0\n", 2);
+    memcpy(out + 2, b->trailer, tl + 1);
+    *len = 2 + tl;
+    *last = 1;
+    return out;
+}
+
+static void bytes_free(struct reply_src *r)
+{
+    struct bytes_src *b = (struct bytes_src *)r;
+    ht_free(b->head);
+    ht_free(b->trailer);
+    ht_free(b->bytes);
+    ht_free(b);
+}
+
+struct reply_src *reply_bytes_src(int64_t id, cJSON *head, uint8_t *bytes, size_t n, uint32_t crc)
+{
+    struct bytes_src *b = ht_calloc(1, sizeof(*b));
+    cJSON *t = cJSON_CreateObject();
+    if (t) {
+        cJSON_AddNumberToObject(t, "bytes", (double)n);
+        cJSON_AddNumberToObject(t, "crc32", (double)crc);
+    }
+    if (b) {
+        b->bytes = bytes;
+        b->n = n;
+        b->head = head ? ht_reply_ok(id, head, 1) : NULL;
+        b->trailer = t ? ht_reply_ok(id, t, 0) : NULL;
+    } else {
+        cJSON_Delete(head);
+        cJSON_Delete(t);
+    }
+    if (!b || !b->head || !b->trailer) {
+        if (b)
+            bytes_free(&b->base);
+        else
+            ht_free(bytes);
+        return NULL;
+    }
+    b->base.frame = bytes_frame;
+    b->base.free = bytes_free;
+    b->base.fr.id = id;
+    b->base.held = n; /* the profile, until its last chunk: counted as queued output */
+    return &b->base;
 }

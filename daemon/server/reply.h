@@ -24,6 +24,9 @@ struct reply_src {
      * items, or an error (the reply then ends with an error envelope, err). */
     int (*item)(struct reply_src *r, struct ht_sbuf *out, char *err, size_t errsz);
     void (*free)(struct reply_src *r); /* frees r itself */
+    /* A reply of bytes, not items (reply_bytes_src): its next frame, *len
+     * bytes (any bytes), *last set on the last; NULL when out of memory. */
+    char *(*frame)(struct reply_src *r, size_t *len, int *last);
     struct ht_sbuf ahead;              /* the next item, made early: it says if more come */
     int done;
     const char *lead; /* JSON text of an item sent before the others (a CSV header), or NULL */
@@ -46,9 +49,17 @@ int reply_src_ready(struct reply_src *r, int64_t id, struct cJSON *data, struct 
 /* Reply data (taken over) as a stream whose biggest array is cut into
  * frames, as cmd_reply sends it; NULL when out of memory. */
 struct reply_src *reply_json_src(int64_t id, struct cJSON *data);
-/* The next frame of r (*last = 1 when it is the last one, or an error
- * envelope ended it); NULL when out of memory. */
-char *reply_src_next(struct reply_src *r, int *last);
+/* Bytes (taken over, ht_malloc'd, n of them) as a reply: the header line
+ * {"v":1,"id":id,"ok":true,"more":true,"data":head} (head taken over), then
+ * the bytes as chunks (ht-chunk.h) of at most HT_FRAME_TARGET, a frame each,
+ * "0\n", and the trailer line {"v":1,"id":id,"ok":true,"data":{"bytes":n,
+ * "crc32":crc}} (crc: ht_crc32 of the bytes). NULL when out of memory (all
+ * freed). */
+struct reply_src *reply_bytes_src(int64_t id, struct cJSON *head, uint8_t *bytes, size_t n,
+                                  uint32_t crc);
+/* The next frame of r, *len bytes (*last = 1 when it is the last one, or an
+ * error envelope ended it); NULL when out of memory. */
+char *reply_src_next(struct reply_src *r, size_t *len, int *last);
 void reply_src_free(struct reply_src *r);
 /* The session a streamed reply reads from, or NULL with the message for a
  * session dropped while its reply was sent. */

@@ -53,6 +53,7 @@ struct server {
     uint64_t clients_dropped_output_total; /* dropped at cfg->output_cap_total */
     uint64_t top_frames_skipped; /* top refreshes not sent: the client had not read the last */
     uint64_t top_frames_failed;  /* top refreshes not sent: out of memory making them */
+    uint64_t pprof_refused;      /* pprof profiles refused past pprof_max_bytes (export and HTTP) */
     /* The HTTP listener's counters (daemon/http/http.c; all 0 while it is off). */
     struct {
         uint64_t requests, refused_full, bad, too_large, idle_closed, not_found, bad_method,

@@ -90,4 +90,19 @@ static void test_bad_headers(void)
     }
 }
 
-HT_TEST_MAIN(T(roundtrip_binary), T(bad_headers))
+/* The checksum of a binary reply's trailer: the published check value of
+ * CRC-32/ISO-HDLC ("123456789"), and a value continued across pieces equals
+ * the whole's (python3 -c 'import zlib; print(hex(zlib.crc32(bytes(range(256)) * 4)))'). */
+static void test_crc32(void)
+{
+    CHECK_EQ(ht_crc32(0, "123456789", 9), 0xcbf43926u);
+    CHECK_EQ(ht_crc32(0, "", 0), 0u);
+    unsigned char b[1024];
+    for (size_t i = 0; i < sizeof(b); i++)
+        b[i] = (unsigned char)i;
+    uint32_t whole = ht_crc32(0, b, sizeof(b));
+    CHECK_EQ(whole, 0xb70b4c26u);
+    CHECK_EQ(ht_crc32(ht_crc32(0, b, 100), b + 100, sizeof(b) - 100), whole);
+}
+
+HT_TEST_MAIN(T(roundtrip_binary), T(bad_headers), T(crc32))

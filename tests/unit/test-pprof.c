@@ -184,4 +184,36 @@ static void test_json_rows(void)
     cJSON_Delete(rows);
 }
 
-HT_TEST_MAIN(T(fields), T(empty), T(json_rows))
+/* A budget: samples are taken while they fit, the first that does not is
+ * refused with HT_EFULL (not HT_ENOMEM) and nothing past the cap is
+ * counted; the same profile under no cap is written, its bytes counted. */
+static void test_budget(void)
+{
+    struct pprof *p = pprof_new(), *free_p = pprof_new();
+    NEED(p && free_p);
+    pprof_budget(p, 64 * 1024);
+    char name[64];
+    int rc = 0;
+    unsigned taken = 0;
+    for (unsigned i = 0; i < 10000 && rc == 0; i++) {
+        snprintf(name, sizeof(name), "app!site%u", i);
+        struct pprof_frame f[2] = {{0x1000 + 16 * i, 1, name, NULL}, {0x10, 1, "app!main", NULL}};
+        int64_t v[PPROF_NVALUES] = {1, 16, 1, 16};
+        rc = pprof_sample(p, f, 2, v);
+        taken += rc == 0;
+        CHECK_EQ(pprof_sample(free_p, f, 2, v), 0);
+    }
+    CHECK_EQ(rc, HT_EFULL);
+    CHECK(taken > 10 && taken < 10000);
+    CHECK(pprof_used(p) <= 64 * 1024);
+    CHECK_EQ(pprof_charge(p, 64 * 1024), HT_EFULL);
+    uint8_t *gz = NULL;
+    size_t n = 0;
+    CHECK_EQ(pprof_write(free_p, 0, 0, &gz, &n), 0);
+    CHECK(pprof_used(free_p) > 64 * 1024 && n > 0);
+    ht_free(gz);
+    pprof_free(p);
+    pprof_free(free_p);
+}
+
+HT_TEST_MAIN(T(fields), T(empty), T(json_rows), T(budget))
