@@ -1,11 +1,12 @@
 /* A minimal, hardened HTTP/1.1 server for read-only GET and HEAD (RFC 9112
  * message syntax): a connection persists for the next request when the
  * client lets it (RFC 9112 9.3) and sent nothing past its request (no
- * pipelining: "Connection: close" then), else closes after the answer; a request bigger than
- * HTTP_REQ_MAX or with more than HTTP_HEADERS_MAX header lines is answered 431, one not whole
- * within HTTP_IDLE_MS of the connection is closed, connections past HTTP_CONNS_MAX are closed at
- * once. Each is counted (server-state.h http). Debian 12 packages no HTTP parser library for C (no
- * llhttp), hence this. */
+ * pipelining: "Connection: close" then), else closes after the answer; a
+ * request bigger than HTTP_REQ_MAX or with more than HTTP_HEADERS_MAX
+ * header lines is answered 431, one not whole within HTTP_IDLE_MS of the
+ * connection (or of the last answer) is closed, connections past
+ * HTTP_CONNS_MAX are closed at once. Each is counted (server-state.h http).
+ * Debian 12 packages no HTTP parser library for C (no llhttp), hence this. */
 #include "http.h"
 
 #include "endpoint.h"

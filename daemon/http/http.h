@@ -12,7 +12,8 @@
 
 /* Limits of one connection: a request line and its headers fit in
  * HTTP_REQ_MAX bytes and HTTP_HEADERS_MAX lines, and come whole within
- * HTTP_IDLE_MS of the connection (a byte a second does not keep it). */
+ * HTTP_IDLE_MS of the connection or of the last answer (a byte a second
+ * does not keep it). */
 #define HTTP_REQ_MAX 8192
 #define HTTP_HEADERS_MAX 64
 #define HTTP_IDLE_MS 10000
@@ -38,7 +39,8 @@ int http_start(struct server *srv, const char *addr, const struct http_route *ro
 /* Close the listener and every connection. */
 void http_stop(struct http *h);
 /* The answer to c's request: status, content type and body (copied; body
- * left out for HEAD); the connection closes once it is written. */
+ * left out for HEAD); once it is written the connection closes, or waits
+ * for the next request when the client keeps it (http.c). */
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len);
 /* Is c's request a HEAD? */
 int http_is_head(const struct http_conn *c);
