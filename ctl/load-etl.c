@@ -119,9 +119,11 @@ static void report_process(const char *path, uint32_t pid, const struct etl_even
     etl_events_stats(ev, &st);
     fprintf(stderr,
             "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
-            "references unresolved\n",
+            "references unresolved, %llu dropped (more than %u waiting for their "
+            "definitions: their events have no stack)\n",
             path, pid, st.name, (unsigned long long)st.corr.events_in,
-            (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
+            (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved,
+            (unsigned long long)(st.key_dropped + st.key_evicted), ETL_KEYS_WAITING);
 }
 
 static long long file_size(FILE *in)
