@@ -22,6 +22,7 @@ struct etl_buf {
     uint64_t off, seq;
     uint32_t size;
     uint16_t cpu;
+    uint8_t compressed; /* BufferFlag COMPRESSED, from the walk: one read per buffer after */
 };
 
 struct etl_cpu {
@@ -169,7 +170,7 @@ static int index_buffer(struct etl_reader *r, uint64_t off, uint64_t *next)
         etl_reader_error(r, ETL_ERR_TOO_MANY_BUFFERS, off);
         return 0;
     }
-    struct etl_buf b = {off, rd64(h + 0x18), size, (uint16_t)cpu};
+    struct etl_buf b = {off, rd64(h + 0x18), size, (uint16_t)cpu, !!(flags & BUF_FLAG_COMPRESSED)};
     return index_push(r, &b) < 0 ? -ENOMEM : 1;
 }
 
@@ -401,11 +402,8 @@ static int load_next(struct etl_reader *r, struct etl_cpu *c)
             r->counts.buffers_skipped++;
             continue;
         }
-        int compressed = 0, rc;
-        uint8_t h[BUF_HDR];
-        if (read_exact(r, b->off, h, BUF_HDR) == 0)
-            compressed = !!(rd16(h + 0x34) & BUF_FLAG_COMPRESSED);
-        if (compressed) {
+        int rc;
+        if (b->compressed) {
             rc = grow(r, &r->raw, &r->rawcap, b->size, b->off);
             if (rc == 0)
                 rc = read_exact(r, b->off, r->raw, b->size) < 0 ? -1 : load_compressed(r, c, b);
