@@ -74,7 +74,7 @@ int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd)
     p->slot = calloc(SLOTS, sizeof(*p->slot));
     if (!p->v || !p->slot)
         return UV_ENOMEM;
-    return etl_reader_run(rd, record, p);
+    return etl_reader_scan(rd, record, p); /* counts: the order does not matter */
 }
 
 void etl_procs_free(struct etl_procs *p)

@@ -493,6 +493,19 @@ static void heap_up(struct etl_reader *r, uint32_t i)
     }
 }
 
+int etl_reader_scan(struct etl_reader *r, etl_record_fn fn, void *arg)
+{
+    for (uint32_t i = 0; i < r->ncpus; i++) {
+        struct etl_cpu *c = &r->cpus[i];
+        int rc;
+        while ((rc = cursor_next(r, c, r->idx[c->first].cpu)) > 0)
+            fn(arg, &c->rec);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg)
 {
     r->nheap = 0;

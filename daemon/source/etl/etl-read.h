@@ -134,6 +134,9 @@ const struct etl_header *etl_reader_header(const struct etl_reader *r);
 /* Every record in global time order (per processor by SequenceNumber, merged by timestamp).
  * 0, or -ENOMEM. Bad buffers and records are counted and skipped. */
 int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg);
+/* Every record, one processor's stream after the other (each in its own order, no merge by
+ * time): for a pass that needs no order, such as listing processes. 0, or -ENOMEM. */
+int etl_reader_scan(struct etl_reader *r, etl_record_fn fn, void *arg);
 const struct etl_counts *etl_reader_counts(const struct etl_reader *r);
 /* Back to the start for another run (the counts as they were after open). */
 void etl_reader_rewind(struct etl_reader *r);
