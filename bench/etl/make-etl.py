@@ -7,8 +7,9 @@ StackWalkStackTraceData). Optionally XPRESS buffers ([MS-XCA] plain LZ77, litera
 the container's cost, not a compressor's ratio). With --keys, the stacks go by stack key
 (Windows 8 and later stack caching; PerfView's StackWalkRefTraceData and
 StackWalkDefTraceData): a user key reference (0x1826) after each allocation, the key's
-frames in a KeyDelete (0x1823) when it leaves a cache of CACHE keys (first in, first out),
-so after its references, and a KeyRundown (0x1824) at the end for the keys still cached.
+frames in a KeyDelete (0x1823) when it leaves a cache of CACHE keys (first in, first out;
+the key is then reused for the next stack cached), so after its references, and a
+KeyRundown (0x1824) at the end for the keys still cached.
 usage: make-etl.py OUT.etl PAIRS [--xpress] [--keys]"""
 import random
 import struct
@@ -93,10 +94,15 @@ class Keys:
             return self.cache[s]
         if len(self.cache) == CACHE:
             old = next(iter(self.cache))  # dicts keep their order: the first cached
-            self.define(cpu, 0x1823, ts, old, self.cache.pop(old))
-        self.next += 16
-        self.cache[s] = self.next
-        return self.next
+            key = self.cache.pop(old)
+            self.define(cpu, 0x1823, ts, old, key)
+        else:
+            self.next += 16
+            key = self.next
+        # A key names a slot of the cache: the one that left is given to the new stack
+        # (PerfView's trace defines its 1,077 keys 2,921 times).
+        self.cache[s] = key
+        return key
 
     def define(self, cpu, hook, ts, s, key):
         st = self.stacks[s]

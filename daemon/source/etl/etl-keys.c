@@ -37,6 +37,7 @@ struct etl_keys {
     struct key_ref *refs; /* lim.max_waiting slots */
     uint32_t *bucket;     /* slot + 1 of a chain's head */
     uint32_t nbuckets, nwaiting;
+    int creates; /* a KeyCreate was read: references look for a current definition */
     uint64_t next_id;
     struct etl_keys_stats st;
 };
@@ -194,6 +195,7 @@ void etl_keys_define(struct etl_keys *k, const struct etl_record *r)
     d->stack = stack;
     d->flags = flags;
     d->create = r->hook == HOOK_KEY_CREATE;
+    k->creates |= d->create;
 }
 
 static int list_make(struct etl_keys *k)
@@ -224,7 +226,7 @@ uint64_t etl_keys_ref(struct etl_keys *k, uint64_t key)
     r->gone = gone;
     r->id = id;
     r->key = key;
-    const struct key_def *d = def_find(k, key);
+    const struct key_def *d = k->creates ? def_find(k, key) : NULL;
     if (d && d->create) {
         resolve(r, d->stack, d->flags);
         return id;

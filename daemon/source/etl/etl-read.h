@@ -127,6 +127,12 @@ typedef void (*etl_record_fn)(void *arg, const struct etl_record *r);
 int etl_reader_new(struct etl_reader **out, etl_read_fn fn, void *arg, uint64_t size,
                    const struct etl_limits *lim);
 void etl_reader_free(struct etl_reader *r);
+/* The file mapped whole at base (the size given to etl_reader_new): uncompressed buffers are
+ * parsed in place instead of copied (compressed ones are still read to be inflated); done,
+ * if not NULL, is told (arg, offset, bytes) when the reader leaves a buffer it read in place,
+ * so that the owner can drop its pages. Before etl_reader_run. */
+typedef void (*etl_done_fn)(void *arg, uint64_t off, uint32_t n);
+void etl_reader_map(struct etl_reader *r, const uint8_t *base, etl_done_fn done, void *arg);
 /* Indexes the buffers and reads the log-file header. 0, or -1 when the file is not an .etl
  * that can be read (the counts say why: NO_HEADER, COMPRESSION_FORMAT, ...). */
 int etl_reader_open(struct etl_reader *r);
