@@ -11,14 +11,17 @@
 
 struct etl_proc {
     uint32_t pid;
+    uint32_t nth;    /* 1, or k for the k-th process with this pid in the trace */
     uint64_t events; /* heap and VirtualAlloc events owned by pid */
+    uint64_t from, to; /* its records' times: [from, to) (Windows reuses process ids) */
+    int ended;         /* its Process End came */
     char name[128];  /* ImageFileName of its first named Process event, "" if none */
 };
 
 struct etl_procs {
     struct etl_proc *v;
     uint32_t n;
-    uint32_t *slot;   /* open addressing, pid -> index + 1 */
+    uint32_t *slot;   /* open addressing, pid -> index + 1 of its latest process */
     uint64_t dropped; /* records of processes past ETL_PROCS_MAX (not listed) */
 };
 

@@ -135,8 +135,10 @@ static long long file_size(FILE *in)
 
 /* Process pid's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
  * *read_error set when the file could not be read whole. */
-static int send_process(struct ctl *c, FILE *in, const char *path, uint32_t pid, int *read_error)
+static int send_process(struct ctl *c, FILE *in, const char *path, const struct etl_proc *p,
+                        int *read_error)
 {
+    uint32_t pid = p->pid;
     struct etl_load *l = calloc(1, sizeof(*l));
     struct etl_reader *rd = NULL;
     struct stack_intern si;
@@ -154,8 +156,10 @@ static int send_process(struct ctl *c, FILE *in, const char *path, uint32_t pid,
         goto out;
     }
     int ok = etl_reader_open(rd) == 0 &&
-             etl_events_new(&l->ev, &si, etl_reader_header(rd), pid, event_cb, l) == 0 &&
-             etl_events_run(l->ev, rd) == 0;
+             etl_events_new(&l->ev, &si, etl_reader_header(rd), pid, event_cb, l) == 0;
+    if (ok)
+        etl_events_window(l->ev, p->from, p->to);
+    ok = ok && etl_events_run(l->ev, rd) == 0;
     htevb_writer_close(&l->w);
     flush(l);
     if (l->ev)
@@ -176,14 +180,17 @@ out:
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
 /* The session's name: `<image>.<pid>`, or `N.<pid>` under --name N; a process whose
- * Process event is not in the trace is "process.<pid>". */
+ * Process event is not in the trace is "process.<pid>". The k-th process of a pid in the
+ * trace (Windows reuses them) is `<image>.<pid>.<k>`. */
 static cJSON *session_args(const struct ctl *c, const struct etl_proc *p)
 {
     cJSON *args = c->args ? cJSON_Duplicate(c->args, 1) : cJSON_CreateObject();
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->args, "name");
     const char *base = cJSON_IsString(n) ? n->valuestring : p->name[0] ? p->name : "process";
     char name[300];
-    snprintf(name, sizeof(name), "%s.%u", base, p->pid);
+    int len = snprintf(name, sizeof(name), "%s.%u", base, p->pid);
+    if (p->nth > 1)
+        snprintf(name + len, sizeof(name) - (size_t)len, ".%u", p->nth);
     cJSON_DeleteItemFromObjectCaseSensitive(args, "name");
     cJSON_AddStringToObject(args, "name", name);
     return args;
@@ -209,7 +216,7 @@ static int load_process(struct ctl *c, FILE *in, const char *path, const struct 
     int read_error = 0;
     /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
      * that the connection can carry the next process. */
-    rc = send_process(c, in, path, p->pid, &read_error);
+    rc = send_process(c, in, path, p, &read_error);
     if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc == EXIT_UNREACHABLE) {

@@ -21,3 +21,27 @@ case_adv25_model_seeds() {
         stop_clean
     done
 }
+
+# Windows reuses process ids: pid 500 is first.exe, ends, then second.exe, then first.exe
+# again. Each is its own session (the k-th process of a pid in the trace is <image>.<pid>.<k>),
+# with only its own blocks: second.exe's block at first.exe's address did not replace it,
+# and its free of an address of first.exe's did not free it. They were one session
+# "first.exe.500" holding 50 B.
+case_adv25_pid_reuse() {
+    start_daemon
+    python3 "$ETL_MODEL" reuse "$T/r.etl" || fail "etl-model.py reuse"
+    ctl load "$T/r.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
+    eq "$(etlsess_names)" "first.exe.500 first.exe.500.3 second.exe.500.2 " "sessions"
+    eq "$(ctl --json status first.exe.500 | jget heap.outstanding)" 300 "first.exe live bytes"
+    eq "$(ctl --json status first.exe.500 | jget heap.outstanding_count)" 2 "first.exe blocks"
+    eq "$(ctl --json status first.exe.500 | jget process.exited)" true "first.exe exited"
+    eq "$(ctl --json status second.exe.500.2 | jget process.name)" second.exe "second's name"
+    eq "$(ctl --json status second.exe.500.2 | jget heap.outstanding)" 1000 "second.exe bytes"
+    eq "$(ctl --json status second.exe.500.2 | jget heap.outstanding_count)" 1 "second's blocks"
+    eq "$(ctl --json status first.exe.500.3 | jget heap.outstanding)" 50 "the third's bytes"
+    eq "$(ctl --json status first.exe.500.3 | jget process.exited)" false "the third runs"
+    # --pid takes every process that had the pid.
+    ctl load "$T/r.etl" --pid 500 --name p >"$T/load.out" 2>&1 || fail "--pid 500"
+    eq "$(ctl ls | grep -c ' p\.500')" 3 "--pid 500 sessions"
+    stop_clean
+}

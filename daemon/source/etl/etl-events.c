@@ -20,6 +20,7 @@ struct etl_events {
     uint32_t pid;          /* the traced process when the caller named it */
     int announced;         /* its process event sent */
     uint32_t events_lost;  /* the header's EventsLost */
+    uint64_t from, to;     /* etl_events_window */
     struct etl_keys *keys; /* stack-key definitions (etl_events_run's first pass) */
     uint8_t *scratch;      /* a resolved key reference as an inline stack payload */
     struct etl_events_stats st;
@@ -112,6 +113,7 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     x->fn = fn;
     x->arg = arg;
     x->pid = pid;
+    x->to = UINT64_MAX;
     x->events_lost = h->events_lost;
     /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
      * header record's own time is the clock at the session's start. */
@@ -139,6 +141,12 @@ void etl_events_free(struct etl_events *x)
     free(x->scratch);
     etw_corr_free(x->corr);
     free(x);
+}
+
+void etl_events_window(struct etl_events *x, uint64_t from, uint64_t to)
+{
+    x->from = from;
+    x->to = to;
 }
 
 #define HOOK_KEY_KERNEL 0x1825 /* ntwmi.h PERFINFO_LOG_TYPE_STACKTRACE_KEY_KERNEL */
@@ -204,6 +212,10 @@ void etl_events_record(void *arg, const struct etl_record *r)
         struct ht_event ev = {.kind = HT_EV_PROCESS, .size = x->pid};
         x->announced = 1;
         x->fn(x->arg, &ev);
+    }
+    if (r->ts < x->from || r->ts >= x->to) {
+        x->st.outside_window++;
+        return;
     }
     if (!r->has_guid && (r->hook == HOOK_KEY_KERNEL || r->hook == HOOK_KEY_USER)) {
         key_ref(x, r);

@@ -19,6 +19,9 @@ typedef void (*etl_event_fn)(void *arg, const struct ht_event *ev);
 int etl_events_new(struct etl_events **out, struct stack_intern *si, const struct etl_header *h,
                    uint32_t pid, etl_event_fn fn, void *arg);
 void etl_events_free(struct etl_events *x);
+/* Only the records of times in [from, to): one of several processes that had the traced pid
+ * in the file (Windows reuses process ids; the ctl's etl-procs.c tells them apart). */
+void etl_events_window(struct etl_events *x, uint64_t from, uint64_t to);
 /* An etl_record_fn: arg is the etl_events. */
 void etl_events_record(void *arg, const struct etl_record *r);
 /* The whole file: a first pass for the stack-key definitions (etl-keys.h), then the
@@ -39,6 +42,7 @@ struct etl_events_stats {
     uint64_t key_refs;         /* stack-key references (0x1825/0x1826) */
     uint64_t key_unresolved;   /* of those, no definition of their key in the file */
     uint64_t key_defs_dropped; /* definitions past the frames cap (etl-keys.h) */
+    uint64_t outside_window;   /* records outside etl_events_window's times */
     char name[256];            /* the traced process's image name, from its Process event */
 };
 void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out);
