@@ -120,7 +120,7 @@ static void report_process(const char *path, uint32_t pid, const struct etl_even
     fprintf(stderr,
             "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
             "references unresolved\n",
-            path, pid, st.name, (unsigned long long)st.corr.events_in,
+            path, pid, ctl_text(st.name), (unsigned long long)st.corr.events_in,
             (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
 }
 
@@ -179,18 +179,41 @@ out:
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
+#define SESSION_NAME_MAX 63 /* bytes: the daemon refuses longer names (session-access.c) */
+
+/* The image part of a session name cut to n bytes, on a UTF-8 character's start. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    size_t len = strlen(s);
+    if (len <= n)
+        return len;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 /* The session's name: `<image>.<pid>`, or `N.<pid>` under --name N; a process whose
  * Process event is not in the trace is "process.<pid>". The k-th process of a pid in the
- * trace (Windows reuses them) is `<image>.<pid>.<k>`. */
-static cJSON *session_args(const struct ctl *c, const struct etl_proc *p)
+ * trace (Windows reuses them) is `<image>.<pid>.<k>`. An image name too long for a session
+ * name is cut, and said (a file may name its images as it likes). */
+static cJSON *session_args(const struct ctl *c, const char *path, const struct etl_proc *p)
 {
     cJSON *args = c->args ? cJSON_Duplicate(c->args, 1) : cJSON_CreateObject();
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->args, "name");
     const char *base = cJSON_IsString(n) ? n->valuestring : p->name[0] ? p->name : "process";
-    char name[300];
-    int len = snprintf(name, sizeof(name), "%s.%u", base, p->pid);
+    char suffix[32], name[300];
+    int sl = snprintf(suffix, sizeof(suffix), ".%u", p->pid);
     if (p->nth > 1)
-        snprintf(name + len, sizeof(name) - (size_t)len, ".%u", p->nth);
+        snprintf(suffix + sl, sizeof(suffix) - (size_t)sl, ".%u", p->nth);
+    size_t keep = strlen(base);
+    if (!cJSON_IsString(n) && keep + strlen(suffix) > SESSION_NAME_MAX) {
+        keep = utf8_cut(base, SESSION_NAME_MAX - strlen(suffix));
+        fprintf(stderr,
+                "heaptracectl: %s: process %u: image name cut to %zu bytes in its "
+                "session name (at most %d bytes)\n",
+                path, p->pid, keep, SESSION_NAME_MAX);
+    }
+    snprintf(name, sizeof(name), "%.*s%s", (int)keep, base, suffix);
     cJSON_DeleteItemFromObjectCaseSensitive(args, "name");
     cJSON_AddStringToObject(args, "name", name);
     return args;
@@ -202,7 +225,7 @@ static int load_process(struct ctl *c, FILE *in, const char *path, const struct 
 {
     int64_t id;
     cJSON *env;
-    int rc = ctl_send(c, "load", session_args(c, p), &id);
+    int rc = ctl_send(c, "load", session_args(c, path, p), &id);
     if (rc == 0)
         rc = ctl_read_frame(c, id, &env); /* acknowledged: streaming may start */
     if (rc != 0)

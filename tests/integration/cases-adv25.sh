@@ -45,3 +45,20 @@ case_adv25_pid_reuse() {
     eq "$(ctl ls | grep -c ' p\.500')" 3 "--pid 500 sessions"
     stop_clean
 }
+
+# An image name longer than a session name (63 bytes) was refused by the daemon and its
+# process not loaded (EBADARG); the name is cut now, and said. Names with a terminal escape
+# or a newline are written escaped on the ctl's stderr (they went raw to the terminal).
+case_adv25_hostile_names() {
+    start_daemon
+    python3 "$ETL_MODEL" names "$T/n.etl" || fail "etl-model.py names"
+    ctl load "$T/n.etl" >"$T/load.out" 2>"$T/load.err" || fail "load: $(cat "$T/load.err")"
+    eq "$(ctl ls | grep -c 'LLLL')" 1 "the long name's session"
+    grep -q 'name cut' "$T/load.err" || fail "the cut not said: $(cat "$T/load.err")"
+    eq "$(ctl --json ls | grep -c '"name"')" 3 "three sessions"
+    if grep -q "$(printf '\033')" "$T/load.err" "$T/load.out"; then
+        fail "a raw escape on the terminal: $(cat -A "$T/load.err")"
+    fi
+    grep -q 'new\\nline.exe' "$T/load.err" || fail "the newline not escaped: $(cat "$T/load.err")"
+    stop_clean
+}
