@@ -23,6 +23,7 @@ struct etl_procs {
     uint32_t n;
     uint32_t *slot;   /* open addressing, pid -> index + 1 of its latest process */
     uint64_t dropped; /* records of processes past ETL_PROCS_MAX (not listed) */
+    uint64_t size, errors; /* the file's size and the reader's errors when scanned (load-etl.c) */
 };
 
 /* The whole file through rd (opened): 0, or a negative code (the reader's counts say why). */

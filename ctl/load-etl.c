@@ -133,19 +133,42 @@ static long long file_size(FILE *in)
 #endif
 }
 
-/* Process pid's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
- * *read_error set when the file could not be read whole. */
-static int send_process(struct ctl *c, FILE *in, const char *path, const struct etl_proc *p,
-                        int *read_error)
+static uint64_t error_total(const struct etl_reader *rd)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < ETL_ERR_N; k++)
+        n += etl_reader_counts(rd)->err[k];
+    return n;
+}
+
+/* This pass read what the scan did not: the file changed (shrank, grew, was rewritten)
+ * since, and the session holds what this pass could read. */
+static int changed(const char *path, const struct etl_procs *ps, const struct etl_reader *rd,
+                   uint32_t pid)
+{
+    if (error_total(rd) == ps->errors)
+        return 0;
+    report_reader(path, rd);
+    fprintf(stderr,
+            "heaptracectl: %s changed while loaded (the errors above differ from those of "
+            "the scan of its processes): session of process %u holds what could be read\n",
+            path, pid);
+    return 1;
+}
+
+/* Process p's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
+ * *read_error set when the file could not be read whole. The file is read to the size
+ * it had at the scan. */
+static int send_process(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps,
+                        const struct etl_proc *p, int *read_error)
 {
     uint32_t pid = p->pid;
     struct etl_load *l = calloc(1, sizeof(*l));
     struct etl_reader *rd = NULL;
     struct stack_intern si;
     int rc = EXIT_CMD, si_ok = 0;
-    long long size = file_size(in);
     *read_error = 1;
-    if (!l || size < 0 || etl_reader_new(&rd, read_at, in, (uint64_t)size, NULL) != 0)
+    if (!l || etl_reader_new(&rd, read_at, in, ps->size, NULL) != 0)
         goto out;
     l->c = c;
     si_ok = stack_intern_init(&si, 1u << 24, 1u << 24) == 0;
@@ -165,7 +188,7 @@ static int send_process(struct ctl *c, FILE *in, const char *path, const struct 
     if (l->ev)
         report_process(path, pid, l->ev);
     /* The file could not be read as a whole: the session holds what was sent. */
-    *read_error = etl_reader_counts(rd)->err[ETL_ERR_READ] || !ok;
+    *read_error = changed(path, ps, rd, pid) || !ok;
     rc = l->send_failed ? EXIT_UNREACHABLE : EXIT_OK;
 out:
     if (l)
@@ -221,7 +244,8 @@ static cJSON *session_args(const struct ctl *c, const char *path, const struct e
 
 /* One process into a new session: 0, EXIT_CMD (this one failed, the others may go on) or
  * EXIT_UNREACHABLE (the daemon is gone: what was loaded before stays). */
-static int load_process(struct ctl *c, FILE *in, const char *path, const struct etl_proc *p)
+static int load_process(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps,
+                        const struct etl_proc *p)
 {
     int64_t id;
     cJSON *env;
@@ -239,7 +263,7 @@ static int load_process(struct ctl *c, FILE *in, const char *path, const struct 
     int read_error = 0;
     /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
      * that the connection can carry the next process. */
-    rc = send_process(c, in, path, p, &read_error);
+    rc = send_process(c, in, path, ps, p, &read_error);
     if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc == EXIT_UNREACHABLE) {
@@ -310,7 +334,7 @@ static int load_each(struct ctl *c, FILE *in, const char *path, const struct etl
     for (uint32_t i = 0; i < ps->n; i++) {
         if (!picked(c, &ps->v[i]))
             continue;
-        int rc = load_process(c, in, path, &ps->v[i]);
+        int rc = load_process(c, in, path, ps, &ps->v[i]);
         if (rc == EXIT_UNREACHABLE) {
             fprintf(stderr,
                     "heaptracectl: %s: %u of %u processes loaded before the daemon "
@@ -344,6 +368,8 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
     if (scan == 0)
         scan = etl_procs_scan(&ps, rd);
     uint64_t errors = report_reader(path, rd);
+    ps.size = (uint64_t)size;
+    ps.errors = errors;
     if (ps.dropped)
         fprintf(stderr,
                 "heaptracectl: %s: more than %d processes: %llu records of the "

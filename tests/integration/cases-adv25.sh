@@ -62,3 +62,20 @@ case_adv25_hostile_names() {
     grep -q 'new\\nline.exe' "$T/load.err" || fail "the newline not escaped: $(cat "$T/load.err")"
     stop_clean
 }
+
+# The file shrinks between the scan of its processes and their conversion (the daemon
+# stopped meanwhile, so that the ctl waits there): each session held a quarter of its events,
+# exit 0, nothing said. Now the change is named and the exit status is 1.
+case_adv25_file_shrinks() {
+    start_daemon
+    python3 "$ETL_MODEL" gen "$T/s.etl" "$T/s.json" 7 --events 20000 || fail "etl-model.py"
+    kill -STOP "$DPID"
+    ctl load "$T/s.etl" >"$T/load.out" 2>"$T/load.err" &
+    local lpid=$!
+    sleep 1
+    truncate -s 500000 "$T/s.etl"
+    kill -CONT "$DPID"
+    wait "$lpid" && fail "a file that shrank while loaded: exit 0 ($(cat "$T/load.err"))"
+    grep -q 'changed while' "$T/load.err" || fail "the change not said: $(cat "$T/load.err")"
+    stop_clean
+}
