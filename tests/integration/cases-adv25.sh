@@ -79,3 +79,16 @@ case_adv25_file_shrinks() {
     grep -q 'changed while' "$T/load.err" || fail "the change not said: $(cat "$T/load.err")"
     stop_clean
 }
+
+# A file cut at a buffer's end walked cleanly: `ht-convert --stats` and `load` exited 0 with
+# two buffers of it gone, nothing said. The header's BuffersWritten says how many there were.
+case_adv25_cut_at_buffer_end() {
+    start_daemon
+    python3 "$ETL_MODEL" gen "$T/c.etl" "$T/c.json" 9 --events 3000 || fail "etl-model.py"
+    truncate -s $(($(stat -c %s "$T/c.etl") - 2 * 8192)) "$T/c.etl"
+    "$HT_CONVERT" --stats "$T/c.etl" >"$T/stats" 2>&1 && fail "--stats of a cut file: exit 0"
+    grep -q '"BUFFERS_MISSING"' "$T/stats" || fail "--stats: $(grep -A8 '"errors"' "$T/stats")"
+    ctl load "$T/c.etl" >"$T/load.out" 2>"$T/load.err" && fail "load of a cut file: exit 0"
+    grep -q 'BUFFERS_MISSING' "$T/load.err" || fail "load: $(cat "$T/load.err")"
+    stop_clean
+}

@@ -91,6 +91,8 @@ class Writer:
         for cpu in range(NCPU):
             if self.body[cpu]:
                 self.buffer(cpu, self.body[cpu])
+        # BuffersWritten (TRACE_LOGFILE_HEADER +36, after the buffer and record headers).
+        struct.pack_into("<I", self.out, 0x48 + 0x20 + 36, self.seq)
 
 
 class Proc:

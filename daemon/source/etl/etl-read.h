@@ -29,7 +29,8 @@
     X(TOO_MANY_BUFFERS, "more buffers than the index cap")                                         \
     X(CPU_RANGE, "processor index above the cap")                                                  \
     X(SEQUENCE, "buffers of one processor with the same sequence number")                          \
-    X(MEMORY, "buffer refused: the reader's buffers would pass their memory cap")
+    X(MEMORY, "buffer refused: the reader's buffers would pass their memory cap")                  \
+    X(BUFFERS_MISSING, "fewer buffers than the header's BuffersWritten: the file was cut")
 
 enum etl_err {
 #define X(name, msg) ETL_ERR_##name,
