@@ -71,6 +71,12 @@ static void record(void *arg, const struct etl_record *r)
     struct etw_record e;
     struct etw_decoded d;
     struct etw_decode_stats st;
+    /* Only three kernel groups can list a process (ntwmi.h EVENT_TRACE_GROUP_*): PageFault
+     * (VirtualAlloc), Process, Heap; the others (StackWalk: a record in three in a heap
+     * trace) are not worth a decode. */
+    unsigned group = r->hook >> 8;
+    if (!r->has_guid && group != 0x02 && group != 0x03 && group != 0x10)
+        return;
     memset(&st, 0, sizeof(st));
     if (!etl_to_etw(r, &e) || etw_decode(&e, &d, &st) != 1)
         return;
@@ -102,7 +108,7 @@ int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd)
     p->slot = calloc(SLOTS, sizeof(*p->slot));
     if (!p->v || !p->slot)
         return UV_ENOMEM;
-    return etl_reader_run(rd, record, p);
+    return etl_reader_scan(rd, record, p); /* counts: the order does not matter */
 }
 
 void etl_procs_free(struct etl_procs *p)

@@ -13,9 +13,14 @@
 #include "stack-intern.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #define CHUNK (1 << 16)
 
@@ -28,16 +33,82 @@ struct etl_load {
     int send_failed;
 };
 
+/* One read per buffer, straight into the reader's buffer: pread on POSIX (no stdio buffer
+ * to fill and throw away at each seek). */
 static int64_t read_at(void *arg, uint64_t off, void *buf, size_t n)
 {
 #ifdef _WIN32
     if (_fseeki64(arg, (long long)off, SEEK_SET) != 0)
         return -1;
-#else
-    if (fseeko(arg, (off_t)off, SEEK_SET) != 0)
-        return -1;
-#endif
     return (int64_t)fread(buf, 1, n, arg);
+#else
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fileno(arg), (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return (int64_t)got;
+#endif
+}
+
+/* The file mapped for the readers (POSIX): its uncompressed buffers parsed in place and its
+ * compressed ones inflated from there, where pread copied each (the kernel's copies were a
+ * fifth of a load's time, perf); each buffer's pages dropped once the reader leaves it, so
+ * that the ctl's resident memory stays a few buffers whatever the file's size. A file
+ * shortened while it loads ends the ctl with SIGBUS, as any reader of a mapped file. No
+ * mapping (Windows, an empty file, mmap refused): the readers read by offset. */
+struct etl_map {
+    uint8_t *base;
+    uint64_t size;
+    uint64_t page;
+};
+
+static void map_open(struct etl_map *m, FILE *in, uint64_t size)
+{
+    memset(m, 0, sizeof(*m));
+#ifndef _WIN32
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fileno(in), 0) : MAP_FAILED;
+    if (p == MAP_FAILED || page <= 0)
+        return;
+    m->base = p;
+    m->size = size;
+    m->page = (uint64_t)page;
+#else
+    (void)in, (void)size;
+#endif
+}
+
+static void map_close(struct etl_map *m)
+{
+#ifndef _WIN32
+    if (m->base)
+        munmap(m->base, m->size);
+#endif
+    m->base = NULL;
+}
+
+/* A buffer read: its whole pages dropped from the ctl's memory (they stay in the page cache). */
+static void map_done(void *arg, uint64_t off, uint32_t n)
+{
+#ifndef _WIN32
+    const struct etl_map *m = arg;
+    uint64_t a = (off + m->page - 1) / m->page * m->page, e = (off + n) / m->page * m->page;
+    if (e > a)
+        madvise(m->base + a, e - a, MADV_DONTNEED);
+#else
+    (void)arg, (void)off, (void)n;
+#endif
+}
+
+static void map_reader(struct etl_reader *rd, struct etl_map *m)
+{
+    if (m->base)
+        etl_reader_map(rd, m->base, map_done, m);
 }
 
 /* One load chunk: its length in decimal and a newline, then its bytes (ctl_load's framing). */
@@ -119,9 +190,11 @@ static void report_process(const char *path, uint32_t pid, const struct etl_even
     etl_events_stats(ev, &st);
     fprintf(stderr,
             "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
-            "references unresolved\n",
+            "references unresolved, %llu dropped (more than %u waiting for their "
+            "definitions: their events have no stack)\n",
             path, pid, ctl_text(st.name), (unsigned long long)st.corr.events_in,
-            (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved);
+            (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved,
+            (unsigned long long)(st.key_dropped + st.key_evicted), ETL_KEYS_WAITING);
 }
 
 static long long file_size(FILE *in)
@@ -159,8 +232,8 @@ static int changed(const char *path, const struct etl_procs *ps, const struct et
 /* Process p's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
  * *read_error set when the file could not be read whole. The file is read to the size
  * it had at the scan. */
-static int send_process(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps,
-                        const struct etl_proc *p, int *read_error)
+static int send_process(struct ctl *c, FILE *in, struct etl_map *m, const char *path,
+                        const struct etl_procs *ps, const struct etl_proc *p, int *read_error)
 {
     uint32_t pid = p->pid;
     struct etl_load *l = calloc(1, sizeof(*l));
@@ -170,11 +243,15 @@ static int send_process(struct ctl *c, FILE *in, const char *path, const struct 
     *read_error = 1;
     if (!l || etl_reader_new(&rd, read_at, in, ps->size, NULL) != 0)
         goto out;
+    map_reader(rd, m);
     l->c = c;
     si_ok = stack_intern_init(&si, 1u << 24, 1u << 24) == 0;
     if (!si_ok)
         goto out;
-    if (htevb_writer_init(&l->w, &si, write_cb, l) != 0) {
+    /* HTEVB1: the daemon reads it as fast as HTEVB2, and writing it costs nothing, where
+     * HTEVB2's coding against past events was a third of the ctl's time (perf, bench-etl.sh);
+     * over a local socket its smaller size buys nothing. */
+    if (htevb_writer_init_version(&l->w, &si, 1, write_cb, l) != 0) {
         htevb_writer_close(&l->w);
         goto out;
     }
@@ -244,8 +321,8 @@ static cJSON *session_args(const struct ctl *c, const char *path, const struct e
 
 /* One process into a new session: 0, EXIT_CMD (this one failed, the others may go on) or
  * EXIT_UNREACHABLE (the daemon is gone: what was loaded before stays). */
-static int load_process(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps,
-                        const struct etl_proc *p)
+static int load_process(struct ctl *c, FILE *in, struct etl_map *m, const char *path,
+                        const struct etl_procs *ps, const struct etl_proc *p)
 {
     int64_t id;
     cJSON *env;
@@ -263,7 +340,7 @@ static int load_process(struct ctl *c, FILE *in, const char *path, const struct 
     int read_error = 0;
     /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
      * that the connection can carry the next process. */
-    rc = send_process(c, in, path, ps, p, &read_error);
+    rc = send_process(c, in, m, path, ps, p, &read_error);
     if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc == EXIT_UNREACHABLE) {
@@ -324,7 +401,8 @@ static int none_picked(const struct ctl *c, const char *path, const struct etl_p
 
 /* The processes of the file, each loaded in turn; a failed one is reported and the next
  * goes on, a lost daemon stops (the sessions made stay). */
-static int load_each(struct ctl *c, FILE *in, const char *path, const struct etl_procs *ps)
+static int load_each(struct ctl *c, FILE *in, struct etl_map *m, const char *path,
+                     const struct etl_procs *ps)
 {
     uint32_t made = 0, failed = 0, want = 0;
     for (uint32_t i = 0; i < ps->n; i++)
@@ -334,7 +412,7 @@ static int load_each(struct ctl *c, FILE *in, const char *path, const struct etl
     for (uint32_t i = 0; i < ps->n; i++) {
         if (!picked(c, &ps->v[i]))
             continue;
-        int rc = load_process(c, in, path, ps, &ps->v[i]);
+        int rc = load_process(c, in, m, path, ps, &ps->v[i]);
         if (rc == EXIT_UNREACHABLE) {
             fprintf(stderr,
                     "heaptracectl: %s: %u of %u processes loaded before the daemon "
@@ -357,13 +435,16 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
 {
     struct etl_reader *rd = NULL;
     struct etl_procs ps;
+    struct etl_map m;
     memset(&ps, 0, sizeof(ps));
     long long size = file_size(in);
     int rc = EXIT_CMD;
+    map_open(&m, in, size > 0 ? (uint64_t)size : 0);
     if (size < 0 || etl_reader_new(&rd, read_at, in, (uint64_t)size, NULL) != 0) {
         fprintf(stderr, "heaptracectl: %s: cannot read\n", path);
         goto out;
     }
+    map_reader(rd, &m);
     int scan = etl_reader_open(rd);
     if (scan == 0)
         scan = etl_procs_scan(&ps, rd);
@@ -377,7 +458,7 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
                 path, ETL_PROCS_MAX, (unsigned long long)ps.dropped);
     if (scan != 0 && ps.n == 0)
         goto out;
-    rc = load_each(c, in, path, &ps);
+    rc = load_each(c, in, &m, path, &ps);
     /* A damaged file: the sessions keep what could be read, and the exit
      * status says the file was not read whole (as ht-convert --stats does). */
     if (rc == EXIT_OK && errors) {
@@ -390,5 +471,6 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
 out:
     etl_procs_free(&ps);
     etl_reader_free(rd);
+    map_close(&m);
     return rc;
 }

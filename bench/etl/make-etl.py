@@ -4,8 +4,13 @@ allocations and frees with an inline stack each, over 4 processors, in 64 KiB bu
 from the documented layouts (WMI_BUFFER_HEADER, SYSTEM/PERFINFO records,
 TRACE_LOGFILE_HEADER; ntwmi.h's packed ETW_HEAP_EVENT_* payloads; PerfView's
 StackWalkStackTraceData). Optionally XPRESS buffers ([MS-XCA] plain LZ77, literals only:
-the container's cost, not a compressor's ratio).
-usage: make-etl.py OUT.etl PAIRS [--xpress]"""
+the container's cost, not a compressor's ratio). With --keys, the stacks go by stack key
+(Windows 8 and later stack caching; PerfView's StackWalkRefTraceData and
+StackWalkDefTraceData): a user key reference (0x1826) after each allocation, the key's
+frames in a KeyDelete (0x1823) when it leaves a cache of CACHE keys (first in, first out;
+the key is then reused for the next stack cached), so after its references, and a
+KeyRundown (0x1824) at the end for the keys still cached.
+usage: make-etl.py OUT.etl PAIRS [--xpress] [--keys]"""
 import random
 import struct
 import sys
@@ -13,6 +18,7 @@ import sys
 BUF = 65536
 NCPU = 4
 PID = 4242
+CACHE = 256  # keys cached: fewer than the 500 stacks, so that keys leave and come back
 
 
 def system(hook, tid, ts, payload):
@@ -77,14 +83,46 @@ class Writer:
                 self.buffer(cpu, self.body[cpu])
 
 
+class Keys:
+    """The stack cache: each stack's key while it is cached, its definition when it leaves."""
+
+    def __init__(self, w, stacks):
+        self.w, self.stacks, self.cache, self.next = w, stacks, {}, 0x1000
+
+    def key(self, cpu, ts, s):
+        if s in self.cache:
+            return self.cache[s]
+        if len(self.cache) == CACHE:
+            old = next(iter(self.cache))  # dicts keep their order: the first cached
+            key = self.cache.pop(old)
+            self.define(cpu, 0x1823, ts, old, key)
+        else:
+            self.next += 16
+            key = self.next
+        # A key names a slot of the cache: the one that left is given to the new stack
+        # (PerfView's trace defines its 1,077 keys 2,921 times).
+        self.cache[s] = key
+        return key
+
+    def define(self, cpu, hook, ts, s, key):
+        st = self.stacks[s]
+        self.w.add(cpu, pad(perfinfo(hook, ts, struct.pack("<Q%dQ" % len(st), key, *st))))
+
+    def rundown(self, ts):
+        for s, key in self.cache.items():
+            self.define(0, 0x1824, ts, s, key)
+
+
 def main():
     out, pairs, compress = sys.argv[1], int(sys.argv[2]), "--xpress" in sys.argv
+    use_keys = "--keys" in sys.argv
     rnd = random.Random(1)
     stacks = [[0x7FF000000000 + rnd.randrange(1 << 24) for _ in range(rnd.randrange(4, 24))]
               for _ in range(500)]
     with open(out, "wb") as f:
         w = Writer(f, compress)
         w.buffer(0, pad(logfile()), btype=4, state=3 if compress else 0)
+        keys = Keys(w, stacks) if use_keys else None
         live, ts, heap = [], 2000, 0x10000
         for i in range(2 * pairs):
             ts += 10
@@ -98,9 +136,16 @@ def main():
             live.append(addr)
             size = 16 * rnd.randrange(1, 64)
             w.add(cpu, pad(system(0x1021, tid, ts, struct.pack("<QQQI", heap, size, addr, 3))))
-            st = stacks[rnd.randrange(len(stacks))]
+            si = rnd.randrange(len(stacks))
+            if keys:
+                key = keys.key(cpu, ts, si)
+                w.add(cpu, pad(perfinfo(0x1826, ts, struct.pack("<QIIQ", ts, PID, tid, key))))
+                continue
+            st = stacks[si]
             w.add(cpu, pad(perfinfo(0x1820, ts, struct.pack("<QII", ts, PID, tid) +
                                     struct.pack("<%dQ" % len(st), *st))))
+        if keys:
+            keys.rundown(ts + 10)
         w.close()
 
 

@@ -24,3 +24,11 @@ rc=0
 cat "$tmp/stats.json"
 [ "$rc" = 0 ] || { echo "FAIL: ht-convert --stats exited $rc" >&2; exit 1; }
 python3 "$here/check-stats.py" "$tmp/stats.json" ${baseline:+"$dir/$baseline"}
+# The events path reads stack keys in one pass: each of the PerfView trace's references
+# resolved, by definitions that mostly come after them, none dropped from the waiting list.
+if [ -n "$baseline" ]; then
+    "$conv" --plain "$etl" "$tmp/out.htevb" 2>"$tmp/conv.txt"
+    cat "$tmp/conv.txt"
+    grep -q "9107 stack-key references (0 unresolved, [0-9]* waited for a later definition, 0 dropped" "$tmp/conv.txt" ||
+        { echo "FAIL: stack-key references of the events path" >&2; exit 1; }
+fi

@@ -21,9 +21,27 @@ struct etl_events {
     int announced;         /* its process event sent */
     uint32_t events_lost;  /* the header's EventsLost */
     uint64_t from, to;     /* etl_events_window */
-    struct etl_keys *keys; /* stack-key definitions (etl_events_run's first pass) */
-    uint8_t *scratch;      /* a resolved key reference as an inline stack payload */
+    struct etl_keys *keys; /* stack keys, read in the same pass (etl-keys.h) */
+    /* Events whose stack is a key reference still waiting for its definition, and the
+     * events behind them (they leave in order): at most qcap, the oldest given up first. */
+    struct waiting *q;
+    uint32_t qcap, qhead, qlen;
+    struct memo *memo; /* MEMO_SLOTS: inline stacks seen lately, by a cheap hash */
     struct etl_events_stats st;
+};
+
+/* A heap trace logs the same few thousand stacks inline again and again: a direct-mapped
+ * memo of their ids, by a hash of three of their frames (checked against the interned
+ * frames), spares the interner's full hash of every one (a fifth of load's time, perf). */
+#define MEMO_SLOTS 4096
+struct memo {
+    uint64_t h;
+    uint32_t stack;
+};
+
+struct waiting {
+    struct ht_event ev;
+    uint64_t ref; /* its key reference (etl_keys_take), 0 = ready */
 };
 
 /* Kernel records carry a HookId, Group << 8 | Type; the consumer names them by the classic
@@ -71,17 +89,122 @@ int etl_to_etw(const struct etl_record *r, struct etw_record *out)
     return 1;
 }
 
+/* A key reference goes through the correlator as a stack of two frames that no stack can
+ * hold: non-canonical x64 addresses (bits 63-47 not all equal, Intel SDM vol. 1, 3.3.7.1),
+ * below the kernel half so that the correlator keeps them as user frames. The second holds
+ * the reference's id. */
+#define KEY_MARK0 0xFFFF7E7E7E7E7E7Eull
+#define KEY_MARK1 0xFFFF000000000000ull
+#define KEY_ID_MASK 0x00007FFFFFFFFFFFull
+
+static uint64_t marked_ref(const uint64_t *frames, unsigned depth)
+{
+    if (depth != 2 || frames[0] != KEY_MARK0 || (frames[1] & ~KEY_ID_MASK) != KEY_MARK1)
+        return 0;
+    return frames[1] & KEY_ID_MASK;
+}
+
+static void pass(struct etl_events *x, const struct waiting *w)
+{
+    x->fn(x->arg, &w->ev);
+}
+
+/* The waiting events leave from the oldest while their stacks are known; force: the oldest
+ * leaves whatever (the queue is full), its reference given up and counted. */
+static void release(struct etl_events *x, int force)
+{
+    while (x->qlen) {
+        struct waiting *w = &x->q[x->qhead];
+        if (w->ref) {
+            uint32_t stack = 0;
+            uint8_t flags = 0;
+            int rc = etl_keys_take(x->keys, w->ref, &stack, &flags);
+            if (rc == ETL_KEY_WAIT && !force)
+                return;
+            if (rc == ETL_KEY_WAIT)
+                etl_keys_drop(x->keys, w->ref);
+            if (rc == ETL_KEY_READY) {
+                w->ev.stack = stack;
+                w->ev.flags |= flags;
+            }
+        }
+        force = 0;
+        pass(x, w);
+        x->qhead = (x->qhead + 1) % x->qcap;
+        x->qlen--;
+    }
+}
+
+static void out(struct etl_events *x, const struct ht_event *ev, uint64_t ref)
+{
+    struct waiting w = {*ev, ref};
+    if (x->qlen == 0 && ref == 0) {
+        pass(x, &w);
+        return;
+    }
+    if (!x->q) {
+        x->q = malloc((size_t)x->qcap * sizeof(*x->q));
+        if (!x->q) {
+            etl_keys_drop(x->keys, ref); /* no room to wait: without its stack */
+            x->fn(x->arg, ev);
+            return;
+        }
+    }
+    if (x->qlen == x->qcap)
+        release(x, 1);
+    x->q[(x->qhead + x->qlen++) % x->qcap] = w;
+    if (x->qlen > x->st.waiting_max)
+        x->st.waiting_max = x->qlen;
+    release(x, 0);
+}
+
+static uint32_t intern(struct etl_events *x, const uint64_t *frames, unsigned depth)
+{
+    /* Three frames pick the slot; the whole stack is compared below. */
+    uint64_t h = depth ^ frames[0] ^ (frames[depth / 2] << 21 | frames[depth / 2] >> 43) ^
+                 (frames[depth - 1] << 42 | frames[depth - 1] >> 22);
+    h ^= h >> 31;
+    h *= 0x9E3779B97F4A7C15ull;
+    struct memo *m = x->memo ? &x->memo[(h >> 40) & (MEMO_SLOTS - 1)] : NULL;
+    if (m && m->stack && m->h == h) {
+        unsigned n;
+        const uint64_t *f = stack_intern_frames(x->si, m->stack, &n);
+        if (n == depth && !memcmp(f, frames, depth * sizeof(*f)))
+            return m->stack;
+    }
+    uint32_t id = stack_intern_get(x->si, frames, depth);
+    if (m && id && depth <= HT_STACK_MAX_DEPTH) {
+        m->h = h;
+        m->stack = id;
+    }
+    return id;
+}
+
 static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, unsigned depth)
 {
     struct etl_events *x = arg;
     struct ht_event e = *ev;
-    if (depth) {
-        e.stack = stack_intern_get(x->si, frames, depth);
+    uint64_t ref = marked_ref(frames, depth);
+    if (ref) {
+        uint32_t stack = 0;
+        uint8_t flags = 0;
+        int rc = etl_keys_take(x->keys, ref, &stack, &flags);
+        if (rc != ETL_KEY_WAIT)
+            ref = 0; /* known now, or gone (counted by the keys): no wait */
+        if (rc == ETL_KEY_READY) {
+            e.stack = stack;
+            e.flags |= flags;
+        }
+    } else if (depth) {
+        e.stack = intern(x, frames, depth);
         if (!e.stack)
             e.flags |= HT_EVF_STACK_DROPPED;
     }
-    x->fn(x->arg, &e);
+    out(x, &e, ref);
 }
+
+static uint32_t def_stack(void *arg, const uint8_t *p, uint32_t n, unsigned ptr_size,
+                          uint8_t *flags);
 
 static uint32_t path_cb(void *arg, const char *path)
 {
@@ -115,6 +238,7 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     x->pid = pid;
     x->to = UINT64_MAX;
     x->events_lost = h->events_lost;
+    x->memo = calloc(MEMO_SLOTS, sizeof(*x->memo)); /* none: every stack interned in full */
     /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
      * header record's own time is the clock at the session's start. */
     struct etw_corr_config cfg = {.acct = si->acct,
@@ -125,6 +249,8 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
                                   .path = path_cb,
                                   .process = process_cb};
     int rc = etw_corr_new(&x->corr, &cfg, emit, x);
+    if (rc == 0 && (rc = etl_events_limits(x, NULL)) != 0)
+        etw_corr_free(x->corr);
     if (rc != 0) {
         free(x);
         return rc;
@@ -133,12 +259,28 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     return 0;
 }
 
+int etl_events_limits(struct etl_events *x, const struct etl_keys_limits *lim)
+{
+    struct etl_keys *k = etl_keys_new(lim, def_stack, x);
+    if (!k)
+        return UV_ENOMEM;
+    etl_keys_free(x->keys);
+    free(x->q);
+    x->q = NULL;
+    x->qhead = x->qlen = 0;
+    x->keys = k;
+    /* As many events as references may wait (allocated when one first waits). */
+    x->qcap = lim && lim->max_waiting ? lim->max_waiting : ETL_KEYS_WAITING;
+    return 0;
+}
+
 void etl_events_free(struct etl_events *x)
 {
     if (!x)
         return;
     etl_keys_free(x->keys);
-    free(x->scratch);
+    free(x->q);
+    free(x->memo);
     etw_corr_free(x->corr);
     free(x);
 }
@@ -151,7 +293,6 @@ void etl_events_window(struct etl_events *x, uint64_t from, uint64_t to)
 
 #define HOOK_KEY_KERNEL 0x1825 /* ntwmi.h PERFINFO_LOG_TYPE_STACKTRACE_KEY_KERNEL */
 #define HOOK_KEY_USER 0x1826
-#define KEY_FRAMES_MAX 1024 /* more than the correlator keeps (ETW_MAX_FRAMES) */
 
 static uint64_t rd_ptr(const uint8_t *p, unsigned size)
 {
@@ -161,10 +302,38 @@ static uint64_t rd_ptr(const uint8_t *p, unsigned size)
     return v;
 }
 
+/* A definition's frames as the correlator keeps an inline stack's (etw-stacks.c
+ * user_frames): kernel frames (the upper canonical half) dropped, at most ETW_MAX_FRAMES
+ * user frames (more: truncated), interned once for all its references. */
+static uint32_t def_stack(void *arg, const uint8_t *p, uint32_t n, unsigned ptr_size,
+                          uint8_t *flags)
+{
+    struct etl_events *x = arg;
+    uint64_t f[ETW_MAX_FRAMES];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = rd_ptr(p + (size_t)i * ptr_size, ptr_size);
+        if (a >= 0xFFFF800000000000ull)
+            continue;
+        if (k == ETW_MAX_FRAMES) {
+            *flags |= HT_EVF_TRUNCATED;
+            break;
+        }
+        f[k++] = a;
+    }
+    uint32_t id = k ? stack_intern_get(x->si, f, k) : 0;
+    if (k && !id)
+        *flags |= HT_EVF_STACK_DROPPED;
+    return id;
+}
+
 /* A key reference (EventTimeStamp u64, StackProcess u32, StackThread u32, StackKey P:
- * PerfView's StackWalkRefTraceData) resolved to its definition's frames goes to the
- * correlator as the inline stack (0x1820: the same three fields, then the frames) that
- * Windows would have logged without the cache. */
+ * PerfView's StackWalkRefTraceData) goes to the correlator as the inline stack (0x1820: the
+ * same three fields, then the frames) that Windows would have logged without the cache:
+ * a user key's frames are the marker of its reference (its event takes the stack when the
+ * definition comes, maybe later); a kernel key's frames, all kernel ones (which the
+ * correlator drops), are none: a kernel fragment. References of the traced process are
+ * followed (resolved or counted unresolved); others are the correlator's to skip. */
 static void key_ref(struct etl_events *x, const struct etl_record *r)
 {
     unsigned p = r->ptr_size ? r->ptr_size : 8;
@@ -173,19 +342,18 @@ static void key_ref(struct etl_events *x, const struct etl_record *r)
         return;
     }
     x->st.key_refs++;
-    uint32_t n = 0;
-    const uint64_t *f =
-        x->keys ? etl_keys_find(x->keys, rd_ptr(r->payload + 16, p), r->ts, &n) : NULL;
-    if (!f) {
-        x->st.key_unresolved++;
-        return;
-    }
-    if (n > KEY_FRAMES_MAX)
-        n = KEY_FRAMES_MAX;
-    memcpy(x->scratch, r->payload, 16);
+    uint32_t owner = (uint32_t)rd_ptr(r->payload + 8, 4);
+    uint32_t traced = x->pid ? x->pid : etw_corr_stats(x->corr)->followed_pid;
+    uint64_t ref = 0;
+    if (!traced || owner == traced)
+        ref = etl_keys_ref(x->keys, rd_ptr(r->payload + 16, p));
+    uint8_t pl[32];
+    uint64_t mark[2] = {KEY_MARK0, KEY_MARK1 | (ref & KEY_ID_MASK)};
+    uint32_t n = r->hook == HOOK_KEY_USER && ref ? 2 : 0;
+    memcpy(pl, r->payload, 16);
     for (uint32_t i = 0; i < n; i++)
         for (int b = 0; b < 8; b++)
-            x->scratch[16 + 8 * i + b] = (uint8_t)(f[i] >> (8 * b));
+            pl[16 + 8 * i + b] = (uint8_t)(mark[i] >> (8 * b));
     struct etw_record e = {.provider = etw_guid_stackwalk,
                            .opcode = 32,
                            .version = 2,
@@ -194,7 +362,7 @@ static void key_ref(struct etl_events *x, const struct etl_record *r)
                            .tid = r->tid,
                            .cpu = r->cpu,
                            .ts = r->ts,
-                           .payload = x->scratch,
+                           .payload = pl,
                            .len = 16 + 8 * n};
     struct etw_decoded d;
     if (etw_decode(&e, &d, &x->st.dec) == 1)
@@ -221,6 +389,7 @@ void etl_events_record(void *arg, const struct etl_record *r)
         key_ref(x, r);
         return;
     }
+    etl_keys_define(x->keys, r);
     if (!etl_to_etw(r, &e)) {
         x->st.dec.unknown_provider++;
         return;
@@ -240,30 +409,31 @@ void etl_events_finish(struct etl_events *x)
     if (x->events_lost)
         etw_corr_lost(x->corr, x->events_lost);
     etw_corr_flush(x->corr);
+    /* Nothing comes after: each waiting reference takes its key's last definition, or
+     * none, and every waiting event leaves. */
+    etl_keys_finish(x->keys);
+    release(x, 0);
 }
 
 void etl_events_stats(const struct etl_events *x, struct etl_events_stats *out)
 {
     *out = x->st;
     out->corr = *etw_corr_stats(x->corr);
+    struct etl_keys_stats ks;
+    etl_keys_stats(x->keys, &ks);
+    out->key_unresolved = ks.unresolved;
+    out->key_defs_dropped = ks.defs_dropped;
+    out->key_waited = ks.waited;
+    out->key_dropped = ks.dropped;
+    out->key_evicted = ks.evicted;
+    out->key_waiting_max = ks.max_waiting;
 }
 
 int etl_events_run(struct etl_events *x, struct etl_reader *rd)
 {
-    x->keys = etl_keys_new(0);
-    x->scratch = malloc(16 + 8 * KEY_FRAMES_MAX);
-    if (!x->keys || !x->scratch)
-        return UV_ENOMEM;
-    int rc = etl_reader_run(rd, etl_keys_collect, x->keys);
+    int rc = etl_reader_run(rd, etl_events_record, x);
     if (rc != 0)
         return rc;
-    etl_keys_seal(x->keys);
-    etl_reader_rewind(rd);
-    if ((rc = etl_reader_run(rd, etl_events_record, x)) != 0)
-        return rc;
     etl_events_finish(x);
-    struct etl_keys_stats ks;
-    etl_keys_stats(x->keys, &ks);
-    x->st.key_defs_dropped = ks.defs_dropped;
     return 0;
 }

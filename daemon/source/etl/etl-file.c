@@ -24,11 +24,14 @@ struct etl_buf {
     uint64_t off, seq;
     uint32_t size;
     uint16_t cpu;
+    uint8_t compressed; /* BufferFlag COMPRESSED, from the walk: one read per buffer after */
 };
 
 struct etl_cpu {
     uint32_t first, next, last; /* the stream's buffers: idx[first..last), next to read */
     uint8_t *data;
+    const uint8_t *view; /* the buffer being read: data, or in place in a mapped file */
+    uint32_t mapped;     /* bytes of the buffer at off read in place (compressed or not) */
     size_t cap, pos, end;
     uint64_t off; /* file offset of the buffer in data */
     uint64_t ts;  /* the current record's time (the last one's for kinds without a time) */
@@ -49,6 +52,9 @@ struct etl_reader {
     uint32_t ncpus;
     uint32_t *heap, nheap;
     uint8_t *raw; /* a compressed buffer as stored */
+    const uint8_t *base; /* the file mapped whole (etl_reader_map), or NULL */
+    etl_done_fn done;
+    void *done_arg;
     size_t rawcap;
     uint64_t mem; /* bytes of raw and the processors' buffers */
 };
@@ -171,7 +177,7 @@ static int index_buffer(struct etl_reader *r, uint64_t off, uint64_t *next)
         etl_reader_error(r, ETL_ERR_TOO_MANY_BUFFERS, off);
         return 0;
     }
-    struct etl_buf b = {off, rd64(h + 0x18), size, (uint16_t)cpu};
+    struct etl_buf b = {off, rd64(h + 0x18), size, (uint16_t)cpu, !!(flags & BUF_FLAG_COMPRESSED)};
     return index_push(r, &b) < 0 ? -ENOMEM : 1;
 }
 
@@ -319,9 +325,19 @@ int etl_reader_open(struct etl_reader *r)
     return rc;
 }
 
+static void leave(struct etl_reader *r, struct etl_cpu *c);
+
+void etl_reader_map(struct etl_reader *r, const uint8_t *base, etl_done_fn done, void *arg)
+{
+    r->base = base;
+    r->done = done;
+    r->done_arg = arg;
+}
+
 void etl_reader_rewind(struct etl_reader *r)
 {
     for (uint32_t i = 0; i < r->ncpus; i++) {
+        leave(r, &r->cpus[i]);
         r->cpus[i].next = r->cpus[i].first;
         r->cpus[i].pos = r->cpus[i].end = 0;
         r->cpus[i].ts = 0;
@@ -360,9 +376,10 @@ static int grow(struct etl_reader *r, uint8_t **p, size_t *cap, size_t n, uint64
 
 /* A compressed buffer: its header stored as is, then an XPRESS stream that inflates to
  * exactly SavedOffset - 0x48 bytes of records. */
-static int load_compressed(struct etl_reader *r, struct etl_cpu *c, const struct etl_buf *b)
+static int load_compressed(struct etl_reader *r, struct etl_cpu *c, const struct etl_buf *b,
+                           const uint8_t *raw)
 {
-    uint32_t saved = rd32(r->raw + 4);
+    uint32_t saved = rd32(raw + 4);
     if (saved < BUF_HDR || saved > r->lim.max_buffer) {
         etl_reader_error(r, saved < BUF_HDR ? ETL_ERR_FILLED : ETL_ERR_BUFFER_TOO_BIG, b->off);
         return -1;
@@ -370,9 +387,10 @@ static int load_compressed(struct etl_reader *r, struct etl_cpu *c, const struct
     int rc = grow(r, &c->data, &c->cap, saved, b->off);
     if (rc < 0)
         return rc;
-    memcpy(c->data, r->raw, BUF_HDR);
+    c->view = c->data;
+    memcpy(c->data, raw, BUF_HDR);
     int64_t n =
-        etl_xpress_decode(r->raw + BUF_HDR, b->size - BUF_HDR, c->data + BUF_HDR, saved - BUF_HDR);
+        etl_xpress_decode(raw + BUF_HDR, b->size - BUF_HDR, c->data + BUF_HDR, saved - BUF_HDR);
     if (n != (int64_t)(saved - BUF_HDR)) {
         int kind = n == ETL_XPRESS_EOVERRUN ? ETL_ERR_XPRESS_OVERRUN
                    : n < 0                  ? ETL_ERR_XPRESS
@@ -389,7 +407,7 @@ static int load_compressed(struct etl_reader *r, struct etl_cpu *c, const struct
  * SavedOffset: in the header buffer of relogged files events follow SavedOffset. */
 static int load_plain(struct etl_reader *r, struct etl_cpu *c, const struct etl_buf *b)
 {
-    uint32_t filled = rd32(c->data + 0x30);
+    uint32_t filled = rd32(c->view + 0x30);
     if (filled < BUF_HDR || filled > b->size) {
         etl_reader_error(r, ETL_ERR_FILLED, b->off + 0x30);
         return -1;
@@ -398,7 +416,7 @@ static int load_plain(struct etl_reader *r, struct etl_cpu *c, const struct etl_
     /* Windows fills the rest with 0xFF (checked on Windows-written files): anything else
      * past the end is data this reader did not walk, counted so that it is never silent. */
     for (size_t i = filled; i < b->size; i++) {
-        if (c->data[i] != 0xFF) {
+        if (c->view[i] != 0xFF) {
             r->counts.tail_data++;
             break;
         }
@@ -406,9 +424,47 @@ static int load_plain(struct etl_reader *r, struct etl_cpu *c, const struct etl_
     return 0;
 }
 
-/* The next buffer of c's stream into c->data: 1 loaded, 0 none left, -ENOMEM. */
+/* An uncompressed buffer: in place when the file is mapped, else read into c->data. */
+static int load_uncompressed(struct etl_reader *r, struct etl_cpu *c, const struct etl_buf *b)
+{
+    if (r->base) {
+        c->view = r->base + b->off;
+        c->mapped = b->size;
+        return load_plain(r, c, b);
+    }
+    int rc = grow(r, &c->data, &c->cap, b->size, b->off);
+    c->view = c->data;
+    if (rc == 0)
+        rc = read_exact(r, b->off, c->data, b->size) < 0 ? -1 : load_plain(r, c, b);
+    return rc;
+}
+
+/* A compressed buffer inflated from the mapped file, else read whole first. */
+static int load_deflated(struct etl_reader *r, struct etl_cpu *c, const struct etl_buf *b)
+{
+    if (r->base) {
+        c->mapped = b->size;
+        return load_compressed(r, c, b, r->base + b->off);
+    }
+    int rc = grow(r, &r->raw, &r->rawcap, b->size, b->off);
+    if (rc == 0)
+        rc = read_exact(r, b->off, r->raw, b->size) < 0 ? -1 : load_compressed(r, c, b, r->raw);
+    return rc;
+}
+
+/* The buffer c read in place is left: its owner may drop its pages. */
+static void leave(struct etl_reader *r, struct etl_cpu *c)
+{
+    if (r->done && c->mapped)
+        r->done(r->done_arg, c->off, c->mapped);
+    c->mapped = 0;
+    c->view = NULL;
+}
+
+/* The next buffer of c's stream into c->view: 1 loaded, 0 none left, -ENOMEM. */
 static int load_next(struct etl_reader *r, struct etl_cpu *c)
 {
+    leave(r, c);
     while (c->next < c->last) {
         const struct etl_buf *b = &r->idx[c->next++];
         if (b->size > r->lim.max_buffer) {
@@ -416,26 +472,15 @@ static int load_next(struct etl_reader *r, struct etl_cpu *c)
             r->counts.buffers_skipped++;
             continue;
         }
-        int compressed = 0, rc;
-        uint8_t h[BUF_HDR];
-        if (read_exact(r, b->off, h, BUF_HDR) == 0)
-            compressed = !!(rd16(h + 0x34) & BUF_FLAG_COMPRESSED);
-        if (compressed) {
-            rc = grow(r, &r->raw, &r->rawcap, b->size, b->off);
-            if (rc == 0)
-                rc = read_exact(r, b->off, r->raw, b->size) < 0 ? -1 : load_compressed(r, c, b);
-        } else {
-            rc = grow(r, &c->data, &c->cap, b->size, b->off);
-            if (rc == 0)
-                rc = read_exact(r, b->off, c->data, b->size) < 0 ? -1 : load_plain(r, c, b);
-        }
+        c->off = b->off;
+        int rc = b->compressed ? load_deflated(r, c, b) : load_uncompressed(r, c, b);
         if (rc == -ENOMEM)
             return rc;
         if (rc < 0) {
+            leave(r, c);
             r->counts.buffers_skipped++;
             continue;
         }
-        c->off = b->off;
         c->pos = BUF_HDR;
         return 1;
     }
@@ -454,8 +499,8 @@ static void count_record(struct etl_reader *r, const struct etl_record *rec)
 static int cursor_next(struct etl_reader *r, struct etl_cpu *c, uint16_t cpu)
 {
     for (;;) {
-        if (c->data && c->pos < c->end) {
-            int n = etl_record_parse(c->data + c->pos, c->end - c->pos, &c->rec);
+        if (c->view && c->pos < c->end) {
+            int n = etl_record_parse(c->view + c->pos, c->end - c->pos, &c->rec);
             if (n > 0) {
                 c->rec.cpu = cpu;
                 c->rec.off = c->off + c->pos;
@@ -508,6 +553,19 @@ static void heap_up(struct etl_reader *r, uint32_t i)
         r->heap[p] = t;
         i = p;
     }
+}
+
+int etl_reader_scan(struct etl_reader *r, etl_record_fn fn, void *arg)
+{
+    for (uint32_t i = 0; i < r->ncpus; i++) {
+        struct etl_cpu *c = &r->cpus[i];
+        int rc;
+        while ((rc = cursor_next(r, c, r->idx[c->first].cpu)) > 0)
+            fn(arg, &c->rec);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg)

@@ -128,6 +128,12 @@ typedef void (*etl_record_fn)(void *arg, const struct etl_record *r);
 int etl_reader_new(struct etl_reader **out, etl_read_fn fn, void *arg, uint64_t size,
                    const struct etl_limits *lim);
 void etl_reader_free(struct etl_reader *r);
+/* The file mapped whole at base (the size given to etl_reader_new): uncompressed buffers are
+ * parsed in place instead of copied (compressed ones are still read to be inflated); done,
+ * if not NULL, is told (arg, offset, bytes) when the reader leaves a buffer it read in place,
+ * so that the owner can drop its pages. Before etl_reader_run. */
+typedef void (*etl_done_fn)(void *arg, uint64_t off, uint32_t n);
+void etl_reader_map(struct etl_reader *r, const uint8_t *base, etl_done_fn done, void *arg);
 /* Indexes the buffers and reads the log-file header. 0, or -1 when the file is not an .etl
  * that can be read (the counts say why: NO_HEADER, COMPRESSION_FORMAT, ...). */
 int etl_reader_open(struct etl_reader *r);
@@ -135,6 +141,9 @@ const struct etl_header *etl_reader_header(const struct etl_reader *r);
 /* Every record in global time order (per processor by SequenceNumber, merged by timestamp).
  * 0, or -ENOMEM. Bad buffers and records are counted and skipped. */
 int etl_reader_run(struct etl_reader *r, etl_record_fn fn, void *arg);
+/* Every record, one processor's stream after the other (each in its own order, no merge by
+ * time): for a pass that needs no order, such as listing processes. 0, or -ENOMEM. */
+int etl_reader_scan(struct etl_reader *r, etl_record_fn fn, void *arg);
 const struct etl_counts *etl_reader_counts(const struct etl_reader *r);
 /* Back to the start for another run (the counts as they were after open). */
 void etl_reader_rewind(struct etl_reader *r);

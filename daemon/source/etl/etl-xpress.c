@@ -75,6 +75,30 @@ static int xp_long_length(struct xp *x, uint64_t *len)
     return 0;
 }
 
+/* The run of literals whose flags are the zero bits from bit *nflags down, copied at once
+ * (byte by byte, each literal was a fifth of an XPRESS load, perf): 1 to go on with *nflags
+ * at the run's last flag, else what the decoder returns (the output's length when the input
+ * ends inside the run, or EOVERRUN), as one literal at a time would. */
+static int64_t literals(struct xp *x, uint32_t flags, uint32_t *nflags, uint8_t *out, size_t outcap,
+                        size_t *op)
+{
+    uint32_t rest = *nflags == 31 ? flags : flags & ((1u << (*nflags + 1)) - 1);
+    size_t run = rest ? *nflags - (31 - (uint32_t)__builtin_clz(rest)) : *nflags + 1;
+    size_t n = x->inlen - x->ip < run ? x->inlen - x->ip : run;
+    size_t room = outcap - *op;
+    memcpy(out + *op, x->in + x->ip, n < room ? n : room);
+    if (n > room) {
+        *op = outcap;
+        return ETL_XPRESS_EOVERRUN;
+    }
+    *op += n;
+    x->ip += n;
+    if (n < run || n == 0)
+        return (int64_t)*op; /* the input ended inside the run */
+    *nflags -= (uint32_t)(n - 1);
+    return 1;
+}
+
 int64_t etl_xpress_decode(const uint8_t *in, size_t inlen, uint8_t *out, size_t outcap)
 {
     struct xp x = {in, inlen, 0, 0};
@@ -91,11 +115,9 @@ int64_t etl_xpress_decode(const uint8_t *in, size_t inlen, uint8_t *out, size_t 
         }
         nflags--;
         if (!(flags >> nflags & 1)) {
-            if (x.ip == x.inlen)
-                return (int64_t)op;
-            if (op == outcap)
-                return ETL_XPRESS_EOVERRUN;
-            out[op++] = in[x.ip++];
+            int64_t rc = literals(&x, flags, &nflags, out, outcap, &op);
+            if (rc != 1)
+                return rc;
             continue;
         }
         if (x.ip == x.inlen)

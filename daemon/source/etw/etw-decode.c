@@ -105,7 +105,12 @@ void etw_guid_from_struct(const uint8_t raw[16], struct etw_guid *out)
 
 int etw_guid_eq(const struct etw_guid *a, const struct etw_guid *b)
 {
-    return memcmp(a->b, b->b, 16) == 0;
+    /* Two word compares the compiler inlines into etw_decode's dispatch (memcmp stayed a
+     * call: 3% of an .etl load, perf), up to five of them a record. */
+    uint64_t x[2], y[2];
+    memcpy(x, a->b, 16);
+    memcpy(y, b->b, 16);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
 }
 
 unsigned etw_ptr_size(uint16_t flags)

@@ -147,13 +147,16 @@ static int etl_convert(FILE *in, const char *path, uint32_t pid, struct stack_in
         fprintf(stderr,
                 "%s: process %u (%s): %llu events, %llu stacks matched, %llu unmatched, "
                 "%llu events without a stack, %llu malformed payloads, %llu records of other "
-                "processes, %llu stack-key references (%llu unresolved)\n",
+                "processes, %llu stack-key references (%llu unresolved, %llu waited for a later "
+                "definition, %llu dropped, at most %llu waiting)\n",
                 path, pid ? pid : st.corr.followed_pid, st.name,
                 (unsigned long long)st.corr.events_in, (unsigned long long)st.corr.stacks_matched,
                 (unsigned long long)st.corr.stacks_unmatched,
                 (unsigned long long)st.corr.events_no_stack, (unsigned long long)st.malformed,
                 (unsigned long long)st.corr.other_process, (unsigned long long)st.key_refs,
-                (unsigned long long)st.key_unresolved);
+                (unsigned long long)st.key_unresolved, (unsigned long long)st.key_waited,
+                (unsigned long long)(st.key_dropped + st.key_evicted),
+                (unsigned long long)st.key_waiting_max);
     }
     int errors = 0;
     for (int k = 0; k < ETL_ERR_N; k++)
