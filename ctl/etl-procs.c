@@ -87,18 +87,31 @@ static void record(void *arg, const struct etl_record *r)
     if ((!heap && !virt && !proc) || owner == 0 || owner == 0xFFFFFFFFu)
         return;
     struct etl_proc *x = find(p, owner);
-    if (x && x->ended && d.kind == ETW_PROCESS_START)
+    if (p->ordered && x && x->ended && d.kind == ETW_PROCESS_START)
         x = next_process(p, x, r->ts);
     if (!x)
         return;
     if (d.kind == ETW_PROCESS_START) {
         if (!x->name[0])
             etw_name_utf8(&d, x->name, sizeof(x->name));
+        if (r->ts > x->last_start)
+            x->last_start = r->ts;
     } else if (d.kind == ETW_PROCESS_END) {
+        if (!x->ended || r->ts < x->first_end)
+            x->first_end = r->ts;
         x->ended = 1;
     } else {
         x->events++;
     }
+}
+
+/* A pid that started again after its End: another process had it (Windows reuses them). */
+static int pid_reused(const struct etl_procs *p)
+{
+    for (uint32_t i = 0; i < p->n; i++)
+        if (p->v[i].ended && p->v[i].last_start > p->v[i].first_end)
+            return 1;
+    return 0;
 }
 
 int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd)
@@ -108,7 +121,17 @@ int etl_procs_scan(struct etl_procs *p, struct etl_reader *rd)
     p->slot = calloc(SLOTS, sizeof(*p->slot));
     if (!p->v || !p->slot)
         return UV_ENOMEM;
-    return etl_reader_scan(rd, record, p); /* counts: the order does not matter */
+    int rc = etl_reader_scan(rd, record, p); /* counts: the order does not matter */
+    if (rc != 0 || !pid_reused(p))
+        return rc;
+    /* Which process had the pid at each time needs the records in time order: the
+     * processors' streams merged, a second pass (only for files with a pid reused). */
+    p->n = 0;
+    p->dropped = 0;
+    memset(p->slot, 0, SLOTS * sizeof(*p->slot));
+    p->ordered = 1;
+    etl_reader_rewind(rd);
+    return etl_reader_run(rd, record, p);
 }
 
 void etl_procs_free(struct etl_procs *p)

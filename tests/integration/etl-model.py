@@ -342,7 +342,8 @@ def check(m):
 
 def small_file(out, procs):
     """procs: (pid, image, [(sec, what, addr, size)]) with what "start", "end", "alloc",
-    "free"; written in time order, each process on its own processor."""
+    "free"; written in time order, each process on its own processor, the last process on
+    the first processor (a reader that takes the processors in turn sees it first)."""
     w = Writer(False)
     w.buffer(0, pad(logfile()), btype=4)
     recs = []
@@ -354,7 +355,7 @@ def small_file(out, procs):
                  "end": lambda: rec_process(pid, ts, name, end=True),
                  "alloc": lambda: rec_alloc(p, p.tids[0], ts, addr, size),
                  "free": lambda: rec_free(p, p.tids[0], ts, addr)}[what]()
-            recs.append((ts, cpu % NCPU, r))
+            recs.append((ts, (len(procs) - 1 - cpu) % NCPU, r))
     for ts, cpu, r in sorted(recs, key=lambda x: x[0]):
         w.add(cpu, r)
     w.close()
