@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #ifndef _WIN32
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
@@ -59,13 +60,64 @@ static int64_t read_at(void *arg, uint64_t off, void *buf, size_t n)
  * compressed ones inflated from there, where pread copied each (the kernel's copies were a
  * fifth of a load's time, perf); each buffer's pages dropped once the reader leaves it, so
  * that the ctl's resident memory stays a few buffers whatever the file's size. A file
- * shortened while it loads ends the ctl with SIGBUS, as any reader of a mapped file. No
- * mapping (Windows, an empty file, mmap refused): the readers read by offset. */
+ * shortened while it loads would end the ctl with SIGBUS (a page past the file's end):
+ * map_bus puts a page of zeros there instead, counts it, and the load says the file changed.
+ * No mapping (Windows, an empty file, mmap refused): the readers read by offset. */
 struct etl_map {
     uint8_t *base;
     uint64_t size;
     uint64_t page;
 };
+
+#ifndef _WIN32
+/* The mapping the SIGBUS handler may patch (one load at a time), and the pages it patched. */
+static struct etl_map *bus_map;
+static volatile sig_atomic_t bus_pages;
+static struct sigaction bus_old;
+
+/* A read of the mapping past the file's end (the file shrank): the page becomes a private
+ * page of zeros, which the reader takes for the end of its records, and the read is retried
+ * on return. mmap is a plain system call on Linux (not on POSIX's async-signal-safe list).
+ * Any other SIGBUS: the handler before ours, the fault retried into it. */
+static void map_bus(int sig, siginfo_t *si, void *uc)
+{
+    const struct etl_map *m = bus_map;
+    uint8_t *a = si->si_addr;
+    (void)sig, (void)uc;
+    if (m && a >= m->base && a < m->base + m->size) {
+        uint8_t *pg = m->base + (uint64_t)(a - m->base) / m->page * m->page;
+        if (mmap(pg, m->page, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) !=
+            MAP_FAILED) {
+            bus_pages++;
+            return;
+        }
+    }
+    sigaction(SIGBUS, &bus_old, NULL);
+}
+
+static void map_bus_catch(struct etl_map *m)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = map_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    bus_map = m;
+    bus_pages = 0;
+    if (sigaction(SIGBUS, &sa, &bus_old) != 0)
+        bus_map = NULL;
+}
+#endif
+
+/* Pages of the file that were gone when read (the file shrank while it loaded). */
+static uint64_t map_lost_pages(void)
+{
+#ifndef _WIN32
+    return (uint64_t)bus_pages;
+#else
+    return 0;
+#endif
+}
 
 static void map_open(struct etl_map *m, FILE *in, uint64_t size)
 {
@@ -78,6 +130,7 @@ static void map_open(struct etl_map *m, FILE *in, uint64_t size)
     m->base = p;
     m->size = size;
     m->page = (uint64_t)page;
+    map_bus_catch(m);
 #else
     (void)in, (void)size;
 #endif
@@ -86,8 +139,13 @@ static void map_open(struct etl_map *m, FILE *in, uint64_t size)
 static void map_close(struct etl_map *m)
 {
 #ifndef _WIN32
-    if (m->base)
+    if (m->base) {
+        if (bus_map == m) {
+            sigaction(SIGBUS, &bus_old, NULL);
+            bus_map = NULL;
+        }
         munmap(m->base, m->size);
+    }
 #endif
     m->base = NULL;
 }
@@ -219,13 +277,15 @@ static uint64_t error_total(const struct etl_reader *rd)
 static int changed(const char *path, const struct etl_procs *ps, const struct etl_reader *rd,
                    uint32_t pid)
 {
-    if (error_total(rd) == ps->errors)
+    uint64_t lost = map_lost_pages();
+    if (error_total(rd) == ps->errors && lost == 0)
         return 0;
     report_reader(path, rd);
     fprintf(stderr,
             "heaptracectl: %s changed while loaded (the errors above differ from those of "
-            "the scan of its processes): session of process %u holds what could be read\n",
-            path, pid);
+            "the scan of its processes, or %llu pages of it were gone when read): session "
+            "of process %u holds what could be read\n",
+            path, (unsigned long long)lost, pid);
     return 1;
 }
 
@@ -451,6 +511,12 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
     uint64_t errors = report_reader(path, rd);
     ps.size = (uint64_t)size;
     ps.errors = errors;
+    if (map_lost_pages()) {
+        fprintf(stderr,
+                "heaptracectl: %s changed while loaded: %llu pages of it were gone when read\n",
+                path, (unsigned long long)map_lost_pages());
+        errors++;
+    }
     if (ps.dropped)
         fprintf(stderr,
                 "heaptracectl: %s: more than %d processes: %llu records of the "
