@@ -95,3 +95,29 @@ case_adv25_cut_at_buffer_end() {
     grep -q 'BUFFERS_MISSING' "$T/load.err" || fail "load: $(cat "$T/load.err")"
     stop_clean
 }
+
+# Stack keys (h27-etlfast's one pass): references to 16 key values whose Delete comes after
+# them, each value used again for other frames, a Rundown at the end; every allocation on the
+# stack of the first definition of its key after it. Then 300000 references never defined
+# among them, past the 262144 that may wait: the defined ones keep their stacks, the others
+# have none (no_stack), the drops said, the ctl's memory bounded.
+case_adv25_keys_model() {
+    local seed
+    start_daemon
+    for seed in 1 2 3; do
+        python3 "$ETL_MODEL" keys "$T/k$seed.etl" "$T/k.json" "$seed" 3000 --undefined 500 ||
+            fail "etl-model.py keys $seed"
+        ctl load "$T/k$seed.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
+        python3 "$ETL_MODEL" check-keys "$T/k.json" >"$T/check.out" 2>&1 ||
+            fail "seed $seed: $(cat "$T/check.out")"
+        ctl drop keys.exe.4321 >/dev/null || fail "drop"
+    done
+    python3 "$ETL_MODEL" keys "$T/ku.etl" "$T/ku.json" 4 3000 --undefined 300000 || fail "keys"
+    /usr/bin/time -f "%M" -o "$T/rss" "$HT_CTL" load "$T/ku.etl" >"$T/load.out" 2>&1 ||
+        fail "load: $(cat "$T/load.out")"
+    grep -q 'unresolved, [1-9][0-9]* dropped' "$T/load.out" || fail "drops: $(cat "$T/load.out")"
+    python3 "$ETL_MODEL" check-keys "$T/ku.json" >"$T/check.out" 2>&1 ||
+        fail "300000 undefined: $(cat "$T/check.out")"
+    [ "$(tail -1 "$T/rss")" -lt 200000 ] || fail "the ctl's peak RSS: $(tail -1 "$T/rss") KB"
+    stop_clean
+}

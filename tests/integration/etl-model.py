@@ -384,8 +384,111 @@ def names(out):
         (603, "new\nline.exe", [(0.1, "start", 0, 0), (0.4, "alloc", 0x1000, 300)])])
 
 
+def rec_key_ref(p, tid, ts, key):
+    return hdr_perfinfo(0x1826, ts, struct.pack("<QIIQ", ts, p.pid, p.tids[0] if tid is None
+                                                else tid, key), False)
+
+
+def rec_key_def(hook, ts, key, frames):
+    return hdr_perfinfo(hook, ts, struct.pack("<Q%dQ" % len(frames), key, *frames), False)
+
+
+def keys(out, model_out, seed, n, undefined):
+    """One process's allocations whose stacks are stack-key references (0x1826) to a few
+    key values: a key leaves the cache with a Delete (0x1823) carrying its frames, after its
+    references, and its value is used again for other frames; a Rundown (0x1824) at the end
+    defines the keys still cached. Each reference takes the first definition of its key that
+    comes after it (etl-format.md 4.3). undefined: that many more allocations whose keys are
+    never defined, spread among the others. The model: per stack (its frames), count and
+    bytes of the allocations."""
+    r = random.Random(seed)
+    p = Proc(4321, "keys.exe", False)
+    w = Writer(False)
+    w.buffer(0, pad(logfile()), btype=4)
+    ts = T0 + 1
+    w.add(0, rec_process(p.pid, ts, p.name))
+    cached = {}      # key -> (frames, [(size)]) waiting for its definition
+    stacks = {}      # frames tuple -> [count, bytes]
+    nextkey = [0xFFFF900000000000]  # never one of the pool's
+
+    def frames_new():
+        return [0x7FF000000000 + r.randrange(1 << 20) * 16 for _ in range(r.randrange(2, 9))]
+
+    def define(hook, key):
+        fr, sizes = cached.pop(key)
+        w.add(r.randrange(NCPU), [rec_key_def(hook, ts, key, fr)])
+        st = stacks.setdefault(tuple(fr), [0, 0])
+        st[0] += len(sizes)
+        st[1] += sum(sizes)
+
+    pool = [0xFFFF800000001000 + 0x40 * i for i in range(16)]
+    total = n + undefined
+    und = set(r.sample(range(total), undefined))
+    for i in range(total):
+        ts += r.randrange(1, 50)
+        size = r.randrange(1, 5000)
+        addr = p.next_addr
+        p.next_addr += 16 * ((size + 31) // 16)
+        if i in und:
+            key = nextkey[0]
+            nextkey[0] += 0x40
+        else:
+            key = r.choice(pool)
+            if key not in cached:
+                cached[key] = (frames_new(), [])
+            cached[key][1].append(size)
+        cpu = r.randrange(NCPU)
+        w.add(cpu, [hdr_system(0x1021, p.tids[0], p.pid, ts,
+                               struct.pack("<QQQI", HEAP, size, addr, 3), False),
+                    rec_key_ref(p, None, ts, key)])
+        if r.random() < 0.02 and cached:
+            ts += 1
+            define(0x1823, r.choice(list(cached)))
+    ts += 10
+    for key in list(cached):
+        define(0x1824, key)
+    w.close()
+    with open(out, "wb") as f:
+        f.write(w.out)
+    with open(model_out, "w") as f:
+        json.dump({"session": "%s.%d" % (p.name, p.pid), "allocs": total, "undefined": undefined,
+                   "stacks": [[["0x%x" % x for x in k], v[0], v[1]] for k, v in stacks.items()]}, f)
+
+
+def check_keys(m):
+    """Every stack of the model with its count and bytes; the undefined ones without."""
+    s = m["session"]
+    got = {}
+    for row in ctl("stacks", s, "--by", "stack", "--top", "10000")["rows"]:
+        got[tuple(row["frames"])] = [row["count"], row["size"]]
+    bad = 0
+    for frames, count, size in m["stacks"]:
+        g = got.get(tuple(frames))
+        if g != [count, size]:
+            bad += 1
+            if bad < 10:
+                print("stack %s: got %r, expected %r" % (frames[:2], g, [count, size]))
+    tot = ctl("stacks", s)["total"]
+    if tot["count"] != m["allocs"]:
+        bad += 1
+        print("allocations: got %d, expected %d" % (tot["count"], m["allocs"]))
+    no_stack = ctl("status", s)["quality"]["no_stack"]
+    if no_stack != m["undefined"]:
+        bad += 1
+        print("no_stack: got %d, expected %d" % (no_stack, m["undefined"]))
+    if bad:
+        raise SystemExit("%d differences" % bad)
+    print("%d stacks, all equal" % len(m["stacks"]))
+
+
 def main():
-    if sys.argv[1] in ("reuse", "names"):
+    if sys.argv[1] == "keys":
+        und = int(sys.argv[sys.argv.index("--undefined") + 1]) if "--undefined" in sys.argv else 0
+        keys(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), und)
+    elif sys.argv[1] == "check-keys":
+        with open(sys.argv[2]) as f:
+            check_keys(json.load(f))
+    elif sys.argv[1] in ("reuse", "names"):
         {"reuse": reuse, "names": names}[sys.argv[1]](sys.argv[2])
     elif sys.argv[1] == "gen":
         nev = int(sys.argv[sys.argv.index("--events") + 1]) if "--events" in sys.argv else 2000
