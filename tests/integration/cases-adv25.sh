@@ -105,7 +105,9 @@ case_adv25_keys_model() {
     local seed
     start_daemon
     for seed in 1 2 3; do
-        python3 "$ETL_MODEL" keys "$T/k$seed.etl" "$T/k.json" "$seed" 3000 --undefined 500 ||
+        # Seed 3: Creates (0x1822) as keys enter the cache, and keys created again.
+        python3 "$ETL_MODEL" keys "$T/k$seed.etl" "$T/k.json" "$seed" 3000 --undefined 500 \
+            $([ "$seed" = 3 ] && echo --creates) ||
             fail "etl-model.py keys $seed"
         ctl load "$T/k$seed.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
         python3 "$ETL_MODEL" check-keys "$T/k.json" >"$T/check.out" 2>&1 ||

@@ -393,14 +393,16 @@ def rec_key_def(hook, ts, key, frames):
     return hdr_perfinfo(hook, ts, struct.pack("<Q%dQ" % len(frames), key, *frames), False)
 
 
-def keys(out, model_out, seed, n, undefined):
+def keys(out, model_out, seed, n, undefined, creates=False):
     """One process's allocations whose stacks are stack-key references (0x1826) to a few
     key values: a key leaves the cache with a Delete (0x1823) carrying its frames, after its
     references, and its value is used again for other frames; a Rundown (0x1824) at the end
     defines the keys still cached. Each reference takes the first definition of its key that
     comes after it (etl-format.md 4.3). undefined: that many more allocations whose keys are
-    never defined, spread among the others. The model: per stack (its frames), count and
-    bytes of the allocations."""
+    never defined, spread among the others. creates: a key entering the cache comes with a
+    Create (0x1822) of its frames first, and now and then a cached key is created again with
+    other frames (references after it take those). The model: per stack (its frames), count
+    and bytes of the allocations."""
     r = random.Random(seed)
     p = Proc(4321, "keys.exe", False)
     w = Writer(False)
@@ -416,7 +418,8 @@ def keys(out, model_out, seed, n, undefined):
 
     def define(hook, key):
         fr, sizes = cached.pop(key)
-        w.add(r.randrange(NCPU), [rec_key_def(hook, ts, key, fr)])
+        if hook != 0x1822:  # a Create of other frames: it defines the next ones
+            w.add(r.randrange(NCPU), [rec_key_def(hook, ts, key, fr)])
         st = stacks.setdefault(tuple(fr), [0, 0])
         st[0] += len(sizes)
         st[1] += sum(sizes)
@@ -429,18 +432,23 @@ def keys(out, model_out, seed, n, undefined):
         size = r.randrange(1, 5000)
         addr = p.next_addr
         p.next_addr += 16 * ((size + 31) // 16)
+        create = []
         if i in und:
             key = nextkey[0]
             nextkey[0] += 0x40
         else:
             key = r.choice(pool)
+            if creates and key in cached and r.random() < 0.01:
+                define(0x1822, key)  # redefined while cached: its references so far
             if key not in cached:
                 cached[key] = (frames_new(), [])
+                if creates:  # logged before the reference, on its processor
+                    create = [rec_key_def(0x1822, ts, key, cached[key][0])]
             cached[key][1].append(size)
         cpu = r.randrange(NCPU)
-        w.add(cpu, [hdr_system(0x1021, p.tids[0], p.pid, ts,
-                               struct.pack("<QQQI", HEAP, size, addr, 3), False),
-                    rec_key_ref(p, None, ts, key)])
+        w.add(cpu, create + [hdr_system(0x1021, p.tids[0], p.pid, ts,
+                                        struct.pack("<QQQI", HEAP, size, addr, 3), False),
+                             rec_key_ref(p, None, ts, key)])
         if r.random() < 0.02 and cached:
             ts += 1
             define(0x1823, r.choice(list(cached)))
@@ -484,7 +492,8 @@ def check_keys(m):
 def main():
     if sys.argv[1] == "keys":
         und = int(sys.argv[sys.argv.index("--undefined") + 1]) if "--undefined" in sys.argv else 0
-        keys(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), und)
+        keys(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), und,
+             "--creates" in sys.argv)
     elif sys.argv[1] == "check-keys":
         with open(sys.argv[2]) as f:
             check_keys(json.load(f))
