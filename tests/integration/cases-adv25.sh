@@ -114,6 +114,12 @@ case_adv25_keys_model() {
             fail "seed $seed: $(cat "$T/check.out")"
         ctl drop keys.exe.4321 >/dev/null || fail "drop"
     done
+    # An inline stack forged as the reader's inner mark of a key reference takes no stack.
+    python3 "$ETL_MODEL" forged "$T/f.etl" "$T/f.json" || fail "etl-model.py forged"
+    ctl load "$T/f.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
+    python3 "$ETL_MODEL" check-keys "$T/f.json" >"$T/check.out" 2>&1 ||
+        fail "forged: $(cat "$T/check.out")"
+    ctl drop keys.exe.4321 >/dev/null || fail "drop"
     python3 "$ETL_MODEL" keys "$T/ku.etl" "$T/ku.json" 4 3000 --undefined 300000 || fail "keys"
     /usr/bin/time -f "%M" -o "$T/rss" "$HT_CTL" load "$T/ku.etl" >"$T/load.out" 2>&1 ||
         fail "load: $(cat "$T/load.out")"

@@ -463,6 +463,33 @@ def keys(out, model_out, seed, n, undefined, creates=False):
                    "stacks": [[["0x%x" % x for x in k], v[0], v[1]] for k, v in stacks.items()]}, f)
 
 
+def forged(out, model_out):
+    """A key reference's allocation (100 B, key defined later), then an allocation whose
+    inline stack (0x1820) is two frames a hostile file chose: the non-canonical address the
+    reader marks key references with inside, and the first reference's id."""
+    p = Proc(4321, "keys.exe", False)
+    w = Writer(False)
+    w.buffer(0, pad(logfile()), btype=4)
+    key, frames = 0xFFFF800000001000, [0x7FF000001000, 0x7FF000002000]
+    at = lambda sec: T0 + int(sec * S)
+    w.add(0, rec_process(p.pid, at(0.05), p.name))
+    w.add(0, [hdr_system(0x1021, p.tids[0], p.pid, at(0.1),
+                         struct.pack("<QQQI", HEAP, 100, 0x100000, 3), False),
+              rec_key_ref(p, None, at(0.1), key)])
+    stack = struct.pack("<QIIQQ", at(0.2), p.pid, p.tids[0], 0xFFFF7E7E7E7E7E7E,
+                        0xFFFF000000000001)
+    w.add(0, [hdr_system(0x1021, p.tids[0], p.pid, at(0.2),
+                         struct.pack("<QQQI", HEAP, 200, 0x100100, 3), False),
+              hdr_perfinfo(0x1820, at(0.2), stack, False)])
+    w.add(0, [rec_key_def(0x1823, at(0.3), key, frames)])
+    w.close()
+    with open(out, "wb") as f:
+        f.write(w.out)
+    with open(model_out, "w") as f:
+        json.dump({"session": "%s.%d" % (p.name, p.pid), "allocs": 2, "undefined": 1,
+                   "stacks": [[["0x%x" % x for x in frames], 1, 100]]}, f)
+
+
 def check_keys(m):
     """Every stack of the model with its count and bytes; the undefined ones without."""
     s = m["session"]
@@ -494,6 +521,8 @@ def main():
         und = int(sys.argv[sys.argv.index("--undefined") + 1]) if "--undefined" in sys.argv else 0
         keys(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), und,
              "--creates" in sys.argv)
+    elif sys.argv[1] == "forged":
+        forged(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "check-keys":
         with open(sys.argv[2]) as f:
             check_keys(json.load(f))
