@@ -207,14 +207,19 @@ static void event_cb(void *arg, const struct ht_event *ev)
     }
 }
 
-int ctl_etl_is(FILE *in)
+int ctl_etl_head(const unsigned char *h, size_t n)
 {
     /* The first buffer's header (0x48 bytes), then the log-file header record: a SYSTEM32
      * or SYSTEM64 trace header (ntwmi.h TRACE_HEADER_TYPE_SYSTEM32/64, marker 0xC0) with
      * HookId 0. */
+    return n >= 0x50 && (h[0x48 + 3] & 0xC0) == 0xC0 && (h[0x48 + 2] == 1 || h[0x48 + 2] == 2) &&
+           h[0x48 + 6] == 0 && h[0x48 + 7] == 0;
+}
+
+int ctl_etl_is(FILE *in)
+{
     unsigned char h[0x50];
-    int ok = fread(h, 1, sizeof(h), in) == sizeof(h) && (h[0x48 + 3] & 0xC0) == 0xC0 &&
-             (h[0x48 + 2] == 1 || h[0x48 + 2] == 2) && h[0x48 + 6] == 0 && h[0x48 + 7] == 0;
+    int ok = ctl_etl_head(h, fread(h, 1, sizeof(h), in));
     rewind(in);
     return ok;
 }

@@ -129,3 +129,19 @@ case_adv25_keys_model() {
     [ "$(tail -1 "$T/rss")" -lt 200000 ] || fail "the ctl's peak RSS: $(tail -1 "$T/rss") KB"
     stop_clean
 }
+
+# An .etl from a pipe or a FIFO went to the daemon as .htev text: 0 events, a malformed line
+# per 1 KiB, exit 0. The ctl sees the trace's start now: nothing sent, said, exit 1.
+case_adv25_etl_from_pipe() {
+    start_daemon
+    python3 "$ETL_MODEL" reuse "$T/r.etl" || fail "etl-model.py reuse"
+    ctl load - <"$T/r.etl" >"$T/o" 2>&1 && fail "an .etl on stdin: exit 0 ($(cat "$T/o"))"
+    cat "$T/r.etl" | ctl load - >"$T/o" 2>&1 && fail "an .etl on a pipe: exit 0 ($(cat "$T/o"))"
+    grep -q 'Windows trace (.etl) on a pipe' "$T/o" || fail "not said: $(cat "$T/o")"
+    mkfifo "$T/fifo"
+    cat "$T/r.etl" >"$T/fifo" &
+    ctl load "$T/fifo" >"$T/o" 2>&1 && fail "an .etl in a FIFO: exit 0 ($(cat "$T/o"))"
+    grep -q 'Windows trace (.etl) on a pipe' "$T/o" || fail "not said: $(cat "$T/o")"
+    grep -q ' [1-9][0-9]* malformed' "$T/o" && fail "sent: $(cat "$T/o")"
+    stop_clean
+}
