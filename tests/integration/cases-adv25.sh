@@ -24,7 +24,8 @@ case_adv25_model_seeds() {
 
 # Windows reuses process ids: pid 500 is first.exe, ends, then second.exe, then first.exe
 # again. Each is its own session (the k-th process of a pid in the trace is <image>.<pid>.<k>),
-# with only its own blocks: second.exe's block at first.exe's address did not replace it,
+# with only its own blocks (and the stacks of its keys, defined after it ended): second.exe's
+# block at first.exe's address did not replace it,
 # and its free of an address of first.exe's did not free it. They were one session
 # "first.exe.500" holding 50 B.
 case_adv25_pid_reuse() {
@@ -32,7 +33,10 @@ case_adv25_pid_reuse() {
     python3 "$ETL_MODEL" reuse "$T/r.etl" || fail "etl-model.py reuse"
     ctl load "$T/r.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
     eq "$(etlsess_names)" "first.exe.500 first.exe.500.3 second.exe.500.2 " "sessions"
-    eq "$(ctl --json status first.exe.500 | jget heap.outstanding)" 300 "first.exe live bytes"
+    eq "$(ctl --json status first.exe.500 | jget heap.outstanding)" 101 "first.exe live bytes"
+    # Its key's definition comes after it ended (a Rundown at the trace's end): still its.
+    ctl --json stacks first.exe.500 --by stack >"$T/s" || fail "stacks first.exe.500"
+    grep -q '0x7ff000777000' "$T/s" || fail "the key's stack lost: $(cat "$T/s")"
     eq "$(ctl --json status first.exe.500 | jget heap.outstanding_count)" 2 "first.exe blocks"
     eq "$(ctl --json status first.exe.500 | jget process.exited)" true "first.exe exited"
     eq "$(ctl --json status second.exe.500.2 | jget process.name)" second.exe "second's name"

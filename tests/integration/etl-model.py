@@ -354,6 +354,10 @@ def small_file(out, procs):
             r = {"start": lambda: rec_process(pid, ts, name),
                  "end": lambda: rec_process(pid, ts, name, end=True),
                  "alloc": lambda: rec_alloc(p, p.tids[0], ts, addr, size),
+                 # its stack a key (size) reference, and that key's Rundown (addr: a frame)
+                 "kalloc": lambda: rec_alloc(p, p.tids[0], ts, addr, 1)[:1] +
+                 [rec_key_ref(p, None, ts, size)],
+                 "rundown": lambda: [rec_key_def(0x1824, ts, size, [addr, addr + 16])],
                  "free": lambda: rec_free(p, p.tids[0], ts, addr)}[what]()
             recs.append((ts, (len(procs) - 1 - cpu) % NCPU, r))
     for ts, cpu, r in sorted(recs, key=lambda x: x[0]):
@@ -364,12 +368,14 @@ def small_file(out, procs):
 
 
 def reuse(out):
-    """Windows reuses process ids: pid 500 is first.exe (two blocks, 300 B, ends at 0.5 s),
+    """Windows reuses process ids: pid 500 is first.exe (two blocks, 100 B and a 1 B block
+    whose stack is key 0x77's, defined by the Rundown at the trace's end; ends at 0.5 s),
     then second.exe (its own block at first.exe's address, a free of an address it never
     allocated; ends at 1.8 s), then first.exe again (50 B)."""
     small_file(out, [
         (500, "first.exe", [(0.1, "start", 0, 0), (0.2, "alloc", 0x100000, 100),
-                            (0.3, "alloc", 0x100100, 200), (0.5, "end", 0, 0)]),
+                            (0.3, "kalloc", 0x100100, 0x77), (0.5, "end", 0, 0),
+                            (2.5, "rundown", 0x7FF000777000, 0x77)]),
         (500, "second.exe", [(1.0, "start", 0, 0), (1.2, "alloc", 0x100000, 1000),
                              (1.3, "free", 0x100100, 0), (1.8, "end", 0, 0)]),
         (500, "first.exe", [(2.0, "start", 0, 0), (2.2, "alloc", 0x100000, 50)])])

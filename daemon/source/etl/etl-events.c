@@ -381,6 +381,9 @@ void etl_events_record(void *arg, const struct etl_record *r)
         x->announced = 1;
         x->fn(x->arg, &ev);
     }
+    /* Key definitions are the kernel's stack cache, whoever's time they come at: one after
+     * the window (a Rundown at the trace's end) still defines the keys of the window's. */
+    etl_keys_define(x->keys, r);
     if (r->ts < x->from || r->ts >= x->to) {
         x->st.outside_window++;
         return;
@@ -389,7 +392,6 @@ void etl_events_record(void *arg, const struct etl_record *r)
         key_ref(x, r);
         return;
     }
-    etl_keys_define(x->keys, r);
     if (!etl_to_etw(r, &e)) {
         x->st.dec.unknown_provider++;
         return;
