@@ -56,8 +56,8 @@ static int64_t read_at(void *arg, uint64_t off, void *buf, size_t n)
 #endif
 }
 
-/* The file mapped for the readers (POSIX): its uncompressed buffers parsed in place and its
- * compressed ones inflated from there, where pread copied each (the kernel's copies were a
+/* The file mapped for the readers (POSIX): its uncompressed buffers parsed in place, where
+ * pread copied each (the kernel's copies were a
  * fifth of a load's time, perf); each buffer's pages dropped once the reader leaves it, so
  * that the ctl's resident memory stays a few buffers whatever the file's size. A file
  * shortened while it loads would end the ctl with SIGBUS (a page past the file's end):

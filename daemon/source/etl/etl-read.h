@@ -129,7 +129,7 @@ int etl_reader_new(struct etl_reader **out, etl_read_fn fn, void *arg, uint64_t 
                    const struct etl_limits *lim);
 void etl_reader_free(struct etl_reader *r);
 /* The file mapped whole at base (the size given to etl_reader_new): uncompressed buffers are
- * parsed in place instead of copied (compressed ones are still read to be inflated); done,
+ * parsed in place instead of copied (compressed ones are still read, then inflated); done,
  * if not NULL, is told (arg, offset, bytes) when the reader leaves a buffer it read in place,
  * so that the owner can drop its pages. Before etl_reader_run. */
 typedef void (*etl_done_fn)(void *arg, uint64_t off, uint32_t n);
