@@ -63,6 +63,16 @@ static int send_bytes(struct ctl *c, FILE *in, int *read_error, int *etl)
     return rc;
 }
 
+static int etl_on_pipe(const char *file)
+{
+    fprintf(stderr,
+            "heaptracectl: %s is a Windows trace (.etl) on a pipe or standard input: its "
+            "reader seeks (each processor's buffers are interleaved), so it loads from a "
+            "regular file named on the command line only; nothing was sent\n",
+            file);
+    return EXIT_CMD;
+}
+
 int ctl_load(struct ctl *c)
 {
     FILE *in = strcmp(c->file, "-") ? fopen(c->file, "rb") : stdin;
@@ -134,14 +144,8 @@ int ctl_load(struct ctl *c)
                 c->file, strerror(read_error));
         return EXIT_CMD;
     }
-    if (etl_pipe) {
-        fprintf(stderr,
-                "heaptracectl: %s is a Windows trace (.etl) on a pipe or standard input: its "
-                "reader seeks (each processor's buffers are interleaved), so it loads from a "
-                "regular file named on the command line only; nothing was sent\n",
-                c->file);
-        return EXIT_CMD;
-    }
+    if (etl_pipe)
+        return etl_on_pipe(c->file);
     return EXIT_OK;
 }
 

@@ -224,7 +224,8 @@ class Gen:
             base = r.choice(list(p.regions))
             size = p.regions.pop(base)
             p.commits.append((ns_of(ts), -size))
-            # The kernel logs the region's size (etl-format.md 4.2's 32-bit VirtualFree vector).
+            # The kernel logs the region's size (a Windows-written 32-bit VirtualFree: RegionSize
+            # 0x40000 with MEM_RELEASE, libtrace's test vectors).
             self.emit(rec_virtual(p, logger, tid, ts, 0x0263, base, size, RELEASE))
             return
         base, size = p.next_region, 4096 * r.randrange(1, 64)
@@ -404,7 +405,7 @@ def keys(out, model_out, seed, n, undefined, creates=False):
     key values: a key leaves the cache with a Delete (0x1823) carrying its frames, after its
     references, and its value is used again for other frames; a Rundown (0x1824) at the end
     defines the keys still cached. Each reference takes the first definition of its key that
-    comes after it (etl-format.md 4.3). undefined: that many more allocations whose keys are
+    comes after it (docs/formats.md). undefined: that many more allocations whose keys are
     never defined, spread among the others. creates: a key entering the cache comes with a
     Create (0x1822) of its frames first, and now and then a cached key is created again with
     other frames (references after it take those). The model: per stack (its frames), count
