@@ -50,10 +50,10 @@ static struct etl_proc *find(struct etl_procs *p, uint32_t pid)
 static struct etl_proc *next_process(struct etl_procs *p, struct etl_proc *x, uint64_t ts)
 {
     uint32_t nth = x->nth, i = (uint32_t)(x - p->v);
+    x->to = ts; /* even when the next one cannot be listed: its records are not x's */
     struct etl_proc *e = add(p, x->pid);
     if (!e)
         return NULL;
-    p->v[i].to = ts;
     e->nth = nth + 1;
     e->from = ts;
     for (uint32_t h = (e->pid * 2654435761u) & (SLOTS - 1);; h = (h + 1) & (SLOTS - 1))
@@ -89,6 +89,10 @@ static void record(void *arg, const struct etl_record *r)
     struct etl_proc *x = find(p, owner);
     if (p->ordered && x && x->ended && d.kind == ETW_PROCESS_START)
         x = next_process(p, x, r->ts);
+    if (x && r->ts >= x->to) {
+        p->dropped++; /* a later process of the pid, past ETL_PROCS_MAX */
+        return;
+    }
     if (!x)
         return;
     if (d.kind == ETW_PROCESS_START) {

@@ -44,6 +44,13 @@ case_adv25_pid_reuse() {
     eq "$(ctl --json status second.exe.500.2 | jget heap.outstanding_count)" 1 "second's blocks"
     eq "$(ctl --json status first.exe.500.3 | jget heap.outstanding)" 50 "the third's bytes"
     eq "$(ctl --json status first.exe.500.3 | jget process.exited)" false "the third runs"
+    # Past the 4096 processes the ctl lists, a later process of a listed pid is not loaded
+    # into the earlier one's session (it was: second.exe's 1000 B in first.exe.500).
+    python3 "$ETL_MODEL" reuse-full "$T/rf.etl" || fail "etl-model.py reuse-full"
+    ctl load "$T/rf.etl" --pid 500 --name rf >"$T/load.out" 2>&1 || fail "$(cat "$T/load.out")"
+    grep -q 'more than 4096 processes' "$T/load.out" || fail "the cap not said: $(cat "$T/load.out")"
+    eq "$(ctl --json status rf.500 | jget heap.outstanding)" 100 "first.exe's bytes alone"
+    ctl drop rf.500 >/dev/null || fail "drop"
     # --pid takes every process that had the pid.
     ctl load "$T/r.etl" --pid 500 --name p >"$T/load.out" 2>&1 || fail "--pid 500"
     eq "$(ctl ls | grep -c ' p\.500')" 3 "--pid 500 sessions"

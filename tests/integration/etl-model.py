@@ -382,6 +382,16 @@ def reuse(out):
         (500, "first.exe", [(2.0, "start", 0, 0), (2.2, "alloc", 0x100000, 50)])])
 
 
+def reuse_full(out):
+    """reuse's pid 500 after 4095 other processes (Process Starts only): its second process
+    is the 4097th, past the ctl's list."""
+    small_file(out, [(10000 + i, "f%d.exe" % i, [(0.01, "start", 0, 0)]) for i in range(4095)] + [
+        (500, "first.exe", [(0.1, "start", 0, 0), (0.2, "alloc", 0x100000, 100),
+                            (0.5, "end", 0, 0)]),
+        (500, "second.exe", [(1.0, "start", 0, 0), (1.2, "alloc", 0x100000, 1000),
+                             (1.3, "free", 0x100100, 0)])])
+
+
 def names(out):
     """Image names a hostile file may hold: longer than a session name, a terminal escape,
     a newline."""
@@ -533,8 +543,8 @@ def main():
     elif sys.argv[1] == "check-keys":
         with open(sys.argv[2]) as f:
             check_keys(json.load(f))
-    elif sys.argv[1] in ("reuse", "names"):
-        {"reuse": reuse, "names": names}[sys.argv[1]](sys.argv[2])
+    elif sys.argv[1] in ("reuse", "reuse-full", "names"):
+        {"reuse": reuse, "reuse-full": reuse_full, "names": names}[sys.argv[1]](sys.argv[2])
     elif sys.argv[1] == "gen":
         nev = int(sys.argv[sys.argv.index("--events") + 1]) if "--events" in sys.argv else 2000
         seed = int(sys.argv[4])
