@@ -89,7 +89,7 @@ static void record(void *arg, const struct etl_record *r)
     struct etl_proc *x = find(p, owner);
     if (p->ordered && x && x->ended && d.kind == ETW_PROCESS_START)
         x = next_process(p, x, r->ts);
-    if (x && r->ts >= x->to) {
+    if (x && x->to != UINT64_MAX && r->ts >= x->to) {
         p->dropped++; /* a later process of the pid, past ETL_PROCS_MAX */
         return;
     }

@@ -351,7 +351,7 @@ def small_file(out, procs):
     for cpu, (pid, name, evs) in enumerate(procs):
         p = Proc(pid, name, False)
         for sec, what, addr, size in evs:
-            ts = T0 + int(sec * S)
+            ts = min(T0 + int(sec * S), 2**64 - 1)
             r = {"start": lambda: rec_process(pid, ts, name),
                  "end": lambda: rec_process(pid, ts, name, end=True),
                  "alloc": lambda: rec_alloc(p, p.tids[0], ts, addr, size),
@@ -390,6 +390,12 @@ def reuse_full(out):
                             (0.5, "end", 0, 0)]),
         (500, "second.exe", [(1.0, "start", 0, 0), (1.2, "alloc", 0x100000, 1000),
                              (1.3, "free", 0x100100, 0)])])
+
+
+def ts_max(out):
+    """late.exe (pid 700): an allocation at 0.2 s, another whose time is 2^64-1 ticks."""
+    small_file(out, [(700, "late.exe", [(0.1, "start", 0, 0), (0.2, "alloc", 0x1000, 100),
+                                        (2.0**64 / S, "alloc", 0x2000, 200)])])
 
 
 def names(out):
@@ -543,8 +549,9 @@ def main():
     elif sys.argv[1] == "check-keys":
         with open(sys.argv[2]) as f:
             check_keys(json.load(f))
-    elif sys.argv[1] in ("reuse", "reuse-full", "names"):
-        {"reuse": reuse, "reuse-full": reuse_full, "names": names}[sys.argv[1]](sys.argv[2])
+    elif sys.argv[1] in ("reuse", "reuse-full", "names", "ts-max"):
+        {"reuse": reuse, "reuse-full": reuse_full, "names": names,
+         "ts-max": ts_max}[sys.argv[1]](sys.argv[2])
     elif sys.argv[1] == "gen":
         nev = int(sys.argv[sys.argv.index("--events") + 1]) if "--events" in sys.argv else 2000
         seed = int(sys.argv[4])

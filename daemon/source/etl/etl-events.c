@@ -384,7 +384,8 @@ void etl_events_record(void *arg, const struct etl_record *r)
     /* Key definitions are the kernel's stack cache, whoever's time they come at: one after
      * the window (a Rundown at the trace's end) still defines the keys of the window's. */
     etl_keys_define(x->keys, r);
-    if (r->ts < x->from || r->ts >= x->to) {
+    /* to UINT64_MAX: no end (a record may say that time too). */
+    if (r->ts < x->from || (x->to != UINT64_MAX && r->ts >= x->to)) {
         x->st.outside_window++;
         return;
     }
