@@ -238,6 +238,11 @@ static uint64_t report_reader(const char *path, const struct etl_reader *rd)
             fprintf(stderr, "heaptracectl: %s: %llu x %s (%s), first at offset %llu\n", path,
                     (unsigned long long)c->err[k], etl_err_name(k), etl_err_msg(k),
                     (unsigned long long)c->err_first[k]);
+    if (c->backwards)
+        fprintf(stderr,
+                "heaptracectl: %s: %llu records earlier than the record before them on their "
+                "processor (a damaged clock or file): their events are out of order\n",
+                path, (unsigned long long)c->backwards);
     if (c->flag_events_lost || c->flag_buffer_lost || etl_reader_header(rd)->buffers_lost)
         fprintf(stderr,
                 "heaptracectl: %s: Windows lost data: %llu buffers flagged events lost, %llu "

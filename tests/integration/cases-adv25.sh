@@ -166,3 +166,17 @@ case_adv25_ts_max() {
     grep -q 'process 700 (late.exe): 2 events' "$T/load.out" || fail "$(cat "$T/load.out")"
     stop_clean
 }
+
+# A processor's records going back in time (a damaged clock or file): the merge by time
+# cannot order them, and the events came out of order unsaid. Counted and said now (load,
+# and --stats: records_backwards_on_processor).
+case_adv25_ts_backwards() {
+    start_daemon
+    python3 "$ETL_MODEL" ts-back "$T/b.etl" || fail "etl-model.py ts-back"
+    ctl load "$T/b.etl" >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
+    grep -q '1 records earlier than the record before them' "$T/load.out" ||
+        fail "not said: $(cat "$T/load.out")"
+    "$HT_CONVERT" --stats "$T/b.etl" | grep -q '"records_backwards_on_processor":.1,' ||
+        fail "--stats: $("$HT_CONVERT" --stats "$T/b.etl" | grep backwards)"
+    stop_clean
+}

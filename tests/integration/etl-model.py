@@ -398,6 +398,19 @@ def ts_max(out):
                                         (2.0**64 / S, "alloc", 0x2000, 200)])])
 
 
+def ts_back(out):
+    """back.exe (pid 800): on one processor an allocation at 0.5 s, then one at 0.3 s."""
+    p = Proc(800, "back.exe", False)
+    w = Writer(False)
+    w.buffer(0, pad(logfile()), btype=4)
+    w.add(0, rec_process(p.pid, T0 + S // 10, p.name))
+    w.add(0, rec_alloc(p, p.tids[0], T0 + S // 2, 0x1000, 100))
+    w.add(0, rec_alloc(p, p.tids[0], T0 + 3 * S // 10, 0x2000, 200))
+    w.close()
+    with open(out, "wb") as f:
+        f.write(w.out)
+
+
 def names(out):
     """Image names a hostile file may hold: longer than a session name, a terminal escape,
     a newline."""
@@ -549,9 +562,9 @@ def main():
     elif sys.argv[1] == "check-keys":
         with open(sys.argv[2]) as f:
             check_keys(json.load(f))
-    elif sys.argv[1] in ("reuse", "reuse-full", "names", "ts-max"):
-        {"reuse": reuse, "reuse-full": reuse_full, "names": names,
-         "ts-max": ts_max}[sys.argv[1]](sys.argv[2])
+    elif sys.argv[1] in ("reuse", "reuse-full", "names", "ts-max", "ts-back"):
+        {"reuse": reuse, "reuse-full": reuse_full, "names": names, "ts-max": ts_max,
+         "ts-back": ts_back}[sys.argv[1]](sys.argv[2])
     elif sys.argv[1] == "gen":
         nev = int(sys.argv[sys.argv.index("--events") + 1]) if "--events" in sys.argv else 2000
         seed = int(sys.argv[4])

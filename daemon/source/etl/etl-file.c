@@ -504,6 +504,7 @@ static int cursor_next(struct etl_reader *r, struct etl_cpu *c, uint16_t cpu)
                 c->rec.off = c->off + c->pos;
                 if (c->rec.ts == 0)
                     c->rec.ts = c->ts; /* kinds without a time keep their place */
+                r->counts.backwards += c->rec.ts < c->ts;
                 c->ts = c->rec.ts;
                 /* Records start on 8-byte boundaries (checked on Windows-written files). */
                 c->pos += ((size_t)n + 7) & ~(size_t)7;
