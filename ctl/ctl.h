@@ -51,6 +51,8 @@ int ctl_load(struct ctl *c);
  * (those --pid / --process pick) each loaded into a session of its own: an exit code (errors
  * printed; the sessions made stay whatever fails later). */
 int ctl_etl_is(FILE *in);
+/* The first n bytes of a stream are those of a Windows trace (.etl). */
+int ctl_etl_head(const unsigned char *h, size_t n);
 int ctl_etl_load(struct ctl *c, FILE *in, const char *path);
 int ctl_record(struct ctl *c);
 int ctl_export(struct ctl *c);

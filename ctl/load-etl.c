@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #ifndef _WIN32
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
@@ -59,13 +60,64 @@ static int64_t read_at(void *arg, uint64_t off, void *buf, size_t n)
  * pread copied each (the kernel's copies were a
  * fifth of a load's time, perf); each buffer's pages dropped once the reader leaves it, so
  * that the ctl's resident memory stays a few buffers whatever the file's size. A file
- * shortened while it loads ends the ctl with SIGBUS, as any reader of a mapped file. No
- * mapping (Windows, an empty file, mmap refused): the readers read by offset. */
+ * shortened while it loads would end the ctl with SIGBUS (a page past the file's end):
+ * map_bus puts a page of zeros there instead, counts it, and the load says the file changed.
+ * No mapping (Windows, an empty file, mmap refused): the readers read by offset. */
 struct etl_map {
     uint8_t *base;
     uint64_t size;
     uint64_t page;
 };
+
+#ifndef _WIN32
+/* The mapping the SIGBUS handler may patch (one load at a time), and the pages it patched. */
+static struct etl_map *bus_map;
+static volatile sig_atomic_t bus_pages;
+static struct sigaction bus_old;
+
+/* A read of the mapping past the file's end (the file shrank): the page becomes a private
+ * page of zeros, which the reader takes for the end of its records, and the read is retried
+ * on return. mmap is a plain system call on Linux (not on POSIX's async-signal-safe list).
+ * Any other SIGBUS: the handler before ours, the fault retried into it. */
+static void map_bus(int sig, siginfo_t *si, void *uc)
+{
+    const struct etl_map *m = bus_map;
+    uint8_t *a = si->si_addr;
+    (void)sig, (void)uc;
+    if (m && a >= m->base && a < m->base + m->size) {
+        uint8_t *pg = m->base + (uint64_t)(a - m->base) / m->page * m->page;
+        if (mmap(pg, m->page, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) !=
+            MAP_FAILED) {
+            bus_pages++;
+            return;
+        }
+    }
+    sigaction(SIGBUS, &bus_old, NULL);
+}
+
+static void map_bus_catch(struct etl_map *m)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = map_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    bus_map = m;
+    bus_pages = 0;
+    if (sigaction(SIGBUS, &sa, &bus_old) != 0)
+        bus_map = NULL;
+}
+#endif
+
+/* Pages of the file that were gone when read (the file shrank while it loaded). */
+static uint64_t map_lost_pages(void)
+{
+#ifndef _WIN32
+    return (uint64_t)bus_pages;
+#else
+    return 0;
+#endif
+}
 
 static void map_open(struct etl_map *m, FILE *in, uint64_t size)
 {
@@ -78,6 +130,7 @@ static void map_open(struct etl_map *m, FILE *in, uint64_t size)
     m->base = p;
     m->size = size;
     m->page = (uint64_t)page;
+    map_bus_catch(m);
 #else
     (void)in, (void)size;
 #endif
@@ -86,8 +139,13 @@ static void map_open(struct etl_map *m, FILE *in, uint64_t size)
 static void map_close(struct etl_map *m)
 {
 #ifndef _WIN32
-    if (m->base)
+    if (m->base) {
+        if (bus_map == m) {
+            sigaction(SIGBUS, &bus_old, NULL);
+            bus_map = NULL;
+        }
         munmap(m->base, m->size);
+    }
 #endif
     m->base = NULL;
 }
@@ -149,14 +207,19 @@ static void event_cb(void *arg, const struct ht_event *ev)
     }
 }
 
-int ctl_etl_is(FILE *in)
+int ctl_etl_head(const unsigned char *h, size_t n)
 {
     /* The first buffer's header (0x48 bytes), then the log-file header record: a SYSTEM32
      * or SYSTEM64 trace header (ntwmi.h TRACE_HEADER_TYPE_SYSTEM32/64, marker 0xC0) with
      * HookId 0. */
+    return n >= 0x50 && (h[0x48 + 3] & 0xC0) == 0xC0 && (h[0x48 + 2] == 1 || h[0x48 + 2] == 2) &&
+           h[0x48 + 6] == 0 && h[0x48 + 7] == 0;
+}
+
+int ctl_etl_is(FILE *in)
+{
     unsigned char h[0x50];
-    int ok = fread(h, 1, sizeof(h), in) == sizeof(h) && (h[0x48 + 3] & 0xC0) == 0xC0 &&
-             (h[0x48 + 2] == 1 || h[0x48 + 2] == 2) && h[0x48 + 6] == 0 && h[0x48 + 7] == 0;
+    int ok = ctl_etl_head(h, fread(h, 1, sizeof(h), in));
     rewind(in);
     return ok;
 }
@@ -175,6 +238,11 @@ static uint64_t report_reader(const char *path, const struct etl_reader *rd)
             fprintf(stderr, "heaptracectl: %s: %llu x %s (%s), first at offset %llu\n", path,
                     (unsigned long long)c->err[k], etl_err_name(k), etl_err_msg(k),
                     (unsigned long long)c->err_first[k]);
+    if (c->backwards)
+        fprintf(stderr,
+                "heaptracectl: %s: %llu records earlier than the record before them on their "
+                "processor (a damaged clock or file): their events are out of order\n",
+                path, (unsigned long long)c->backwards);
     if (c->flag_events_lost || c->flag_buffer_lost || etl_reader_header(rd)->buffers_lost)
         fprintf(stderr,
                 "heaptracectl: %s: Windows lost data: %llu buffers flagged events lost, %llu "
@@ -192,7 +260,7 @@ static void report_process(const char *path, uint32_t pid, const struct etl_even
             "%s: process %u (%s): %llu events, %llu stacks matched, %llu stack-key "
             "references unresolved, %llu dropped (more than %u waiting for their "
             "definitions: their events have no stack)\n",
-            path, pid, st.name, (unsigned long long)st.corr.events_in,
+            path, pid, ctl_text(st.name), (unsigned long long)st.corr.events_in,
             (unsigned long long)st.corr.stacks_matched, (unsigned long long)st.key_unresolved,
             (unsigned long long)(st.key_dropped + st.key_evicted), ETL_KEYS_WAITING);
 }
@@ -206,18 +274,44 @@ static long long file_size(FILE *in)
 #endif
 }
 
-/* Process pid's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
- * *read_error set when the file could not be read whole. */
-static int send_process(struct ctl *c, FILE *in, struct etl_map *m, const char *path, uint32_t pid,
-                        int *read_error)
+static uint64_t error_total(const struct etl_reader *rd)
 {
+    uint64_t n = 0;
+    for (int k = 0; k < ETL_ERR_N; k++)
+        n += etl_reader_counts(rd)->err[k];
+    return n;
+}
+
+/* This pass read what the scan did not: the file changed (shrank, grew, was rewritten)
+ * since, and the session holds what this pass could read. */
+static int changed(const char *path, const struct etl_procs *ps, const struct etl_reader *rd,
+                   uint32_t pid)
+{
+    uint64_t lost = map_lost_pages();
+    if (error_total(rd) == ps->errors && lost == 0)
+        return 0;
+    report_reader(path, rd);
+    fprintf(stderr,
+            "heaptracectl: %s changed while loaded (the errors above differ from those of "
+            "the scan of its processes, or %llu pages of it were gone when read): session "
+            "of process %u holds what could be read\n",
+            path, (unsigned long long)lost, pid);
+    return 1;
+}
+
+/* Process p's events as an .htevb stream in load chunks: 0, or EXIT_UNREACHABLE;
+ * *read_error set when the file could not be read whole. The file is read to the size
+ * it had at the scan. */
+static int send_process(struct ctl *c, FILE *in, struct etl_map *m, const char *path,
+                        const struct etl_procs *ps, const struct etl_proc *p, int *read_error)
+{
+    uint32_t pid = p->pid;
     struct etl_load *l = calloc(1, sizeof(*l));
     struct etl_reader *rd = NULL;
     struct stack_intern si;
     int rc = EXIT_CMD, si_ok = 0;
-    long long size = file_size(in);
     *read_error = 1;
-    if (!l || size < 0 || etl_reader_new(&rd, read_at, in, (uint64_t)size, NULL) != 0)
+    if (!l || etl_reader_new(&rd, read_at, in, ps->size, NULL) != 0)
         goto out;
     map_reader(rd, m);
     l->c = c;
@@ -232,14 +326,16 @@ static int send_process(struct ctl *c, FILE *in, struct etl_map *m, const char *
         goto out;
     }
     int ok = etl_reader_open(rd) == 0 &&
-             etl_events_new(&l->ev, &si, etl_reader_header(rd), pid, event_cb, l) == 0 &&
-             etl_events_run(l->ev, rd) == 0;
+             etl_events_new(&l->ev, &si, etl_reader_header(rd), pid, event_cb, l) == 0;
+    if (ok)
+        etl_events_window(l->ev, p->from, p->to);
+    ok = ok && etl_events_run(l->ev, rd) == 0;
     htevb_writer_close(&l->w);
     flush(l);
     if (l->ev)
         report_process(path, pid, l->ev);
     /* The file could not be read as a whole: the session holds what was sent. */
-    *read_error = etl_reader_counts(rd)->err[ETL_ERR_READ] || !ok;
+    *read_error = changed(path, ps, rd, pid) || !ok;
     rc = l->send_failed ? EXIT_UNREACHABLE : EXIT_OK;
 out:
     if (l)
@@ -253,15 +349,41 @@ out:
 
 int ctl_send(struct ctl *c, const char *cmd, cJSON *args, int64_t *id);
 
+#define SESSION_NAME_MAX 63 /* bytes: the daemon refuses longer names (session-access.c) */
+
+/* The image part of a session name cut to n bytes, on a UTF-8 character's start. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    size_t len = strlen(s);
+    if (len <= n)
+        return len;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 /* The session's name: `<image>.<pid>`, or `N.<pid>` under --name N; a process whose
- * Process event is not in the trace is "process.<pid>". */
-static cJSON *session_args(const struct ctl *c, const struct etl_proc *p)
+ * Process event is not in the trace is "process.<pid>". The k-th process of a pid in the
+ * trace (Windows reuses them) is `<image>.<pid>.<k>`. An image name too long for a session
+ * name is cut, and said (a file may name its images as it likes). */
+static cJSON *session_args(const struct ctl *c, const char *path, const struct etl_proc *p)
 {
     cJSON *args = c->args ? cJSON_Duplicate(c->args, 1) : cJSON_CreateObject();
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->args, "name");
     const char *base = cJSON_IsString(n) ? n->valuestring : p->name[0] ? p->name : "process";
-    char name[300];
-    snprintf(name, sizeof(name), "%s.%u", base, p->pid);
+    char suffix[32], name[300];
+    int sl = snprintf(suffix, sizeof(suffix), ".%u", p->pid);
+    if (p->nth > 1)
+        snprintf(suffix + sl, sizeof(suffix) - (size_t)sl, ".%u", p->nth);
+    size_t keep = strlen(base);
+    if (!cJSON_IsString(n) && keep + strlen(suffix) > SESSION_NAME_MAX) {
+        keep = utf8_cut(base, SESSION_NAME_MAX - strlen(suffix));
+        fprintf(stderr,
+                "heaptracectl: %s: process %u: image name cut to %zu bytes in its "
+                "session name (at most %d bytes)\n",
+                path, p->pid, keep, SESSION_NAME_MAX);
+    }
+    snprintf(name, sizeof(name), "%.*s%s", (int)keep, base, suffix);
     cJSON_DeleteItemFromObjectCaseSensitive(args, "name");
     cJSON_AddStringToObject(args, "name", name);
     return args;
@@ -270,11 +392,11 @@ static cJSON *session_args(const struct ctl *c, const struct etl_proc *p)
 /* One process into a new session: 0, EXIT_CMD (this one failed, the others may go on) or
  * EXIT_UNREACHABLE (the daemon is gone: what was loaded before stays). */
 static int load_process(struct ctl *c, FILE *in, struct etl_map *m, const char *path,
-                        const struct etl_proc *p)
+                        const struct etl_procs *ps, const struct etl_proc *p)
 {
     int64_t id;
     cJSON *env;
-    int rc = ctl_send(c, "load", session_args(c, p), &id);
+    int rc = ctl_send(c, "load", session_args(c, path, p), &id);
     if (rc == 0)
         rc = ctl_read_frame(c, id, &env); /* acknowledged: streaming may start */
     if (rc != 0)
@@ -288,7 +410,7 @@ static int load_process(struct ctl *c, FILE *in, struct etl_map *m, const char *
     int read_error = 0;
     /* EXIT_CMD: nothing could be converted (memory, the file): the stream still ends, so
      * that the connection can carry the next process. */
-    rc = send_process(c, in, m, path, p->pid, &read_error);
+    rc = send_process(c, in, m, path, ps, p, &read_error);
     if (rc != EXIT_UNREACHABLE && conn_send(c->conn, "0\n", 2) != 0)
         rc = EXIT_UNREACHABLE;
     if (rc == EXIT_UNREACHABLE) {
@@ -360,7 +482,7 @@ static int load_each(struct ctl *c, FILE *in, struct etl_map *m, const char *pat
     for (uint32_t i = 0; i < ps->n; i++) {
         if (!picked(c, &ps->v[i]))
             continue;
-        int rc = load_process(c, in, m, path, &ps->v[i]);
+        int rc = load_process(c, in, m, path, ps, &ps->v[i]);
         if (rc == EXIT_UNREACHABLE) {
             fprintf(stderr,
                     "heaptracectl: %s: %u of %u processes loaded before the daemon "
@@ -397,6 +519,14 @@ int ctl_etl_load(struct ctl *c, FILE *in, const char *path)
     if (scan == 0)
         scan = etl_procs_scan(&ps, rd);
     uint64_t errors = report_reader(path, rd);
+    ps.size = (uint64_t)size;
+    ps.errors = errors;
+    if (map_lost_pages()) {
+        fprintf(stderr,
+                "heaptracectl: %s changed while loaded: %llu pages of it were gone when read\n",
+                path, (unsigned long long)map_lost_pages());
+        errors++;
+    }
     if (ps.dropped)
         fprintf(stderr,
                 "heaptracectl: %s: more than %d processes: %llu records of the "

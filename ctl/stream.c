@@ -32,14 +32,17 @@ static int open_stream(struct ctl *c, const char *cmd, int64_t *id, cJSON **ack)
 
 /* The file as it is, in chunks. 0, or EXIT_UNREACHABLE; *read_error the errno of a failed
  * read. */
-static int send_bytes(struct ctl *c, FILE *in, int *read_error)
+/* *etl set when the stream's first read is a Windows trace's start: nothing sent (the .etl
+ * reader seeks, which a pipe cannot). */
+static int send_bytes(struct ctl *c, FILE *in, int *read_error, int *etl)
 {
     static char buf[1 << 16];
     char hdr[32];
     /* read(2), not fread: from a pipe or a FIFO (a trace still being
      * written, `tail -f ... | heaptracectl load -`) each piece goes out as it
      * comes instead of waiting for 64 KiB. */
-    int fd = fileno(in), rc = 0;
+    int fd = fileno(in), rc = 0, first = 1;
+    *etl = 0;
     for (;;) {
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
@@ -48,6 +51,9 @@ static int send_bytes(struct ctl *c, FILE *in, int *read_error)
             *read_error = n < 0 ? errno : 0;
             break;
         }
+        if (first && (*etl = ctl_etl_head((const unsigned char *)buf, (size_t)n)) != 0)
+            break;
+        first = 0;
         int hl = snprintf(hdr, sizeof(hdr), "%zu\n", (size_t)n);
         if (conn_send(c->conn, hdr, (size_t)hl) || conn_send(c->conn, buf, (size_t)n)) {
             rc = EXIT_UNREACHABLE;
@@ -55,6 +61,16 @@ static int send_bytes(struct ctl *c, FILE *in, int *read_error)
         }
     }
     return rc;
+}
+
+static int etl_on_pipe(const char *file)
+{
+    fprintf(stderr,
+            "heaptracectl: %s is a Windows trace (.etl) on a pipe or standard input: its "
+            "reader seeks (each processor's buffers are interleaved), so it loads from a "
+            "regular file named on the command line only; nothing was sent\n",
+            file);
+    return EXIT_CMD;
 }
 
 int ctl_load(struct ctl *c)
@@ -102,8 +118,8 @@ int ctl_load(struct ctl *c)
         fprintf(stderr, "loading %s into session %d...\n", c->file,
                 cJSON_IsNumber(sid) ? sid->valueint : 0);
     cJSON_Delete(env);
-    int read_error = 0;
-    rc = send_bytes(c, in, &read_error);
+    int read_error = 0, etl_pipe = 0;
+    rc = send_bytes(c, in, &read_error, &etl_pipe);
     if (in != stdin)
         fclose(in);
     if (rc == 0 && conn_send(c->conn, "0\n", 2) != 0)
@@ -128,6 +144,8 @@ int ctl_load(struct ctl *c)
                 c->file, strerror(read_error));
         return EXIT_CMD;
     }
+    if (etl_pipe)
+        return etl_on_pipe(c->file);
     return EXIT_OK;
 }
 

@@ -46,6 +46,8 @@ pkgs+=(bsdutils)
 pkgs+=(strace gcc-multilib)
 # tests/etl: the real Windows traces are kept zipped and 7-zipped, unpacked during the test.
 pkgs+=(unzip p7zip-full)
+# tests/integration/cases-adv25.sh (and cases-adv23.sh): a run's peak RSS and time by GNU time.
+pkgs+=(time)
 # tests/integration/cases-http.sh: the HTTP listener scraped by a real Prometheus server (its
 # exposition checked by promtool, from the same package), fetched with curl.
 pkgs+=(prometheus curl)

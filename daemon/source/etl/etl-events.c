@@ -20,6 +20,7 @@ struct etl_events {
     uint32_t pid;          /* the traced process when the caller named it */
     int announced;         /* its process event sent */
     uint32_t events_lost;  /* the header's EventsLost */
+    uint64_t from, to;     /* etl_events_window */
     struct etl_keys *keys; /* stack keys, read in the same pass (etl-keys.h) */
     /* Events whose stack is a key reference still waiting for its definition, and the
      * events behind them (they leave in order): at most qcap, the oldest given up first. */
@@ -235,6 +236,7 @@ int etl_events_new(struct etl_events **out, struct stack_intern *si, const struc
     x->fn = fn;
     x->arg = arg;
     x->pid = pid;
+    x->to = UINT64_MAX;
     x->events_lost = h->events_lost;
     x->memo = calloc(MEMO_SLOTS, sizeof(*x->memo)); /* none: every stack interned in full */
     /* ClockType 2 (system time) counts 100 ns; PerfFreq is the QPC rate otherwise. The
@@ -281,6 +283,12 @@ void etl_events_free(struct etl_events *x)
     free(x->memo);
     etw_corr_free(x->corr);
     free(x);
+}
+
+void etl_events_window(struct etl_events *x, uint64_t from, uint64_t to)
+{
+    x->from = from;
+    x->to = to;
 }
 
 #define HOOK_KEY_KERNEL 0x1825 /* ntwmi.h PERFINFO_LOG_TYPE_STACKTRACE_KEY_KERNEL */
@@ -373,11 +381,18 @@ void etl_events_record(void *arg, const struct etl_record *r)
         x->announced = 1;
         x->fn(x->arg, &ev);
     }
+    /* Key definitions are the kernel's stack cache, whoever's time they come at: one after
+     * the window (a Rundown at the trace's end) still defines the keys of the window's. */
+    etl_keys_define(x->keys, r);
+    /* to UINT64_MAX: no end (a record may say that time too). */
+    if (r->ts < x->from || (x->to != UINT64_MAX && r->ts >= x->to)) {
+        x->st.outside_window++;
+        return;
+    }
     if (!r->has_guid && (r->hook == HOOK_KEY_KERNEL || r->hook == HOOK_KEY_USER)) {
         key_ref(x, r);
         return;
     }
-    etl_keys_define(x->keys, r);
     if (!etl_to_etw(r, &e)) {
         x->st.dec.unknown_provider++;
         return;

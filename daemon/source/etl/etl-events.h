@@ -20,6 +20,9 @@ typedef void (*etl_event_fn)(void *arg, const struct ht_event *ev);
 int etl_events_new(struct etl_events **out, struct stack_intern *si, const struct etl_header *h,
                    uint32_t pid, etl_event_fn fn, void *arg);
 void etl_events_free(struct etl_events *x);
+/* Only the records of times in [from, to): one of several processes that had the traced pid
+ * in the file (Windows reuses process ids; the ctl's etl-procs.c tells them apart). */
+void etl_events_window(struct etl_events *x, uint64_t from, uint64_t to);
 /* The bounds of the stack-key references waiting for their definitions, and of the events
  * waiting with them (etl-keys.h; NULL: defaults). Before the first record. 0, or UV_ENOMEM. */
 int etl_events_limits(struct etl_events *x, const struct etl_keys_limits *lim);
@@ -40,6 +43,7 @@ struct etl_events_stats {
     struct etw_corr_stats corr;
     uint64_t malformed;        /* payloads shorter than their layout */
     uint64_t key_refs;         /* stack-key references (0x1825/0x1826) */
+    uint64_t outside_window;   /* records outside etl_events_window's times */
     uint64_t key_waited;       /* of the traced process's, waited for a later definition */
     uint64_t key_unresolved;   /* no definition of their key in the whole file */
     uint64_t key_dropped;      /* gave up waiting (the bound of etl_events_limits): their

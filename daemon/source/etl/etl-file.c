@@ -16,6 +16,8 @@
 #define BUF_FLAG_PROC_INDEX 0x20
 #define BUF_FLAG_COMPRESSED 0x40
 #define MODE_COMPRESSED 0x04000000u /* EVENT_TRACE_COMPRESSED_MODE (evntrace.h) */
+#define MODE_CIRCULAR 0x00000002u   /* EVENT_TRACE_FILE_MODE_CIRCULAR (evntrace.h) */
+#define MODE_NEWFILE 0x00000008u    /* EVENT_TRACE_FILE_MODE_NEWFILE (evntrace.h) */
 #define XPRESS_FORMAT 3             /* COMPRESSION_FORMAT_XPRESS (winnt.h) */
 
 struct etl_buf {
@@ -294,6 +296,18 @@ static int make_streams(struct etl_reader *r)
     return 0;
 }
 
+/* A file cut at a buffer's end walks cleanly: the header's BuffersWritten says how many
+ * buffers Windows wrote (as many as the file holds in every real trace checked). A circular
+ * file overwrote its oldest and a NEWFILE one is a part of the session: they may hold fewer.
+ * 0: not said. */
+static void check_buffers_written(struct etl_reader *r)
+{
+    const struct etl_header *h = &r->hdr;
+    if (h->buffers_written && !(h->log_file_mode & (MODE_CIRCULAR | MODE_NEWFILE)) &&
+        r->counts.buffers < h->buffers_written)
+        etl_reader_error(r, ETL_ERR_BUFFERS_MISSING, r->size);
+}
+
 int etl_reader_open(struct etl_reader *r)
 {
     int rc = index_file(r);
@@ -301,6 +315,7 @@ int etl_reader_open(struct etl_reader *r)
         return rc;
     if ((rc = read_header(r)) < 0)
         return rc;
+    check_buffers_written(r);
     if (r->counts.compressed && r->hdr.compression != XPRESS_FORMAT) {
         etl_reader_error(r, ETL_ERR_COMPRESSION_FORMAT, 0x2C);
         return -1;
@@ -489,6 +504,7 @@ static int cursor_next(struct etl_reader *r, struct etl_cpu *c, uint16_t cpu)
                 c->rec.off = c->off + c->pos;
                 if (c->rec.ts == 0)
                     c->rec.ts = c->ts; /* kinds without a time keep their place */
+                r->counts.backwards += c->rec.ts < c->ts;
                 c->ts = c->rec.ts;
                 /* Records start on 8-byte boundaries (checked on Windows-written files). */
                 c->pos += ((size_t)n + 7) & ~(size_t)7;

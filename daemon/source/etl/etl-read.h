@@ -29,7 +29,8 @@
     X(TOO_MANY_BUFFERS, "more buffers than the index cap")                                         \
     X(CPU_RANGE, "processor index above the cap")                                                  \
     X(SEQUENCE, "buffers of one processor with the same sequence number")                          \
-    X(MEMORY, "buffer refused: the reader's buffers would pass their memory cap")
+    X(MEMORY, "buffer refused: the reader's buffers would pass their memory cap")                  \
+    X(BUFFERS_MISSING, "fewer buffers than the header's BuffersWritten: the file was cut")
 
 enum etl_err {
 #define X(name, msg) ETL_ERR_##name,
@@ -115,6 +116,8 @@ struct etl_counts {
     uint64_t flag_events_lost, flag_buffer_lost; /* BufferFlag 0x02 / 0x04 */
     uint64_t buffers_skipped;                    /* refused (an error says why) */
     uint64_t tail_data; /* uncompressed buffers with bytes other than 0xFF past their end */
+    uint64_t backwards; /* records earlier than the one before them on their processor: the
+                         * merge by time cannot put them in order (0 in every real trace) */
     uint64_t records, by_kind[0x17]; /* by enum etl_hdr, WPP in [0x16] */
     uint64_t ptr32, ptr64;
     uint64_t err[ETL_ERR_N], err_first[ETL_ERR_N];

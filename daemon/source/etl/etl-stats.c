@@ -420,6 +420,7 @@ cJSON *etl_stats_json(const struct etl_stats *s, const struct etl_reader *rd)
     cJSON_AddNumberToObject(o, "bytes_inflated", (double)c->bytes_inflated);
     cJSON_AddNumberToObject(o, "buffers_skipped", (double)c->buffers_skipped);
     cJSON_AddNumberToObject(o, "buffers_with_data_past_end", (double)c->tail_data);
+    cJSON_AddNumberToObject(o, "records_backwards_on_processor", (double)c->backwards);
     cJSON_AddNumberToObject(o, "records", (double)c->records);
     cJSON_AddItemToObject(o, "records_by_kind", kinds_json(c));
     cJSON_AddNumberToObject(o, "headers_32bit", (double)c->ptr32);
