@@ -121,12 +121,13 @@ static void release(struct etl_events *x, int force)
             int rc = etl_keys_take(x->keys, w->ref, &stack, &flags);
             if (rc == ETL_KEY_WAIT && !force)
                 return;
-            if (rc == ETL_KEY_WAIT)
+            if (rc == ETL_KEY_WAIT) {
                 etl_keys_drop(x->keys, w->ref);
-            if (rc == ETL_KEY_READY) {
-                w->ev.stack = stack;
-                w->ev.flags |= flags;
+                flags = HT_EVF_STACK_DROPPED; /* the wait's cap took it */
             }
+            if (rc == ETL_KEY_READY)
+                w->ev.stack = stack;
+            w->ev.flags |= flags; /* gone: whether a cap dropped its stack */
         }
         force = 0;
         pass(x, w);
@@ -146,7 +147,8 @@ static void out(struct etl_events *x, const struct ht_event *ev, uint64_t ref)
         x->q = malloc((size_t)x->qcap * sizeof(*x->q));
         if (!x->q) {
             etl_keys_drop(x->keys, ref); /* no room to wait: without its stack */
-            x->fn(x->arg, ev);
+            w.ev.flags |= ref ? HT_EVF_STACK_DROPPED : 0;
+            x->fn(x->arg, &w.ev);
             return;
         }
     }
@@ -191,10 +193,9 @@ static void emit(void *arg, const struct ht_event *ev, const uint64_t *frames, u
         int rc = etl_keys_take(x->keys, ref, &stack, &flags);
         if (rc != ETL_KEY_WAIT)
             ref = 0; /* known now, or gone (counted by the keys): no wait */
-        if (rc == ETL_KEY_READY) {
+        if (rc == ETL_KEY_READY)
             e.stack = stack;
-            e.flags |= flags;
-        }
+        e.flags |= flags; /* gone: whether a cap dropped its stack */
     } else if (depth) {
         e.stack = intern(x, frames, depth);
         if (!e.stack)

@@ -4,6 +4,8 @@
  * the stack id: frames are never kept here, only ids. */
 #include "etl-keys.h"
 
+#include "ht-event.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,7 @@ struct key_ref {
     uint64_t gone;       /* the id this slot held before, pushed out while still waiting */
     uint32_t stack;
     uint8_t state, flags;
+    uint8_t lost; /* given up waiting (a cap), not unresolved: its event's stack was dropped */
 };
 
 struct etl_keys {
@@ -256,8 +259,13 @@ int etl_keys_take(struct etl_keys *k, uint64_t id, uint32_t *stack, uint8_t *fla
     struct key_ref *r = ref_of(k, id);
     if (!r && id && k->refs && k->refs[id % k->lim.max_waiting].gone != id)
         k->st.evicted++; /* resolved, then pushed out (a waiting one counted as dropped) */
-    if (!r || r->state == REF_FREE)
+    if (!r || r->state == REF_FREE) {
+        /* Pushed out of the ring, or given up: a cap took the stack. Unresolved (no
+         * definition in the file): the event had none. */
+        if (id && (!r || r->lost))
+            *flags = HT_EVF_STACK_DROPPED;
         return ETL_KEY_GONE;
+    }
     if (r->state == REF_WAIT)
         return ETL_KEY_WAIT;
     *stack = r->stack;
@@ -273,6 +281,7 @@ void etl_keys_drop(struct etl_keys *k, uint64_t id)
         return;
     unlink_ref(k, (uint32_t)(id % k->lim.max_waiting));
     r->state = REF_FREE;
+    r->lost = 1;
     k->st.dropped++;
 }
 

@@ -15,7 +15,11 @@ enum {
     F_OLD_SIZE = 8,
     F_STACK = 16,
     F_TID = 32,
-    F_TRUNC = 64
+    F_TRUNC = 64,
+    /* The event had a stack its source could not keep (HT_EVF_STACK_DROPPED): counted as
+     * stack_drops, not no_stack. Set only then, so a stream without such events still
+     * loads into a daemon older than the bit (which refuses it). */
+    F_SDROP = 128
 };
 
 /* The format is little-endian: on such hosts a load is a memcpy. */
@@ -253,8 +257,8 @@ static long direct_event(struct htevb_reader *r, const unsigned char *p, size_t 
     ev.old_size = vals[5];
     uint64_t stack = vals[6];
     ev.tid = (uint32_t)vals[7];
-    ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
-    if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+    ev.flags = (f & F_TRUNC ? HT_EVF_TRUNCATED : 0) | (f & F_SDROP ? HT_EVF_STACK_DROPPED : 0);
+    if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT)
         return -1;
     if (module_ids(r, &ev) != 0)
         return -1;
@@ -386,8 +390,8 @@ static int apply_record(struct htevb_reader *r, const unsigned char *p, size_t n
             get_varint(q, &tid);
         ev.t = r->last_t = time_step(r->last_t, dt);
         ev.tid = (uint32_t)tid;
-        ev.flags = f & F_TRUNC ? HT_EVF_TRUNCATED : 0;
-        if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT || (f & 0x80))
+        ev.flags = (f & F_TRUNC ? HT_EVF_TRUNCATED : 0) | (f & F_SDROP ? HT_EVF_STACK_DROPPED : 0);
+        if (stack > r->nstack || ev.kind <= HT_EV_NONE || ev.kind >= HT_EV_KIND_COUNT)
             return -1;
         if (module_ids(r, &ev) != 0)
             return -1;
@@ -647,7 +651,8 @@ int htevb_write_event(struct htevb_writer *w, const struct ht_event *ev_in)
     }
     unsigned f = (ev->heap ? F_HEAP : 0) | (ev->old_addr ? F_OLD_ADDR : 0) |
                  (ev->size ? F_SIZE : 0) | (ev->old_size ? F_OLD_SIZE : 0) | (stack ? F_STACK : 0) |
-                 (ev->tid ? F_TID : 0) | (ev->flags & HT_EVF_TRUNCATED ? F_TRUNC : 0);
+                 (ev->tid ? F_TID : 0) | (ev->flags & HT_EVF_TRUNCATED ? F_TRUNC : 0) |
+                 (ev->flags & HT_EVF_STACK_DROPPED ? F_SDROP : 0);
     unsigned char rec[EVENT_MAX], *p = rec;
     *p++ = 'e';
     *p++ = ev->kind;

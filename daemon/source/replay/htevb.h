@@ -7,7 +7,8 @@
  *   'P' u64 t, u64 pid, u16 len, bytes  the process line
  *   'e' u8 kind, u8 fields, varint dt, varint addr, then one varint per bit set
  *       in fields: 1 heap, 2 old_addr, 4 size, 8 old_size, 16 stack, 32 tid;
- *       bit 64 marks a truncated stack. dt is the time since the previous
+ *       bit 64 marks a truncated stack, bit 128 a stack the source dropped
+ *       (HT_EVF_STACK_DROPPED; HTEVB2 has no room for it: no stack). dt is the time since the previous
  *       event (times never go backwards in a stream written by the writer;
  *       a negative step is written as 0). Varints are LEB128 (7 bits a byte).
  *       module_load / module_unload: heap and old_size are the file's string
