@@ -51,3 +51,61 @@ case_adv26b_http_body_smuggling() {
     http_get /metrics | grep -qx 'heaptrace_http_not_found_total 0' || fail "/smuggled was served"
     stop_clean
 }
+
+# adv26b_interrupt OUT DPID CTL_ARGS...: heaptracectl CTL_ARGS -o OUT interrupted (SIGINT)
+# mid-transfer: once its temporary file exists the daemon is stopped (SIGSTOP: the ctl then
+# waits for the rest), the ctl is sent SIGINT, then the daemon continued. Tried again when
+# the whole transfer beat the stop. Prints the ctl's exit code, then what it said.
+adv26b_interrupt() {
+    python3 - "$HT_CTL" "$@" <<'PY'
+import os, signal, subprocess, sys, time
+ctl, out, dpid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, base = os.path.split(out)
+for attempt in range(10):
+    p = subprocess.Popen([ctl] + sys.argv[4:] + ["-o", out], stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    tmp = False
+    while p.poll() is None and not tmp:
+        tmp = any(f.startswith("." + base + ".") for f in os.listdir(d))
+    os.kill(dpid, signal.SIGSTOP)
+    if p.poll() is None and tmp:
+        time.sleep(0.2)
+        os.kill(p.pid, signal.SIGINT)
+        try:
+            rc = p.wait(timeout=10)
+        finally:
+            os.kill(dpid, signal.SIGCONT)
+        print(rc)
+        sys.stdout.write(p.stderr.read().decode())
+        sys.exit(0)
+    os.kill(dpid, signal.SIGCONT)
+    p.wait()
+print("the transfer always ended before the stop")
+PY
+}
+
+# The daemon's open descriptors.
+adv26b_fds() { ls "/proc/$DPID/fd" | wc -l; }
+
+# A ctl interrupted (Ctrl-C, SIGINT) while a profile's chunks came left its temporary file
+# (.all.pb.gz.XXXXXX) next to the target, unsaid, and died of the signal (on main: exit 130, the
+# file left). Now the transfer ends, the file is removed, the ctl says so and exits 1; the
+# target is left as it was. The daemon after: its descriptors as before, no output queued,
+# the next export whole.
+case_adv26b_pprof_interrupted() {
+    pprofraw_load 40000 many
+    local fds0
+    fds0=$(adv26b_fds)
+    echo old >"$T/all.pb.gz"
+    adv26b_interrupt "$T/all.pb.gz" "$DPID" export many --format pprof --top 0 >"$T/o" 2>&1
+    eq "$(head -n 1 "$T/o")" 1 "exit code of an interrupted export"
+    grep -q "interrupted: .*all.pb.gz left as it was" "$T/o" || fail "not said: $(cat "$T/o")"
+    eq "$(ls -A "$T" | grep -c '^\.all\.pb\.gz\.')" 0 "temporary files left: $(ls -A "$T")"
+    eq "$(cat "$T/all.pb.gz")" old "the target"
+    sleep 0.3
+    eq "$(adv26b_fds)" "$fds0" "the daemon's descriptors after"
+    eq "$(ctl --json version | jget memory.queued_output)" 0 "output queued after"
+    ctl export many --format pprof --top 0 -o "$T/all.pb.gz" || fail "the next export"
+    eq "$(pprof_totals "$T/all.pb.gz")" "$(stacks_total many)" "the next export's totals"
+    stop_clean
+}
