@@ -109,3 +109,50 @@ case_adv26b_pprof_interrupted() {
     eq "$(pprof_totals "$T/all.pb.gz")" "$(stacks_total many)" "the next export's totals"
     stop_clean
 }
+
+# adv26b_churn: scrapes /metrics, runs a ctl command (drop or load), scrapes again at once,
+# and prints whether the second scrape shows the session: "gone:N new:N" (N lines of it).
+# Pairs of scrapes more than 90 ms apart (past the 100 ms an exposition is reused) are
+# tried again: the second must be one the first's would have answered.
+adv26b_churn() {
+    python3 - "$HPORT" "$HT_CTL" "$T/tiny.htev" <<'PY'
+import subprocess, sys, time, urllib.request
+port, ctl, tiny = sys.argv[1:4]
+def scrape():
+    return urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
+def lines(text, name):
+    return sum(1 for l in text.splitlines() if 'session="%s"' % name in l)
+def pair(cmd, name):
+    for attempt in range(10):
+        if cmd[0] == "drop":
+            subprocess.run([ctl, "load", tiny, "--name", name], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        scrape()
+        subprocess.run([ctl] + cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = scrape()
+        if time.monotonic() - t0 < 0.09:
+            return lines(text, name)
+        if cmd[0] == "load":
+            subprocess.run([ctl, "drop", name], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.2)
+    return "slow"
+print("gone:%s new:%s" % (pair(["drop", "old"], "old"),
+                          pair(["load", tiny, "--name", "new"], "new")))
+PY
+}
+
+# The exposition reused for 100 ms (or 10 times its making) was reused across a change of the
+# sessions: a session dropped was still exported after `drop` returned, one loaded missing
+# after `load` returned (on main "gone:138 new:0"). A creation or a drop now makes a new one.
+case_adv26b_metrics_session_churn() {
+    http_daemon
+    head -n 3 "$DEMO" >"$T/tiny.htev"
+    ctl load "$T/tiny.htev" --name keep >/dev/null || fail "load"
+    local got
+    got=$(adv26b_churn)
+    case "$got" in
+    "gone:0 new:"[1-9]*) ;;
+    *) fail "the exposition after a drop and a load: $got" ;;
+    esac
+    stop_clean
+}
