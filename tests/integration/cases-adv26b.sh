@@ -102,7 +102,10 @@ case_adv26b_pprof_interrupted() {
     grep -q "interrupted: .*all.pb.gz left as it was" "$T/o" || fail "not said: $(cat "$T/o")"
     eq "$(ls -A "$T" | grep -c '^\.all\.pb\.gz\.')" 0 "temporary files left: $(ls -A "$T")"
     eq "$(cat "$T/all.pb.gz")" old "the target"
-    sleep 0.3
+    for _ in $(seq 40); do
+        [ "$(adv26b_fds)" = "$fds0" ] && break
+        sleep 0.05
+    done
     eq "$(adv26b_fds)" "$fds0" "the daemon's descriptors after"
     eq "$(ctl --json version | jget memory.queued_output)" 0 "output queued after"
     ctl export many --format pprof --top 0 -o "$T/all.pb.gz" || fail "the next export"
