@@ -290,5 +290,4 @@ static void test_url_decode(void)
 }
 
 HT_TEST_MAIN(T(request_lines), T(versions), T(methods), T(header_folding), T(bare_lf), T(nul_bytes),
-             T(huge_headers), T(pipelined), T(body_smuggling), T(split_every_byte),
-             T(url_decode))
+             T(huge_headers), T(pipelined), T(body_smuggling), T(split_every_byte), T(url_decode))
