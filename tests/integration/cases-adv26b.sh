@@ -159,3 +159,56 @@ case_adv26b_metrics_session_churn() {
     esac
     stop_clean
 }
+
+# Not a defect, pinned: ten requests in one write (the fourth garbage, the sixth a HEAD) get
+# one answer, with Connection: close, and nothing else is served or counted as bad; a
+# control request sent while a profile's raw chunks come is answered after the trailer,
+# never between chunks.
+case_adv26b_pipelined_and_mid_transfer() {
+    HPORT=$(http_port)
+    printf '{"metrics_listen": "127.0.0.1:%s"}\n' "$HPORT" >"$T/http.json"
+    pprofraw_load 40000 many --config "$T/http.json"
+    python3 - "$HPORT" <<'PY' >"$T/o" || fail "pipelined: $(cat "$T/o")"
+import re, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+reqs = [b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n"] * 10
+reqs[3] = b"GARBAGE\r\n\r\n"
+reqs[5] = b"HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n"
+s.sendall(b"".join(reqs))
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+assert len(re.findall(rb"HTTP/1\.1 \d\d\d", out)) == 1, out[:300]
+assert b"\r\nConnection: close" in out.split(b"\r\n\r\n")[0], out[:300]
+PY
+    sleep 0.15
+    http_get /metrics >"$T/m.txt"
+    grep -qx 'heaptrace_http_bad_requests_total 0' "$T/m.txt" || fail "a pipelined request parsed"
+    # The pipelined batch's first, and this scrape.
+    grep -qx 'heaptrace_http_requests_total 2' "$T/m.txt" ||
+        fail "requests: $(grep '^heaptrace_http_requests_total' "$T/m.txt")"
+    python3 - "$HEAPTRACE_PIPE" <<'PY' >"$T/o" || fail "mid-transfer: $(cat "$T/o")"
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall((json.dumps({"v": 1, "id": 1, "cmd": "export", "args": {
+    "session": "many", "format": "pprof", "top": 0, "transfer": "chunks"}}) + "\n").encode())
+f = s.makefile("rb")
+head = json.loads(f.readline())
+assert head["ok"] and head["data"]["bytes"] > 1 << 19, head  # more than one window of 512 KiB
+f.read(int(f.readline()))
+s.sendall(b'{"v":1,"id":2,"cmd":"ping"}\n')
+time.sleep(0.3)
+while True:
+    n = int(f.readline())  # a JSON line here is a reply between chunks
+    if n == 0:
+        break
+    assert len(f.read(n)) == n
+assert json.loads(f.readline())["id"] == 1
+assert json.loads(f.readline())["id"] == 2
+PY
+    stop_clean
+}
