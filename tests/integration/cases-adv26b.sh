@@ -52,24 +52,29 @@ case_adv26b_http_body_smuggling() {
     stop_clean
 }
 
-# adv26b_interrupt OUT DPID CTL_ARGS...: heaptracectl CTL_ARGS -o OUT interrupted (SIGINT)
-# mid-transfer: once its temporary file exists the daemon is stopped (SIGSTOP: the ctl then
-# waits for the rest), the ctl is sent SIGINT, then the daemon continued. Tried again when
-# the whole transfer beat the stop. Prints the ctl's exit code, then what it said.
+# adv26b_interrupt OUT DPID CTL_ARGS...: OUT holds "old"; heaptracectl CTL_ARGS -o OUT
+# interrupted (SIGINT) mid-transfer: once its temporary file exists the daemon is stopped
+# (SIGSTOP: the ctl then waits for the rest), the ctl is sent SIGINT, then the daemon
+# continued. Tried again when the ctl still ended on its own (the transfer beat the stop).
+# Prints the ctl's exit code, then what it said.
 adv26b_interrupt() {
     python3 - "$HT_CTL" "$@" <<'PY'
 import os, signal, subprocess, sys, time
 ctl, out, dpid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 d, base = os.path.split(out)
 for attempt in range(10):
+    with open(out, "w") as f:  # what an attempt the ctl finished wrote is undone
+        f.write("old\n")
     p = subprocess.Popen([ctl] + sys.argv[4:] + ["-o", out], stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     tmp = False
     while p.poll() is None and not tmp:
         tmp = any(f.startswith("." + base + ".") for f in os.listdir(d))
     os.kill(dpid, signal.SIGSTOP)
+    # What the daemon sent before the stop may hold the whole rest: the ctl
+    # then ends on its own (tried again).
+    time.sleep(0.2)
     if p.poll() is None and tmp:
-        time.sleep(0.2)
         os.kill(p.pid, signal.SIGINT)
         try:
             rc = p.wait(timeout=10)
@@ -96,17 +101,17 @@ case_adv26b_pprof_interrupted() {
     pprofraw_load 40000 many
     local fds0
     fds0=$(adv26b_fds)
-    echo old >"$T/all.pb.gz"
     adv26b_interrupt "$T/all.pb.gz" "$DPID" export many --format pprof --top 0 >"$T/o" 2>&1
     eq "$(head -n 1 "$T/o")" 1 "exit code of an interrupted export"
     grep -q "interrupted: .*all.pb.gz left as it was" "$T/o" || fail "not said: $(cat "$T/o")"
     eq "$(ls -A "$T" | grep -c '^\.all\.pb\.gz\.')" 0 "temporary files left: $(ls -A "$T")"
     eq "$(cat "$T/all.pb.gz")" old "the target"
     for _ in $(seq 40); do
-        [ "$(adv26b_fds)" = "$fds0" ] && break
+        [ "$(adv26b_fds)" -le "$fds0" ] && break
         sleep 0.05
     done
-    eq "$(adv26b_fds)" "$fds0" "the daemon's descriptors after"
+    [ "$(adv26b_fds)" -le "$fds0" ] ||
+        fail "the daemon's descriptors: $fds0 before, $(adv26b_fds) after"
     eq "$(ctl --json version | jget memory.queued_output)" 0 "output queued after"
     ctl export many --format pprof --top 0 -o "$T/all.pb.gz" || fail "the next export"
     eq "$(pprof_totals "$T/all.pb.gz")" "$(stacks_total many)" "the next export's totals"
@@ -121,6 +126,7 @@ adv26b_churn() {
     python3 - "$HPORT" "$HT_CTL" "$T/tiny.htev" <<'PY'
 import subprocess, sys, time, urllib.request
 port, ctl, tiny = sys.argv[1:4]
+quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 def scrape():
     return urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
 def lines(text, name):
@@ -128,15 +134,15 @@ def lines(text, name):
 def pair(cmd, name):
     for attempt in range(10):
         if cmd[0] == "drop":
-            subprocess.run([ctl, "load", tiny, "--name", name], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run([ctl, "load", tiny, "--name", name], **quiet)
         t0 = time.monotonic()
         scrape()
-        subprocess.run([ctl] + cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run([ctl] + cmd, **quiet)
         text = scrape()
         if time.monotonic() - t0 < 0.09:
             return lines(text, name)
         if cmd[0] == "load":
-            subprocess.run([ctl, "drop", name], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run([ctl, "drop", name], **quiet)
         time.sleep(0.2)
     return "slow"
 print("gone:%s new:%s" % (pair(["drop", "old"], "old"),
