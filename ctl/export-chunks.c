@@ -38,6 +38,8 @@ int ctl_export_chunks(struct ctl *c, int64_t id, struct out_file *o, const cJSON
     struct chunks_sink k = {o, 0, 0};
     struct ht_chunk_reader r = {0};
     if (conn_read_chunks(c->conn, &r, chunks_out, &k) != 0) {
+        if (conn_interrupted())
+            return EXIT_CMD; /* said by ctl_export */
         fprintf(stderr,
                 "heaptracectl: the profile's bytes stopped after %llu: the connection "
                 "closed or a chunk was malformed\n",

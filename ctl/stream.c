@@ -704,6 +704,10 @@ int ctl_export(struct ctl *c)
         cJSON_Delete(d);
         return EXIT_CMD;
     }
+    /* Ctrl-C or SIGTERM ends the transfer, not the process: the temporary
+     * file is removed (it was left behind), the target left as it was. */
+    if (out.tmp)
+        conn_break_on_interrupt(c->conn);
     uint64_t n = 0;
     format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "format"));
     int csv = format && !strcmp(format, "csv");
@@ -723,7 +727,11 @@ int ctl_export(struct ctl *c)
     if (rc == EXIT_OK && binary)
         binary_notes(d);
     cJSON_Delete(d);
-    if (rc != EXIT_OK) {
+    if (rc != EXIT_OK || conn_interrupted()) {
+        if (conn_interrupted()) {
+            fprintf(stderr, "heaptracectl: interrupted: %s left as it was\n", c->output);
+            rc = EXIT_CMD;
+        }
         out_abort(&out);
         return rc;
     }

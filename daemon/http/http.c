@@ -209,6 +209,22 @@ static void connection_options(const char *v, int *close_opt, int *keep_opt)
     }
 }
 
+/* A Content-Length line other than 0, or any Transfer-Encoding line: the
+ * request has a body (RFC 9112 6.3). It is not read, so on a kept
+ * connection its bytes would be taken as the next request, one a proxy in
+ * front passed as body (request smuggling); a GET or HEAD has no use for
+ * one (RFC 9110 9.3.1), hence 400. */
+static int body_line(const char *line, size_t name_len, const char *v)
+{
+    if (name_len == 17 && strncasecmp(line, "transfer-encoding", 17) == 0)
+        return 1;
+    if (name_len != 14 || strncasecmp(line, "content-length", 14) != 0)
+        return 0;
+    v += strspn(v, " \t");
+    size_t zeros = strspn(v, "0");
+    return zeros == 0 || v[zeros + strspn(v + zeros, " \t")] != '\0';
+}
+
 /* RFC 9112 3.2: an HTTP/1.1 request without a Host line, and any request
  * with more than one, MUST be answered 400. */
 static int host_count_bad(unsigned hosts, int v11)
@@ -239,7 +255,7 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
     /* Header lines: "name: value", no line folding (RFC 9112 5.2 lets a
      * server reject it), at most HTTP_HEADERS_MAX of them. */
     unsigned nh = 0, hosts = 0;
-    int close_opt = 0, keep_opt = 0;
+    int close_opt = 0, keep_opt = 0, body = 0;
     while ((line = next_line(&p, end)) && line[0]) {
         if (++nh > HTTP_HEADERS_MAX)
             return 431;
@@ -255,12 +271,14 @@ int http_parse(char *buf, size_t n, const char **method, const char **path, cons
             hosts++;
         } else if (colon - line == 10 && strncasecmp(line, "connection", 10) == 0) {
             connection_options(colon + 1, &close_opt, &keep_opt);
+        } else {
+            body |= body_line(line, (size_t)(colon - line), colon + 1);
         }
     }
     /* RFC 9112 9.3: HTTP/1.1 persists unless "close" is sent; HTTP/1.0
      * only with "keep-alive". */
     *keep = !close_opt && (v11 || keep_opt);
-    return host_count_bad(hosts, v11) ? 400 : rc;
+    return host_count_bad(hosts, v11) || body ? 400 : rc;
 }
 
 static void conn_closed(uv_handle_t *hd)

@@ -19,7 +19,9 @@
  * as heaptrace_http_metrics_reused_total). An exposition that took longer
  * than a tenth of that to make is reused for METRICS_REUSE_FACTOR times
  * its making: scrapers keep the loop making expositions a tenth of the time
- * at most, however many sessions (200 took 65 ms each: 65% of the loop). */
+ * at most, however many sessions (200 took 65 ms each: 65% of the loop).
+ * A session created or dropped since makes a new one: a dropped session
+ * was still exported after its drop, a new one missing, for that time. */
 #define METRICS_REUSE_MS 100
 #define METRICS_REUSE_FACTOR 10
 
@@ -27,13 +29,22 @@ static struct {
     struct http_shared *text; /* shared by the connections still writing it */
     uint64_t at;              /* uv_now, ms */
     uint64_t reuse_ms;        /* how long it is answered */
+    uint32_t next_id, n;      /* the session set's when it was made */
 } last;
+
+/* The set of sessions is the one the last exposition was made of: every
+ * creation takes a new id (next_id), every drop lowers n, so the pair
+ * differs after any change. */
+static int same_sessions(const struct server *srv)
+{
+    return last.next_id == srv->sessions.next_id && last.n == srv->sessions.n;
+}
 
 static void route_metrics(struct http_conn *c, struct server *srv, const char *query)
 {
     (void)query;
     uint64_t now = uv_now(srv->loop);
-    if (last.text && now - last.at < last.reuse_ms) {
+    if (last.text && now - last.at < last.reuse_ms && same_sessions(srv)) {
         srv->http.metrics_reused++;
         http_respond_shared(c, 200, "text/plain; version=0.0.4; charset=utf-8", last.text);
         return;
@@ -54,6 +65,8 @@ static void route_metrics(struct http_conn *c, struct server *srv, const char *q
                         ? made_ms * METRICS_REUSE_FACTOR
                         : METRICS_REUSE_MS;
     last.at = now;
+    last.next_id = srv->sessions.next_id;
+    last.n = srv->sessions.n;
     http_respond_shared(c, 200, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
