@@ -89,6 +89,8 @@ static int add_cull_file(cJSON *list, const char *path)
 static int set_arg(struct ctl *c, const struct ht_arg_spec *a, const char *val)
 {
     if (!strcmp(a->name, "o")) {
+        if (val && !*val) /* said before the daemon does any work for it */
+            return usage_error(c->cmd, "expected a file name, got \"%s\"", val);
         c->output = val;
         return 0;
     }

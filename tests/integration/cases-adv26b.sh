@@ -218,3 +218,12 @@ assert json.loads(f.readline())["id"] == 2
 PY
     stop_clean
 }
+
+# -o '' was sent to the daemon, the export made, then "heaptracectl: : No such file or
+# directory": a usage error now, before any request.
+case_adv26b_empty_output() {
+    local rc=0
+    "$HT_CTL" --pipe "$T/nodaemon.sock" export s --format pprof -o '' >"$T/out" 2>&1 || rc=$?
+    [ "$rc" = 2 ] || fail "exit $rc: $(cat "$T/out")"
+    grep -q 'expected a file name' "$T/out" || fail "said: $(cat "$T/out")"
+}
