@@ -7,6 +7,7 @@
 #include "ht-error.h"
 #include "profile.pb-c.h"
 
+#include <stdatomic.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -51,13 +52,23 @@ struct pprof {
      * was charged besides, and whether the cap refused a charge. */
     uint64_t used, cap;
     int over;
+    _Atomic uint64_t *pool; /* the bytes of every profile sharing cap, NULL: this one's */
 };
 
 /* bytes more held by p: 0, or HT_EFULL past its cap (p->over set, nothing
  * charged). */
 static int charge(struct pprof *p, uint64_t bytes)
 {
-    if (p->cap && (bytes > p->cap || p->used > p->cap - bytes)) {
+    if (p->pool) {
+        /* Every profile made at once (the query workers) under one cap. */
+        uint64_t cur = atomic_load(p->pool);
+        do {
+            if (bytes > p->cap || cur > p->cap - bytes) {
+                p->over = 1;
+                return HT_EFULL;
+            }
+        } while (!atomic_compare_exchange_weak(p->pool, &cur, cur + bytes));
+    } else if (p->cap && (bytes > p->cap || p->used > p->cap - bytes)) {
         p->over = 1;
         return HT_EFULL;
     }
@@ -191,9 +202,12 @@ void pprof_default_sample(struct pprof *p, int type)
         p->default_type = type;
 }
 
-void pprof_budget(struct pprof *p, uint64_t cap)
+void pprof_budget(struct pprof *p, uint64_t cap, _Atomic uint64_t *pool)
 {
     p->cap = cap;
+    p->pool = cap ? pool : NULL;
+    if (p->pool) /* what it holds already (pprof_new's tables) is in the pool too */
+        atomic_fetch_add(p->pool, p->used);
 }
 
 int pprof_charge(struct pprof *p, uint64_t bytes)
@@ -210,6 +224,8 @@ void pprof_free(struct pprof *p)
 {
     if (!p)
         return;
+    if (p->pool)
+        atomic_fetch_sub(p->pool, p->used);
     for (size_t i = 0; i < p->nstr; i++)
         ht_free(p->str[i]);
     for (size_t i = 0; i < p->nsmp; i++) {

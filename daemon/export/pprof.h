@@ -4,6 +4,7 @@
 #ifndef PPROF_H
 #define PPROF_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,8 +38,10 @@ void pprof_free(struct pprof *p);
 /* The most bytes p may hold while it is built and written (0: no cap):
  * its tables, samples and strings, the encoded profile and its gzip'd
  * bytes, and what pprof_charge adds. A call that would pass it fails with
- * HT_EFULL, nothing more allocated. */
-void pprof_budget(struct pprof *p, uint64_t cap);
+ * HT_EFULL, nothing more allocated. pool (NULL: none): a counter shared by
+ * the profiles made at once, the cap then theirs together; pprof_free gives
+ * back what p took of it. */
+void pprof_budget(struct pprof *p, uint64_t cap, _Atomic uint64_t *pool);
 /* bytes held elsewhere counted in p's budget (a query's rows): 0, or
  * HT_EFULL. */
 int pprof_charge(struct pprof *p, uint64_t bytes);

@@ -22,6 +22,10 @@
  * reads its ELF modules from /proc/PID/maps (the agent's stacks come with
  * no module events). A process gone leaves locations without a mapping:
  * their addresses and names stay. */
+/* The bytes of the profiles being made, on every query worker: pprof_max_bytes is
+ * their cap together, so two made at once cannot take twice the cap. */
+static _Atomic uint64_t pprof_pool;
+
 void pprof_make_opened(struct pprof_make *m, struct session *s)
 {
     struct engine *e = session_engine(s);
@@ -30,7 +34,7 @@ void pprof_make_opened(struct pprof_make *m, struct session *s)
     m->p = pprof_new();
     if (!m->p)
         return;
-    pprof_budget(m->p, m->max_bytes);
+    pprof_budget(m->p, m->max_bytes, &pprof_pool);
     pprof_default_sample(m->p, m->default_type);
     if (e->modules.n || e->exited || !strcmp(session_source_name(s), "replay")) {
         if (export_pprof_modules(m->p, &e->si, &e->modules) != 0) {
@@ -71,8 +75,9 @@ int pprof_make_encode(struct pprof_make *m, uint64_t t1, uint64_t t2, uint64_t *
 static void over_budget(struct pprof_make *m, const struct query_result *res, uint64_t used)
 {
     snprintf(m->err, sizeof(m->err),
-             "the pprof profile of %u stacks passed pprof_max_bytes (%llu bytes, the daemon's "
-             "configuration) at %llu bytes: --top N keeps the N largest stacks",
+             "the pprof profile of %u stacks passed pprof_max_bytes (%llu bytes for the "
+             "profiles being made at once, the daemon's configuration) at %llu bytes of its "
+             "own: --top N keeps the N largest stacks",
              res->nrows, (unsigned long long)m->max_bytes, (unsigned long long)used);
 }
 

@@ -191,7 +191,7 @@ static void test_budget(void)
 {
     struct pprof *p = pprof_new(), *free_p = pprof_new();
     NEED(p && free_p);
-    pprof_budget(p, 64 * 1024);
+    pprof_budget(p, 64 * 1024, NULL);
     char name[64];
     int rc = 0;
     unsigned taken = 0;
@@ -216,4 +216,26 @@ static void test_budget(void)
     pprof_free(free_p);
 }
 
-HT_TEST_MAIN(T(fields), T(empty), T(json_rows), T(budget))
+/* Profiles sharing a pool: the cap is theirs together (two query workers making two
+ * at once took twice it), and what one held is given back when it is freed. */
+static void test_budget_pool(void)
+{
+    _Atomic uint64_t pool = 0;
+    struct pprof *a = pprof_new(), *b = pprof_new();
+    NEED(a && b);
+    uint64_t base = pprof_used(a) + pprof_used(b); /* pprof_new's own tables */
+    pprof_budget(a, 100000 + base, &pool);
+    pprof_budget(b, 100000 + base, &pool);
+    CHECK_EQ((uint64_t)atomic_load(&pool), base);
+    CHECK_EQ(pprof_charge(a, 60000), 0);
+    CHECK_EQ(pprof_charge(b, 60000), HT_EFULL); /* alone it would fit */
+    CHECK_EQ(pprof_charge(b, 30000), 0);
+    CHECK_EQ((uint64_t)atomic_load(&pool), base + 90000);
+    pprof_free(a);
+    CHECK_EQ((uint64_t)atomic_load(&pool), pprof_used(b));
+    CHECK_EQ(pprof_charge(b, 60000), 0);
+    pprof_free(b);
+    CHECK_EQ((uint64_t)atomic_load(&pool), 0);
+}
+
+HT_TEST_MAIN(T(fields), T(empty), T(json_rows), T(budget), T(budget_pool))
