@@ -21,6 +21,26 @@ static uint64_t mono_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* A (TSC, CLOCK_MONOTONIC) pair: the clock read between two TSC reads, the TSC taken
+ * at their middle, the tightest of a few tries (a preemption between the two reads of
+ * a pair bent the line: a record of a loaded machine came out of order, clamped). */
+static void tsc_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 4; i++) {
+        uint64_t t1 = __rdtsc(), n = mono_now(), t2 = __rdtsc();
+        if (t2 >= t1 && t2 - t1 < best) {
+            best = t2 - t1;
+            *tsc = t1 + (t2 - t1) / 2;
+            *ns = n;
+        }
+    }
+    if (best == UINT64_MAX) { /* the TSC never went forward: the plain reads */
+        *ns = mono_now();
+        *tsc = __rdtsc();
+    }
+}
 #endif
 
 static struct hta_header *hdr(const struct agent_dec *d)
@@ -48,8 +68,7 @@ void agent_dec_init(struct agent_dec *d, void *base, uint32_t *ids, struct stack
     /* The agent is in this machine: its TSC is ours (agent-ring.h). */
     if (h.clock == HTA_CLOCK_TSC) {
         d->tsc = 1;
-        d->ns_a = mono_now();
-        d->tsc_a = __rdtsc();
+        tsc_pair(&d->tsc_a, &d->ns_a);
     }
 #endif
 }
@@ -179,7 +198,8 @@ static uint64_t tsc_ns(const struct agent_dec *d, uint64_t t)
  * fresher now (no record is stamped after it). */
 static uint64_t tsc_line(struct agent_dec *d, uint64_t now)
 {
-    uint64_t ns = mono_now(), tsc = __rdtsc();
+    uint64_t ns, tsc;
+    tsc_pair(&tsc, &ns);
     if (tsc > d->tsc_a && ns > d->ns_a &&
         (!d->tsc_mult || tsc - d->tsc_a >= 2 * (d->tsc_b - d->tsc_a))) {
         d->tsc_b = tsc;
