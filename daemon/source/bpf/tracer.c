@@ -57,13 +57,16 @@ out:
     return rc;
 }
 
-static void registry_remove(uint64_t pid)
+/* The tracer's place in the registry given back once: by the loop at a stop
+ * or a finish, or by the consumer at its end (under registry_lock). */
+static void registry_leave(struct bpf_tracer *t)
 {
     uv_once(&registry_once, registry_init);
     uv_mutex_lock(&registry_lock);
-    for (int i = 0; i < REGISTRY_MAX; i++)
-        if (registry[i] == pid)
+    for (int i = 0; t->registered && i < REGISTRY_MAX; i++)
+        if (registry[i] == t->p.pid)
             registry[i] = 0;
+    t->registered = 0;
     uv_mutex_unlock(&registry_lock);
 }
 
@@ -217,9 +220,7 @@ void bpf_tracer_kernel_release(struct bpf_tracer *t)
     if (t->epfd >= 0)
         close(t->epfd);
     t->epfd = -1;
-    if (t->registered)
-        registry_remove(t->p.pid);
-    t->registered = 0;
+    registry_leave(t);
 }
 
 void bpf_tracer_finish(struct bpf_tracer *t)
@@ -227,9 +228,7 @@ void bpf_tracer_finish(struct bpf_tracer *t)
     bpf_tracer_cut(t);
     /* The probes take nothing now: the process may be traced again (stop,
      * then start) while this tracer's consumer converts its kernel ring. */
-    if (t->registered)
-        registry_remove(t->p.pid);
-    t->registered = 0;
+    registry_leave(t);
     /* The links go on the consumer thread (run.c, bpf_tracer_end): each
      * removal waits for the kernel (~20 ms, 0.5-0.9 s for a jemalloc
      * target's ~30 probes), which held the loop and every client that long. */
@@ -289,9 +288,7 @@ void bpf_tracer_stop(struct bpf_tracer *t)
     bpf_tracer_detach(t);
     if (t->running)
         sink_let_go(t);
-    if (t->registered)
-        registry_remove(t->p.pid);
-    t->registered = 0;
+    registry_leave(t);
 }
 
 static void tracer_free_now(struct bpf_tracer *t)
