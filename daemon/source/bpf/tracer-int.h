@@ -73,8 +73,8 @@ struct bpf_tracer {
 void bpf_tracer_cut(struct bpf_tracer *t);
 /* Load the skeleton with the tracer's settings (attach.c). */
 int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz);
-/* Remove the links now (slow: each waits for the kernel). The loop's
- * bpf_tracer_detach, or a finishing consumer thread (run.c). */
+/* Remove the links now (slow: each waits for the kernel): bpf_tracer_detach
+ * when no consumer runs, else the consumer's end (bpf_tracer_end). */
 void bpf_tracer_links_remove(struct bpf_tracer *t);
 /* Consumer thread body (run.c). */
 void bpf_tracer_thread(void *arg);
