@@ -482,18 +482,23 @@ int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz)
 }
 
 /* The programs take nothing from here on (heaptrace.bpf.c, detaching): the
- * trace ends at this instant, whatever the links' removal takes after. */
+ * trace ends at this instant, whatever the links' removal takes after. The
+ * consumer gives the skeleton back at its end (bpf_tracer_kernel_release):
+ * under stats_lock. */
 void bpf_tracer_cut(struct bpf_tracer *t)
 {
+    uv_mutex_lock(&t->stats_lock);
     if (t->skel && t->skel->bss)
         __atomic_store_n(&t->skel->bss->detaching, 1, __ATOMIC_SEQ_CST);
+    uv_mutex_unlock(&t->stats_lock);
 }
 
 void bpf_tracer_detach(struct bpf_tracer *t)
 {
     bpf_tracer_cut(t);
-    /* A finishing consumer removes the links itself (bpf_tracer_finish). */
-    if (t->running && atomic_load(&t->finish))
+    /* A running consumer removes the links itself at its end (run.c): off
+     * the loop, which their removal held 0.5-0.9 s. */
+    if (t->running)
         return;
     bpf_tracer_links_remove(t);
 }
@@ -511,8 +516,7 @@ void bpf_tracer_links_remove(struct bpf_tracer *t)
         bpf_link__destroy(t->links[i]);
     for (uint32_t i = 0; i < t->nfds; i++)
         close(t->link_fds[i]);
-    /* A finishing stop detaches on the consumer thread while status reads
-     * these on the loop. */
+    /* The consumer thread detaches while status reads these on the loop. */
     uv_mutex_lock(&t->stats_lock);
     t->nlinks = 0;
     t->nfds = 0;

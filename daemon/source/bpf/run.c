@@ -265,14 +265,12 @@ static int target_exited(struct bpf_tracer *t, const struct epoll_event *evs, in
 /* Finishing: the programs take nothing any more (bpf_tracer_cut), so the ring
  * holds only records taken before; every one becomes an event (the sink
  * waits for room, the loop keeps draining), then the drops counted until
- * now, then the links go (here, not on the loop: their removal is slow).
- * 1: the consumer ends. */
+ * now; the links go at the end (bpf_tracer_end). 1: the consumer ends. */
 static int finish_drain(struct bpf_tracer *t)
 {
     int n;
     while ((n = ring_buffer__consume(t->rb)) > 0)
         ;
-    bpf_tracer_links_remove(t);
     if (n == 0)
         lost_check(t);
     return 1;
@@ -328,8 +326,10 @@ void bpf_tracer_thread(void *arg)
         t->cons.drops_seen = drops;
     }
     stats_publish(t);
-    t->done_called = 1;
-    t->sink.done(t->sink.emit.arg, reason);
+    bpf_tracer_converted(t);
+    /* The kernel's side goes here, before done: a session ended has given
+     * it back, and the loop never waits for it. */
+    bpf_tracer_end(t, reason);
 }
 
 int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, char *err,

@@ -52,8 +52,17 @@ struct bpf_tracer {
     char name[64];                /* /proc/PID/comm at attach */
     struct procmaps_module *mods; /* read at attach, then as last reported (module events) */
     size_t nmods;
-    int done_called;
     int discarding; /* the consumer is done: ring records are only counted */
+    /* The consumer's end against the loop letting go (end_lock): the kernel
+     * side's release takes 0.5-0.9 s for a jemalloc target, so the loop
+     * never joins a consumer that is still at it (bpf_tracer_stop,
+     * bpf_tracer_abandon). */
+    uv_mutex_t end_lock;
+    uv_cond_t end_cond;
+    int converted; /* the consumer touches the sink no more, but for done */
+    int sink_gone; /* the loop let go of the sink: no done */
+    int ended;     /* the consumer thread is returning */
+    int orphan;    /* nobody joins it: the consumer frees the tracer */
 
     /* Copies for stats from other threads. */
     uv_mutex_t stats_lock;
@@ -64,10 +73,17 @@ struct bpf_tracer {
 void bpf_tracer_cut(struct bpf_tracer *t);
 /* Load the skeleton with the tracer's settings (attach.c). */
 int bpf_tracer_load(struct bpf_tracer *t, char *err, size_t errsz);
-/* Remove the links now (slow: each waits for the kernel). The loop's
- * bpf_tracer_detach, or a finishing consumer thread (run.c). */
+/* Remove the links now (slow: each waits for the kernel): bpf_tracer_detach
+ * when no consumer runs, else the consumer's end (bpf_tracer_end). */
 void bpf_tracer_links_remove(struct bpf_tracer *t);
 /* Consumer thread body (run.c). */
 void bpf_tracer_thread(void *arg);
+/* The consumer's end (run.c): converted (the sink is let go), then the
+ * links, programs, maps and ring given back (slow: here, off the loop),
+ * then done unless the loop let go of the sink; an orphan frees itself. */
+void bpf_tracer_converted(struct bpf_tracer *t);
+void bpf_tracer_end(struct bpf_tracer *t, const char *reason);
+/* Everything the kernel holds for the tracer (tracer.c). */
+void bpf_tracer_kernel_release(struct bpf_tracer *t);
 
 #endif

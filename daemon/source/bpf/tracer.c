@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +57,16 @@ out:
     return rc;
 }
 
-static void registry_remove(uint64_t pid)
+/* The tracer's place in the registry given back once: by the loop at a stop
+ * or a finish, or by the consumer at its end (under registry_lock). */
+static void registry_leave(struct bpf_tracer *t)
 {
     uv_once(&registry_once, registry_init);
     uv_mutex_lock(&registry_lock);
-    for (int i = 0; i < REGISTRY_MAX; i++)
-        if (registry[i] == pid)
+    for (int i = 0; t->registered && i < REGISTRY_MAX; i++)
+        if (registry[i] == t->p.pid)
             registry[i] = 0;
+    t->registered = 0;
     uv_mutex_unlock(&registry_lock);
 }
 
@@ -170,6 +174,8 @@ int bpf_tracer_new(struct bpf_tracer **out, const struct bpf_tracer_params *p, c
     t->pidfd = -1;
     t->epfd = -1;
     uv_mutex_init(&t->stats_lock);
+    uv_mutex_init(&t->end_lock);
+    uv_cond_init(&t->end_cond);
     bpf_libbpf_log_install();
     rc = pid_open(t, err, errsz);
     if (rc)
@@ -194,24 +200,27 @@ fail:
 }
 
 /* Everything the kernel holds for the tracer: links, programs, maps (the
- * ring's memory), the pidfd, the PID's place in the registry. */
-static void kernel_release(struct bpf_tracer *t)
+ * ring's memory), the pidfd, the PID's place in the registry. The skeleton
+ * leaves under stats_lock: the loop's bpf_tracer_cut reads it. */
+void bpf_tracer_kernel_release(struct bpf_tracer *t)
 {
+    bpf_tracer_links_remove(t);
     if (t->rb)
         ring_buffer__free(t->rb);
     t->rb = NULL;
-    if (t->skel)
-        heaptrace_bpf__destroy(t->skel);
+    uv_mutex_lock(&t->stats_lock);
+    struct heaptrace_bpf *skel = t->skel;
     t->skel = NULL;
+    uv_mutex_unlock(&t->stats_lock);
+    if (skel)
+        heaptrace_bpf__destroy(skel);
     if (t->pidfd >= 0)
         close(t->pidfd);
     t->pidfd = -1;
     if (t->epfd >= 0)
         close(t->epfd);
     t->epfd = -1;
-    if (t->registered)
-        registry_remove(t->p.pid);
-    t->registered = 0;
+    registry_leave(t);
 }
 
 void bpf_tracer_finish(struct bpf_tracer *t)
@@ -219,10 +228,8 @@ void bpf_tracer_finish(struct bpf_tracer *t)
     bpf_tracer_cut(t);
     /* The probes take nothing now: the process may be traced again (stop,
      * then start) while this tracer's consumer converts its kernel ring. */
-    if (t->registered)
-        registry_remove(t->p.pid);
-    t->registered = 0;
-    /* The links go on the consumer thread (run.c, finish_drain): each
+    registry_leave(t);
+    /* The links go on the consumer thread (run.c, bpf_tracer_end): each
      * removal waits for the kernel (~20 ms, 0.5-0.9 s for a jemalloc
      * target's ~30 probes), which held the loop and every client that long. */
     if (t->running)
@@ -231,21 +238,71 @@ void bpf_tracer_finish(struct bpf_tracer *t)
         bpf_tracer_links_remove(t);
 }
 
+/* Orphaned consumers (bpf_tracer_abandon) still giving the kernel's side
+ * back: the process's exit waits for them. */
+static uv_once_t orphans_once = UV_ONCE_INIT;
+static uv_mutex_t orphans_lock;
+static uv_cond_t orphans_cond;
+static int orphans;
+
+static void orphans_wait(void)
+{
+    uv_mutex_lock(&orphans_lock);
+    while (orphans > 0)
+        uv_cond_wait(&orphans_cond, &orphans_lock);
+    uv_mutex_unlock(&orphans_lock);
+}
+
+static void orphans_init(void)
+{
+    uv_mutex_init(&orphans_lock);
+    uv_cond_init(&orphans_cond);
+    atexit(orphans_wait);
+}
+
+static void orphans_add(int d)
+{
+    uv_once(&orphans_once, orphans_init);
+    uv_mutex_lock(&orphans_lock);
+    orphans += d;
+    if (orphans == 0)
+        uv_cond_broadcast(&orphans_cond);
+    uv_mutex_unlock(&orphans_lock);
+}
+
+/* The loop lets go of the sink: the consumer is told to quit and is waited
+ * for only while it converts (it ends that soon once the caller made a put
+ * blocked on room return), never while it gives the kernel's side back. */
+static void sink_let_go(struct bpf_tracer *t)
+{
+    atomic_store(&t->quit, 1);
+    uv_mutex_lock(&t->end_lock);
+    while (!t->converted)
+        uv_cond_wait(&t->end_cond, &t->end_lock);
+    t->sink_gone = 1;
+    uv_mutex_unlock(&t->end_lock);
+}
+
 void bpf_tracer_stop(struct bpf_tracer *t)
 {
-    /* A finishing consumer removes the links itself: joined first (the
-     * links it did not reach, leaving another way, go here). */
-    if (t->running && atomic_load(&t->finish)) {
-        uv_thread_join(&t->thread);
-        t->running = 0;
-    }
     bpf_tracer_detach(t);
-    if (t->running) {
-        atomic_store(&t->quit, 1);
-        uv_thread_join(&t->thread);
-        t->running = 0;
-    }
-    kernel_release(t);
+    if (t->running)
+        sink_let_go(t);
+    registry_leave(t);
+}
+
+static void tracer_free_now(struct bpf_tracer *t)
+{
+    unwinder_free(t->cons.uw);
+    bpf_consumer_close(&t->cons);
+    ht_free(t->mods);
+    ht_free(t->links);
+    ht_free(t->link_fds);
+    ht_free(t->points);
+    uv_cond_destroy(&t->end_cond);
+    uv_mutex_destroy(&t->end_lock);
+    uv_mutex_destroy(&t->stats_lock);
+    ht_free(t);
 }
 
 void bpf_tracer_free(struct bpf_tracer *t)
@@ -253,14 +310,59 @@ void bpf_tracer_free(struct bpf_tracer *t)
     if (!t)
         return;
     bpf_tracer_stop(t);
-    unwinder_free(t->cons.uw);
-    bpf_consumer_close(&t->cons);
-    ht_free(t->mods);
-    ht_free(t->links);
-    ht_free(t->link_fds);
-    ht_free(t->points);
-    uv_mutex_destroy(&t->stats_lock);
-    ht_free(t);
+    if (t->running) {
+        uv_thread_join(&t->thread);
+        t->running = 0;
+    }
+    bpf_tracer_kernel_release(t);
+    tracer_free_now(t);
+}
+
+void bpf_tracer_abandon(struct bpf_tracer *t)
+{
+    if (!t)
+        return;
+    bpf_tracer_stop(t);
+    if (!t->running) {
+        bpf_tracer_free(t);
+        return;
+    }
+    /* Counted before the thread can end and free itself. */
+    uv_thread_t th = t->thread;
+    orphans_add(1);
+    uv_mutex_lock(&t->end_lock);
+    int orphan = t->orphan = !t->ended;
+    uv_mutex_unlock(&t->end_lock);
+    if (orphan) {
+        pthread_detach(th); /* t may be gone already */
+        return;
+    }
+    orphans_add(-1);
+    bpf_tracer_free(t);
+}
+
+/* The consumer's last steps (run.c): an orphan frees the tracer. */
+void bpf_tracer_end(struct bpf_tracer *t, const char *reason)
+{
+    bpf_tracer_kernel_release(t);
+    uv_mutex_lock(&t->end_lock);
+    if (!t->sink_gone)
+        t->sink.done(t->sink.emit.arg, reason);
+    t->ended = 1;
+    int orphan = t->orphan;
+    uv_mutex_unlock(&t->end_lock);
+    if (orphan) {
+        tracer_free_now(t);
+        orphans_add(-1);
+    }
+}
+
+void bpf_tracer_converted(struct bpf_tracer *t)
+{
+    uv_mutex_lock(&t->end_lock);
+    t->converted = 1;
+    uv_cond_broadcast(&t->end_cond);
+    uv_mutex_unlock(&t->end_lock);
 }
 
 const struct procmaps_module *bpf_tracer_modules(const struct bpf_tracer *t, size_t *n)

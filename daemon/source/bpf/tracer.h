@@ -85,21 +85,25 @@ int bpf_tracer_attach(struct bpf_tracer *t, char *err, size_t errsz);
 /* Start the consumer thread. */
 int bpf_tracer_run(struct bpf_tracer *t, const struct bpf_tracer_sink *sink, char *err,
                    size_t errsz);
-/* Destroy every link (idempotent); the consumer keeps draining what is in the ring. */
+/* The programs take nothing more; the links go now when no consumer runs,
+ * else at the consumer's end (on its thread: their removal is slow). */
 void bpf_tracer_detach(struct bpf_tracer *t);
 /* Detach, and have the consumer convert every record the ring still holds
- * (the sink keeps taking them) and the drops counted until now, then end
- * (done); not joined. */
+ * (the sink keeps taking them) and the drops counted until now, give the
+ * kernel's side back, then end (done); not joined. */
 void bpf_tracer_finish(struct bpf_tracer *t);
-/* Detach, stop the consumer thread and join it (its done callback runs if
- * it had not), then give back everything the kernel holds (programs, maps,
- * the PID's registration); what was converted stays with the sink, the
- * stats and status stay readable. Idempotent. The caller makes sure a sink
- * callback blocked on room can return (evring_quit). */
+/* Detach, tell the consumer to quit and wait until it no longer uses the
+ * sink (its done callback does not run after this), leave the PID registry.
+ * The consumer gives the links, programs and maps back on its own thread
+ * (0.5-0.9 s for a jemalloc target): never waited for here. The stats and
+ * status stay readable. Idempotent. The caller makes sure a sink callback
+ * blocked on room can return (evring_quit). */
 void bpf_tracer_stop(struct bpf_tracer *t);
-/* Detach, stop and join the consumer (its done callback runs if it had not),
- * free the skeleton, leave the PID registry. */
+/* Stop, join the consumer, give back everything the kernel holds, free. */
 void bpf_tracer_free(struct bpf_tracer *t);
+/* Stop, and free without waiting: a consumer still giving the kernel's side
+ * back frees the tracer itself when done; the process's exit waits for it. */
+void bpf_tracer_abandon(struct bpf_tracer *t);
 void bpf_tracer_stats(struct bpf_tracer *t, struct bpf_tracer_stats *st);
 /* "probes": [{"fn","module","offset","probe_off"}...] and the settings. */
 struct cJSON *bpf_tracer_status_json(struct bpf_tracer *t);

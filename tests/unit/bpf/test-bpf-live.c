@@ -315,6 +315,8 @@ static void run_target(struct bpf_tracer_params *p, struct seen *s, struct bpf_t
     CHECK_EQ(rc, 0);
     struct bpf_tracer_sink k = sink_of(s);
     CHECK_EQ(bpf_tracer_run(t, &k, err, sizeof(err)), 0);
+    kernel_objects(&progs1, &links1);
+    CHECK(progs1 > progs0);
     child_say(&c);
     char line[64];
     CHECK(fgets(line, sizeof(line), c.from) != NULL);
@@ -327,15 +329,15 @@ static void run_target(struct bpf_tracer_params *p, struct seen *s, struct bpf_t
     s->jemalloc_probes = js && strstr(js, "libjemalloc") ? 1 : 0;
     free(js);
     cJSON_Delete(sj);
-    kernel_objects(&progs1, &links1);
-    CHECK(progs1 > progs0);
+    /* Done comes after the consumer gave the kernel's side back (run.c):
+     * before the free. */
+    kernel_objects_settle(progs0, links0, &progs1, &links1);
+    CHECK_EQ(progs1, progs0);
+    CHECK_EQ(links1, links0);
     bpf_tracer_free(t);
     printf("reason: %s; probes %u links %u records %llu lost %llu attach %.1f ms\n", s->reason,
            st->probes, st->links, (unsigned long long)st->records, (unsigned long long)st->lost,
            st->attach_ns / 1e6);
-    kernel_objects_settle(progs0, links0, &progs1, &links1);
-    CHECK_EQ(progs1, progs0);
-    CHECK_EQ(links1, links0);
 }
 
 /* The counts bpf-target's run must give, whatever allocator it uses. */
