@@ -141,7 +141,10 @@ case_adv25_keys_model() {
     # Those that gave up waiting are stack_drops in every reply (a cap), the rest no_stack.
     python3 "$ETL_MODEL" check-keys "$T/ku.json" "$dropped" >"$T/check.out" 2>&1 ||
         fail "300000 undefined: $(cat "$T/check.out")"
-    [ "$(tail -1 "$T/rss")" -lt 200000 ] || fail "the ctl's peak RSS: $(tail -1 "$T/rss") KB"
+    # The bound is the plain build's: under TSan the ctl's RSS is mostly its shadow (333 MB).
+    if ! ldd "$HT_CTL" 2>/dev/null | grep -q 'libasan\|libtsan'; then
+        [ "$(tail -1 "$T/rss")" -lt 200000 ] || fail "the ctl's peak RSS: $(tail -1 "$T/rss") KB"
+    fi
     stop_clean
 }
 
